@@ -1,0 +1,78 @@
+//! The command line. Exit codes: 0 success, 1 a problem in the input (diagnostics printed) or
+//! a failed case, 2 a usage or I/O error. No input makes `xpu` panic.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod check;
+mod fmt;
+mod run;
+
+#[derive(Parser)]
+#[command(
+    name = "xpu",
+    version,
+    about = "Typed GPU-style kernels on the host CPU and GPUs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Parse and verify kernel files; print one `path:line:col: error[CODE]: message` per problem.
+    Check {
+        /// Files or folders (walked for `.xk` files).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Print a kernel file in canonical form.
+    Fmt { file: PathBuf },
+    /// Execute the run blocks of kernel files and compare with their expectations.
+    Run(run::RunArgs),
+}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::Check { paths } => check::check(&paths),
+        Command::Fmt { file } => fmt::fmt(&file),
+        Command::Run(args) => run::run(&args),
+    }
+}
+
+/// Every `.xk` file under `paths` (files as given, folders walked in sorted order).
+pub fn kernel_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()?;
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, out)?;
+            } else if path.extension().is_some_and(|x| x == "xk") {
+                out.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            walk(path, &mut out)?;
+        } else {
+            out.push(path.clone());
+        }
+    }
+    Ok(out)
+}

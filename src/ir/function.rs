@@ -1,0 +1,177 @@
+//! Functions (kernels and device helpers), their locals, shared arrays, attributes and
+//! template parameters.
+
+use super::{Arena, Block, ElemType, Expr, Handle, Len, Span, Type};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FunctionKind {
+    /// An entry point launched over a grid.
+    Kernel,
+    /// A helper callable from kernels and other helpers (no recursion).
+    Device,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub ty: Type,
+    pub span: Span,
+}
+
+/// A local variable (mutable; scalars, vectors, private arrays, fragments and tags).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Local {
+    pub name: String,
+    pub ty: Type,
+    pub span: Span,
+}
+
+/// A workgroup (shared) array declared in a kernel. `len: None` is sized at launch from the
+/// dynamic shared bytes (`bytes / elem.size()` elements).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedDecl {
+    pub name: String,
+    pub elem: ElemType,
+    pub len: Option<Len>,
+    pub span: Span,
+}
+
+/// A compile-time integer expression over a template's parameters: array lengths, attribute
+/// arguments and `requires` clauses. Comparisons and `&&`/`||` yield 0 or 1.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConstExpr {
+    Lit(u64),
+    /// A template parameter, by index.
+    Param(u32),
+    Unary(ConstUnOp, Handle<ConstExpr>),
+    Binary(ConstBinOp, Handle<ConstExpr>, Handle<ConstExpr>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConstUnOp {
+    Not,
+    Neg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConstBinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+/// `@occupancy(...)`: the block the kernel is budgeted for (contract §3.4).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Occupancy {
+    pub max_threads: Option<Handle<ConstExpr>>,
+    pub max_waves: Option<Handle<ConstExpr>>,
+    pub min_resident: Option<Handle<ConstExpr>>,
+    pub max_registers: Option<Handle<ConstExpr>>,
+    pub span: Span,
+}
+
+/// `@unlowered(...)`: a tracked hold of the skip gate for one backend (contract §3.6).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unlowered {
+    pub backend: String,
+    pub tracked: String,
+    pub may_lower: bool,
+    pub hold: bool,
+    pub host_wave_below: Option<u32>,
+    pub span: Span,
+}
+
+/// A kernel's declarations (contract §3.2–3.6).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Attributes {
+    /// `@wave(N)`: the wave width the body assumes.
+    pub wave: Option<(u32, Span)>,
+    pub occupancy: Option<Occupancy>,
+    pub unlowered: Vec<Unlowered>,
+    /// `@unbounded(tracked = "...")`.
+    pub unbounded: Option<(String, Span)>,
+}
+
+/// What makes a kernel a template (contract §3.5).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TemplateInfo {
+    /// The constant parameters' names (each a `u32`).
+    pub params: Vec<String>,
+    /// `requires` clauses, each evaluated per instantiation.
+    pub requires: Vec<(Handle<ConstExpr>, Span)>,
+    /// The argument lists to instantiate.
+    pub instantiate: Vec<(Vec<u32>, Span)>,
+    /// The instantiation cap (`max N`); the default is [`TemplateInfo::DEFAULT_MAX`].
+    pub max: Option<u32>,
+}
+
+impl TemplateInfo {
+    pub const DEFAULT_MAX: u32 = 8;
+}
+
+/// A kernel, a device helper, or a kernel template.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub name: String,
+    pub kind: FunctionKind,
+    pub params: Vec<Param>,
+    pub ret: Option<Type>,
+    pub attrs: Attributes,
+    pub template: Option<TemplateInfo>,
+    pub locals: Arena<Local>,
+    pub shared: Arena<SharedDecl>,
+    pub consts: Arena<ConstExpr>,
+    pub exprs: Arena<Expr>,
+    /// The span of each expression, parallel to `exprs`.
+    pub expr_spans: Vec<Span>,
+    pub body: Block,
+    pub span: Span,
+}
+
+impl Function {
+    pub fn new(name: impl Into<String>, kind: FunctionKind) -> Self {
+        Function {
+            name: name.into(),
+            kind,
+            params: Vec::new(),
+            ret: None,
+            attrs: Attributes::default(),
+            template: None,
+            locals: Arena::new(),
+            shared: Arena::new(),
+            consts: Arena::new(),
+            exprs: Arena::new(),
+            expr_spans: Vec::new(),
+            body: Vec::new(),
+            span: Span::UNKNOWN,
+        }
+    }
+
+    /// Appends an expression with its span.
+    pub fn add_expr(&mut self, expr: Expr, span: Span) -> Handle<Expr> {
+        self.expr_spans.push(span);
+        self.exprs.append(expr)
+    }
+
+    /// The span of `expr`, or unknown.
+    pub fn expr_span(&self, expr: Handle<Expr>) -> Span {
+        self.expr_spans
+            .get(expr.index())
+            .copied()
+            .unwrap_or(Span::UNKNOWN)
+    }
+
+    pub fn is_kernel(&self) -> bool {
+        self.kind == FunctionKind::Kernel
+    }
+}

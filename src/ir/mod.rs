@@ -1,0 +1,24 @@
+//! The typed kernel IR (DESIGN.md, Decisions 1–4): the data model, the builder a front end
+//! uses, the text format, and the verifier that alone makes a [`VerifiedModule`].
+//!
+//! A [`Module`] holds [`Function`]s (kernels, device helpers, kernel templates) and
+//! [`TagSet`]s. Each function owns arenas of locals, shared arrays, constant expressions and
+//! expressions; statements nest as [`Block`]s. Every node carries a [`Span`].
+
+mod arena;
+mod diag;
+mod expr;
+mod function;
+mod module;
+mod span;
+mod stmt;
+mod types;
+
+pub use arena::{Arena, Handle};
+pub use diag::{Diagnostic, Diagnostics};
+pub use expr::*;
+pub use function::*;
+pub use module::*;
+pub use span::Span;
+pub use stmt::*;
+pub use types::*;
