@@ -13,6 +13,8 @@ mod module;
 mod span;
 mod stmt;
 mod types;
+pub mod typeck;
+pub mod verify;
 
 pub use arena::{Arena, Handle};
 pub use diag::{Diagnostic, Diagnostics};
