@@ -2,4 +2,5 @@
 //! Vulkan devices. The contract is `CajetaXPU.md`; the layout is described in `DESIGN.md`.
 
 pub mod cli;
+pub mod interp;
 pub mod ir;

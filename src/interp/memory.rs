@@ -1,0 +1,439 @@
+//! Memory as the interpreter sees it: byte arrays with a "defined" bit per byte (poison
+//! tracking) and, for memory that more than one work-item can write, a per-byte shadow of the
+//! last writer and readers (race tracking).
+//!
+//! Race model (docs/semantics.md, "Data races"): the launch is cut into *phases*. A phase
+//! starts when a workgroup starts and after each barrier it passes; phase ids grow
+//! monotonically over the launch, and workgroups run one after another, so the phases of the
+//! running workgroup are exactly those at or above its first phase (`group_start`). Two
+//! accesses to one byte by different work-items conflict when at least one writes, they are
+//! not both atomic, and they are not ordered by a barrier: they are in the same phase, or in
+//! different workgroups (an earlier access in a phase below `group_start`).
+
+use crate::ir::Scalar;
+use half::f16;
+
+/// A buffer for the interpreter: bytes plus a defined bit per byte. Fresh buffers made with
+/// [`Buffer::uninit`] are poison: reading a byte no one wrote is undefined behaviour the
+/// interpreter reports (`uninit_read`). Writes define bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Buffer {
+    pub(crate) bytes: Vec<u8>,
+    /// One bit per byte, 1 = defined.
+    pub(crate) defined: Vec<u64>,
+}
+
+/// A scalar type a [`Buffer`] can be built from or read as.
+pub trait Element: Copy {
+    /// The IR scalar with this representation.
+    const SCALAR: Scalar;
+    /// Little-endian bytes, `SCALAR.size()` of them.
+    fn write_le(self, out: &mut [u8]);
+    fn read_le(bytes: &[u8]) -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $s:ident) => {
+        impl Element for $t {
+            const SCALAR: Scalar = Scalar::$s;
+            fn write_le(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
+            }
+            fn read_le(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("element width"))
+            }
+        }
+    };
+}
+element!(i8, I8);
+element!(i16, I16);
+element!(i32, I32);
+element!(i64, I64);
+element!(u8, U8);
+element!(u16, U16);
+element!(u32, U32);
+element!(u64, U64);
+element!(f32, F32);
+element!(f64, F64);
+element!(f16, F16);
+
+impl Element for bool {
+    const SCALAR: Scalar = Scalar::Bool;
+    fn write_le(self, out: &mut [u8]) {
+        out[0] = self as u8;
+    }
+    fn read_le(bytes: &[u8]) -> Self {
+        bytes[0] & 1 != 0
+    }
+}
+
+fn words(len: usize) -> usize {
+    len.div_ceil(64)
+}
+
+impl Buffer {
+    /// `len` bytes, all poison (their content is 0xFF, the contract's CAJETA_XPU_POISON
+    /// pattern, but reading them is reported as undefined behaviour).
+    pub fn uninit(len: usize) -> Self {
+        Buffer {
+            bytes: vec![0xff; len],
+            defined: vec![0; words(len)],
+        }
+    }
+
+    /// `len` zero bytes, all defined.
+    pub fn zeroed(len: usize) -> Self {
+        Self::from_bytes(vec![0; len])
+    }
+
+    /// The given bytes, all defined.
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        let n = bytes.len();
+        let mut defined = vec![u64::MAX; words(n)];
+        if n % 64 != 0 {
+            if let Some(last) = defined.last_mut() {
+                *last = (1u64 << (n % 64)) - 1;
+            }
+        }
+        Buffer { bytes, defined }
+    }
+
+    /// A buffer holding `values` in order, all defined.
+    pub fn from_values<T: Element>(values: &[T]) -> Self {
+        let size = T::SCALAR.size() as usize;
+        let mut bytes = vec![0u8; values.len() * size];
+        for (v, chunk) in values.iter().zip(bytes.chunks_exact_mut(size)) {
+            v.write_le(chunk);
+        }
+        Self::from_bytes(bytes)
+    }
+
+    /// The content read as elements of `T` (a trailing partial element is ignored).
+    pub fn to_values<T: Element>(&self) -> Vec<T> {
+        let size = T::SCALAR.size() as usize;
+        self.bytes.chunks_exact(size).map(T::read_le).collect()
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Overwrites bytes from `offset` and marks them defined. Panics if the range is outside
+    /// the buffer, like slice indexing.
+    pub fn write_bytes(&mut self, offset: usize, data: &[u8]) {
+        self.bytes[offset..offset + data.len()].copy_from_slice(data);
+        set_defined(&mut self.defined, offset, data.len(), true);
+    }
+
+    /// Whether byte `i` has been written (or was given at creation).
+    pub fn is_defined(&self, i: usize) -> bool {
+        i < self.bytes.len() && self.defined[i / 64] >> (i % 64) & 1 != 0
+    }
+
+    /// Whether every byte of the buffer is defined.
+    pub fn all_defined(&self) -> bool {
+        all_defined(&self.defined, 0, self.bytes.len())
+    }
+}
+
+/// Whether bits `[off, off+len)` are all set.
+#[inline]
+pub(crate) fn all_defined(bits: &[u64], off: usize, len: usize) -> bool {
+    let (w, b) = (off / 64, off % 64);
+    if b + len <= 64 {
+        let mask = if len == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << len) - 1) << b
+        };
+        return bits[w] & mask == mask;
+    }
+    (off..off + len).all(|i| bits[i / 64] >> (i % 64) & 1 != 0)
+}
+
+#[inline]
+pub(crate) fn set_defined(bits: &mut [u64], off: usize, len: usize, value: bool) {
+    let (w, b) = (off / 64, off % 64);
+    if b + len <= 64 {
+        let mask = if len == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << len) - 1) << b
+        };
+        if value {
+            bits[w] |= mask;
+        } else {
+            bits[w] &= !mask;
+        }
+        return;
+    }
+    for i in off..off + len {
+        if value {
+            bits[i / 64] |= 1 << (i % 64);
+        } else {
+            bits[i / 64] &= !(1 << (i % 64));
+        }
+    }
+}
+
+/// The race shadow of one byte.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Cell {
+    /// The last writer's work-item + 1 (0: none), with [`ATOMIC`] set for an atomic write.
+    w_item: u32,
+    w_phase: u32,
+    /// The last reader's work-item + 1 (0: none; [`MANY`]: several readers, the earliest of
+    /// them in `r_phase`).
+    r_item: u32,
+    r_phase: u32,
+}
+
+const ATOMIC: u32 = 1 << 31;
+const MANY: u32 = u32::MAX;
+
+/// How an access touches memory, for the race shadow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+    Atomic,
+}
+
+/// Who is accessing: a work-item (linear over the launch), in a phase of a workgroup whose
+/// first phase is `group_start`.
+#[derive(Clone, Copy)]
+pub(crate) struct Accessor {
+    pub item: u32,
+    pub phase: u32,
+    pub group_start: u32,
+}
+
+/// A race found: the other access's work-item (linear over the launch) and whether it wrote.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Conflict {
+    pub other_item: u32,
+    pub other_wrote: bool,
+}
+
+/// A memory fault: the byte range is not all defined.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Fault {
+    Uninit,
+    Race(Conflict),
+}
+
+/// One addressable memory: a buffer's bytes during a launch, or a workgroup's shared memory.
+#[derive(Default)]
+pub(crate) struct Region {
+    pub bytes: Vec<u8>,
+    pub defined: Vec<u64>,
+    /// Empty when this region's races are not tracked (read-only buffers, allowed races,
+    /// checks off).
+    pub shadow: Vec<Cell>,
+}
+
+impl Region {
+    pub fn from_buffer(buf: &mut Buffer, track: bool) -> Region {
+        let bytes = std::mem::take(&mut buf.bytes);
+        let defined = std::mem::take(&mut buf.defined);
+        let shadow = if track {
+            vec![Cell::default(); bytes.len()]
+        } else {
+            Vec::new()
+        };
+        Region {
+            bytes,
+            defined,
+            shadow,
+        }
+    }
+
+    pub fn into_buffer(self, buf: &mut Buffer) {
+        buf.bytes = self.bytes;
+        buf.defined = self.defined;
+    }
+
+    /// A fresh shared-memory region of `len` poison bytes.
+    pub fn shared(len: usize, track: bool) -> Region {
+        Region {
+            bytes: vec![0xff; len],
+            defined: vec![0; words(len)],
+            shadow: if track {
+                vec![Cell::default(); len]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Poisons everything and forgets every access (a new workgroup's shared memory).
+    pub fn reset(&mut self) {
+        self.defined.iter_mut().for_each(|w| *w = 0);
+        self.shadow.iter_mut().for_each(|c| *c = Cell::default());
+    }
+
+    /// Checks (when `checks`) and records an access of `len` bytes at `off`, which the caller
+    /// has bounds-checked. A read of undefined bytes is a fault; a write defines them.
+    #[inline]
+    pub fn access(
+        &mut self,
+        off: usize,
+        len: usize,
+        how: Access,
+        who: Accessor,
+        checks: bool,
+    ) -> Result<(), Fault> {
+        if checks && how != Access::Write && !all_defined(&self.defined, off, len) {
+            return Err(Fault::Uninit);
+        }
+        if !self.shadow.is_empty() {
+            for cell in &mut self.shadow[off..off + len] {
+                track(cell, how, who).map_err(Fault::Race)?;
+            }
+        }
+        if how != Access::Read {
+            set_defined(&mut self.defined, off, len, true);
+        }
+        Ok(())
+    }
+}
+
+/// Whether an earlier access in `phase` by `item` (+1 encoded) is unordered with `who`.
+#[inline]
+fn unordered(phase: u32, who: Accessor) -> bool {
+    phase == who.phase || phase < who.group_start
+}
+
+#[inline]
+fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
+    let me = who.item + 1;
+    let w = cell.w_item & !ATOMIC;
+    let w_atomic = cell.w_item & ATOMIC != 0;
+    match how {
+        Access::Read => {
+            if w != 0 && w != me && unordered(cell.w_phase, who) {
+                return Err(Conflict {
+                    other_item: w - 1,
+                    other_wrote: true,
+                });
+            }
+            let r = cell.r_item;
+            if r == 0 || r == me {
+                cell.r_item = me;
+                cell.r_phase = who.phase;
+            } else if cell.r_phase >= who.group_start {
+                // The earlier reader is in this workgroup: ordered before us by a barrier,
+                // or in this very phase (then both must be remembered).
+                if cell.r_phase == who.phase {
+                    cell.r_item = MANY;
+                } else {
+                    cell.r_item = me;
+                    cell.r_phase = who.phase;
+                }
+            } else {
+                // A reader in another workgroup stays unordered with every later writer.
+                cell.r_item = MANY;
+            }
+        }
+        Access::Write | Access::Atomic => {
+            let atomic = how == Access::Atomic;
+            if w != 0 && w != me && !(atomic && w_atomic) && unordered(cell.w_phase, who) {
+                return Err(Conflict {
+                    other_item: w - 1,
+                    other_wrote: true,
+                });
+            }
+            let r = cell.r_item;
+            if r != 0 && r != me && unordered(cell.r_phase, who) {
+                return Err(Conflict {
+                    // Several readers: name none in particular.
+                    other_item: if r == MANY { u32::MAX } else { r - 1 },
+                    other_wrote: false,
+                });
+            }
+            cell.w_item = me | if atomic { ATOMIC } else { 0 };
+            cell.w_phase = who.phase;
+            cell.r_item = 0;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(item: u32, phase: u32, group_start: u32) -> Accessor {
+        Accessor {
+            item,
+            phase,
+            group_start,
+        }
+    }
+
+    #[test]
+    fn defined_bits() {
+        let mut b = Buffer::uninit(100);
+        assert!(!b.is_defined(3));
+        b.write_bytes(60, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(b.is_defined(60) && b.is_defined(67) && !b.is_defined(68));
+        assert!(all_defined(&b.defined, 60, 8));
+        assert!(!all_defined(&b.defined, 59, 8));
+        assert!(Buffer::from_values(&[1.0f32, 2.0]).all_defined());
+        assert_eq!(
+            Buffer::from_values(&[1.5f32, -2.0]).to_values::<f32>(),
+            vec![1.5, -2.0]
+        );
+    }
+
+    #[test]
+    fn races() {
+        let mut r = Region::shared(8, true);
+        // Two items write one byte in one phase: race.
+        r.access(0, 4, Access::Write, who(0, 1, 1), true).unwrap();
+        assert!(r.access(0, 4, Access::Write, who(1, 1, 1), true).is_err());
+        // After a barrier (phase 2, same group) it is ordered.
+        let mut r = Region::shared(8, true);
+        r.access(0, 4, Access::Write, who(0, 1, 1), true).unwrap();
+        r.access(0, 4, Access::Read, who(1, 2, 1), true).unwrap();
+        r.access(0, 4, Access::Read, who(2, 2, 1), true).unwrap();
+        // Two readers in phase 2, then a write by one of them in phase 2: race.
+        assert!(r.access(0, 4, Access::Write, who(2, 2, 1), true).is_err());
+        // Atomics do not race with atomics.
+        let mut r = Region::shared(8, true);
+        r.access(4, 4, Access::Atomic, who(0, 1, 1), false).unwrap();
+        r.access(4, 4, Access::Atomic, who(1, 1, 1), false).unwrap();
+        assert!(r.access(4, 4, Access::Read, who(2, 1, 1), false).is_err());
+        // Another workgroup's earlier write conflicts whatever the phase.
+        let mut r = Region::shared(8, true);
+        r.access(0, 1, Access::Write, who(0, 1, 1), true).unwrap();
+        assert!(r.access(0, 1, Access::Read, who(9, 5, 5), true).is_err());
+        // A reader in another group, then a read here, then a write here by the same item.
+        let mut r = Region::shared(8, true);
+        r.access(0, 1, Access::Write, who(0, 0, 0), true).unwrap();
+        let mut r2 = Region::shared(8, true);
+        r2.access(0, 1, Access::Read, who(0, 1, 1), false).ok();
+        r2.access(0, 1, Access::Read, who(5, 3, 3), false).unwrap();
+        assert!(r2.access(0, 1, Access::Write, who(5, 3, 3), false).is_err());
+    }
+
+    #[test]
+    fn uninit_reads() {
+        let mut r = Region::shared(8, false);
+        assert!(matches!(
+            r.access(0, 4, Access::Read, who(0, 0, 0), true),
+            Err(Fault::Uninit)
+        ));
+        r.access(0, 4, Access::Write, who(0, 0, 0), true).unwrap();
+        r.access(0, 4, Access::Read, who(0, 0, 0), true).unwrap();
+    }
+}
