@@ -1,0 +1,461 @@
+//! The NVPTX implementation of [`LoweringTarget`]: NVIDIA GPUs through LLVM's NVPTX
+//! backend, emitting PTX text for the driver (or `ptxas`) to assemble.
+//!
+//! - Wave 32 always; `@wave(N)` other than 32 is refused at build (contract §3.2).
+//! - Address spaces: global 1, shared 3 (static arrays and the `extern` dynamic one),
+//!   allocas generic (NVPTX infers local memory).
+//! - Coordinates from `%tid`, `%ctaid`, `%ntid`, `%nctaid`, `%laneid`.
+//! - `barrier()` is `bar.sync 0`; fences and atomic orders are `membar.cta`/`membar.gl`.
+//! - Lane exchange through `shfl.sync.*` with the active mask, votes through
+//!   `vote.sync.ballot`, 32-bit integer reductions through `redux.sync` on sm_80 and later.
+//! - `@occupancy` lowers to `nvvm.annotations`: `maxntidx`, `minctasm`, `maxnreg`.
+//! - Cooperative matrices: WMMA `m16n16k16` with `f16` A/B and an `f32` or `f16`
+//!   accumulator, row-major; any other shape or type is refused by name. WMMA requires each
+//!   fragment's address to be 32-byte aligned and its stride a multiple of 8 elements (16
+//!   bytes); a kernel that breaks this faults on the device (misaligned address).
+//!
+//! # Accuracy of the transcendental functions (f32; f16 computes in f32 and rounds once)
+//!
+//! No libdevice is linked: these use PTX's `.approx` instructions.
+//! - `exp2`: `ex2.approx.f32`, at most 2 ulp.
+//! - `log2`: `lg2.approx.f32`, absolute error under 2^-22.6 (so large in ulps near 1).
+//! - `exp`: `ex2.approx` of `x·log2 e` with the product's rounding error carried, about 3 ulp.
+//! - `log`: `lg2.approx · ln 2`; absolute error under 2^-22.
+//! - `sin`, `cos`: argument reduced by 2π in two fma steps, then `sin/cos.approx.f32`:
+//!   absolute error under 2^-20.5 for |x| up to about 10^5.
+//! - `tanh`: a Taylor polynomial below 0.3, `(e^2x−1)/(e^2x+1)` to 9, ±1 beyond: a few ulp.
+//! - `pow`: `ex2.approx(y·lg2.approx|x|)`; relative error grows with |y·log2 x|.
+//!
+//! `f64` transcendentals are refused by name (XPU-L01) rather than computed at f32 accuracy.
+
+use super::target::{Coord, Exchange, KernelBounds, LoweringTarget};
+use super::{Cx, LResult, LowerError};
+use crate::ir::{FenceScope, MathFn, MatrixRole, ReduceOp, Scalar};
+use inkwell::types::{BasicType, BasicTypeEnum};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue,
+};
+use inkwell::AddressSpace;
+
+/// The processors Debian's LLVM 19 NVPTX backend knows, oldest first.
+const KNOWN_SM: [u32; 14] = [50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90];
+
+/// The NVPTX target for one compute capability.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nvptx {
+    /// The compute capability as `major * 10 + minor` (90 for the H100/H200).
+    pub arch: u32,
+}
+
+impl Nvptx {
+    /// The target for compute capability `arch` (`major * 10 + minor`). A part newer than
+    /// LLVM 19 knows gets the newest PTX it can emit, which the driver JIT-compiles forward.
+    pub fn new(arch: u32) -> Self {
+        Nvptx { arch }
+    }
+
+    /// Parses `sm_90`, `sm90`, `90` or `9.0`.
+    pub fn parse_arch(s: &str) -> Option<u32> {
+        let t = s.trim().trim_start_matches("sm_").trim_start_matches("sm");
+        if let Some((a, b)) = t.split_once('.') {
+            return Some(a.parse::<u32>().ok()? * 10 + b.parse::<u32>().ok()?);
+        }
+        let v: u32 = t.parse().ok()?;
+        (v >= 10).then_some(v)
+    }
+
+    /// The processor LLVM builds for: the newest known one not newer than `arch`.
+    pub fn sm(&self) -> u32 {
+        KNOWN_SM
+            .iter()
+            .rev()
+            .copied()
+            .find(|&s| s <= self.arch)
+            .unwrap_or(KNOWN_SM[0])
+    }
+
+    fn ptx_version(&self) -> u32 {
+        match self.sm() {
+            89.. => 78,
+            80..=88 => 70,
+            75..=79 => 63,
+            _ => 60,
+        }
+    }
+}
+
+fn dim_name(d: usize) -> &'static str {
+    ["x", "y", "z"][d.min(2)]
+}
+
+impl LoweringTarget for Nvptx {
+    fn name(&self) -> &'static str {
+        "nvptx"
+    }
+
+    fn triple(&self) -> &'static str {
+        "nvptx64-nvidia-cuda"
+    }
+
+    fn cpu(&self) -> String {
+        format!("sm_{}", self.sm())
+    }
+
+    fn features(&self) -> String {
+        format!("+ptx{}", self.ptx_version())
+    }
+
+    fn wave_width(&self) -> u32 {
+        32
+    }
+
+    fn global_space(&self) -> AddressSpace {
+        AddressSpace::from(1u16)
+    }
+
+    fn shared_space(&self) -> AddressSpace {
+        AddressSpace::from(3u16)
+    }
+
+    fn private_space(&self) -> AddressSpace {
+        AddressSpace::default()
+    }
+
+    fn coord<'ctx>(&self, cx: &Cx<'ctx>, which: Coord) -> LResult<IntValue<'ctx>> {
+        let name = match which {
+            Coord::LocalId(d) => format!("llvm.nvvm.read.ptx.sreg.tid.{}", dim_name(d)),
+            Coord::GroupId(d) => format!("llvm.nvvm.read.ptx.sreg.ctaid.{}", dim_name(d)),
+            Coord::GroupSize(d) => format!("llvm.nvvm.read.ptx.sreg.ntid.{}", dim_name(d)),
+            Coord::NumGroups(d) => format!("llvm.nvvm.read.ptx.sreg.nctaid.{}", dim_name(d)),
+            Coord::LaneId => "llvm.nvvm.read.ptx.sreg.laneid".to_string(),
+        };
+        Ok(cx.call_value(&name, &[], &[])?.into_int_value())
+    }
+
+    fn barrier(&self, cx: &Cx<'_>) -> LResult<()> {
+        cx.call_intrinsic("llvm.nvvm.barrier0", &[], &[])?;
+        Ok(())
+    }
+
+    fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()> {
+        let name = match scope {
+            FenceScope::Workgroup => "llvm.nvvm.membar.cta",
+            FenceScope::Device => "llvm.nvvm.membar.gl",
+        };
+        cx.call_intrinsic(name, &[], &[])?;
+        Ok(())
+    }
+
+    fn active_mask<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<IntValue<'ctx>> {
+        let m = cx
+            .call_value("llvm.nvvm.activemask", &[], &[])?
+            .into_int_value();
+        Ok(cx
+            .builder
+            .build_int_z_extend(m, cx.context.i64_type(), "")?)
+    }
+
+    fn exchange<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        kind: Exchange,
+        mask: IntValue<'ctx>,
+        value: IntValue<'ctx>,
+        arg: IntValue<'ctx>,
+    ) -> LResult<IntValue<'ctx>> {
+        let (name, c) = match kind {
+            Exchange::Index => ("llvm.nvvm.shfl.sync.idx.i32", 0x1f),
+            Exchange::Xor => ("llvm.nvvm.shfl.sync.bfly.i32", 0x1f),
+            Exchange::Up => ("llvm.nvvm.shfl.sync.up.i32", 0),
+            Exchange::Down => ("llvm.nvvm.shfl.sync.down.i32", 0x1f),
+        };
+        let m = cx
+            .builder
+            .build_int_truncate(mask, cx.context.i32_type(), "")?;
+        Ok(cx
+            .call_value(
+                name,
+                &[],
+                &[m.into(), value.into(), arg.into(), cx.i32(c).into()],
+            )?
+            .into_int_value())
+    }
+
+    fn ballot<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        mask: IntValue<'ctx>,
+        pred: IntValue<'ctx>,
+    ) -> LResult<IntValue<'ctx>> {
+        let m = cx
+            .builder
+            .build_int_truncate(mask, cx.context.i32_type(), "")?;
+        let b = cx
+            .call_value("llvm.nvvm.vote.ballot.sync", &[], &[m.into(), pred.into()])?
+            .into_int_value();
+        Ok(cx
+            .builder
+            .build_int_z_extend(b, cx.context.i64_type(), "")?)
+    }
+
+    fn native_reduce<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        op: ReduceOp,
+        scalar: Scalar,
+        mask: IntValue<'ctx>,
+        value: IntValue<'ctx>,
+    ) -> LResult<Option<IntValue<'ctx>>> {
+        if self.sm() < 80 || scalar.bits() != 32 || !scalar.is_int() {
+            return Ok(None);
+        }
+        let name = match (op, scalar.is_signed()) {
+            (ReduceOp::Sum, _) => "llvm.nvvm.redux.sync.add",
+            (ReduceOp::Min, true) => "llvm.nvvm.redux.sync.min",
+            (ReduceOp::Min, false) => "llvm.nvvm.redux.sync.umin",
+            (ReduceOp::Max, true) => "llvm.nvvm.redux.sync.max",
+            (ReduceOp::Max, false) => "llvm.nvvm.redux.sync.umax",
+            (ReduceOp::And, _) => "llvm.nvvm.redux.sync.and",
+            (ReduceOp::Or, _) => "llvm.nvvm.redux.sync.or",
+            (ReduceOp::Xor, _) => "llvm.nvvm.redux.sync.xor",
+        };
+        let m = cx
+            .builder
+            .build_int_truncate(mask, cx.context.i32_type(), "")?;
+        Ok(Some(
+            cx.call_value(name, &[], &[value.into(), m.into()])?
+                .into_int_value(),
+        ))
+    }
+
+    fn fast_math_f32<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        fun: MathFn,
+        x: BasicValueEnum<'ctx>,
+    ) -> LResult<Option<BasicValueEnum<'ctx>>> {
+        let b = &cx.builder;
+        let f32t = cx.context.f32_type();
+        Ok(Some(match fun {
+            MathFn::Exp2 => cx.call_value("llvm.nvvm.ex2.approx.f", &[], &[x])?,
+            MathFn::Log2 => cx.call_value("llvm.nvvm.lg2.approx.f", &[], &[x])?,
+            MathFn::Sin | MathFn::Cos => {
+                // Reduce by 2π: k = rint(x / 2π); r = x − k·2π in two fma steps.
+                let two_pi = std::f64::consts::TAU;
+                let hi = two_pi as f32;
+                let lo = (two_pi - hi as f64) as f32;
+                let xf = x.into_float_value();
+                let q = b.build_float_mul(xf, f32t.const_float(1.0 / two_pi), "")?;
+                let k = cx.call_value("llvm.rint", &[f32t.into()], &[q.into()])?;
+                let nk = b.build_float_neg(k.into_float_value(), "")?;
+                let r = cx.call_value(
+                    "llvm.fma",
+                    &[f32t.into()],
+                    &[nk.into(), f32t.const_float(hi as f64).into(), x],
+                )?;
+                let r = cx.call_value(
+                    "llvm.fma",
+                    &[f32t.into()],
+                    &[nk.into(), f32t.const_float(lo as f64).into(), r],
+                )?;
+                let name = if fun == MathFn::Sin {
+                    "llvm.nvvm.sin.approx.f"
+                } else {
+                    "llvm.nvvm.cos.approx.f"
+                };
+                cx.call_value(name, &[], &[r])?
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    fn matrix_type<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        role: MatrixRole,
+        scalar: Scalar,
+        rows: u8,
+        cols: u8,
+    ) -> Result<BasicTypeEnum<'ctx>, String> {
+        let c = cx.context;
+        if rows != 16 || cols != 16 {
+            return Err(format!(
+                "cooperative matrix {rows}x{cols} is not lowered for nvptx (WMMA m16n16k16 only)"
+            ));
+        }
+        let h2: BasicTypeEnum = c.f16_type().vec_type(2).into();
+        match (role, scalar) {
+            (MatrixRole::A | MatrixRole::B, Scalar::F16) => Ok(c.struct_type(&[h2; 8], false).into()),
+            (MatrixRole::Acc, Scalar::F32) => Ok(c.struct_type(&[c.f32_type().into(); 8], false).into()),
+            (MatrixRole::Acc, Scalar::F16) => Ok(c.struct_type(&[h2; 4], false).into()),
+            _ => Err(format!(
+                "cooperative matrix {} of {} is not lowered for nvptx (f16 A/B, f32 or f16 accumulator)",
+                role.name(),
+                scalar.name()
+            )),
+        }
+    }
+
+    fn matrix_fill<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        role: MatrixRole,
+        scalar: Scalar,
+        rows: u8,
+        cols: u8,
+        value: BasicValueEnum<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        let ty = self
+            .matrix_type(cx, role, scalar, rows, cols)
+            .map_err(|m| LowerError::new(super::codes::UNSUPPORTED, m))?
+            .into_struct_type();
+        let field = ty.get_field_type_at_index(0).expect("fragment field");
+        let elem: BasicValueEnum = if field.is_vector_type() {
+            let vt = field.into_vector_type();
+            let mut v = vt.get_undef();
+            for k in 0..vt.get_size() {
+                v = cx
+                    .builder
+                    .build_insert_element(v, value, cx.i32(k as u64), "")?;
+            }
+            v.into()
+        } else {
+            value
+        };
+        let mut agg = ty.get_undef();
+        for k in 0..ty.count_fields() {
+            agg = cx
+                .builder
+                .build_insert_value(agg, elem, k, "")?
+                .into_struct_value();
+        }
+        Ok(agg.into())
+    }
+
+    fn matrix_load<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        role: MatrixRole,
+        scalar: Scalar,
+        rows: u8,
+        cols: u8,
+        ptr: PointerValue<'ctx>,
+        stride: IntValue<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        self.matrix_type(cx, role, scalar, rows, cols)
+            .map_err(|m| LowerError::new(super::codes::UNSUPPORTED, m))?;
+        let name = match (role, scalar) {
+            (MatrixRole::A, _) => "llvm.nvvm.wmma.m16n16k16.load.a.row.stride.f16",
+            (MatrixRole::B, _) => "llvm.nvvm.wmma.m16n16k16.load.b.row.stride.f16",
+            (MatrixRole::Acc, Scalar::F32) => "llvm.nvvm.wmma.m16n16k16.load.c.row.stride.f32",
+            (MatrixRole::Acc, _) => "llvm.nvvm.wmma.m16n16k16.load.c.row.stride.f16",
+        };
+        cx.call_value(
+            name,
+            &[ptr.get_type().as_basic_type_enum()],
+            &[ptr.into(), stride.into()],
+        )
+    }
+
+    fn matrix_mma<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        _ab_scalar: Scalar,
+        acc_scalar: Scalar,
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+        c: BasicValueEnum<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        let name = if acc_scalar == Scalar::F32 {
+            "llvm.nvvm.wmma.m16n16k16.mma.row.row.f32.f32"
+        } else {
+            "llvm.nvvm.wmma.m16n16k16.mma.row.row.f16.f16"
+        };
+        let mut args: Vec<BasicMetadataValueEnum> = Vec::new();
+        for agg in [a, b, c] {
+            let s = agg.into_struct_value();
+            for k in 0..s.get_type().count_fields() {
+                args.push(cx.builder.build_extract_value(s, k, "")?.into());
+            }
+        }
+        let f = cx.intrinsic(name, &[])?;
+        let call = cx.builder.build_call(f, &args, "")?;
+        call.try_as_basic_value()
+            .basic()
+            .ok_or_else(|| LowerError::new(super::codes::LLVM, "wmma.mma returned nothing"))
+    }
+
+    fn matrix_store<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        scalar: Scalar,
+        value: BasicValueEnum<'ctx>,
+        ptr: PointerValue<'ctx>,
+        stride: IntValue<'ctx>,
+    ) -> LResult<()> {
+        let name = if scalar == Scalar::F32 {
+            "llvm.nvvm.wmma.m16n16k16.store.d.row.stride.f32"
+        } else {
+            "llvm.nvvm.wmma.m16n16k16.store.d.row.stride.f16"
+        };
+        let mut args: Vec<BasicMetadataValueEnum> = vec![ptr.into()];
+        let s = value.into_struct_value();
+        for k in 0..s.get_type().count_fields() {
+            args.push(cx.builder.build_extract_value(s, k, "")?.into());
+        }
+        args.push(stride.into());
+        let f = cx.intrinsic(name, &[ptr.get_type().as_basic_type_enum()])?;
+        cx.builder.build_call(f, &args, "")?;
+        Ok(())
+    }
+
+    fn finish_kernel<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        function: FunctionValue<'ctx>,
+        bounds: &KernelBounds,
+    ) -> LResult<()> {
+        // CallingConv::PTX_Kernel.
+        function.set_call_conventions(71);
+        let c = cx.context;
+        let fp = function.as_global_value().as_pointer_value();
+        let annotate = |key: &str, v: u32| -> LResult<()> {
+            let node = c.metadata_node(&[
+                fp.into(),
+                c.metadata_string(key).into(),
+                c.i32_type().const_int(v as u64, false).into(),
+            ]);
+            cx.module
+                .add_global_metadata("nvvm.annotations", &node)
+                .map_err(|e| LowerError::new(super::codes::LLVM, e.to_string()))
+        };
+        annotate("kernel", 1)?;
+        if let Some(t) = bounds.max_threads {
+            annotate("maxntidx", t)?;
+        }
+        if let Some(m) = bounds.min_resident {
+            annotate("minctasm", m)?;
+        }
+        if let Some(r) = bounds.max_registers {
+            annotate("maxnreg", r)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_parsing_and_processor_choice() {
+        assert_eq!(Nvptx::parse_arch("sm_90"), Some(90));
+        assert_eq!(Nvptx::parse_arch("9.0"), Some(90));
+        assert_eq!(Nvptx::parse_arch("86"), Some(86));
+        assert_eq!(Nvptx::parse_arch("x"), None);
+        assert_eq!(Nvptx::new(90).cpu(), "sm_90");
+        assert_eq!(Nvptx::new(100).cpu(), "sm_90");
+        assert_eq!(Nvptx::new(88).cpu(), "sm_87");
+        assert_eq!(Nvptx::new(90).features(), "+ptx78");
+    }
+}

@@ -1,0 +1,198 @@
+//! The `LoweringTarget` seam (contract §3.1): everything the shared walk in
+//! [`super`] asks of a GPU target. The walk owns the body, control flow, operators, casts,
+//! buffer addressing and the generic wave algorithms (shuffle trees, scans, lane loops); a
+//! target answers only for the coordinate source, address spaces, barriers and fences,
+//! lane-exchange and vote primitives, native reductions where it has them, fast math
+//! approximations, cooperative-matrix intrinsics and kernel attributes.
+//!
+//! Two implementations are planned: [`super::nvptx::Nvptx`] (here) and AMDGPU. Keep
+//! vendor names out of this file except in documentation.
+
+use super::{Cx, LResult};
+use crate::ir::{FenceScope, MathFn, MatrixRole, ReduceOp, Scalar};
+use inkwell::targets::FileType;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::AddressSpace;
+
+/// A coordinate the launch gives every work-item; each is an `i32` (`u32` in the IR).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coord {
+    /// The work-item's index within its workgroup, per dimension.
+    LocalId(usize),
+    /// The workgroup's index within the grid.
+    GroupId(usize),
+    /// Work-items per workgroup.
+    GroupSize(usize),
+    /// Workgroups per grid.
+    NumGroups(usize),
+    /// The lane within the wave.
+    LaneId,
+}
+
+/// How a 32-bit lane exchange picks its source lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    /// From lane `arg` (taken modulo the wave width).
+    Index,
+    /// From lane `lane ^ arg`.
+    Xor,
+    /// From lane `lane - arg`; a lane with no such source keeps its own value.
+    Up,
+    /// From lane `lane + arg`; a lane with no such source keeps its own value.
+    Down,
+}
+
+/// The static bounds a kernel declares (`@occupancy`, contract §3.4), evaluated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelBounds {
+    /// The largest block the kernel may be launched with, in work-items (`max_threads`, or
+    /// `max_waves` times the wave width).
+    pub max_threads: Option<u32>,
+    pub min_resident: Option<u32>,
+    pub max_registers: Option<u32>,
+}
+
+/// What a target lowers a kernel for. Each method gets the emission context positioned
+/// where the walk wants the instructions.
+pub trait LoweringTarget {
+    /// A short name for messages and manifests (`nvptx`, `amdgpu`).
+    fn name(&self) -> &'static str;
+    /// The LLVM target triple.
+    fn triple(&self) -> &'static str;
+    /// The processor (`sm_90`, `gfx942`).
+    fn cpu(&self) -> String;
+    /// LLVM target features (`+ptx78`).
+    fn features(&self) -> String;
+    /// What LLVM emits: assembly text (PTX) or an object (AMDGPU).
+    fn file_type(&self) -> FileType {
+        FileType::Assembly
+    }
+    /// The wave width kernels are built at; `Group.width()` folds to it.
+    fn wave_width(&self) -> u32;
+    /// Whether this target can build a kernel that declares `@wave(width)`.
+    fn supports_wave(&self, width: u32) -> bool {
+        width == self.wave_width()
+    }
+
+    /// The address space of global (buffer) memory.
+    fn global_space(&self) -> AddressSpace;
+    /// The address space of workgroup (shared) memory.
+    fn shared_space(&self) -> AddressSpace;
+    /// The address space allocas live in.
+    fn private_space(&self) -> AddressSpace;
+
+    /// Reads one launch coordinate as an `i32`.
+    fn coord<'ctx>(&self, cx: &Cx<'ctx>, which: Coord) -> LResult<IntValue<'ctx>>;
+
+    /// A workgroup barrier that also orders shared and global memory within the workgroup.
+    fn barrier(&self, cx: &Cx<'_>) -> LResult<()>;
+    /// A memory fence at `scope` with acquire-release strength (also used around atomics
+    /// whose order asks for it).
+    fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()>;
+
+    /// The mask of the wave's active lanes, as an `i64` (bit `l` for lane `l`).
+    fn active_mask<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<IntValue<'ctx>>;
+    /// Exchanges one `i32` among the lanes in `mask` (the value `active_mask` gave).
+    fn exchange<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        kind: Exchange,
+        mask: IntValue<'ctx>,
+        value: IntValue<'ctx>,
+        arg: IntValue<'ctx>,
+    ) -> LResult<IntValue<'ctx>>;
+    /// The `i64` mask of lanes in `mask` whose `pred` (an `i1`) is true.
+    fn ballot<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        mask: IntValue<'ctx>,
+        pred: IntValue<'ctx>,
+    ) -> LResult<IntValue<'ctx>>;
+    /// A native wave reduction of a 32-bit integer over the lanes in `mask`, if the target
+    /// has one; `None` makes the walk build a shuffle tree.
+    fn native_reduce<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        op: ReduceOp,
+        scalar: Scalar,
+        mask: IntValue<'ctx>,
+        value: IntValue<'ctx>,
+    ) -> LResult<Option<IntValue<'ctx>>> {
+        let _ = (cx, op, scalar, mask, value);
+        Ok(None)
+    }
+
+    /// A target-specific lowering of one math function on one `f32` (the walk extends
+    /// `f16` to `f32` first), or `None` to let the walk use its portable lowering (LLVM's
+    /// intrinsics or its own expansion).
+    fn fast_math_f32<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        fun: MathFn,
+        x: BasicValueEnum<'ctx>,
+    ) -> LResult<Option<BasicValueEnum<'ctx>>> {
+        let _ = (cx, fun, x);
+        Ok(None)
+    }
+
+    /// The register type of a cooperative-matrix fragment, or an error naming the shape
+    /// the target refuses.
+    fn matrix_type<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        role: MatrixRole,
+        scalar: Scalar,
+        rows: u8,
+        cols: u8,
+    ) -> Result<BasicTypeEnum<'ctx>, String>;
+    /// A fragment with every element `value` (of the fragment's scalar type).
+    fn matrix_fill<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        role: MatrixRole,
+        scalar: Scalar,
+        rows: u8,
+        cols: u8,
+        value: BasicValueEnum<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>>;
+    /// A fragment loaded row-major from `ptr` (already offset), rows `stride` elements apart.
+    #[allow(clippy::too_many_arguments)]
+    fn matrix_load<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        role: MatrixRole,
+        scalar: Scalar,
+        rows: u8,
+        cols: u8,
+        ptr: PointerValue<'ctx>,
+        stride: IntValue<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>>;
+    /// `a × b + c`; the scalars are those of the fragments.
+    fn matrix_mma<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        ab_scalar: Scalar,
+        acc_scalar: Scalar,
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+        c: BasicValueEnum<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>>;
+    /// Stores an accumulator fragment row-major to `ptr`, rows `stride` elements apart.
+    fn matrix_store<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        scalar: Scalar,
+        value: BasicValueEnum<'ctx>,
+        ptr: PointerValue<'ctx>,
+        stride: IntValue<'ctx>,
+    ) -> LResult<()>;
+
+    /// Marks `function` as a kernel entry point and attaches its bounds.
+    fn finish_kernel<'ctx>(
+        &self,
+        cx: &Cx<'ctx>,
+        function: FunctionValue<'ctx>,
+        bounds: &KernelBounds,
+    ) -> LResult<()>;
+}
