@@ -22,6 +22,7 @@ from xk import (
     float_to_int,
     int_to_float,
     is_signed,
+    random_buffer,
     rewrite,
     rnd,
     shr,
@@ -836,6 +837,264 @@ def divergent():
             out += [len(even), max(even[:rank], default=0), 100]
             bal.append(sum(1 << k for k in even))
     return [E("out", out, "u32"), E("bal", bal, "u64")]
+
+
+# ---------------------------------------------------------------------------------------------
+# math/
+
+
+def exact_f64(q):
+    """The f64 holding the rational `q` exactly (asserted), for one final rounding."""
+    from fractions import Fraction
+
+    v = float(q)
+    assert Fraction(v) == q, f"{q} is not exact in f64"
+    return v
+
+
+@case("tests/filetests/math/f32_exact.xk")
+def f32_exact():
+    from fractions import Fraction as Q
+
+    a = [F32(v) for v in [-2.7, -0.3, 0.49999997, 1 + 2.0**-12, 3.0, -1e30, 1e-40, 7.75]]
+    b = [F32(v) for v in [1.5, 2.0, 0.25, 1 + 2.0**-12, -3.0, 1e-10, 1e-40, -0.125]]
+    c = [F32(v) for v in [0.1, -1.0, 0.0, -1.0, 9.0, 0.0, 0.0, 100.0]]
+    out = []
+    for x, y, z in zip(a, b, c):
+        fused = F32(exact_f64(Q(float(x)) * Q(float(y)) + Q(float(z))))
+        out += [fused, x * y + z, min(x, y), max(x, y), abs(x), np.floor(x), np.ceil(x),
+                np.rint(x), np.trunc(x), min(max(x, F32(-1.0)), F32(2.5))]
+    assert out[30] != out[31]  # fma rounds once: 2^-11 + 2^-24 vs 2^-11
+    return [A("a", a, "f32"), A("b", b, "f32"), A("c", c, "f32"), E("out", out, "f32")]
+
+
+@case("tests/filetests/math/f32_transcendental.xk")
+def f32_transcendental():
+    pos = [F32(v) for v in [0.001, 0.5, 2.0, 3.0, 10.0, 123.456, 1e6, 1e-20]]
+    sgn = [F32(v) for v in [-5.0, -0.5, 0.25, 1.0, 2.0, -3.0, 10.0, 40.0]]
+    ex = [F32(v) for v in [0.5, 2.5, -2.0, 0.333, 3.0, -0.75, 1.5, 0.1]]
+    out = []
+    for p, s, e in zip(pos, sgn, ex):
+        p, s, e = float(p), float(s), float(e)
+        vals = [math.sqrt(p), 1.0 / math.sqrt(p), math.exp(s), 2.0**s, math.log(p), math.log2(p),
+                math.sin(s), math.cos(s), math.tanh(s), p**e]
+        out += [F32(v) for v in vals]
+    return [A("pos", pos, "f32"), A("sgn", sgn, "f32"), A("ex", ex, "f32"), E("out", out, "f32")]
+
+
+@case("tests/filetests/math/f64.xk")
+def f64_math():
+    from fractions import Fraction as Q
+
+    x = [2.0, 0.1, 1e-300, 12345.678, 7.0, 1e300]
+    y = [0.5, -1.5, 3.25, -0.1, 20.0, -0.001]
+    out = []
+    for v, w in zip(x, y):
+        out += [math.sqrt(v), 1.0 / math.sqrt(v), math.exp(w), 2.0**w, math.log(v), math.log2(v),
+                math.sin(w), math.cos(w), math.tanh(w), v**w, float(Q(v) * Q(w) + 1),
+                float(math.floor(w)), float(math.ceil(w)), v + w, abs(w), min(max(w, -1.0), 1.0)]
+    return [A("x", x, "f64"), A("y", y, "f64"), E("out", out, "f64")]
+
+
+@case("tests/filetests/math/f16.xk")
+def f16_math():
+    x = [F16(v) for v in [0.625, -1.75, 2.0, 3.3, -0.1, 6.0]]
+    out = []
+    for v in x:
+        f = float(v)
+        out += [F16(math.sqrt(abs(f))), F16(math.exp(f)), F16(math.sin(f)), F16(math.floor(f)),
+                F16(np.rint(f)), max(v, F16(0.25)), abs(v), F16(exact_f64(f * f - 1.0)),
+                min(max(v, F16(-2.0)), F16(2.0))]
+    return [A("x", x, "f16"), E("out", out, "f16")]
+
+
+@case("tests/filetests/math/int_math.xk")
+def int_math():
+    a = [5, -5, 2147483647, -2147483647, 0, -150]
+    b = [3, 7, -2147483648, 2147483647, 0, 150]
+    u = [5, 0xFFFFFFFF, 0x80000000, 3, 0x7FFFFFFF, 100]
+    v = [3, 1, 0x7FFFFFFF, 0x80000001, 0x80000000, 100]
+    l = [-(1 << 45), 1 << 45, -3, 7, -(1 << 62), 1 << 62]
+    c = [-5, 5, 127, -127, 0, 3]
+    oi, ou, ol, ob = [], [], [], []
+    for k in range(6):
+        oi += [min(a[k], b[k]), max(a[k], b[k]), abs(a[k]), min(max(a[k], -100), 100)]
+        ou += [min(u[k], v[k]), max(u[k], v[k]), min(max(u[k], 10), 0x80000000)]
+        ol += [abs(l[k]), max(l[k], -(1 << 40)), min(max(l[k], -5), 1 << 50)]
+        ob += [abs(c[k]), min(c[k], 3)]
+    return [A("a", a, "i32"), A("b", b, "i32"), A("u", u, "u32"), A("v", v, "u32"),
+            A("l", l, "i64"), A("c", c, "i8"), E("oi", oi, "i32"), E("ou", ou, "u32"),
+            E("ol", ol, "i64"), E("ob", ob, "i8")]
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix/
+
+
+def small_ints(n, seed, lo=-3, hi=3):
+    """A deterministic list of small integers (an LCG; no relation to the run block's random)."""
+    out, s = [], seed
+    for _ in range(n):
+        s = (s * 1103515245 + 12345) % (1 << 31)
+        out.append(lo + (s >> 8) % (hi - lo + 1))
+    return out
+
+
+@case("tests/filetests/matrix/mma_f16.xk", 0)
+def mma_f16():
+    a = np.array(small_ints(16 * 32, 1), dtype=np.float64).reshape(16, 32)
+    b = np.array(small_ints(32 * 16, 2), dtype=np.float64).reshape(32, 16)
+    c = np.array(small_ints(256, 3, -50, 50), dtype=np.float64).reshape(16, 16)
+    dmat = c + a @ b
+    d = [-1.0] * 388
+    for r in range(16):
+        for col in range(16):
+            d[4 + 24 * r + col] = dmat[r, col]
+    return [A("a", a.flatten().tolist(), "f16"), A("b", b.flatten().tolist(), "f16"),
+            A("c", c.flatten().tolist(), "f32"), E("d", d, "f32")]
+
+
+@case("tests/filetests/matrix/mma_f32.xk", 0)
+def mma_f32():
+    a = np.array(small_ints(32 * 16, 4, -8, 8), dtype=np.float64).reshape(32, 16) * 0.25
+    b = np.array(small_ints(16 * 16, 5, -8, 8), dtype=np.float64).reshape(16, 16) * 0.25
+    d = a @ b
+    return [A("a", a.flatten().tolist(), "f32"), A("b", b.flatten().tolist(), "f32"),
+            E("d", d.flatten().tolist(), "f32")]
+
+
+# ---------------------------------------------------------------------------------------------
+# templates/
+
+
+def transposed(rows, cols):
+    out = [0] * (rows * cols)
+    for r in range(rows):
+        for c in range(cols):
+            out[c * rows + r] = r * cols + c
+    return out
+
+
+@case("tests/filetests/templates/tile.xk", 0)
+def tile_16_16():
+    return [E("out", transposed(48, 32), "u32")]
+
+
+@case("tests/filetests/templates/tile.xk", 1)
+def tile_8_32():
+    return [E("out", transposed(48, 32), "u32")]
+
+
+@case("tests/filetests/templates/tile.xk", 2)
+def tile_32_8():
+    return [E("out", transposed(32, 32), "u32")]
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels/
+
+
+@case("tests/filetests/kernels/saxpy.xk", 1)
+def saxpy_random():
+    y = random_buffer(50, -1.0, 1.0, 7, "f32")
+    x = random_buffer(50, 0.0, 10.0, 8, "f32")
+    a = F32(-1.5)
+    return [E("y", [a * xv + yv for xv, yv in zip(x, y)], "f32")]
+
+
+@case("tests/filetests/kernels/reduce_shared.xk")
+def reduce_shared():
+    x = list(range(2000)) + [0] * 48
+    return [E("partial", [sum(x[g * 256:(g + 1) * 256]) for g in range(8)], "u32")]
+
+
+@case("tests/filetests/kernels/scan.xk", 0)
+def block_scan4():
+    return block_scan()
+
+
+@case("tests/filetests/kernels/scan.xk", 1)
+def block_scan16():
+    return block_scan()
+
+
+@case("tests/filetests/kernels/scan.xk", 2)
+def block_scan32():
+    return block_scan()
+
+
+def block_scan():
+    x = [(k * 7 + (k >> 3)) % 13 for k in range(1024)]
+    out = []
+    for g in range(4):
+        out += np.cumsum(x[g * 256:(g + 1) * 256]).tolist()
+    return [A("x", x, "u32"), E("out", out, "u32")]
+
+
+@case("tests/filetests/kernels/matmul_tiled.xk")
+def matmul():
+    m, n, k = 32, 48, 64
+    a = np.array(small_ints(m * k, 11, -4, 4), dtype=np.float64).reshape(m, k)
+    b = np.array(small_ints(k * n, 12, -4, 4), dtype=np.float64).reshape(k, n)
+    c = a @ b
+    return [A("a", a.flatten().tolist(), "f32"), A("b", b.flatten().tolist(), "f32"),
+            E("c", c.flatten().tolist(), "f32")]
+
+
+@case("tests/filetests/kernels/histogram.xk")
+def histogram():
+    x = [(k * k + 3 * k + 7) % 1000 for k in range(3000)]
+    bins = [0] * 64
+    for v in x:
+        bins[v % 64] += 1
+    return [A("x", x, "u32"), E("bins", bins, "u32")]
+
+
+@case("tests/filetests/kernels/transpose.xk")
+def transpose():
+    return [E("out", [float(v) for v in transposed(40, 24)], "f32")]
+
+
+@case("tests/filetests/kernels/stencil.xk")
+def laplace():
+    w = h = 32
+    u = [((x * 17 + y * 31) % 23) - 11 for y in range(h) for x in range(w)]
+
+    def at(x, y):
+        return u[y * w + x] if 0 <= x < w and 0 <= y < h else 0
+
+    out = [4 * at(x, y) - at(x, y - 1) - at(x, y + 1) - at(x - 1, y) - at(x + 1, y)
+           for y in range(h) for x in range(w)]
+    return [A("u", u, "i32"), E("out", out, "i32")]
+
+
+@case("tests/filetests/kernels/bitonic.xk")
+def bitonic():
+    data = [(k * 2654435761) % 1000 for k in range(512)]
+    out = sorted(data[:256]) + sorted(data[256:])
+    return [A("data", data, "u32"), E("data", out, "u32")]
+
+
+@case("tests/filetests/kernels/mandelbrot.xk")
+def mandelbrot():
+    width, height, max_iter = 32, 24, 64
+    out = []
+    for py in range(height):
+        for px in range(width):
+            cr = F32(-2.0) + F32(3.0) * F32(px) / F32(width)
+            ci = F32(-1.25) + F32(2.5) * F32(py) / F32(height)
+            zr = zi = F32(0.0)
+            it = 0
+            while it < max_iter:
+                zr2 = zr * zr
+                zi2 = zi * zi
+                if zr2 + zi2 > F32(4.0):
+                    break
+                zi = F32(2.0) * zr * zi + ci
+                zr = zr2 - zi2 + cr
+                it += 1
+            out.append(it)
+    return [E("out", out, "u32")]
 
 
 def main():

@@ -202,3 +202,31 @@ def rewrite(text, run_index, items, where="file"):
             body += stmt + "\n"
         text = text[:start] + body + text[end:]
     return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The run block's `random(len, lo, hi, seed S)` (docs/text-format.md, "The random generator").
+
+M64 = (1 << 64) - 1
+
+
+def splitmix(seed, k):
+    z = (seed + (k + 1) * 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def random_buffer(n, lo, hi, seed, ty):
+    """The scalar slots `random(n, lo, hi, seed)` gives a buffer of scalar type `ty`."""
+    out = []
+    for k in range(n):
+        z = splitmix(seed, k)
+        if ty == "bool":
+            out.append(bool(z >> 63))
+        elif ty in FLOATS:
+            u = (z >> 11) * 2.0**-53
+            out.append(FLOATS[ty](float(lo) + (float(hi) - float(lo)) * u))
+        else:
+            out.append(wrap(int(lo) + z % (int(hi) - int(lo)), ty))
+    return out
