@@ -247,7 +247,7 @@ def shifts():
     ]
 
 
-@case("tests/filetests/arith/shifts.xk", 1)
+@case("tests/filetests/arith/shift_literals.xk", 0)
 def shift_literals():
     a = [1, -1, 0x7FFFFFFF, -8]
     out = []
