@@ -276,6 +276,17 @@ def float_f32():
     return [A("a", a, "f32"), A("b", b, "f32"), E("out", out, "f32")]
 
 
+@case("tests/filetests/arith/float_f32.xk", 1)
+def float_rem():
+    a = [7.5, -7.5, 7.5, 1e10, 0.3, -0.0]
+    b = [2.0, 2.0, -2.0, 3.0, 0.1, 1.0]
+    a = [F32(v) for v in a]
+    b = [F32(v) for v in b]
+    # math.fmod is exact; the remainder of two f32 values is an f32 value.
+    out = [F32(math.fmod(float(x), float(y))) for x, y in zip(a, b)]
+    return [A("a", a, "f32"), A("b", b, "f32"), E("out", out, "f32")]
+
+
 @case("tests/filetests/arith/float_f64.xk")
 def float_f64():
     a = [1.0, 0.1, 1.0e300, 2.0**-1074, 1.0 / 3.0, -2.5, 1.0e16, 123.456]
@@ -1095,6 +1106,15 @@ def mandelbrot():
                 it += 1
             out.append(it)
     return [E("out", out, "u32")]
+
+
+# ---------------------------------------------------------------------------------------------
+# examples/ (only where an expectation is too long to state by formula)
+
+
+@case("examples/matmul.xk", 0)
+def example_matmul():
+    return matmul()
 
 
 def main():
