@@ -13,6 +13,7 @@ mod module;
 mod span;
 mod stmt;
 mod types;
+pub mod template;
 pub mod typeck;
 pub mod verify;
 
@@ -24,3 +25,4 @@ pub use module::*;
 pub use span::Span;
 pub use stmt::*;
 pub use types::*;
+pub use verify::{verify, VerifiedModule};
