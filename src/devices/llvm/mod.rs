@@ -18,13 +18,13 @@
 //! # Semantics owned here (`docs/semantics.md`)
 //!
 //! Integer arithmetic wraps; a shift amount is taken modulo the width; integer division and
-//! remainder by zero, and `MIN / -1`, never trap (the divisor is replaced before the
-//! instruction, see [`FnCx::int_div`]); float → int casts saturate (`llvm.fpto[su]i.sat`,
+//! remainder by zero (UB, reported by the interpreter) and `MIN / -1` never trap (the divisor
+//! is replaced before the instruction, see `FnCx::int_div`); float → int casts saturate (`llvm.fpto[su]i.sat`,
 //! NaN → 0); float `min`/`max` return the other operand when one is NaN (`llvm.minnum`).
-//! Transcendental `f32` functions use the target's fast approximations where it offers them
-//! ([`target::LoweringTarget::fast_math_f32`]); their error against the interpreter is
-//! documented by the target.
+//! Transcendental functions are built from arithmetic in `f64` (`math.rs`), within the
+//! accuracy `docs/semantics.md` requires of native backends.
 
+mod math;
 pub mod nvptx;
 pub mod target;
 
@@ -1840,8 +1840,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         })
     }
 
-    /// Integer division and remainder that never trap (docs/semantics.md): `x / 0` is 0
-    /// and `x % 0` is `x`; `MIN / -1` wraps to `MIN` and `MIN % -1` is 0.
+    /// Integer division and remainder that never trap. `MIN / -1` wraps to `MIN` and
+    /// `MIN % -1` is 0 (docs/semantics.md); division by zero is UB there, which the
+    /// interpreter reports, and here gives `x / 0 = 0` and `x % 0 = x` rather than a fault.
     fn int_div(
         &self,
         div: bool,
@@ -2145,151 +2146,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             | MathFn::Sin
             | MathFn::Cos
             | MathFn::Tanh
-            | MathFn::Pow => {
-                if s != Scalar::F32 {
-                    return self.err(
-                        codes::UNSUPPORTED,
-                        format!(
-                            "`{}` on {} is not lowered for {} (f32 and f16 are)",
-                            fun.name(),
-                            s.name(),
-                            self.t.name()
-                        ),
-                    );
-                }
-                self.transcendental_f32(fun, args)
-            }
+            | MathFn::Pow => self.transcendental(fun, s, args),
         }
-    }
-
-    fn fast(&self, fun: MathFn, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
-        match self.t.fast_math_f32(self.cx, fun, x)? {
-            Some(v) => Ok(v),
-            None => self.err(
-                codes::UNSUPPORTED,
-                format!(
-                    "`{}` on f32 has no lowering for {}",
-                    fun.name(),
-                    self.t.name()
-                ),
-            ),
-        }
-    }
-
-    /// exp, log, pow and tanh built from the target's exp2/log2 (and sin/cos directly).
-    fn transcendental_f32(
-        &self,
-        fun: MathFn,
-        args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<BasicValueEnum<'ctx>> {
-        use inkwell::values::InstructionOpcode as O;
-        let t = args[0].get_type();
-        let c = |v: f64| self.const_float(t, v);
-        let x = args[0];
-        match fun {
-            MathFn::Exp2 | MathFn::Log2 | MathFn::Sin | MathFn::Cos => self.fast(fun, x),
-            MathFn::Exp => {
-                // e^x = 2^(x·log2 e), with the product's rounding error carried: x·L = hi + lo
-                // exactly (fma), 2^hi · (1 + lo·ln 2).
-                let l2e = std::f64::consts::LOG2_E as f32 as f64;
-                let l2e_lo = std::f64::consts::LOG2_E - l2e;
-                let hi = self.binop(O::FMul, x, c(l2e))?;
-                let neg_hi = self.b().build_float_neg(hi.into_float_value(), "")?;
-                let err = self
-                    .cx
-                    .call_value("llvm.fma", &[t], &[x, c(l2e), neg_hi.into()])?;
-                let lo = self.cx.call_value("llvm.fma", &[t], &[x, c(l2e_lo), err])?;
-                let p = self.fast(MathFn::Exp2, hi)?;
-                let corr = self.cx.call_value(
-                    "llvm.fma",
-                    &[t],
-                    &[lo, c(std::f64::consts::LN_2), c(1.0)],
-                )?;
-                self.binop(O::FMul, p, corr)
-            }
-            MathFn::Log => {
-                let l = self.fast(MathFn::Log2, x)?;
-                self.binop(O::FMul, l, c(std::f64::consts::LN_2))
-            }
-            MathFn::Pow => self.pow_f32(args[0], args[1]),
-            MathFn::Tanh => self.tanh_f32(x),
-            _ => self.err(codes::INPUT, "not a transcendental"),
-        }
-    }
-
-    /// pow(x, y) = 2^(y·log2|x|), with the sign of x^y for a negative x and an integer y,
-    /// NaN for a negative x and a non-integer y, and pow(x, 0) = pow(1, y) = 1.
-    fn pow_f32(
-        &self,
-        x: BasicValueEnum<'ctx>,
-        y: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
-        use inkwell::values::InstructionOpcode as O;
-        use inkwell::FloatPredicate as F;
-        let t = x.get_type();
-        let c = |v: f64| self.const_float(t, v);
-        let ax = self.cx.call_value("llvm.fabs", &[t], &[x])?;
-        let l = self.fast(MathFn::Log2, ax)?;
-        let p = self.binop(O::FMul, y, l)?;
-        let r = self.fast(MathFn::Exp2, p)?;
-        // Integer y: is y odd? (|y| < 2^24 for an odd f32 integer.)
-        let ty = self.cx.call_value("llvm.trunc", &[t], &[y])?;
-        let y_int = self.fcmp(F::OEQ, ty, y)?;
-        let half = self.binop(O::FMul, y, c(0.5))?;
-        let th = self.cx.call_value("llvm.trunc", &[t], &[half])?;
-        let y_even = self.fcmp(F::OEQ, th, half)?;
-        let y_odd = {
-            let ne = self.b().build_not(y_even.into_int_value(), "")?;
-            self.binop(O::And, y_int, ne.into())?
-        };
-        let x_neg = self.fcmp(F::OLT, x, c(0.0))?;
-        let neg_r = self.b().build_float_neg(r.into_float_value(), "")?;
-        let signed = self.select(y_odd, neg_r.into(), r)?;
-        let nan = c(f64::NAN);
-        let neg_case = self.select(y_int, signed, nan)?;
-        let mut out = self.select(x_neg, neg_case, r)?;
-        let y0 = self.fcmp(F::OEQ, y, c(0.0))?;
-        let x1 = self.fcmp(F::OEQ, x, c(1.0))?;
-        let unit = self.binop(O::Or, y0, x1)?;
-        out = self.select(unit, c(1.0), out)?;
-        Ok(out)
-    }
-
-    /// tanh: an odd Taylor polynomial for |x| < 0.3, (e^2|x| − 1)/(e^2|x| + 1) up to 9,
-    /// and ±1 beyond; the sign is copied from x (so tanh(−0) = −0 and NaN stays NaN).
-    fn tanh_f32(&self, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
-        use inkwell::values::InstructionOpcode as O;
-        use inkwell::FloatPredicate as F;
-        let t = x.get_type();
-        let c = |v: f64| self.const_float(t, v);
-        let ax = self.cx.call_value("llvm.fabs", &[t], &[x])?;
-        // Small: x + x^3·(−1/3 + x^2·(2/15 + x^2·(−17/315 + x^2·(62/2835 + x^2·(−1382/155925)))))
-        let x2 = self.binop(O::FMul, ax, ax)?;
-        let coeffs = [
-            -1382.0 / 155925.0,
-            62.0 / 2835.0,
-            -17.0 / 315.0,
-            2.0 / 15.0,
-            -1.0 / 3.0,
-        ];
-        let mut p = c(coeffs[0]);
-        for k in &coeffs[1..] {
-            p = self.cx.call_value("llvm.fma", &[t], &[p, x2, c(*k)])?;
-        }
-        let x3 = self.binop(O::FMul, x2, ax)?;
-        let small = self.cx.call_value("llvm.fma", &[t], &[x3, p, ax])?;
-        // Medium.
-        let two_x = self.binop(O::FMul, ax, c(2.0))?;
-        let e = self.transcendental_f32(MathFn::Exp, &[two_x])?;
-        let num = self.binop(O::FSub, e, c(1.0))?;
-        let den = self.binop(O::FAdd, e, c(1.0))?;
-        let mid = self.binop(O::FDiv, num, den)?;
-        let is_small = self.fcmp(F::OLT, ax, c(0.3))?;
-        let is_big = self.fcmp(F::OGT, ax, c(9.0))?;
-        let r = self.select(is_big, c(1.0), mid)?;
-        let r = self.select(is_small, small, r)?;
-        // NaN: |x| compares false everywhere and lands in `mid`, which is NaN.
-        self.cx.call_value("llvm.copysign", &[t], &[r, x])
     }
 
     // ---- atomics ----------------------------------------------------------------------

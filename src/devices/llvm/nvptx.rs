@@ -14,23 +14,12 @@
 //!   fragment's address to be 32-byte aligned and its stride a multiple of 8 elements (16
 //!   bytes); a kernel that breaks this faults on the device (misaligned address).
 //!
-//! # Accuracy of the transcendental functions (f32; f16 computes in f32 and rounds once)
-//!
-//! No libdevice is linked: these use PTX's `.approx` instructions.
-//! - `exp2`: `ex2.approx.f32`, at most 2 ulp.
-//! - `log2`: `lg2.approx.f32`, absolute error under 2^-22.6 (so large in ulps near 1).
-//! - `exp`: `ex2.approx` of `x·log2 e` with the product's rounding error carried, about 3 ulp.
-//! - `log`: `lg2.approx · ln 2`; absolute error under 2^-22.
-//! - `sin`, `cos`: argument reduced by 2π in two fma steps, then `sin/cos.approx.f32`:
-//!   absolute error under 2^-20.5 for |x| up to about 10^5.
-//! - `tanh`: a Taylor polynomial below 0.3, `(e^2x−1)/(e^2x+1)` to 9, ±1 beyond: a few ulp.
-//! - `pow`: `ex2.approx(y·lg2.approx|x|)`; relative error grows with |y·log2 x|.
-//!
-//! `f64` transcendentals are refused by name (XPU-L01) rather than computed at f32 accuracy.
+//! Transcendental math is not target-specific: the shared walk builds it from arithmetic
+//! (`math.rs`), so no libdevice is needed and the accuracy is the same on every target.
 
 use super::target::{Coord, Exchange, KernelBounds, LoweringTarget};
 use super::{Cx, LResult, LowerError};
-use crate::ir::{FenceScope, MathFn, MatrixRole, ReduceOp, Scalar};
+use crate::ir::{FenceScope, MatrixRole, ReduceOp, Scalar};
 use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{
     BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue,
@@ -226,47 +215,6 @@ impl LoweringTarget for Nvptx {
             cx.call_value(name, &[], &[value.into(), m.into()])?
                 .into_int_value(),
         ))
-    }
-
-    fn fast_math_f32<'ctx>(
-        &self,
-        cx: &Cx<'ctx>,
-        fun: MathFn,
-        x: BasicValueEnum<'ctx>,
-    ) -> LResult<Option<BasicValueEnum<'ctx>>> {
-        let b = &cx.builder;
-        let f32t = cx.context.f32_type();
-        Ok(Some(match fun {
-            MathFn::Exp2 => cx.call_value("llvm.nvvm.ex2.approx.f", &[], &[x])?,
-            MathFn::Log2 => cx.call_value("llvm.nvvm.lg2.approx.f", &[], &[x])?,
-            MathFn::Sin | MathFn::Cos => {
-                // Reduce by 2π: k = rint(x / 2π); r = x − k·2π in two fma steps.
-                let two_pi = std::f64::consts::TAU;
-                let hi = two_pi as f32;
-                let lo = (two_pi - hi as f64) as f32;
-                let xf = x.into_float_value();
-                let q = b.build_float_mul(xf, f32t.const_float(1.0 / two_pi), "")?;
-                let k = cx.call_value("llvm.rint", &[f32t.into()], &[q.into()])?;
-                let nk = b.build_float_neg(k.into_float_value(), "")?;
-                let r = cx.call_value(
-                    "llvm.fma",
-                    &[f32t.into()],
-                    &[nk.into(), f32t.const_float(hi as f64).into(), x],
-                )?;
-                let r = cx.call_value(
-                    "llvm.fma",
-                    &[f32t.into()],
-                    &[nk.into(), f32t.const_float(lo as f64).into(), r],
-                )?;
-                let name = if fun == MathFn::Sin {
-                    "llvm.nvvm.sin.approx.f"
-                } else {
-                    "llvm.nvvm.cos.approx.f"
-                };
-                cx.call_value(name, &[], &[r])?
-            }
-            _ => return Ok(None),
-        }))
     }
 
     fn matrix_type<'ctx>(

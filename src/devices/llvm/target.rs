@@ -2,14 +2,13 @@
 //! [`super`] asks of a GPU target. The walk owns the body, control flow, operators, casts,
 //! buffer addressing and the generic wave algorithms (shuffle trees, scans, lane loops); a
 //! target answers only for the coordinate source, address spaces, barriers and fences,
-//! lane-exchange and vote primitives, native reductions where it has them, fast math
-//! approximations, cooperative-matrix intrinsics and kernel attributes.
+//! lane-exchange and vote primitives, native reductions where it has them, cooperative-matrix intrinsics and kernel attributes.
 //!
 //! Two implementations are planned: [`super::nvptx::Nvptx`] (here) and AMDGPU. Keep
 //! vendor names out of this file except in documentation.
 
 use super::{Cx, LResult};
-use crate::ir::{FenceScope, MathFn, MatrixRole, ReduceOp, Scalar};
+use crate::ir::{FenceScope, MatrixRole, ReduceOp, Scalar};
 use inkwell::targets::FileType;
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, FunctionValue, IntValue, PointerValue};
@@ -120,19 +119,6 @@ pub trait LoweringTarget {
         value: IntValue<'ctx>,
     ) -> LResult<Option<IntValue<'ctx>>> {
         let _ = (cx, op, scalar, mask, value);
-        Ok(None)
-    }
-
-    /// A target-specific lowering of one math function on one `f32` (the walk extends
-    /// `f16` to `f32` first), or `None` to let the walk use its portable lowering (LLVM's
-    /// intrinsics or its own expansion).
-    fn fast_math_f32<'ctx>(
-        &self,
-        cx: &Cx<'ctx>,
-        fun: MathFn,
-        x: BasicValueEnum<'ctx>,
-    ) -> LResult<Option<BasicValueEnum<'ctx>>> {
-        let _ = (cx, fun, x);
         Ok(None)
     }
 
