@@ -470,8 +470,7 @@ impl<'p> Machine<'p> {
                                 );
                             }
                             let src = base + (slot as usize) + i as usize * lanes as usize;
-                            if checks && it.defs[src..src + lanes as usize].iter().any(|&d| d == 0)
-                            {
+                            if checks && it.defs[src..src + lanes as usize].contains(&0) {
                                 ub!(*span, UbKind::UninitRead, "read of element {i} of a private array before anything was written to it");
                             }
                             it.regs
@@ -668,7 +667,7 @@ impl<'p> Machine<'p> {
                     span,
                 } => {
                     let s = base + *slot as usize;
-                    if it.defs[s..s + *n as usize].iter().any(|&d| d == 0) {
+                    if it.defs[s..s + *n as usize].contains(&0) {
                         let name = &prog.funcs[fi as usize].local_names[*local as usize];
                         ub!(
                             *span,

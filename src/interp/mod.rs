@@ -404,3 +404,6 @@ fn run_groups(m: &mut Machine<'_>, vol: u32, groups: u32, seed: Option<u64>) -> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -553,7 +553,7 @@ pub(crate) fn reduce_identity(op: ReduceOp, s: Scalar) -> u64 {
             Scalar::F16 => of_h(f16::INFINITY),
             Scalar::F32 => of_f32(f32::INFINITY),
             Scalar::F64 => of_f64(f64::INFINITY),
-            s if s.is_signed() => canon(s, (u64::MAX >> (65 - s.bits())) as u64),
+            s if s.is_signed() => canon(s, u64::MAX >> (65 - s.bits())),
             s => canon(s, u64::MAX),
         },
         ReduceOp::Max => match s {
