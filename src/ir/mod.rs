@@ -13,6 +13,7 @@ mod module;
 mod span;
 mod stmt;
 mod types;
+pub mod builder;
 pub mod template;
 pub mod typeck;
 pub mod verify;
