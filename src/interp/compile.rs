@@ -19,7 +19,7 @@ use super::value::{self, BinFn, TerFn, UnFn};
 use crate::ir::{
     typeck, AtomicOp, Base, BinaryOp, Block, Builtin, ElemType, Expr, ExprId, Function,
     FunctionKind, Handle, Len, Literal, LoopKind, MathFn, Module, Place, Scalar, Span, Stmt,
-    StmtKind, Type, WaveOp,
+    StmtKind, Type, VerifiedModule, WaveOp,
 };
 use std::collections::HashMap;
 
@@ -323,11 +323,13 @@ pub(crate) struct Program {
 /// Compiles `kernel` of `module` and every helper it reaches. `checks` adds the poison
 /// checks on locals declared without an initialiser.
 pub(crate) fn compile(
-    module: &Module,
+    verified: &VerifiedModule,
     kernel: Handle<Function>,
     checks: bool,
 ) -> Result<Program, InterpError> {
+    let module = verified.module();
     let mut b = ProgBuilder {
+        verified,
         module,
         checks,
         index: HashMap::new(),
@@ -375,6 +377,7 @@ pub(crate) fn compile(
 }
 
 struct ProgBuilder<'m> {
+    verified: &'m VerifiedModule,
     module: &'m Module,
     checks: bool,
     index: HashMap<Handle<Function>, u32>,
@@ -414,17 +417,15 @@ impl<'m> ProgBuilder<'m> {
     fn compile_function(&mut self, h: Handle<Function>) -> Result<CFunc, InterpError> {
         let module = self.module;
         let f = &module.functions[h];
-        let typing = typeck::check_function(module, f);
-        if let Some((e, err)) = typing.errors().next() {
+        // The verifier's type table: every expression of a concrete function has a type
+        // (`None` only for a call that returns nothing).
+        let types = self.verified.expr_types(h).to_vec();
+        if types.len() != f.exprs.len() {
             return Err(InterpError::refused(
-                f.expr_span(e),
-                format!(
-                    "`{}` is ill-typed ({}: {}); verify the module before launching it",
-                    f.name, err.code, err.message
-                ),
+                f.span,
+                format!("`{}` has no type table", f.name),
             ));
         }
-        let types = typing.types();
         let fc = FnCompiler {
             pb: self,
             f,

@@ -18,8 +18,8 @@
 //! ```
 //! use xpu::interp::{self, Arg, Buffer, Geometry, Options};
 //! use xpu::ir::{Literal, Scalar};
-//! # fn module() -> xpu::ir::Module { xpu::ir::Module::new() }
-//! let module = module(); // parsed / built, then verified
+//! # fn module() -> xpu::ir::VerifiedModule { xpu::ir::Module::new().verify().unwrap() }
+//! let module = module(); // parsed or built, then verified: `xpu::ir::verify(m)?`
 //! let mut y = Buffer::from_values(&[1.0f32; 256]);
 //! let mut x = Buffer::from_values(&[2.0f32; 256]);
 //! let mut args = [
@@ -51,7 +51,7 @@ mod value;
 pub use error::{InterpError, UbKind, UbReport, WorkItem, REFUSED, UB};
 pub use memory::{Buffer, Element};
 
-use crate::ir::{Function, Handle, Literal, Module, Type};
+use crate::ir::{Function, Handle, Literal, Type, VerifiedModule};
 use exec::{Halt, Item, Machine};
 use memory::Region;
 
@@ -139,13 +139,13 @@ pub struct Report {
 /// Runs `kernel` of `module` once over `geometry`. On undefined behaviour the launch stops at
 /// the first occurrence, and the buffers keep what was written until then.
 pub fn launch(
-    module: &Module,
+    module: &VerifiedModule,
     kernel: &str,
     geometry: &Geometry,
     args: &mut [Arg<'_>],
     options: &Options,
 ) -> Result<Report, InterpError> {
-    let Some(h) = module.function(kernel) else {
+    let Some(h) = module.module().function(kernel) else {
         return Err(InterpError::BadLaunch(format!(
             "no kernel named `{kernel}`"
         )));
@@ -155,12 +155,13 @@ pub fn launch(
 
 /// [`launch`] by handle.
 pub fn launch_handle(
-    module: &Module,
+    verified: &VerifiedModule,
     kernel: Handle<Function>,
     geometry: &Geometry,
     args: &mut [Arg<'_>],
     options: &Options,
 ) -> Result<Report, InterpError> {
+    let module = verified.module();
     let Some(kf) = module.functions.try_get(kernel) else {
         return Err(InterpError::BadLaunch(format!("no function {kernel:?}")));
     };
@@ -190,7 +191,7 @@ pub fn launch_handle(
             vol * groups
         )));
     }
-    let prog = compile::compile(module, kernel, options.checks)?;
+    let prog = compile::compile(verified, kernel, options.checks)?;
 
     // Arguments.
     if args.len() != kf.params.len() {

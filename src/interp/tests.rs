@@ -141,11 +141,14 @@ impl K {
     fn barrier(&mut self) {
         self.stmt(StmtKind::Barrier);
     }
-    fn module(mut self) -> Module {
+    fn module(mut self) -> VerifiedModule {
         self.f.body = self.blocks.pop().unwrap();
         let mut m = Module::new();
         m.functions.append(self.f);
-        m
+        match m.verify() {
+            Ok(v) => v,
+            Err(d) => panic!("test kernel does not verify:\n{d}"),
+        }
     }
 }
 
@@ -154,19 +157,12 @@ fn u32s(b: &Buffer) -> Vec<u32> {
 }
 
 fn run(
-    m: &Module,
+    m: &VerifiedModule,
     geo: Geometry,
     args: &mut [Arg<'_>],
     opts: &Options,
 ) -> Result<Report, InterpError> {
-    let name = m
-        .functions
-        .iter()
-        .find(|(_, f)| f.is_kernel())
-        .unwrap()
-        .1
-        .name
-        .clone();
+    let name = m.kernels().next().unwrap().1.name.clone();
     launch(m, &name, &geo, args, opts)
 }
 
@@ -178,7 +174,7 @@ fn ub_of(r: Result<Report, InterpError>) -> UbReport {
 }
 
 /// `y[i] = a * x[i] + y[i]` for `i < n`.
-fn saxpy() -> Module {
+fn saxpy() -> VerifiedModule {
     let mut k = K::new("saxpy");
     let y = k.param("y", buf(Scalar::F32, true));
     let x = k.param("x", buf(Scalar::F32, false));
@@ -258,7 +254,7 @@ fn saxpy_out_of_bounds_is_reported_with_its_location() {
 }
 
 /// A shared-memory tree reduction: `out[group] = sum(in[group*256 ..])` with `steps` halvings.
-fn reduction(skip_barrier: bool) -> Module {
+fn reduction(skip_barrier: bool) -> VerifiedModule {
     let mut k = K::new("reduce");
     let inp = k.param("inp", buf(Scalar::U32, false));
     let out = k.param("out", buf(Scalar::U32, true));
@@ -381,7 +377,7 @@ fn barrier_in_divergent_branch() {
     assert_eq!(u.span.line, 1);
 }
 
-fn uninit_kernel(read_shared: bool) -> Module {
+fn uninit_kernel(read_shared: bool) -> VerifiedModule {
     let mut k = K::new("uninit");
     let out = k.param("out", buf(Scalar::U32, true));
     let t = k.shared("t", Scalar::U32, Some(4));
@@ -444,7 +440,7 @@ fn uninit_shared_read_and_local() {
     .unwrap();
 }
 
-fn wave_kernel(op: WaveOp, arg2: Option<u32>, s: Scalar) -> Module {
+fn wave_kernel(op: WaveOp, arg2: Option<u32>, s: Scalar) -> VerifiedModule {
     let mut k = K::new("w");
     let out = k.param("out", buf(s, true));
     let lane = k.lane();
@@ -460,7 +456,7 @@ fn wave_kernel(op: WaveOp, arg2: Option<u32>, s: Scalar) -> Module {
     k.module()
 }
 
-fn wave_run(m: &Module, n: u32, width: u32) -> Result<Vec<u32>, InterpError> {
+fn wave_run(m: &VerifiedModule, n: u32, width: u32) -> Result<Vec<u32>, InterpError> {
     let mut o = Buffer::uninit(4 * n as usize);
     let opts = Options {
         wave_width: Some(width),
