@@ -1,0 +1,1047 @@
+//! The verifier, rule by rule: each test builds a module that breaks one rule (with the
+//! builder, at a known span) and checks the code and the location of the diagnostic. Also:
+//! modules that pass, template instantiation, and that all problems are collected in source
+//! order.
+
+use xpu::ir::builder::{FunctionBuilder, ModuleBuilder, ParamRef};
+use xpu::ir::verify::codes;
+use xpu::ir::{
+    Access, AtomicOp, BinaryOp, ConstBinOp, ConstExpr, Dim, ElemType, Expr, FunctionKind, Handle,
+    Len, MatrixRole, MemoryOrder, Module, Occupancy, Place, ReduceOp, Scalar, Span, StmtKind, Type,
+    Unlowered, WaveOp,
+};
+
+/// The `(code, line, col)` of every diagnostic, in order; empty when the module verifies.
+fn problems(m: Module) -> Vec<(&'static str, u32, u32)> {
+    match m.verify() {
+        Ok(_) => vec![],
+        Err(d) => {
+            d.0.iter()
+                .map(|d| (d.code, d.span.line, d.span.col))
+                .collect()
+        }
+    }
+}
+
+/// A module with one kernel built by `build`.
+fn kernel(build: impl FnOnce(&mut FunctionBuilder)) -> Module {
+    let mut mb = ModuleBuilder::new();
+    mb.kernel("k", build);
+    mb.finish()
+}
+
+/// Asserts that `m` has exactly one problem, `code` at `line:col`.
+fn assert_one(m: Module, code: &str, line: u32, col: u32) {
+    assert_eq!(problems(m), vec![(code, line, col)]);
+}
+
+fn buf(f: &mut FunctionBuilder, name: &str, s: Scalar, rw: bool) -> ParamRef {
+    let access = if rw { Access::ReadWrite } else { Access::Read };
+    f.buffer(name, s, access)
+}
+
+fn saxpy(mb: &mut ModuleBuilder) {
+    mb.kernel("saxpy", |f| {
+        let y = buf(f, "y", Scalar::F32, true);
+        let x = buf(f, "x", Scalar::F32, false);
+        let a = f.param("a", Type::F32);
+        let n = f.param("n", Type::U32);
+        let gid = f.global_id(Dim::X);
+        let i = f.let_("i", Type::U32, gid);
+        let (iv, nv) = (f.get(i), f.param_value(n));
+        let c = f.lt(iv, nv);
+        f.if_then(c, |f| {
+            let av = f.param_value(a);
+            let iv = f.get(i);
+            let xi = f.index(x, iv);
+            let ax = f.mul(av, xi);
+            let iv = f.get(i);
+            let yi = f.index(y, iv);
+            let s = f.add(ax, yi);
+            let iv = f.get(i);
+            f.store(y, iv, s);
+        });
+    });
+}
+
+/// A workgroup sum: shared memory, a barrier, a tree loop, a wave reduction, an atomic.
+fn reduction(mb: &mut ModuleBuilder) {
+    mb.kernel("reduce", |f| {
+        let out = buf(f, "out", Scalar::U32, true);
+        let x = buf(f, "x", Scalar::U32, false);
+        let tile = f.shared("tile", ElemType::scalar(Scalar::U32), Some(Len::Fixed(256)));
+        let lid = f.local_id(Dim::X);
+        let l = f.let_("l", Type::U32, lid);
+        let (li, gi) = (f.get(l), f.global_id(Dim::X));
+        let xi = f.index(x, gi);
+        f.store(tile, li, xi);
+        f.barrier();
+        let (s0, s1) = (f.u32(128), f.u32(0));
+        let stride = f.let_("s", Type::U32, s0);
+        let (sv, zero) = (f.get(stride), s1);
+        let more = f.gt(sv, zero);
+        f.while_(Some("tree"), more, |f| {
+            let (lv, sv) = (f.get(l), f.get(stride));
+            let c = f.lt(lv, sv);
+            f.if_then(c, |f| {
+                let li = f.get(l);
+                let a = f.index(tile, li);
+                let (li, sv) = (f.get(l), f.get(stride));
+                let j = f.add(li, sv);
+                let b = f.index(tile, j);
+                let sum = f.add(a, b);
+                let li = f.get(l);
+                f.store(tile, li, sum);
+            });
+            f.barrier();
+            let (sv, one) = (f.get(stride), f.u32(1));
+            let half = f.shr(sv, one);
+            f.assign(stride, half);
+        });
+        let (lv, zero) = (f.get(l), f.u32(0));
+        let first = f.eq(lv, zero);
+        f.if_then(first, |f| {
+            let z = f.u32(0);
+            let t = f.index(tile, z);
+            let w = f.wave_reduce(ReduceOp::Sum, t);
+            let z = f.u32(0);
+            let old = f.atomic(AtomicOp::Add, out, z, w);
+            f.eval(old);
+        });
+    });
+}
+
+#[test]
+fn saxpy_and_reduction_verify() {
+    let mut mb = ModuleBuilder::new();
+    saxpy(&mut mb);
+    reduction(&mut mb);
+    let v = mb.finish().verify().expect("verifies");
+    let names: Vec<_> = v.kernels().map(|(_, f)| f.name.as_str()).collect();
+    assert_eq!(names, ["saxpy", "reduce"]);
+    let k = v.kernel("reduce").unwrap();
+    // Every expression has a type; only void calls would be None.
+    assert!(v.expr_types(k).iter().all(Option::is_some));
+}
+
+#[test]
+fn all_problems_collected_in_source_order() {
+    let m = kernel(|f| {
+        f.at(3, 5);
+        let x = f.i32(1);
+        let y = f.f32(2.0);
+        let s = f.add(x, y);
+        f.let_("s", Type::I32, s);
+        f.at(2, 5);
+        f.break_(None);
+        f.at(4, 1);
+        let c = f.u32(1);
+        f.if_then(c, |_| {});
+    });
+    assert_eq!(
+        problems(m),
+        vec![
+            (codes::OUTSIDE_LOOP, 2, 5),
+            (codes::OPERAND_TYPE, 3, 5),
+            (codes::COND_TYPE, 4, 1)
+        ]
+    );
+}
+
+// ----- expression trees -----
+
+#[test]
+fn v001_dangling_handles() {
+    let m = kernel(|f| {
+        f.at(2, 3);
+        let ghost = f.expr(Expr::Local(Handle::from_index(7)));
+        f.eval(ghost);
+    });
+    assert_one(m, codes::HANDLE, 2, 3);
+    let m = kernel(|f| {
+        f.at(1, 1);
+        f.stmt(StmtKind::Expr(Handle::from_index(42)));
+    });
+    assert_one(m, codes::HANDLE, 1, 1);
+}
+
+#[test]
+fn v002_expression_used_twice() {
+    let m = kernel(|f| {
+        let l = f.let_uninit("x", Type::U32);
+        f.at(5, 9);
+        let v = f.u32(1);
+        let id = v.id();
+        f.assign(l, v);
+        f.at(6, 1);
+        f.stmt(StmtKind::Assign {
+            place: Place::Local(l),
+            value: id,
+        });
+    });
+    assert_one(m, codes::EXPR_REUSED, 5, 9);
+}
+
+#[test]
+fn v003_expression_unused() {
+    let m = kernel(|f| {
+        f.at(2, 2);
+        let _ = f.u32(1);
+    });
+    assert_one(m, codes::EXPR_UNUSED, 2, 2);
+}
+
+// ----- expression types -----
+
+#[test]
+fn v010_operand_types() {
+    let m = kernel(|f| {
+        let (x, y) = (f.i32(1), f.f32(2.0));
+        f.at(3, 7);
+        let s = f.add(x, y);
+        f.at(3, 1);
+        f.let_("s", Type::I32, s);
+    });
+    assert_one(m, codes::OPERAND_TYPE, 3, 7);
+    // `&&` takes bool; math `sqrt` takes floats.
+    let m = kernel(|f| {
+        let (x, y) = (f.u32(1), f.u32(2));
+        f.at(1, 1);
+        let a = f.and(x, y);
+        f.let_("a", Type::U32, a);
+        let z = f.u32(4);
+        f.at(2, 1);
+        let r = f.math(xpu::ir::MathFn::Sqrt, vec![z]);
+        f.let_("r", Type::U32, r);
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::OPERAND_TYPE, 1, 1), (codes::OPERAND_TYPE, 2, 1)]
+    );
+}
+
+#[test]
+fn v011_void_call_as_value() {
+    let mut mb = ModuleBuilder::new();
+    let h = mb.device("nothing", |_| {});
+    mb.kernel("k", |f| {
+        let c = f.call(h, vec![]);
+        f.at(4, 11);
+        let n = f.neg(c);
+        f.let_("x", Type::I32, n);
+    });
+    assert_one(mb.finish(), codes::VOID_VALUE, 4, 11);
+}
+
+#[test]
+fn v012_vector_lanes() {
+    let m = kernel(|f| {
+        let x = f.f32(1.0);
+        f.at(2, 4);
+        let v = f.splat(5, x);
+        f.eval(v);
+    });
+    assert_one(m, codes::VECTOR_LANES, 2, 4);
+    let m = kernel(|f| {
+        f.at(1, 1);
+        f.let_uninit("v", Type::Vector(Scalar::F32, 6));
+    });
+    assert_one(m, codes::VECTOR_LANES, 1, 1);
+}
+
+#[test]
+fn v013_lane_index() {
+    let m = kernel(|f| {
+        let x = f.f32(1.0);
+        let v = f.splat(2, x);
+        f.at(2, 6);
+        let e = f.extract(v, 3);
+        f.let_("e", Type::F32, e);
+    });
+    assert_one(m, codes::LANE_INDEX, 2, 6);
+    let m = kernel(|f| {
+        let v = f.let_uninit("v", Type::Vector(Scalar::F32, 3));
+        let x = f.f32(1.0);
+        f.at(3, 1);
+        f.assign_lane(v, 3, x);
+    });
+    assert_one(m, codes::LANE_INDEX, 3, 1);
+}
+
+#[test]
+fn v014_index() {
+    let m = kernel(|f| {
+        let x = buf(f, "x", Scalar::F32, false);
+        let i = f.i32(0);
+        f.at(2, 9);
+        let e = f.index(x, i);
+        f.let_("e", Type::F32, e);
+    });
+    assert_one(m, codes::INDEX, 2, 9);
+    // A scalar parameter is not indexable (and parameters are not places).
+    let m = kernel(|f| {
+        let a = f.param("a", Type::F32);
+        let (i, v) = (f.u32(0), f.f32(1.0));
+        f.at(3, 1);
+        f.store(a, i, v);
+    });
+    assert_one(m, codes::INDEX, 3, 1);
+}
+
+#[test]
+fn v015_call_arguments() {
+    let mut mb = ModuleBuilder::new();
+    let h = mb.device("sq", |f| {
+        let x = f.param("x", Type::F32);
+        f.returns(Type::F32);
+        let (a, b) = (f.param_value(x), f.param_value(x));
+        let m = f.mul(a, b);
+        f.return_(Some(m));
+    });
+    mb.kernel("k", |f| {
+        let a = f.u32(2);
+        f.at(7, 13);
+        let c = f.call(h, vec![a]);
+        f.let_("r", Type::F32, c);
+    });
+    assert_one(mb.finish(), codes::CALL_ARGS, 7, 13);
+}
+
+#[test]
+fn v016_dispatch() {
+    let mut mb = ModuleBuilder::new();
+    let relu = mb.device("relu", |f| {
+        let x = f.param("x", Type::F32);
+        f.returns(Type::F32);
+        let v = f.param_value(x);
+        f.return_(Some(v));
+    });
+    let set = mb.tag_set("Act", &[relu]);
+    mb.kernel("k", |f| {
+        f.at(2, 2);
+        let t = f.tag(set, 3);
+        f.let_("t", Type::Tag(set), t);
+        let t = f.tag(set, 0);
+        let x = f.u32(1);
+        f.at(3, 3);
+        let d = f.dispatch(t, vec![x]);
+        f.let_("y", Type::F32, d);
+    });
+    assert_eq!(
+        problems(mb.finish()),
+        vec![(codes::DISPATCH, 2, 2), (codes::DISPATCH, 3, 3)]
+    );
+}
+
+#[test]
+fn v017_atomic_types_and_targets() {
+    let m = kernel(|f| {
+        let b = buf(f, "b", Scalar::F32, true);
+        let (i, v) = (f.u32(0), f.f32(1.0));
+        f.at(4, 5);
+        let a = f.atomic(AtomicOp::Max, b, i, v);
+        f.eval(a);
+        // f32 is allowed for atomic_add.
+        let (i, v) = (f.u32(0), f.f32(1.0));
+        let a = f.atomic(AtomicOp::Add, b, i, v);
+        f.eval(a);
+        let arr = f.let_uninit(
+            "arr",
+            Type::Array {
+                elem: ElemType::scalar(Scalar::U32),
+                len: Len::Fixed(4),
+            },
+        );
+        let (i, v) = (f.u32(0), f.u32(1));
+        f.at(5, 5);
+        let a = f.atomic(AtomicOp::Add, arr, i, v);
+        f.eval(a);
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::ATOMIC, 4, 5), (codes::ATOMIC, 5, 5)]
+    );
+}
+
+#[test]
+fn v018_atomic_compare_only_for_compare_exchange() {
+    let m = kernel(|f| {
+        let b = buf(f, "b", Scalar::U32, true);
+        let (i, c, v) = (f.u32(0), f.u32(1), f.u32(2));
+        f.at(2, 1);
+        let a = f.compare_exchange(MemoryOrder::SeqCst, b, i, c, v);
+        f.eval(a);
+        let (i, c, v) = (f.u32(0), f.u32(1), f.u32(2));
+        f.at(3, 1);
+        let a = f.expr(Expr::Atomic {
+            op: AtomicOp::Add,
+            order: MemoryOrder::Relaxed,
+            place: Place::Element {
+                base: b.into(),
+                index: i.id(),
+            },
+            value: v.id(),
+            compare: Some(c.id()),
+        });
+        std::mem::forget((i, c, v));
+        f.eval(a);
+    });
+    assert_one(m, codes::ATOMIC_COMPARE, 3, 1);
+}
+
+#[test]
+fn v019_wave_arguments() {
+    let m = kernel(|f| {
+        let x = f.u32(1);
+        f.at(2, 8);
+        let b = f.wave(WaveOp::Ballot, vec![x]);
+        f.let_("b", Type::U64, b);
+        let (x, l) = (f.f32(1.0), f.i32(0));
+        f.at(3, 8);
+        let s = f.wave(WaveOp::Shuffle, vec![x, l]);
+        f.let_("s", Type::F32, s);
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::WAVE_ARGS, 2, 8), (codes::WAVE_ARGS, 3, 8)]
+    );
+}
+
+#[test]
+fn v020_vload_vstore_shape() {
+    let m = kernel(|f| {
+        let x = buf(f, "x", Scalar::F32, true);
+        let i = f.u32(0);
+        f.at(1, 5);
+        let v = f.vload(x, i, 5, None);
+        f.eval(v);
+        let y = f.param(
+            "y",
+            Type::Buffer {
+                elem: ElemType::vector(Scalar::F32, 4),
+                access: Access::Read,
+            },
+        );
+        let i = f.u32(0);
+        f.at(2, 5);
+        let v = f.vload(y, i, 4, None);
+        f.eval(v);
+        let (i, s) = (f.u32(0), f.f32(1.0));
+        f.at(3, 5);
+        f.vstore(x, i, s, None);
+    });
+    assert_eq!(
+        problems(m),
+        vec![
+            (codes::VLOAD, 1, 5),
+            (codes::VLOAD, 2, 5),
+            (codes::VLOAD, 3, 5)
+        ]
+    );
+}
+
+#[test]
+fn v021_align() {
+    let m = kernel(|f| {
+        let x = buf(f, "x", Scalar::F32, true);
+        let i = f.u32(0);
+        f.at(1, 1);
+        let v = f.vload(x, i, 4, Some(12));
+        f.eval(v);
+        let i = f.u32(0);
+        let v = f.vload(x, i, 4, Some(16)); // 4 × 4 bytes: fine
+        f.eval(v);
+        let (i, z) = (f.u32(0), f.f32(0.0));
+        let v = f.splat(2, z);
+        f.at(2, 1);
+        f.vstore(x, i, v, Some(16)); // 8-byte access
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::ALIGN, 1, 1), (codes::ALIGN, 2, 1)]
+    );
+}
+
+#[test]
+fn v022_matrix_shapes() {
+    let frag = |role, rows, cols| Type::Matrix {
+        role,
+        scalar: Scalar::F16,
+        rows,
+        cols,
+    };
+    let m = kernel(|f| {
+        let z = f.float(0.0, Scalar::F16);
+        let a = f.matrix_fill(MatrixRole::A, Scalar::F16, 16, 8, z);
+        let z = f.float(0.0, Scalar::F16);
+        let b = f.matrix_fill(MatrixRole::B, Scalar::F16, 16, 16, z);
+        let z = f.float(0.0, Scalar::F16);
+        let c = f.matrix_fill(MatrixRole::Acc, Scalar::F16, 16, 16, z);
+        f.at(6, 2);
+        let d = f.matrix_mma(a, b, c);
+        f.let_("d", frag(MatrixRole::Acc, 16, 16), d);
+    });
+    assert_one(m, codes::MATRIX, 6, 2);
+}
+
+#[test]
+fn v023_len_of_a_scalar() {
+    let m = kernel(|f| {
+        let n = f.param("n", Type::U32);
+        f.at(1, 9);
+        let l = f.len(n);
+        f.let_("l", Type::U32, l);
+    });
+    assert_one(m, codes::LEN, 1, 9);
+}
+
+// ----- declarations and statements -----
+
+#[test]
+fn v030_declared_types() {
+    let m = kernel(|f| {
+        f.at(2, 5);
+        f.let_uninit(
+            "b",
+            Type::Buffer {
+                elem: ElemType::scalar(Scalar::F32),
+                access: Access::Read,
+            },
+        );
+        f.at(3, 5);
+        f.let_uninit(
+            "a",
+            Type::Array {
+                elem: ElemType::scalar(Scalar::F32),
+                len: Len::Fixed(0),
+            },
+        );
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::DECL_TYPE, 2, 5), (codes::DECL_TYPE, 3, 5)]
+    );
+}
+
+#[test]
+fn v031_assignment_types() {
+    let m = kernel(|f| {
+        let v = f.u32(1);
+        f.at(1, 1);
+        let x = f.let_("x", Type::F32, v);
+        let v = f.i32(1);
+        f.at(2, 1);
+        f.assign(x, v);
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::ASSIGN_TYPE, 1, 1), (codes::ASSIGN_TYPE, 2, 1)]
+    );
+}
+
+#[test]
+fn v032_condition_types() {
+    let m = kernel(|f| {
+        let c = f.u32(1);
+        f.at(1, 1);
+        f.if_then(c, |_| {});
+        let c = f.f32(1.0);
+        f.at(2, 1);
+        f.while_(None, c, |f| f.break_(None));
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::COND_TYPE, 1, 1), (codes::COND_TYPE, 2, 1)]
+    );
+}
+
+#[test]
+fn v033_returns() {
+    let mut mb = ModuleBuilder::new();
+    mb.device("f", |f| {
+        f.returns(Type::F32);
+        let v = f.i32(1);
+        f.at(2, 5);
+        f.return_(Some(v));
+    });
+    mb.device("g", |f| {
+        f.span(4, 1);
+        f.returns(Type::F32);
+        let c = f.bool_(true);
+        f.if_then(c, |f| {
+            let v = f.f32(1.0);
+            f.return_(Some(v));
+        });
+    });
+    mb.kernel("k", |f| {
+        let v = f.u32(1);
+        f.at(8, 5);
+        f.return_(Some(v));
+    });
+    assert_eq!(
+        problems(mb.finish()),
+        vec![
+            (codes::RETURN, 2, 5),
+            (codes::RETURN, 4, 1),
+            (codes::RETURN, 8, 5)
+        ]
+    );
+}
+
+#[test]
+fn v034_for_loops() {
+    let m = kernel(|f| {
+        let (s, e) = (f.f32(0.0), f.f32(4.0));
+        f.at(1, 1);
+        f.for_(None, "x", Type::F32, s, e, None, |_, _| {});
+        let (s, e) = (f.u32(0), f.i32(4));
+        f.at(2, 1);
+        f.for_(None, "i", Type::U32, s, e, None, |_, _| {});
+        f.at(3, 1);
+        let (s, e, st) = (f.u32(0), f.u32(4), f.u32(0));
+        f.for_(None, "j", Type::U32, s, e, Some(st), |_, _| {});
+    });
+    assert_eq!(
+        problems(m),
+        vec![
+            (codes::FOR_LOOP, 1, 1),
+            (codes::FOR_LOOP, 2, 1),
+            (codes::FOR_LOOP, 3, 1)
+        ]
+    );
+}
+
+#[test]
+fn v035_read_only_buffers() {
+    let m = kernel(|f| {
+        let x = buf(f, "x", Scalar::U32, false);
+        let (i, v) = (f.u32(0), f.u32(1));
+        f.at(2, 1);
+        f.store(x, i, v);
+        let (i, v) = (f.u32(0), f.u32(1));
+        f.at(3, 1);
+        let a = f.atomic(AtomicOp::Add, x, i, v);
+        f.eval(a);
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::READ_ONLY, 2, 1), (codes::READ_ONLY, 3, 1)]
+    );
+}
+
+#[test]
+fn v036_labels() {
+    let m = kernel(|f| {
+        f.loop_(Some("outer"), |f| {
+            f.at(2, 5);
+            f.loop_(Some("outer"), |f| f.break_(Some("outer")));
+            f.at(3, 5);
+            f.continue_(Some("nope"));
+        });
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::LABEL, 2, 5), (codes::LABEL, 3, 5)]
+    );
+}
+
+#[test]
+fn v037_break_outside_loop() {
+    let m = kernel(|f| {
+        f.at(1, 1);
+        f.break_(None);
+        f.at(2, 1);
+        f.continue_(None);
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::OUTSIDE_LOOP, 1, 1), (codes::OUTSIDE_LOOP, 2, 1)]
+    );
+}
+
+#[test]
+fn v038_local_scope() {
+    let m = kernel(|f| {
+        let c = f.bool_(true);
+        let mut inner = None;
+        f.if_then(c, |f| {
+            let v = f.u32(1);
+            inner = Some(f.let_("t", Type::U32, v));
+        });
+        let inner = inner.unwrap();
+        f.at(4, 13);
+        let t = f.get(inner);
+        f.let_("u", Type::U32, t);
+        // Used before its `let`.
+        let later = f.local("later", Type::U32);
+        f.at(5, 13);
+        let v = f.get(later);
+        f.let_("w", Type::U32, v);
+        let z = f.u32(0);
+        f.let_local(later, Some(z));
+    });
+    assert_eq!(
+        problems(m),
+        vec![(codes::LOCAL_SCOPE, 4, 13), (codes::LOCAL_SCOPE, 5, 13)]
+    );
+}
+
+#[test]
+fn v039_matrix_store() {
+    let m = kernel(|f| {
+        let out = buf(f, "out", Scalar::F32, true);
+        let (v, o, s) = (f.f32(1.0), f.u32(0), f.u32(16));
+        f.at(2, 3);
+        f.matrix_store(v, out, o, s);
+    });
+    assert_one(m, codes::MATRIX_STORE, 2, 3);
+}
+
+// ----- functions and the module -----
+
+#[test]
+fn v050_duplicate_names() {
+    let mut mb = ModuleBuilder::new();
+    mb.kernel("k", |_| {});
+    mb.kernel("k", |f| f.span(9, 1));
+    assert_one(mb.finish(), codes::DUPLICATE_NAME, 9, 1);
+}
+
+#[test]
+fn v051_recursion() {
+    let mut mb = ModuleBuilder::new();
+    let f = mb.declare("f", FunctionKind::Device);
+    let g = mb.declare("g", FunctionKind::Device);
+    mb.define(f, |b| {
+        b.span(1, 1);
+        let c = b.call(g, vec![]);
+        b.eval(c);
+    });
+    mb.define(g, |b| {
+        b.span(5, 1);
+        let c = b.call(f, vec![]);
+        b.eval(c);
+    });
+    let m = mb.finish();
+    let d = m.clone().verify().unwrap_err();
+    assert!(d.0[0].message.contains("f → g → f"), "{}", d.0[0].message);
+    assert_eq!(
+        problems(m),
+        vec![(codes::RECURSION, 1, 1), (codes::RECURSION, 5, 1)]
+    );
+}
+
+#[test]
+fn v052_kernels_are_not_callable() {
+    let mut mb = ModuleBuilder::new();
+    let k = mb.kernel("k", |_| {});
+    mb.kernel("main", |f| {
+        f.at(3, 3);
+        let c = f.call(k, vec![]);
+        f.eval(c);
+    });
+    assert_one(mb.finish(), codes::KERNEL_CALL, 3, 3);
+}
+
+#[test]
+fn v053_kernels_return_nothing() {
+    let m = kernel(|f| {
+        f.span(1, 1);
+        f.returns(Type::U32);
+    });
+    assert_one(m, codes::KERNEL_RETURN, 1, 1);
+}
+
+#[test]
+fn v054_shared_outside_kernel() {
+    let mut mb = ModuleBuilder::new();
+    mb.device("h", |f| {
+        f.at(2, 5);
+        f.shared("t", ElemType::scalar(Scalar::F32), Some(Len::Fixed(4)));
+    });
+    assert_one(mb.finish(), codes::SHARED_OUTSIDE_KERNEL, 2, 5);
+}
+
+#[test]
+fn v055_one_dynamic_shared_array() {
+    let m = kernel(|f| {
+        f.at(1, 5);
+        f.shared("a", ElemType::scalar(Scalar::F32), None);
+        f.at(2, 5);
+        f.shared("b", ElemType::scalar(Scalar::F32), None);
+    });
+    assert_one(m, codes::DYNAMIC_SHARED, 2, 5);
+}
+
+#[test]
+fn v056_tag_set_signatures() {
+    let mut mb = ModuleBuilder::new();
+    let a = mb.device("a", |f| {
+        f.param("x", Type::F32);
+    });
+    let b = mb.device("b", |f| {
+        f.param("x", Type::U32);
+    });
+    mb.tag_set("S", &[a, b]);
+    let mut m = mb.finish();
+    m.tag_sets[Handle::from_index(0)].span = Span::new(1, 1);
+    assert_one(m, codes::TAG_SET, 1, 1);
+}
+
+#[test]
+fn v057_attributes_only_on_kernels() {
+    let mut mb = ModuleBuilder::new();
+    mb.device("h", |f| {
+        f.at(1, 1);
+        f.wave_attr(32);
+    });
+    assert_one(mb.finish(), codes::ATTR_NOT_KERNEL, 1, 1);
+}
+
+#[test]
+fn v058_wave_width() {
+    let m = kernel(|f| {
+        f.at(1, 1);
+        f.wave_attr(48);
+    });
+    assert_one(m, codes::WAVE_ATTR, 1, 1);
+    let m = kernel(|f| f.wave_attr(64));
+    assert_eq!(problems(m), vec![]);
+}
+
+#[test]
+fn v059_occupancy_threads_and_waves() {
+    let m = kernel(|f| {
+        let t = f.const_expr(ConstExpr::Lit(256));
+        let w = f.const_expr(ConstExpr::Lit(8));
+        f.attrs_mut().occupancy = Some(Occupancy {
+            max_threads: Some(t),
+            max_waves: Some(w),
+            span: Span::new(1, 1),
+            ..Occupancy::default()
+        });
+    });
+    assert_one(m, codes::OCCUPANCY, 1, 1);
+}
+
+#[test]
+fn v060_unlowered_backend() {
+    let m = kernel(|f| {
+        f.attrs_mut().unlowered.push(Unlowered {
+            backend: "metal".into(),
+            tracked: "PLAN-1".into(),
+            may_lower: false,
+            hold: false,
+            host_wave_below: None,
+            span: Span::new(2, 1),
+        });
+    });
+    assert_one(m, codes::UNLOWERED_BACKEND, 2, 1);
+}
+
+// ----- templates -----
+
+/// `kernel T<TM, WM>(out: buf<u32, rw>) requires TM % WM == 0` with a private array of
+/// `TM / WM` elements and `@occupancy(max_threads = TM * 4)`; instances as given.
+fn template(instances: &[(&[u32], u32)], max: Option<u32>) -> Module {
+    let mut mb = ModuleBuilder::new();
+    mb.kernel("T", |f| {
+        f.template(&["TM", "WM"]);
+        let out = buf(f, "out", Scalar::U32, true);
+        let tm = f.const_expr(ConstExpr::Param(0));
+        let wm = f.const_expr(ConstExpr::Param(1));
+        let rem = f.const_expr(ConstExpr::Binary(ConstBinOp::Rem, tm, wm));
+        let zero = f.const_expr(ConstExpr::Lit(0));
+        let req = f.const_expr(ConstExpr::Binary(ConstBinOp::Eq, rem, zero));
+        let div = f.const_expr(ConstExpr::Binary(ConstBinOp::Div, tm, wm));
+        let four = f.const_expr(ConstExpr::Lit(4));
+        let threads = f.const_expr(ConstExpr::Binary(ConstBinOp::Mul, tm, four));
+        f.attrs_mut().occupancy = Some(Occupancy {
+            max_threads: Some(threads),
+            ..Occupancy::default()
+        });
+        let t = f.template_mut().unwrap();
+        t.requires.push((req, Span::new(2, 14)));
+        t.max = max;
+        for (args, line) in instances {
+            t.instantiate.push((args.to_vec(), Span::new(*line, 17)));
+        }
+        f.let_uninit(
+            "acc",
+            Type::Array {
+                elem: ElemType::scalar(Scalar::U32),
+                len: Len::Const(div),
+            },
+        );
+        let (i, v) = (f.u32(0), f.template_param(0));
+        f.store(out, i, v);
+    });
+    mb.finish()
+}
+
+#[test]
+fn template_instances_are_concrete_kernels() {
+    let v = template(&[(&[64, 16], 3), (&[32, 32], 3)], None)
+        .verify()
+        .unwrap();
+    let names: Vec<_> = v.kernels().map(|(_, f)| f.name.clone()).collect();
+    assert_eq!(names, ["T<64,16>", "T<32,32>"]);
+    let t = v.module().function("T").unwrap();
+    assert!(v.is_template(t) && v.kernel("T").is_none());
+    let k = v.kernel("T<64,16>").unwrap();
+    assert_eq!(v.instance_of(k), Some((t, &[64u32, 16][..])));
+    let f = v.function(k);
+    let acc = f.locals.iter().next().unwrap().1;
+    assert_eq!(
+        acc.ty,
+        Type::Array {
+            elem: ElemType::scalar(Scalar::U32),
+            len: Len::Fixed(4)
+        }
+    );
+    assert!(f
+        .exprs
+        .iter()
+        .all(|(_, e)| !matches!(e, Expr::TemplateParam(_))));
+    let threads = f.attrs.occupancy.as_ref().unwrap().max_threads.unwrap();
+    assert_eq!(v.const_value(k, threads), Some(256));
+}
+
+#[test]
+fn template_requirement_names_member_and_clause() {
+    let m = template(&[(&[64, 16], 3), (&[48, 32], 4)], None);
+    let d = m.clone().verify().unwrap_err();
+    assert_eq!(d.0.len(), 1);
+    assert_eq!(d.0[0].code, "CAJETA_ERROR_TEMPLATE_REQUIREMENT");
+    assert_eq!(d.0[0].span, Span::new(4, 17));
+    assert_eq!(
+        d.0[0].message,
+        "`T<48,32>` fails requires clause `TM % WM == 0`"
+    );
+}
+
+#[test]
+fn v070_template_argument_count() {
+    assert_one(template(&[(&[64], 5)], None), codes::TEMPLATE_ARGS, 5, 17);
+}
+
+#[test]
+fn v071_template_cap() {
+    let lists: Vec<[u32; 2]> = (1..=9).map(|i| [16 * i, 16]).collect();
+    let inst: Vec<(&[u32], u32)> = lists
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (&a[..], 10 + i as u32))
+        .collect();
+    assert_one(template(&inst, None), codes::TEMPLATE_CAP, 18, 17);
+    assert_eq!(problems(template(&inst, Some(9))), vec![]);
+}
+
+#[test]
+fn v072_duplicate_instance() {
+    assert_one(
+        template(&[(&[64, 16], 3), (&[64, 16], 4)], None),
+        codes::DUPLICATE_INSTANCE,
+        4,
+        17,
+    );
+}
+
+#[test]
+fn v073_const_eval_errors_are_diagnostics() {
+    // TM % WM with WM = 0 divides by zero in the requires clause.
+    let m = template(&[(&[64, 0], 6)], None);
+    let d = m.verify().unwrap_err();
+    assert_eq!(d.0[0].code, codes::CONST_EVAL);
+    assert_eq!(d.0[0].span, Span::new(6, 17));
+    assert!(
+        d.0[0].message.contains("divides by zero"),
+        "{}",
+        d.0[0].message
+    );
+    // TM * 4 overflows u32 in @occupancy.
+    let m = template(&[(&[u32::MAX, 1], 7)], None);
+    let d = m.verify().unwrap_err();
+    assert_eq!(d.0[0].code, codes::CONST_EVAL);
+    assert!(d.0[0].message.contains("overflows"), "{}", d.0[0].message);
+}
+
+#[test]
+fn v074_template_parameter_outside_template() {
+    let m = kernel(|f| {
+        f.at(2, 9);
+        let p = f.template_param(0);
+        f.let_("x", Type::U32, p);
+    });
+    assert_one(m, codes::NOT_TEMPLATE, 2, 9);
+}
+
+#[test]
+fn concrete_const_lengths_fold() {
+    let m = kernel(|f| {
+        let a = f.const_expr(ConstExpr::Lit(3));
+        let b = f.const_expr(ConstExpr::Lit(4));
+        let mul = f.const_expr(ConstExpr::Binary(ConstBinOp::Mul, a, b));
+        f.let_uninit(
+            "arr",
+            Type::Array {
+                elem: ElemType::scalar(Scalar::F32),
+                len: Len::Const(mul),
+            },
+        );
+    });
+    let v = m.verify().unwrap();
+    let k = v.kernel("k").unwrap();
+    let (_, l) = v.function(k).locals.iter().next().unwrap();
+    assert!(matches!(
+        l.ty,
+        Type::Array {
+            len: Len::Fixed(12),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn garbage_never_panics() {
+    // Operands pointing everywhere, including at themselves and past the arena.
+    let m = kernel(|f| {
+        for i in 0..40u32 {
+            let e = match i % 5 {
+                0 => Expr::Binary {
+                    op: BinaryOp::Add,
+                    lhs: Handle::from_index((i * 7 % 50) as usize),
+                    rhs: Handle::from_index(i as usize),
+                },
+                1 => Expr::Index {
+                    base: xpu::ir::Base::Shared(Handle::from_index(3)),
+                    index: Handle::from_index(i as usize + 1),
+                },
+                2 => Expr::Wave {
+                    op: WaveOp::Elect,
+                    args: vec![Handle::from_index(1000)],
+                },
+                3 => Expr::Atomic {
+                    op: AtomicOp::CompareExchange,
+                    order: MemoryOrder::AcqRel,
+                    place: Place::Lane {
+                        local: Handle::from_index(9),
+                        lane: 200,
+                    },
+                    value: Handle::from_index(0),
+                    compare: None,
+                },
+                _ => Expr::Len(77),
+            };
+            let v = f.expr(e);
+            f.eval(v);
+        }
+        f.stmt(StmtKind::Let {
+            local: Handle::from_index(5),
+            init: Some(Handle::from_index(3)),
+        });
+        f.break_(Some("x"));
+    });
+    let d = m.verify().unwrap_err();
+    assert!(d.0.len() > 10);
+}
