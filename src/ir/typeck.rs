@@ -21,6 +21,7 @@ use super::{
     AtomicOp, Base, BinaryOp, ElemType, Expr, ExprId, Function, FunctionKind, Literal, MathFn,
     MatrixRole, Module, Place, ReduceOp, Scalar, Type, UnaryOp, WaveOp, VECTOR_LANES,
 };
+use std::collections::HashMap;
 
 /// Why one expression is ill-typed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,17 +112,16 @@ pub fn check_function(module: &Module, func: &Function) -> FunctionTypes {
     for e in func.exprs.handles() {
         let _ = typer.typing(e);
     }
-    FunctionTypes {
-        results: typer
-            .slots
-            .into_iter()
-            .map(|s| match s {
-                Slot::Done(r) => r,
-                // Unreachable after typing every handle; fail closed rather than panic.
-                _ => Err(Failure::Operand),
-            })
-            .collect(),
-    }
+    let results = func
+        .exprs
+        .handles()
+        .map(|e| match typer.slots.remove(&e.index()) {
+            Some(Slot::Done(r)) => r,
+            // Unreachable after typing every handle; fail closed rather than panic.
+            _ => Err(Failure::Operand),
+        })
+        .collect();
+    FunctionTypes { results }
 }
 
 /// The element type of `base`, with the reason when it has none.
@@ -225,8 +225,12 @@ enum Slot {
 struct Typer<'a> {
     module: &'a Module,
     func: &'a Function,
-    slots: Vec<Slot>,
+    /// Typings by expression index; absent means not visited. A map, not a vector, so that
+    /// one question about a small subtree costs the subtree, not the arena.
+    slots: HashMap<usize, Slot>,
 }
+
+static UNVISITED: Slot = Slot::Unvisited;
 
 fn here<T>(code: &'static str, message: impl Into<String>) -> Result<T, Failure> {
     Err(Failure::Here(TypeError::new(code, message)))
@@ -237,8 +241,12 @@ impl<'a> Typer<'a> {
         Typer {
             module,
             func,
-            slots: vec![Slot::Unvisited; func.exprs.len()],
+            slots: HashMap::new(),
         }
+    }
+
+    fn slot(&self, e: ExprId) -> &Slot {
+        self.slots.get(&e.index()).unwrap_or(&UNVISITED)
     }
 
     fn tn(&self, ty: Type) -> String {
@@ -252,19 +260,19 @@ impl<'a> Typer<'a> {
         }
         let mut stack = vec![root];
         while let Some(&top) = stack.last() {
-            match self.slots[top.index()] {
+            match self.slot(top) {
                 Slot::Done(_) => {
                     stack.pop();
                     continue;
                 }
                 Slot::Unvisited => {
-                    self.slots[top.index()] = Slot::InProgress;
+                    self.slots.insert(top.index(), Slot::InProgress);
                     let mut cycle = false;
                     let expr = &self.func.exprs[top];
                     let mut pending = Vec::new();
                     expr.for_each_operand(|op| {
-                        if let Some(slot) = self.slots.get(op.index()) {
-                            match slot {
+                        if self.func.exprs.contains(op) {
+                            match self.slot(op) {
                                 Slot::Unvisited => pending.push(op),
                                 Slot::InProgress => cycle = true,
                                 Slot::Done(_) => {}
@@ -272,8 +280,8 @@ impl<'a> Typer<'a> {
                         }
                     });
                     if cycle {
-                        self.slots[top.index()] =
-                            Slot::Done(here(codes::EXPR_REUSED, "expression is its own operand"));
+                        let r = here(codes::EXPR_REUSED, "expression is its own operand");
+                        self.slots.insert(top.index(), Slot::Done(r));
                         stack.pop();
                         continue;
                     }
@@ -284,12 +292,12 @@ impl<'a> Typer<'a> {
                     // Every operand has been typed (or was in progress higher up, which
                     // was reported as a cycle).
                     let result = self.shallow(top);
-                    self.slots[top.index()] = Slot::Done(result);
+                    self.slots.insert(top.index(), Slot::Done(result));
                     stack.pop();
                 }
             }
         }
-        match &self.slots[root.index()] {
+        match self.slot(root) {
             Slot::Done(r) => r.clone(),
             _ => Err(Failure::Operand),
         }
@@ -297,8 +305,11 @@ impl<'a> Typer<'a> {
 
     /// The typing of an operand already typed: a value type, or a silent failure.
     fn operand(&self, e: ExprId) -> Result<Type, Failure> {
-        match self.slots.get(e.index()) {
-            None => here(codes::HANDLE, format!("expression {e:?} does not exist")),
+        if !self.func.exprs.contains(e) {
+            return here(codes::HANDLE, format!("expression {e:?} does not exist"));
+        }
+        match self.slots.get(&e.index()) {
+            None => Err(Failure::Operand),
             Some(Slot::Done(Ok(Some(t)))) => Ok(*t),
             Some(Slot::Done(Ok(None))) => here(
                 codes::VOID_VALUE,
