@@ -1,0 +1,720 @@
+//! The device seam (contract §2.2, §2.4, §5.1; DESIGN.md, Decisions 5–8): which backends
+//! exist, how one is selected, and the small object-safe traits each backend implements.
+//!
+//! A [`Device`] is a cheap, `Send + Sync` handle to one backend's device. Everything above the
+//! seam ([`KernelBuffer`](crate::KernelBuffer), [`KernelStream`](crate::KernelStream),
+//! [`Program`], [`Kernel`], the launch checks) is shared; a backend implements only:
+//!
+//! - [`DeviceImpl`]: facts, allocation (freed when the last [`DeviceMemory`] handle drops),
+//!   copies host↔device and device↔device ordered on a stream (the asynchronous form of every
+//!   copy; the synchronous forms are "enqueue, then sync"), streams, and loading a program;
+//! - [`StreamImpl`] / [`EventImpl`]: ordering and completion;
+//! - [`ProgramImpl`] / [`KernelImpl`]: device code per kernel (produced lazily, cached), its
+//!   manifest, and the launch itself, which receives arguments already checked against the
+//!   kernel's signature, the geometry and the device's limits ([`crate::launch::check`]).
+//!
+//! Device memory is opaque here: a backend downcasts its own [`DeviceMemory`] (host bytes, a
+//! `CUdeviceptr`, a `VkBuffer`) and refuses another backend's.
+//!
+//! Adding a backend: a module here implementing the traits, a `pub mod` line, and an arm in
+//! [`open_backend`].
+
+pub mod host;
+pub mod interp;
+// The NVIDIA backend and the LLVM lowering it shares with AMDGPU (engineer F).
+#[cfg(feature = "cuda")]
+pub mod cache;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod llvm;
+#[cfg(feature = "cuda")]
+pub mod ptxas;
+
+use crate::facts::DeviceFacts;
+use crate::ir::{ElemType, Function, VerifiedModule};
+use crate::launch::{self, ArgValue, HostValue, Launch, LaunchError};
+use crate::manifest::KernelManifest;
+use crate::stream::KernelStream;
+use parking_lot::Mutex;
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The backends, by the names the CLI and `CAJETA_XPU_BACKEND` use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Backend {
+    /// The reference interpreter (the oracle; always present).
+    Interp,
+    /// The host CPU through the Cranelift JIT.
+    Cpu,
+    /// NVIDIA GPUs through the CUDA driver.
+    Cuda,
+    /// AMD GPUs through HIP.
+    Hip,
+    /// Any Vulkan 1.1+ device.
+    Vulkan,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 5] = [
+        Backend::Interp,
+        Backend::Cpu,
+        Backend::Cuda,
+        Backend::Hip,
+        Backend::Vulkan,
+    ];
+
+    /// The order of selection at the first device touch (contract §5.1). The interpreter is
+    /// not a device a program lands on by default; it is chosen only when named, or when no
+    /// other backend is present.
+    pub const SELECTION_ORDER: [Backend; 4] =
+        [Backend::Cuda, Backend::Hip, Backend::Vulkan, Backend::Cpu];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Backend::Interp => "interp",
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+            Backend::Hip => "hip",
+            Backend::Vulkan => "vulkan",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(name.trim()))
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Codes of [`DeviceError`].
+pub mod codes {
+    pub const NOT_COMPILED: &str = "XPU-D001";
+    pub const UNAVAILABLE: &str = "XPU-D002";
+    pub const UNKNOWN_BACKEND: &str = "XPU-D003";
+    pub const ALREADY_SELECTED: &str = "XPU-D004";
+    pub const OUT_OF_MEMORY: &str = "XPU-D005";
+    pub const OUT_OF_RANGE: &str = "XPU-D006";
+    pub const SIZE_MISMATCH: &str = "XPU-D007";
+    pub const FOREIGN_OBJECT: &str = "XPU-D008";
+    pub const LOAD: &str = "XPU-D009";
+    pub const DRIVER: &str = "XPU-D010";
+}
+
+/// A device operation that failed: opening, allocating, copying, viewing, streams, loading.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    #[error(
+        "error[{}]: the {backend} backend is not compiled into this build",
+        codes::NOT_COMPILED
+    )]
+    NotCompiled { backend: Backend },
+    #[error(
+        "error[{}]: the {backend} backend is not available here: {reason}",
+        codes::UNAVAILABLE
+    )]
+    Unavailable { backend: Backend, reason: String },
+    #[error(
+        "error[{}]: no backend is named `{name}` (expected interp, cpu, cuda, hip or vulkan)",
+        codes::UNKNOWN_BACKEND
+    )]
+    UnknownBackend { name: String },
+    #[error("error[{}]: the {selected} backend was already selected; Device::force({requested:?}) must come before the first device touch", codes::ALREADY_SELECTED)]
+    AlreadySelected {
+        selected: Backend,
+        requested: String,
+    },
+    #[error(
+        "error[{}]: cannot allocate {bytes} bytes: {reason}",
+        codes::OUT_OF_MEMORY
+    )]
+    OutOfMemory { bytes: u64, reason: String },
+    #[error("error[{}]: out of range: {what}", codes::OUT_OF_RANGE)]
+    OutOfRange { what: String },
+    #[error("error[{}]: size mismatch: {what}", codes::SIZE_MISMATCH)]
+    SizeMismatch { what: String },
+    #[error("error[{}]: {what} belongs to another device", codes::FOREIGN_OBJECT)]
+    ForeignObject { what: String },
+    #[error("error[{}]: cannot load the program: {message}", codes::LOAD)]
+    Load { message: String },
+    #[error("error[{}]: device failure: {message}", codes::DRIVER)]
+    Driver { message: String },
+}
+
+impl DeviceError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            DeviceError::NotCompiled { .. } => codes::NOT_COMPILED,
+            DeviceError::Unavailable { .. } => codes::UNAVAILABLE,
+            DeviceError::UnknownBackend { .. } => codes::UNKNOWN_BACKEND,
+            DeviceError::AlreadySelected { .. } => codes::ALREADY_SELECTED,
+            DeviceError::OutOfMemory { .. } => codes::OUT_OF_MEMORY,
+            DeviceError::OutOfRange { .. } => codes::OUT_OF_RANGE,
+            DeviceError::SizeMismatch { .. } => codes::SIZE_MISMATCH,
+            DeviceError::ForeignObject { .. } => codes::FOREIGN_OBJECT,
+            DeviceError::Load { .. } => codes::LOAD,
+            DeviceError::Driver { .. } => codes::DRIVER,
+        }
+    }
+}
+
+/// How fresh device memory is filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Init {
+    /// Every byte 0xFF (`CAJETA_XPU_POISON=1`, contract §7): a kernel reading what nothing
+    /// wrote gets NaN or all-ones deterministically.
+    Poison,
+    /// Whatever is cheapest for the backend.
+    Any,
+}
+
+/// Whether `CAJETA_XPU_POISON=1` asks for poisoned fresh memory.
+pub fn poison_requested() -> bool {
+    std::env::var_os("CAJETA_XPU_POISON").is_some_and(|v| v == "1")
+}
+
+/// A backend's allocation. Freed when the last handle drops (views share it).
+pub trait DeviceMemory: Send + Sync + Any {
+    fn size(&self) -> usize;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A device→host copy in flight; `wait` blocks until the bytes are on the host.
+pub trait ReadTicket: Send {
+    fn wait(self: Box<Self>) -> Result<Vec<u8>, DeviceError>;
+}
+
+/// A backend's stream: operations enqueued on it run in order. Destroyed on drop (after its
+/// work completes, where the backend needs that).
+pub trait StreamImpl: Send + Sync + Any {
+    /// Blocks until everything enqueued so far has completed.
+    fn sync(&self) -> Result<(), DeviceError>;
+    /// An event that completes when everything enqueued so far has.
+    fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError>;
+    /// Makes later work on this stream wait for `event`.
+    fn wait_for(&self, event: &dyn EventImpl) -> Result<(), DeviceError>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A backend's event.
+pub trait EventImpl: Send + Sync + Any {
+    fn is_complete(&self) -> bool;
+    /// Blocks until the event has completed.
+    fn sync(&self) -> Result<(), DeviceError>;
+    /// The device-clock time from `earlier` to this event, where the backend timestamps events
+    /// (the Event tier of `KernelTimer`); `None` otherwise.
+    fn elapsed_since(&self, earlier: &dyn EventImpl) -> Option<Duration>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// How a backend's timer brackets a stream (contract §5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerTier {
+    /// The vendor's dispatch records.
+    Device,
+    /// Device events around the work (CUDA, HIP).
+    Event,
+    /// The host clock around a synchronised stream (the host backends).
+    Host,
+    /// No timing (Vulkan outside the profiler): the caller times on the host.
+    Unavailable,
+}
+
+/// What one backend implements. Object safe; every method may fail with a [`DeviceError`]
+/// and none may panic on a missing driver.
+pub trait DeviceImpl: Send + Sync + Any {
+    fn backend(&self) -> Backend;
+    fn facts(&self) -> &DeviceFacts;
+    /// `bytes` of device memory (zero is allowed), filled per `init`.
+    fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError>;
+    /// Enqueues on `stream` a copy of `src` into `mem` at `offset`. `src` may be reused as
+    /// soon as this returns (a backend stages it if the copy is still in flight).
+    fn write(
+        &self,
+        stream: &dyn StreamImpl,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<(), DeviceError>;
+    /// Enqueues on `stream` a copy of `len` bytes of `mem` at `offset` to the host.
+    fn read(
+        &self,
+        stream: &dyn StreamImpl,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Box<dyn ReadTicket>, DeviceError>;
+    /// Enqueues on `stream` a device-side copy of `len` bytes.
+    fn copy(
+        &self,
+        stream: &dyn StreamImpl,
+        src: &Arc<dyn DeviceMemory>,
+        src_offset: usize,
+        dst: &Arc<dyn DeviceMemory>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<(), DeviceError>;
+    fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError>;
+    /// Prepares `module` for this device. Device code may be produced lazily, per kernel.
+    fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError>;
+    fn timer_tier(&self) -> TimerTier {
+        TimerTier::Host
+    }
+}
+
+/// A module on one device.
+pub trait ProgramImpl: Send + Sync {
+    /// The device code of the kernel `name`, produced on first request and cached. `kernel`
+    /// is its verified IR.
+    fn kernel(&self, name: &str, kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError>;
+    /// The manifest of `name`, or `None` where this backend has no device code for it.
+    fn manifest(&self, name: &str) -> Option<KernelManifest>;
+}
+
+/// One kernel's device code.
+pub trait KernelImpl: Send + Sync {
+    fn manifest(&self) -> &KernelManifest;
+    /// Runs (or enqueues) the launch on `stream`. The arguments have passed
+    /// [`crate::launch::check`]; buffer bindings keep their memory alive for as long as the
+    /// backend holds them.
+    fn launch(
+        &self,
+        stream: &dyn StreamImpl,
+        launch: &Launch,
+        args: &[DeviceArg],
+    ) -> Result<(), LaunchError>;
+}
+
+/// A buffer argument as a backend receives it: a byte range of one allocation, passed as
+/// elements of `elem`.
+#[derive(Clone)]
+pub struct BufferBinding {
+    pub memory: Arc<dyn DeviceMemory>,
+    pub offset: usize,
+    pub len: usize,
+    pub elem: ElemType,
+    pub writable: bool,
+}
+
+impl fmt::Debug for BufferBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufferBinding")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .field("elem", &self.elem)
+            .field("writable", &self.writable)
+            .finish()
+    }
+}
+
+/// A checked launch argument.
+#[derive(Clone, Debug)]
+pub enum DeviceArg {
+    Buffer(BufferBinding),
+    Value(HostValue),
+}
+
+struct DeviceInner {
+    id: u64,
+    imp: Arc<dyn DeviceImpl>,
+}
+
+/// A handle to one backend's device: `Send + Sync`, cheap to clone; clones are the same
+/// device.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<DeviceInner>,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device({}#{})", self.backend(), self.inner.id)
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.id == other.inner.id
+    }
+}
+impl Eq for Device {}
+
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+static OPENED: OnceLock<Mutex<HashMap<Backend, Device>>> = OnceLock::new();
+static FORCED: Mutex<Option<String>> = Mutex::new(None);
+static CURRENT: OnceLock<Device> = OnceLock::new();
+
+/// Opens a backend's device implementation. One arm per backend; those not compiled into this
+/// build say so.
+fn open_backend(backend: Backend) -> Result<Arc<dyn DeviceImpl>, DeviceError> {
+    match backend {
+        Backend::Interp => Ok(Arc::new(interp::InterpDevice::new())),
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => Ok(Arc::new(cuda::CudaDevice::open(0)?)),
+        Backend::Cpu | Backend::Cuda | Backend::Hip | Backend::Vulkan => {
+            Err(DeviceError::NotCompiled { backend })
+        }
+    }
+}
+
+impl Device {
+    /// Wraps a backend implementation in a new device handle (tests and out-of-tree backends;
+    /// [`Device::open`] is the usual way).
+    pub fn from_impl(imp: Arc<dyn DeviceImpl>) -> Device {
+        Device {
+            inner: Arc::new(DeviceInner {
+                id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+                imp,
+            }),
+        }
+    }
+
+    /// The device of `backend`, opened once per process and shared after that (so that tests
+    /// comparing several backends in one process reuse each one's caches).
+    pub fn open(backend: Backend) -> Result<Device, DeviceError> {
+        let opened = OPENED.get_or_init(|| Mutex::new(HashMap::new()));
+        let mut opened = opened.lock();
+        if let Some(device) = opened.get(&backend) {
+            return Ok(device.clone());
+        }
+        let device = Device::from_impl(open_backend(backend)?);
+        opened.insert(backend, device.clone());
+        Ok(device)
+    }
+
+    /// Every backend compiled into this build and present on this machine, in selection order
+    /// followed by the interpreter.
+    pub fn available() -> Vec<Backend> {
+        Backend::SELECTION_ORDER
+            .into_iter()
+            .chain([Backend::Interp])
+            .filter(|&b| Device::open(b).is_ok())
+            .collect()
+    }
+
+    /// Restricts the first device touch to the backend `name` (contract §5.1). Must come
+    /// before that touch; a later call naming another backend is an error. A forced backend
+    /// that turns out unavailable degrades at selection with one note on stderr.
+    pub fn force(name: &str) -> Result<(), DeviceError> {
+        let backend = Backend::from_name(name).ok_or_else(|| DeviceError::UnknownBackend {
+            name: name.to_string(),
+        })?;
+        if let Some(current) = CURRENT.get() {
+            if current.backend() == backend {
+                return Ok(());
+            }
+            return Err(DeviceError::AlreadySelected {
+                selected: current.backend(),
+                requested: name.to_string(),
+            });
+        }
+        *FORCED.lock() = Some(backend.name().to_string());
+        Ok(())
+    }
+
+    /// The device selected for this process at its first touch, in the order CUDA, HIP,
+    /// Vulkan, CPU among those compiled in and present, restricted by [`Device::force`] or
+    /// else `CAJETA_XPU_BACKEND` (a name or a comma-separated list); the interpreter when
+    /// nothing else is present. Cached for the process.
+    pub fn current() -> Result<Device, DeviceError> {
+        Ok(CURRENT.get_or_init(select).clone())
+    }
+
+    /// The backend [`Device::current`] selected (itself a device touch).
+    pub fn active_backend() -> Backend {
+        CURRENT.get_or_init(select).backend()
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.inner.imp.backend()
+    }
+
+    pub fn facts(&self) -> &DeviceFacts {
+        self.inner.imp.facts()
+    }
+
+    /// A number unique to this device within the process.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The backend implementation (for backends and tests that need its own API).
+    pub fn implementation(&self) -> &Arc<dyn DeviceImpl> {
+        &self.inner.imp
+    }
+
+    /// Prepares `module` for this device; kernels are compiled on first use.
+    pub fn load(&self, module: impl IntoSharedModule) -> Result<Program, DeviceError> {
+        let module = module.into_shared();
+        let imp = self.inner.imp.load(&module)?;
+        Ok(Program {
+            device: self.clone(),
+            module,
+            imp,
+        })
+    }
+
+    /// A fresh buffer of `len` elements (poisoned under `CAJETA_XPU_POISON=1`).
+    pub fn alloc<T: crate::buffer::Element>(
+        &self,
+        len: usize,
+    ) -> Result<crate::KernelBuffer<T>, DeviceError> {
+        crate::KernelBuffer::new(self, len)
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn upload<T: crate::buffer::Element>(
+        &self,
+        data: &[T],
+    ) -> Result<crate::KernelBuffer<T>, DeviceError> {
+        crate::KernelBuffer::from_slice(self, data)
+    }
+}
+
+fn select() -> Device {
+    let forced = FORCED.lock().clone();
+    let (route, request) = match forced {
+        Some(name) => ("Device::force", Some(name)),
+        None => (
+            "CAJETA_XPU_BACKEND",
+            std::env::var("CAJETA_XPU_BACKEND")
+                .ok()
+                .filter(|v| !v.trim().is_empty()),
+        ),
+    };
+    if let Some(request) = request {
+        let mut reasons = Vec::new();
+        for name in request.split(',') {
+            match Backend::from_name(name) {
+                Some(backend) => match Device::open(backend) {
+                    Ok(device) => return device,
+                    Err(e) => reasons.push(e.to_string()),
+                },
+                None => reasons.push(
+                    DeviceError::UnknownBackend {
+                        name: name.trim().to_string(),
+                    }
+                    .to_string(),
+                ),
+            }
+        }
+        let fallback = default_device();
+        eprintln!(
+            "note: {route}={request} is not available ({}); selected {} instead",
+            reasons.join("; "),
+            fallback.backend()
+        );
+        return fallback;
+    }
+    default_device()
+}
+
+fn default_device() -> Device {
+    for backend in Backend::SELECTION_ORDER {
+        if let Ok(device) = Device::open(backend) {
+            return device;
+        }
+    }
+    // The interpreter is always compiled in and needs no driver.
+    Device::open(Backend::Interp)
+        .unwrap_or_else(|_| Device::from_impl(Arc::new(interp::InterpDevice::new())))
+}
+
+/// What [`Device::load`] accepts: a verified module, owned or shared.
+pub trait IntoSharedModule {
+    fn into_shared(self) -> Arc<VerifiedModule>;
+}
+impl IntoSharedModule for Arc<VerifiedModule> {
+    fn into_shared(self) -> Arc<VerifiedModule> {
+        self
+    }
+}
+impl IntoSharedModule for &Arc<VerifiedModule> {
+    fn into_shared(self) -> Arc<VerifiedModule> {
+        self.clone()
+    }
+}
+impl IntoSharedModule for VerifiedModule {
+    fn into_shared(self) -> Arc<VerifiedModule> {
+        Arc::new(self)
+    }
+}
+impl IntoSharedModule for &VerifiedModule {
+    fn into_shared(self) -> Arc<VerifiedModule> {
+        Arc::new(self.clone())
+    }
+}
+
+/// A verified module loaded on a device.
+#[derive(Clone)]
+pub struct Program {
+    device: Device,
+    module: Arc<VerifiedModule>,
+    imp: Arc<dyn ProgramImpl>,
+}
+
+impl Program {
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn module(&self) -> &Arc<VerifiedModule> {
+        &self.module
+    }
+
+    /// The kernel `name` (a kernel or a template instance, `QkTile<64,64,32,32,128>`), with
+    /// its device code produced now if it was not yet.
+    pub fn kernel(&self, name: &str) -> Result<Kernel, LaunchError> {
+        let no_code = |reason: &str| LaunchError::NoCode {
+            kernel: name.to_string(),
+            backend: self.device.backend(),
+            reason: reason.to_string(),
+        };
+        let function = kernel_function(&self.module, name)
+            .ok_or_else(|| no_code("the program has no kernel of that name"))?;
+        let imp = self.imp.kernel(name, function)?;
+        Ok(Kernel {
+            name: name.to_string(),
+            program: self.clone(),
+            function: Arc::new(function.clone()),
+            imp,
+        })
+    }
+
+    /// The kernel's manifest on this device's backend, or `None` where the backend has no
+    /// device code for it.
+    pub fn manifest(&self, name: &str) -> Option<KernelManifest> {
+        kernel_function(&self.module, name)?;
+        self.imp.manifest(name)
+    }
+}
+
+/// The verified kernel named `name` (template instances by their instance name).
+pub fn kernel_function<'m>(module: &'m VerifiedModule, name: &str) -> Option<&'m Function> {
+    module.kernel(name).map(|h| module.function(h))
+}
+
+/// One kernel of a [`Program`], ready to launch.
+#[derive(Clone)]
+pub struct Kernel {
+    name: String,
+    program: Program,
+    function: Arc<Function>,
+    imp: Arc<dyn KernelImpl>,
+}
+
+impl Kernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn manifest(&self) -> &KernelManifest {
+        self.imp.manifest()
+    }
+
+    /// The kernel's verified IR.
+    pub fn function(&self) -> &Function {
+        &self.function
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Launches the kernel on `stream` (contract §2.4). The arguments are checked against the
+    /// signature, the geometry against the kernel and the device, and each buffer against the
+    /// device it belongs to, before the backend sees the launch; any refusal is a
+    /// [`LaunchError`] naming the kernel. On asynchronous devices the launch is enqueued; the
+    /// next synchronising call reports a device fault.
+    pub fn launch<'a>(
+        &self,
+        stream: &KernelStream,
+        launch: Launch,
+        mut args: impl AsMut<[ArgValue<'a>]>,
+    ) -> Result<(), LaunchError> {
+        let args = args.as_mut();
+        let device = &self.program.device;
+        if stream.device() != device {
+            return Err(LaunchError::ForeignObject {
+                kernel: self.name.clone(),
+                what: "the stream".into(),
+            });
+        }
+        let function = self.function();
+        launch::check(
+            &self.name,
+            function,
+            self.imp.manifest(),
+            device.facts(),
+            &launch,
+            args,
+        )?;
+        let mut bound = Vec::with_capacity(args.len());
+        for (i, arg) in args.iter().enumerate() {
+            bound.push(match arg {
+                ArgValue::Buffer(b) => {
+                    if b.raw.device() != device {
+                        return Err(LaunchError::ForeignObject {
+                            kernel: self.name.clone(),
+                            what: format!("buffer {}", function.params[i].name),
+                        });
+                    }
+                    DeviceArg::Buffer(BufferBinding {
+                        memory: b.raw.memory().clone(),
+                        offset: b.raw.offset_bytes(),
+                        len: b.raw.byte_len(),
+                        elem: b.elem,
+                        writable: b.writable,
+                    })
+                }
+                ArgValue::Value(v) => DeviceArg::Value(*v),
+            });
+        }
+        self.imp
+            .launch(stream.implementation().as_ref(), &launch, &bound)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in Backend::ALL {
+            assert_eq!(Backend::from_name(b.name()), Some(b));
+        }
+        assert_eq!(Backend::from_name(" CPU "), Some(Backend::Cpu));
+        assert_eq!(Backend::from_name("metal"), None);
+    }
+
+    #[test]
+    fn open_is_cached_and_interp_always_present() {
+        let a = Device::open(Backend::Interp).unwrap();
+        let b = Device::open(Backend::Interp).unwrap();
+        assert_eq!(a, b);
+        assert!(Device::available().contains(&Backend::Interp));
+        assert_eq!(
+            Device::open(Backend::Hip).unwrap_err().code(),
+            codes::NOT_COMPILED
+        );
+    }
+
+    #[test]
+    fn force_rejects_unknown_names() {
+        assert_eq!(
+            Device::force("metal").unwrap_err().code(),
+            codes::UNKNOWN_BACKEND
+        );
+    }
+}
