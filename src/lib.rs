@@ -5,6 +5,7 @@ pub mod buffer;
 pub mod cli;
 pub mod devices;
 pub mod facts;
+pub mod filetest;
 pub mod interp;
 pub mod ir;
 pub mod launch;

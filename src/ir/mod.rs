@@ -15,6 +15,7 @@ mod stmt;
 mod types;
 pub mod builder;
 pub mod template;
+pub mod text;
 pub mod typeck;
 pub mod verify;
 
@@ -27,3 +28,4 @@ pub use span::Span;
 pub use stmt::*;
 pub use types::*;
 pub use verify::{verify, VerifiedModule};
+pub use text::{parse, parse_file, print, print_file};

@@ -1,0 +1,4 @@
+//! Kernel test files (`tests/filetests/**/*.xk`): the run blocks they carry and, in the
+//! runner, how those are executed and judged.
+
+pub mod spec;

@@ -1,0 +1,1946 @@
+//! The lowering: syntax tree to IR. It resolves names (functions and tag sets by a first
+//! pass, so forward references work; locals by lexical scope with shadowing; then
+//! parameters, shared arrays, template parameters, built-ins), gives unsuffixed literals
+//! their type from context, and desugars compound assignment.
+//!
+//! Only what it needs to build the IR is checked here (unknown names, malformed built-in
+//! calls, literals out of range); type rules are the verifier's. An ill-typed program still
+//! lowers whenever the IR can represent it.
+//!
+//! Literal typing (docs/text-format.md, "Unsuffixed literals"): an expression is *flexible*
+//! when its type comes from context: an unsuffixed number, a unary operator on a flexible
+//! operand, an arithmetic/bitwise/shift operator, `select`, or a math function whose operands
+//! are all flexible. A *peer group* (the operands of a binary operator or comparison, the two
+//! arms of `select`, the arguments of a math function) takes the type of its first
+//! non-flexible member; a group that is all flexible takes the context's (nothing, for a
+//! comparison). The printer ([`super::printer`]) applies the same rules in reverse.
+
+use super::ast::{self, Arg, ExprKind, Generic, StmtKind, TypeKind};
+use super::lexer::Number;
+use super::{codes, infer_literal, is_builtin_function, is_reserved, literal, scalar_of};
+use crate::ir::typeck;
+use crate::ir::{
+    Access, AtomicOp, Attributes, Base, BinaryOp, Block, Builtin, ConstBinOp, ConstExpr, ConstUnOp,
+    Diagnostic, Dim, ElemType, Expr, ExprId, FenceScope, Function, FunctionKind, Handle, Len,
+    Literal, Local, LoopKind, MathFn, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp,
+    Scalar, SharedDecl, Span, Stmt, TagSet, TemplateInfo, Type, UnaryOp, Unlowered, WaveOp,
+};
+
+type LResult<T> = Result<T, ()>;
+
+/// Lowers the items of one file into a module, adding diagnostics to `diags`.
+pub fn lower(items: &[ast::Item], diags: &mut Vec<Diagnostic>) -> Module {
+    let mut lw = Lowerer {
+        module: Module::new(),
+        diags,
+    };
+    lw.run(items);
+    lw.module
+}
+
+struct Lowerer<'d> {
+    module: Module,
+    diags: &'d mut Vec<Diagnostic>,
+}
+
+/// Whether an operator's operands form a peer group whose type is the result's
+/// (arithmetic, bitwise, shifts).
+pub fn is_arith(op: BinaryOp) -> bool {
+    !op.is_comparison() && !matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr)
+}
+
+/// Whether `e` is flexible: its type comes from context (see the module doc).
+pub fn is_flex(e: &ast::Expr) -> bool {
+    match &e.kind {
+        ExprKind::Num { num, .. } => num.suffix().is_none(),
+        ExprKind::Unary(_, a) => is_flex(a),
+        ExprKind::Binary(op, a, b) => is_arith(*op) && is_flex(a) && is_flex(b),
+        ExprKind::Call {
+            name,
+            generics: None,
+            args,
+        } => {
+            let pos: Vec<&ast::Expr> = args
+                .iter()
+                .filter_map(|a| match a {
+                    Arg::Pos(e) => Some(e),
+                    Arg::Named(..) => None,
+                })
+                .collect();
+            if pos.len() != args.len() {
+                return false;
+            }
+            if name == "select" {
+                pos.len() == 3 && is_flex(pos[1]) && is_flex(pos[2])
+            } else if MathFn::from_name(name).is_some() {
+                !pos.is_empty() && pos.iter().all(|a| is_flex(a))
+            } else {
+                false
+            }
+        }
+        _ => false,
+    }
+}
+
+/// What a value name resolves to.
+#[derive(Clone, Copy)]
+enum Resolved {
+    Local(Handle<Local>),
+    Param(u32),
+    Shared(Handle<SharedDecl>),
+    TParam(u32),
+}
+
+fn coordinate(name: &str, dim: Dim) -> Option<Builtin> {
+    Some(match name {
+        "global_id" => Builtin::GlobalId(dim),
+        "local_id" => Builtin::LocalId(dim),
+        "group_id" => Builtin::GroupId(dim),
+        "group_size" => Builtin::GroupSize(dim),
+        "num_groups" => Builtin::NumGroups(dim),
+        _ => return None,
+    })
+}
+
+fn lane_of(c: char) -> Option<u8> {
+    match c {
+        'x' => Some(0),
+        'y' => Some(1),
+        'z' => Some(2),
+        'w' => Some(3),
+        _ => None,
+    }
+}
+
+/// The wave verb a name calls.
+pub fn wave_op(name: &str) -> Option<WaveOp> {
+    let reduce = |s: &str| ReduceOp::ALL.into_iter().find(|r| r.name() == s);
+    if let Some(r) = name.strip_prefix("wave_reduce_") {
+        return reduce(r).map(WaveOp::Reduce);
+    }
+    if let Some(r) = name.strip_prefix("wave_inclusive_scan_") {
+        return reduce(r).map(WaveOp::InclusiveScan);
+    }
+    if let Some(r) = name.strip_prefix("wave_exclusive_scan_") {
+        return reduce(r).map(WaveOp::ExclusiveScan);
+    }
+    Some(match name {
+        "wave_broadcast" => WaveOp::Broadcast,
+        "wave_shuffle" => WaveOp::Shuffle,
+        "wave_shuffle_xor" => WaveOp::ShuffleXor,
+        "wave_shuffle_up" => WaveOp::ShuffleUp,
+        "wave_shuffle_down" => WaveOp::ShuffleDown,
+        "wave_rotate" => WaveOp::Rotate,
+        "wave_ballot" => WaveOp::Ballot,
+        "wave_any" => WaveOp::Any,
+        "wave_all" => WaveOp::All,
+        "wave_elect" => WaveOp::Elect,
+        _ => return None,
+    })
+}
+
+/// Whether a wave verb's second argument is a lane, delta or mask (`u32`).
+pub fn wave_takes_lane(op: WaveOp) -> bool {
+    matches!(
+        op,
+        WaveOp::Broadcast
+            | WaveOp::Shuffle
+            | WaveOp::ShuffleXor
+            | WaveOp::ShuffleUp
+            | WaveOp::ShuffleDown
+            | WaveOp::Rotate
+    )
+}
+
+/// The per-function state of the lowering.
+struct FnCx {
+    func: Function,
+    /// Visible locals, innermost block last; later entries shadow earlier ones.
+    scopes: Vec<Vec<(String, Handle<Local>)>>,
+    /// The labels of the enclosing loops (innermost last).
+    labels: Vec<Option<String>>,
+}
+
+impl FnCx {
+    fn resolve(&self, name: &str) -> Option<Resolved> {
+        for scope in self.scopes.iter().rev() {
+            if let Some((_, l)) = scope.iter().rev().find(|(n, _)| n == name) {
+                return Some(Resolved::Local(*l));
+            }
+        }
+        if let Some(i) = self.func.params.iter().position(|p| p.name == name) {
+            return Some(Resolved::Param(i as u32));
+        }
+        if let Some((h, _)) = self.func.shared.iter().find(|(_, s)| s.name == name) {
+            return Some(Resolved::Shared(h));
+        }
+        if let Some(t) = &self.func.template {
+            if let Some(i) = t.params.iter().position(|p| p == name) {
+                return Some(Resolved::TParam(i as u32));
+            }
+        }
+        None
+    }
+
+    fn declare(&mut self, name: &str, ty: Type, span: Span) -> Handle<Local> {
+        let h = self.func.locals.append(Local {
+            name: name.to_string(),
+            ty,
+            span,
+        });
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.push((name.to_string(), h));
+        }
+        h
+    }
+}
+
+impl Lowerer<'_> {
+    fn error(&mut self, code: &'static str, span: Span, msg: impl Into<String>) {
+        self.diags.push(Diagnostic::new(code, span, msg));
+    }
+
+    fn check_name(&mut self, name: &str, span: Span, what: &str) {
+        if is_reserved(name) {
+            self.error(
+                codes::RESERVED,
+                span,
+                format!("`{name}` is a built-in name and cannot name a {what}"),
+            );
+        }
+    }
+
+    fn run(&mut self, items: &[ast::Item]) {
+        // Pass 1: tag set names, so types and tag values can refer to them.
+        for item in items {
+            if let ast::Item::TagSet(t) = item {
+                self.check_name(&t.name, t.name_span, "tag set");
+                if self.module.tag_set(&t.name).is_some() {
+                    self.error(
+                        codes::DUPLICATE,
+                        t.name_span,
+                        format!("tag set `{}` defined twice", t.name),
+                    );
+                    continue;
+                }
+                self.module.tag_sets.append(TagSet {
+                    name: t.name.clone(),
+                    members: Vec::new(),
+                    span: t.span,
+                });
+            }
+        }
+        // Pass 2: function signatures, so calls can come before the callee.
+        let mut bodies = Vec::new();
+        for item in items {
+            if let ast::Item::Function(f) = item {
+                if let Some(func) = self.signature(f) {
+                    let h = self.module.functions.append(func);
+                    bodies.push((h, f));
+                }
+            }
+        }
+        // Pass 3: tag set members (of each set's first definition).
+        for item in items {
+            if let ast::Item::TagSet(t) = item {
+                let Some(set) = self.module.tag_set(&t.name) else {
+                    continue;
+                };
+                if self.module.tag_sets[set].span != t.span {
+                    continue;
+                }
+                let mut members = Vec::new();
+                for (m, span) in &t.members {
+                    match self.module.function(m) {
+                        Some(h) => members.push(h),
+                        None => self.error(
+                            codes::UNKNOWN_FUNCTION,
+                            *span,
+                            format!("unknown function `{m}` in tag set `{}`", t.name),
+                        ),
+                    }
+                }
+                self.module.tag_sets[set].members = members;
+            }
+        }
+        // Pass 4: bodies.
+        for (h, f) in bodies {
+            if let Some(body) = &f.body {
+                let func = self.module.functions[h].clone();
+                let mut cx = FnCx {
+                    func,
+                    scopes: vec![Vec::new()],
+                    labels: Vec::new(),
+                };
+                // Shared arrays are visible in the whole body.
+                for s in body {
+                    if let StmtKind::Shared {
+                        name,
+                        name_span,
+                        ty,
+                    } = &s.kind
+                    {
+                        self.shared_decl(&mut cx, name, *name_span, ty);
+                    }
+                }
+                let block = self.block(&mut cx, body, true);
+                cx.func.body = block;
+                self.module.functions[h] = cx.func;
+            }
+        }
+    }
+
+    // ---- signatures ----
+
+    fn signature(&mut self, f: &ast::Function) -> Option<Function> {
+        let base_name = f.name.split('<').next().unwrap_or(&f.name);
+        if is_builtin_function(base_name) || is_reserved(base_name) {
+            self.error(
+                codes::RESERVED,
+                f.name_span,
+                format!("`{base_name}` is a built-in name and cannot name a function"),
+            );
+        }
+        if self.module.function(&f.name).is_some() {
+            self.error(
+                codes::DUPLICATE,
+                f.name_span,
+                format!("function `{}` defined twice", f.name),
+            );
+            return None;
+        }
+        let kind = if f.kernel {
+            FunctionKind::Kernel
+        } else {
+            FunctionKind::Device
+        };
+        let mut func = Function::new(f.name.clone(), kind);
+        func.span = f.span;
+        if let Some(t) = &f.template {
+            let mut params: Vec<String> = Vec::new();
+            for (p, span) in &t.params {
+                self.check_name(p, *span, "template parameter");
+                if params.contains(p) {
+                    self.error(
+                        codes::DUPLICATE,
+                        *span,
+                        format!("template parameter `{p}` declared twice"),
+                    );
+                }
+                params.push(p.clone());
+            }
+            func.template = Some(TemplateInfo {
+                params,
+                requires: Vec::new(),
+                instantiate: Vec::new(),
+                max: None,
+            });
+            let mut requires = Vec::new();
+            for r in &t.requires {
+                if let Ok(c) = self.const_expr(&mut func, r) {
+                    requires.push((c, r.span));
+                }
+            }
+            let mut instantiate = Vec::new();
+            for (args, span) in &t.instantiate {
+                let mut vals = Vec::new();
+                for a in args {
+                    match u32::try_from(*a) {
+                        Ok(v) => vals.push(v),
+                        Err(_) => self.error(codes::RANGE, *span, format!("{a} does not fit u32")),
+                    }
+                }
+                instantiate.push((vals, *span));
+            }
+            let max = t.max.and_then(|(m, span)| match u32::try_from(m) {
+                Ok(v) => Some(v),
+                Err(_) => {
+                    self.error(codes::RANGE, span, format!("{m} does not fit u32"));
+                    None
+                }
+            });
+            if let Some(info) = &mut func.template {
+                info.requires = requires;
+                info.instantiate = instantiate;
+                info.max = max;
+            }
+        }
+        for p in &f.params {
+            self.check_name(&p.name, p.span, "parameter");
+            if func.params.iter().any(|q| q.name == p.name)
+                || func
+                    .template
+                    .as_ref()
+                    .is_some_and(|t| t.params.contains(&p.name))
+            {
+                self.error(
+                    codes::DUPLICATE,
+                    p.span,
+                    format!("`{}` declared twice", p.name),
+                );
+            }
+            let ty = self.ty(&mut func, &p.ty).unwrap_or(Type::I32);
+            func.params.push(Param {
+                name: p.name.clone(),
+                ty,
+                span: p.span,
+            });
+        }
+        if let Some(r) = &f.ret {
+            func.ret = self.ty(&mut func, r).ok();
+        }
+        func.attrs = self.attributes(&mut func, &f.attrs);
+        Some(func)
+    }
+
+    fn attributes(&mut self, func: &mut Function, attrs: &[ast::Attr]) -> Attributes {
+        let mut out = Attributes::default();
+        for a in attrs {
+            match a.name.as_str() {
+                "wave" => {
+                    if out.wave.is_some() {
+                        self.error(codes::ATTRIBUTE, a.span, "`@wave` given twice");
+                    }
+                    match a.args.as_slice() {
+                        [ast::AttrArg::Pos(e)] => {
+                            if let Some(n) = self.u32_of(e) {
+                                out.wave = Some((n, a.span));
+                            }
+                        }
+                        _ => self.error(
+                            codes::ATTRIBUTE,
+                            a.span,
+                            "`@wave` takes one width: `@wave(32)`",
+                        ),
+                    }
+                }
+                "occupancy" => {
+                    if out.occupancy.is_some() {
+                        self.error(codes::ATTRIBUTE, a.span, "`@occupancy` given twice");
+                    }
+                    let mut occ = Occupancy {
+                        span: a.span,
+                        ..Default::default()
+                    };
+                    for arg in &a.args {
+                        let ast::AttrArg::Named { key, span, value } = arg else {
+                            self.error(
+                                codes::ATTRIBUTE,
+                                a.span,
+                                "`@occupancy` takes `key = value` arguments",
+                            );
+                            continue;
+                        };
+                        let ast::AttrValue::Expr(e) = value else {
+                            self.error(codes::ATTRIBUTE, *span, format!("`{key}` takes a number"));
+                            continue;
+                        };
+                        let slot = match key.as_str() {
+                            "max_threads" => &mut occ.max_threads,
+                            "max_waves" => &mut occ.max_waves,
+                            "min_resident" => &mut occ.min_resident,
+                            "max_registers" => &mut occ.max_registers,
+                            _ => {
+                                self.error(
+                                    codes::ATTRIBUTE,
+                                    *span,
+                                    format!("unknown `@occupancy` key `{key}` (max_threads, max_waves, min_resident, max_registers)"),
+                                );
+                                continue;
+                            }
+                        };
+                        if slot.is_some() {
+                            self.error(codes::ATTRIBUTE, *span, format!("`{key}` given twice"));
+                            continue;
+                        }
+                        if let Ok(c) = self.const_expr(func, e) {
+                            *slot = Some(c);
+                        }
+                    }
+                    out.occupancy = Some(occ);
+                }
+                "unlowered" => {
+                    let mut backend = None;
+                    let mut tracked = None;
+                    let mut may_lower = false;
+                    let mut hold = false;
+                    let mut host_wave_below = None;
+                    let mut seen: Vec<&str> = Vec::new();
+                    for arg in &a.args {
+                        let ast::AttrArg::Named { key, span, value } = arg else {
+                            self.error(
+                                codes::ATTRIBUTE,
+                                a.span,
+                                "`@unlowered` takes `key = value` arguments",
+                            );
+                            continue;
+                        };
+                        if seen.contains(&key.as_str()) {
+                            self.error(codes::ATTRIBUTE, *span, format!("`{key}` given twice"));
+                            continue;
+                        }
+                        seen.push(key);
+                        match (key.as_str(), value) {
+                            ("backend", ast::AttrValue::Str(s)) => backend = Some(s.clone()),
+                            ("tracked", ast::AttrValue::Str(s)) => tracked = Some(s.clone()),
+                            ("may_lower" | "hold", ast::AttrValue::Expr(e)) => {
+                                let ExprKind::Bool(b) = e.kind else {
+                                    self.error(codes::ATTRIBUTE, *span, format!("`{key}` takes `true` or `false`"));
+                                    continue;
+                                };
+                                if key == "hold" {
+                                    hold = b;
+                                } else {
+                                    may_lower = b;
+                                }
+                            }
+                            ("host_wave_below", ast::AttrValue::Expr(e)) => {
+                                host_wave_below = self.u32_of(e);
+                            }
+                            ("backend" | "tracked" | "may_lower" | "hold" | "host_wave_below", _) => {
+                                self.error(codes::ATTRIBUTE, *span, format!("wrong kind of value for `{key}`"));
+                            }
+                            _ => self.error(
+                                codes::ATTRIBUTE,
+                                *span,
+                                format!("unknown `@unlowered` key `{key}` (backend, tracked, may_lower, hold, host_wave_below)"),
+                            ),
+                        }
+                    }
+                    match (backend, tracked) {
+                        (Some(backend), Some(tracked)) => out.unlowered.push(Unlowered {
+                            backend,
+                            tracked,
+                            may_lower,
+                            hold,
+                            host_wave_below,
+                            span: a.span,
+                        }),
+                        _ => self.error(
+                            codes::ATTRIBUTE,
+                            a.span,
+                            "`@unlowered` needs `backend = \"...\"` and `tracked = \"...\"`",
+                        ),
+                    }
+                }
+                "unbounded" => {
+                    if out.unbounded.is_some() {
+                        self.error(codes::ATTRIBUTE, a.span, "`@unbounded` given twice");
+                    }
+                    match a.args.as_slice() {
+                        [ast::AttrArg::Named {
+                            key,
+                            value: ast::AttrValue::Str(s),
+                            ..
+                        }] if key == "tracked" => out.unbounded = Some((s.clone(), a.span)),
+                        _ => self.error(
+                            codes::ATTRIBUTE,
+                            a.span,
+                            "`@unbounded` takes `tracked = \"...\"`",
+                        ),
+                    }
+                }
+                other => self.error(
+                    codes::ATTRIBUTE,
+                    a.span,
+                    format!("unknown attribute `@{other}` (wave, occupancy, unlowered, unbounded)"),
+                ),
+            }
+        }
+        out
+    }
+
+    fn u32_of(&mut self, e: &ast::Expr) -> Option<u32> {
+        match &e.kind {
+            ExprKind::Num {
+                num:
+                    Number::Int {
+                        value,
+                        suffix: None,
+                        ..
+                    },
+                neg: false,
+            } => match u32::try_from(*value) {
+                Ok(v) => Some(v),
+                Err(_) => {
+                    self.error(codes::RANGE, e.span, format!("{value} does not fit u32"));
+                    None
+                }
+            },
+            _ => {
+                self.error(codes::SYNTAX, e.span, "expected an unsuffixed integer");
+                None
+            }
+        }
+    }
+
+    /// A constant expression over the function's template parameters.
+    fn const_expr(&mut self, func: &mut Function, e: &ast::Expr) -> LResult<Handle<ConstExpr>> {
+        let c = match &e.kind {
+            ExprKind::Num {
+                num:
+                    Number::Int {
+                        value,
+                        suffix: None,
+                        ..
+                    },
+                neg,
+            } => {
+                let lit = func.consts.append(ConstExpr::Lit(*value));
+                if *neg {
+                    ConstExpr::Unary(ConstUnOp::Neg, lit)
+                } else {
+                    return Ok(lit);
+                }
+            }
+            ExprKind::Name(n) => {
+                let i = func
+                    .template
+                    .as_ref()
+                    .and_then(|t| t.params.iter().position(|p| p == n));
+                match i {
+                    Some(i) => ConstExpr::Param(i as u32),
+                    None => {
+                        self.error(
+                            codes::UNKNOWN_NAME,
+                            e.span,
+                            format!("unknown template parameter `{n}`"),
+                        );
+                        return Err(());
+                    }
+                }
+            }
+            ExprKind::Unary(op, a) => {
+                let a = self.const_expr(func, a)?;
+                let op = match op {
+                    UnaryOp::Neg => ConstUnOp::Neg,
+                    UnaryOp::Not => ConstUnOp::Not,
+                };
+                ConstExpr::Unary(op, a)
+            }
+            ExprKind::Binary(op, a, b) => {
+                let op = match op {
+                    BinaryOp::Add => ConstBinOp::Add,
+                    BinaryOp::Sub => ConstBinOp::Sub,
+                    BinaryOp::Mul => ConstBinOp::Mul,
+                    BinaryOp::Div => ConstBinOp::Div,
+                    BinaryOp::Rem => ConstBinOp::Rem,
+                    BinaryOp::Eq => ConstBinOp::Eq,
+                    BinaryOp::Ne => ConstBinOp::Ne,
+                    BinaryOp::Lt => ConstBinOp::Lt,
+                    BinaryOp::Le => ConstBinOp::Le,
+                    BinaryOp::Gt => ConstBinOp::Gt,
+                    BinaryOp::Ge => ConstBinOp::Ge,
+                    BinaryOp::LogicalAnd => ConstBinOp::And,
+                    BinaryOp::LogicalOr => ConstBinOp::Or,
+                    _ => {
+                        self.error(
+                            codes::CONST,
+                            e.span,
+                            "constant expressions use + - * / % comparisons && || ! and parentheses",
+                        );
+                        return Err(());
+                    }
+                };
+                let a = self.const_expr(func, a);
+                let b = self.const_expr(func, b);
+                ConstExpr::Binary(op, a?, b?)
+            }
+            _ => {
+                self.error(
+                    codes::CONST,
+                    e.span,
+                    "not a constant expression: use unsuffixed integers, template parameters and operators",
+                );
+                return Err(());
+            }
+        };
+        Ok(func.consts.append(c))
+    }
+
+    // ---- types ----
+
+    fn elem(&mut self, func: &mut Function, t: &ast::Type) -> LResult<ElemType> {
+        match self.ty(func, t)? {
+            Type::Scalar(s) => Ok(ElemType::scalar(s)),
+            Type::Vector(s, n) => Ok(ElemType::vector(s, n)),
+            _ => {
+                self.error(
+                    codes::UNKNOWN_TYPE,
+                    t.span,
+                    "an element type is a scalar or a vector",
+                );
+                Err(())
+            }
+        }
+    }
+
+    fn len(&mut self, func: &mut Function, e: &ast::Expr) -> LResult<Len> {
+        if let ExprKind::Num {
+            num:
+                Number::Int {
+                    value,
+                    suffix: None,
+                    ..
+                },
+            neg: false,
+        } = &e.kind
+        {
+            return match u32::try_from(*value) {
+                Ok(v) => Ok(Len::Fixed(v)),
+                Err(_) => {
+                    self.error(
+                        codes::RANGE,
+                        e.span,
+                        format!("length {value} does not fit u32"),
+                    );
+                    Err(())
+                }
+            };
+        }
+        Ok(Len::Const(self.const_expr(func, e)?))
+    }
+
+    fn ty(&mut self, func: &mut Function, t: &ast::Type) -> LResult<Type> {
+        Ok(match &t.kind {
+            TypeKind::Scalar(s) => Type::Scalar(*s),
+            TypeKind::Vector(s, n) => Type::Vector(*s, *n),
+            TypeKind::Buffer { elem, rw } => Type::Buffer {
+                elem: self.elem(func, elem)?,
+                access: if *rw { Access::ReadWrite } else { Access::Read },
+            },
+            TypeKind::Array { elem, len } => {
+                let elem = self.elem(func, elem)?;
+                let Some(len) = len else {
+                    self.error(
+                        codes::MISPLACED,
+                        t.span,
+                        "an array without a length is only for `shared` declarations",
+                    );
+                    return Err(());
+                };
+                Type::Array {
+                    elem,
+                    len: self.len(func, len)?,
+                }
+            }
+            TypeKind::Matrix {
+                role,
+                scalar,
+                rows,
+                cols,
+            } => Type::Matrix {
+                role: *role,
+                scalar: *scalar,
+                rows: *rows,
+                cols: *cols,
+            },
+            TypeKind::Tag(set) => match self.module.tag_set(set) {
+                Some(h) => Type::Tag(h),
+                None => {
+                    self.error(
+                        codes::UNKNOWN_TYPE,
+                        t.span,
+                        format!("unknown tag set `{set}`"),
+                    );
+                    return Err(());
+                }
+            },
+        })
+    }
+
+    fn shared_decl(&mut self, cx: &mut FnCx, name: &str, span: Span, ty: &ast::Type) {
+        self.check_name(name, span, "shared array");
+        let taken = cx.func.params.iter().any(|p| p.name == name)
+            || cx.func.shared.iter().any(|(_, s)| s.name == name)
+            || cx
+                .func
+                .template
+                .as_ref()
+                .is_some_and(|t| t.params.iter().any(|p| p == name));
+        if taken {
+            self.error(codes::DUPLICATE, span, format!("`{name}` declared twice"));
+            return;
+        }
+        let TypeKind::Array { elem, len } = &ty.kind else {
+            self.error(
+                codes::MISPLACED,
+                ty.span,
+                "a shared declaration takes an array type: `[E; N]` or `[E]`",
+            );
+            return;
+        };
+        let Ok(elem) = self.elem(&mut cx.func, elem) else {
+            return;
+        };
+        let len = match len {
+            None => None,
+            Some(l) => match self.len(&mut cx.func, l) {
+                Ok(l) => Some(l),
+                Err(()) => return,
+            },
+        };
+        cx.func.shared.append(SharedDecl {
+            name: name.to_string(),
+            elem,
+            len,
+            span,
+        });
+    }
+
+    // ---- statements ----
+
+    fn block(&mut self, cx: &mut FnCx, stmts: &[ast::Stmt], top: bool) -> Block {
+        let mut out = Vec::new();
+        for s in stmts {
+            if let Ok(Some(s)) = self.stmt(cx, s, top) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    fn scoped_block(&mut self, cx: &mut FnCx, stmts: &[ast::Stmt]) -> Block {
+        cx.scopes.push(Vec::new());
+        let b = self.block(cx, stmts, false);
+        cx.scopes.pop();
+        b
+    }
+
+    fn stmt(&mut self, cx: &mut FnCx, s: &ast::Stmt, top: bool) -> LResult<Option<Stmt>> {
+        use crate::ir::StmtKind as K;
+        let kind = match &s.kind {
+            StmtKind::Let {
+                name,
+                name_span,
+                ty,
+                init,
+            } => {
+                self.check_name(name, *name_span, "local");
+                let declared = match ty {
+                    Some(t) => Some(self.ty(&mut cx.func, t)),
+                    None => None,
+                };
+                let init_id = match init {
+                    Some(e) => {
+                        let expect = declared.and_then(|t| scalar_of(t.ok()));
+                        self.expr(cx, e, expect).ok()
+                    }
+                    None => None,
+                };
+                let ty = match declared {
+                    Some(t) => t.ok(),
+                    None => match init_id {
+                        Some(id) => {
+                            let t = typeck::expr_type(&self.module, &cx.func, id);
+                            if t.is_none() {
+                                self.error(
+                                    codes::INFER,
+                                    *name_span,
+                                    format!("cannot infer the type of `{name}`: write `let {name}: T = ...`"),
+                                );
+                            }
+                            t
+                        }
+                        None => {
+                            if init.is_none() {
+                                self.error(
+                                    codes::INFER,
+                                    *name_span,
+                                    format!("`let {name};` needs a type: `let {name}: T;`"),
+                                );
+                            }
+                            None
+                        }
+                    },
+                };
+                // Declare even after an error, so later uses do not cascade.
+                let local = cx.declare(name, ty.unwrap_or(Type::I32), *name_span);
+                match (ty, init, init_id) {
+                    (Some(_), None, _) => K::Let { local, init: None },
+                    (Some(_), Some(_), Some(id)) => K::Let {
+                        local,
+                        init: Some(id),
+                    },
+                    _ => return Err(()),
+                }
+            }
+            StmtKind::Shared { name_span, .. } => {
+                if !top {
+                    self.error(
+                        codes::MISPLACED,
+                        *name_span,
+                        "`shared` declarations belong at the top level of a kernel body",
+                    );
+                    return Err(());
+                }
+                return Ok(None);
+            }
+            StmtKind::Assign { place, op, value } => {
+                let p = self.place(cx, place)?;
+                let pty = typeck::place_type(&self.module, &cx.func, &p);
+                let value = match op {
+                    None => self.expr(cx, value, scalar_of(pty))?,
+                    Some(op) => {
+                        let read = self.place_read(cx, place, &p)?;
+                        let anchor = scalar_of(typeck::expr_type(&self.module, &cx.func, read));
+                        let rhs = if is_flex(value) {
+                            self.expr(cx, value, anchor)?
+                        } else {
+                            self.expr(cx, value, None)?
+                        };
+                        cx.func.add_expr(
+                            Expr::Binary {
+                                op: *op,
+                                lhs: read,
+                                rhs,
+                            },
+                            place.span,
+                        )
+                    }
+                };
+                K::Assign { place: p, value }
+            }
+            StmtKind::If {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let cond = self.expr(cx, cond, None);
+                let then_block = self.scoped_block(cx, then_block);
+                let else_block = self.scoped_block(cx, else_block);
+                K::If {
+                    cond: cond?,
+                    then_block,
+                    else_block,
+                }
+            }
+            StmtKind::Loop { label, kind, body } => {
+                let label_name = label.as_ref().map(|(l, _)| l.clone());
+                cx.scopes.push(Vec::new());
+                let kind = match kind {
+                    ast::LoopKind::Infinite => Ok(LoopKind::Infinite),
+                    ast::LoopKind::While(c) => self.expr(cx, c, None).map(LoopKind::While),
+                    ast::LoopKind::For {
+                        var,
+                        var_span,
+                        ty,
+                        start,
+                        end,
+                        step,
+                    } => {
+                        self.for_header(cx, var, *var_span, ty.as_ref(), start, end, step.as_ref())
+                    }
+                };
+                cx.labels.push(label_name.clone());
+                let body = self.block(cx, body, false);
+                cx.labels.pop();
+                cx.scopes.pop();
+                K::Loop {
+                    label: label_name,
+                    kind: kind?,
+                    body,
+                }
+            }
+            StmtKind::Break(label) | StmtKind::Continue(label) => {
+                if let Some((l, span)) = label {
+                    if !cx.labels.iter().any(|x| x.as_deref() == Some(l.as_str())) {
+                        self.error(
+                            codes::LABEL,
+                            *span,
+                            format!("no enclosing loop is labelled `'{l}`"),
+                        );
+                        return Err(());
+                    }
+                }
+                let label = label.as_ref().map(|(l, _)| l.clone());
+                if matches!(s.kind, StmtKind::Break(_)) {
+                    K::Break(label)
+                } else {
+                    K::Continue(label)
+                }
+            }
+            StmtKind::Return(value) => {
+                let expect = scalar_of(cx.func.ret);
+                match value {
+                    Some(v) => K::Return(Some(self.expr(cx, v, expect)?)),
+                    None => K::Return(None),
+                }
+            }
+            StmtKind::Fence(scope, span) => match scope.as_str() {
+                "workgroup" => K::Fence(FenceScope::Workgroup),
+                "device" => K::Fence(FenceScope::Device),
+                other => {
+                    self.error(
+                        codes::BUILTIN,
+                        *span,
+                        format!("unknown fence scope `{other}`: `workgroup` or `device`"),
+                    );
+                    return Err(());
+                }
+            },
+            StmtKind::Expr(e) => match &e.kind {
+                ExprKind::Call {
+                    name,
+                    generics: None,
+                    args,
+                } if matches!(name.as_str(), "barrier" | "vstore" | "matrix_store") => {
+                    self.stmt_builtin(cx, name, args, e.span)?
+                }
+                _ => K::Expr(self.expr(cx, e, None)?),
+            },
+        };
+        Ok(Some(Stmt { kind, span: s.span }))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn for_header(
+        &mut self,
+        cx: &mut FnCx,
+        var: &str,
+        var_span: Span,
+        ty: Option<&ast::Type>,
+        start: &ast::Expr,
+        end: &ast::Expr,
+        step: Option<&ast::Expr>,
+    ) -> LResult<LoopKind> {
+        self.check_name(var, var_span, "loop variable");
+        let (ty, start, end) = match ty {
+            Some(t) => {
+                let ty = self.ty(&mut cx.func, t);
+                let expect = ty.ok().and_then(|t| scalar_of(Some(t)));
+                let s = self.expr(cx, start, expect);
+                let e = self.expr(cx, end, expect);
+                (ty.ok(), s, e)
+            }
+            None => {
+                let ids = self.peers(cx, &[start, end], None);
+                let ty = ids
+                    .as_ref()
+                    .ok()
+                    .and_then(|ids| typeck::expr_type(&self.module, &cx.func, ids[0]));
+                if ty.is_none() && ids.is_ok() {
+                    self.error(
+                        codes::INFER,
+                        var_span,
+                        format!("cannot infer the type of `{var}`: write `for {var}: T in ...`"),
+                    );
+                }
+                match ids {
+                    Ok(ids) => (ty, Ok(ids[0]), Ok(ids[1])),
+                    Err(()) => (ty, Err(()), Err(())),
+                }
+            }
+        };
+        let step = match step {
+            Some(s) => Some(self.expr(cx, s, scalar_of(ty))),
+            None => None,
+        };
+        let var = cx.declare(var, ty.unwrap_or(Type::I32), var_span);
+        let step = match step {
+            Some(s) => Some(s?),
+            None => None,
+        };
+        ty.ok_or(())?;
+        Ok(LoopKind::For {
+            var,
+            start: start?,
+            end: end?,
+            step,
+        })
+    }
+
+    fn stmt_builtin(
+        &mut self,
+        cx: &mut FnCx,
+        name: &str,
+        args: &[Arg],
+        span: Span,
+    ) -> LResult<crate::ir::StmtKind> {
+        use crate::ir::StmtKind as K;
+        let (pos, align) = self.split_args(args, name == "vstore", span)?;
+        match name {
+            "barrier" => {
+                self.arity(name, &pos, 0, span)?;
+                Ok(K::Barrier)
+            }
+            "vstore" => {
+                self.arity(name, &pos, 3, span)?;
+                let base = self.base(cx, pos[0])?;
+                let elem = typeck::base_elem(&self.module, &cx.func, base).map(|e| e.scalar);
+                let index = self.expr(cx, pos[1], Some(Scalar::U32));
+                let value = self.expr(cx, pos[2], elem);
+                Ok(K::VStore {
+                    base,
+                    index: index?,
+                    value: value?,
+                    align,
+                })
+            }
+            _ => {
+                self.arity(name, &pos, 4, span)?;
+                let value = self.expr(cx, pos[0], None);
+                let base = self.base(cx, pos[1]);
+                let offset = self.expr(cx, pos[2], Some(Scalar::U32));
+                let stride = self.expr(cx, pos[3], Some(Scalar::U32));
+                Ok(K::MatrixStore {
+                    value: value?,
+                    base: base?,
+                    offset: offset?,
+                    stride: stride?,
+                })
+            }
+        }
+    }
+
+    /// Positional arguments and an optional `align = N` (where `align_ok`).
+    fn split_args<'a>(
+        &mut self,
+        args: &'a [Arg],
+        align_ok: bool,
+        span: Span,
+    ) -> LResult<(Vec<&'a ast::Expr>, Option<u8>)> {
+        let mut pos = Vec::new();
+        let mut align = None;
+        for a in args {
+            match a {
+                Arg::Pos(e) => pos.push(e),
+                Arg::Named(key, kspan, e) if key == "align" && align_ok && align.is_none() => {
+                    let v = self.u32_of(e).ok_or(())?;
+                    match u8::try_from(v) {
+                        Ok(v) => align = Some(v),
+                        Err(_) => {
+                            self.error(codes::RANGE, *kspan, format!("alignment {v} too large"));
+                            return Err(());
+                        }
+                    }
+                }
+                Arg::Named(key, kspan, _) => {
+                    let _ = span;
+                    self.error(
+                        codes::BUILTIN,
+                        *kspan,
+                        format!("unexpected argument `{key} =`"),
+                    );
+                    return Err(());
+                }
+            }
+        }
+        Ok((pos, align))
+    }
+
+    fn arity(&mut self, name: &str, pos: &[&ast::Expr], n: usize, span: Span) -> LResult<()> {
+        if pos.len() != n {
+            self.error(
+                codes::BUILTIN,
+                span,
+                format!(
+                    "`{name}` takes {n} argument{}, found {}",
+                    if n == 1 { "" } else { "s" },
+                    pos.len()
+                ),
+            );
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// A buffer parameter, shared array or private array named by `e`.
+    fn base(&mut self, cx: &mut FnCx, e: &ast::Expr) -> LResult<Base> {
+        if let ExprKind::Name(n) = &e.kind {
+            match cx.resolve(n) {
+                Some(Resolved::Param(i)) => return Ok(Base::Param(i)),
+                Some(Resolved::Shared(h)) => return Ok(Base::Shared(h)),
+                Some(Resolved::Local(l)) => return Ok(Base::Local(l)),
+                Some(Resolved::TParam(_)) => {}
+                None => {
+                    self.error(codes::UNKNOWN_NAME, e.span, format!("unknown name `{n}`"));
+                    return Err(());
+                }
+            }
+        }
+        self.error(
+            codes::BUILTIN,
+            e.span,
+            "expected the name of a buffer, shared array or private array",
+        );
+        Err(())
+    }
+
+    /// The target of an assignment or an atomic.
+    fn place(&mut self, cx: &mut FnCx, e: &ast::Expr) -> LResult<Place> {
+        match &e.kind {
+            ExprKind::Name(n) => match cx.resolve(n) {
+                Some(Resolved::Local(l)) => return Ok(Place::Local(l)),
+                None => {
+                    self.error(codes::UNKNOWN_NAME, e.span, format!("unknown name `{n}`"));
+                    return Err(());
+                }
+                Some(_) => {}
+            },
+            ExprKind::Field(base, field, fspan) => {
+                if let ExprKind::Name(n) = &base.kind {
+                    if let Some(Resolved::Local(l)) = cx.resolve(n) {
+                        let mut chars = field.chars();
+                        if let (Some(c), None) = (chars.next(), chars.next()) {
+                            if let Some(lane) = lane_of(c) {
+                                return Ok(Place::Lane { local: l, lane });
+                            }
+                        }
+                        self.error(
+                            codes::PLACE,
+                            *fspan,
+                            "only one lane (`.x`, `.y`, `.z`, `.w`) of a local can be assigned",
+                        );
+                        return Err(());
+                    }
+                }
+            }
+            ExprKind::Index(base, index) => {
+                if let ExprKind::Name(n) = &base.kind {
+                    let resolved = cx.resolve(n);
+                    let b = match resolved {
+                        Some(Resolved::Param(i)) => Some(Base::Param(i)),
+                        Some(Resolved::Shared(h)) => Some(Base::Shared(h)),
+                        Some(Resolved::Local(l)) => {
+                            let is_array = matches!(cx.func.locals[l].ty, Type::Array { .. });
+                            match (is_array, self.lane_literal(index)) {
+                                (false, Some(lane)) => {
+                                    return Ok(Place::Lane {
+                                        local: l,
+                                        lane: lane?,
+                                    })
+                                }
+                                _ => Some(Base::Local(l)),
+                            }
+                        }
+                        Some(Resolved::TParam(_)) => None,
+                        None => {
+                            self.error(
+                                codes::UNKNOWN_NAME,
+                                base.span,
+                                format!("unknown name `{n}`"),
+                            );
+                            return Err(());
+                        }
+                    };
+                    if let Some(b) = b {
+                        let index = self.expr(cx, index, Some(Scalar::U32))?;
+                        return Ok(Place::Element { base: b, index });
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.error(
+            codes::PLACE,
+            e.span,
+            "cannot assign to this: assign a local, a lane `v.x`, or an element `b[i]`",
+        );
+        Err(())
+    }
+
+    /// The value a place holds, read again (compound assignment): the index is lowered a
+    /// second time, so both trees have one parent each.
+    fn place_read(&mut self, cx: &mut FnCx, e: &ast::Expr, p: &Place) -> LResult<ExprId> {
+        let expr = match *p {
+            Place::Local(l) => Expr::Local(l),
+            Place::Lane { local, lane } => {
+                let v = cx.func.add_expr(Expr::Local(local), e.span);
+                Expr::Extract { vector: v, lane }
+            }
+            Place::Element { base, .. } => {
+                let ExprKind::Index(_, index) = &e.kind else {
+                    return Err(());
+                };
+                let index = self.expr(cx, index, Some(Scalar::U32))?;
+                Expr::Index { base, index }
+            }
+        };
+        Ok(cx.func.add_expr(expr, e.span))
+    }
+
+    /// `Some(lane)` if `e` is an integer literal (a lane index), with its range checked.
+    fn lane_literal(&mut self, e: &ast::Expr) -> Option<LResult<u8>> {
+        match &e.kind {
+            ExprKind::Num {
+                num: Number::Int { value, .. },
+                neg: false,
+            } => Some(match u8::try_from(*value) {
+                Ok(v) => Ok(v),
+                Err(_) => {
+                    self.error(codes::RANGE, e.span, format!("lane {value} out of range"));
+                    Err(())
+                }
+            }),
+            _ => None,
+        }
+    }
+
+    // ---- expressions ----
+
+    /// Lowers a peer group (see the module doc): all flexible members take `expect`;
+    /// otherwise flexible members take the type of the first non-flexible one.
+    fn peers(
+        &mut self,
+        cx: &mut FnCx,
+        members: &[&ast::Expr],
+        expect: Option<Scalar>,
+    ) -> LResult<Vec<ExprId>> {
+        let flex: Vec<bool> = members.iter().map(|e| is_flex(e)).collect();
+        let mut ids: Vec<LResult<ExprId>> = vec![Err(()); members.len()];
+        if flex.iter().all(|f| *f) {
+            for (i, m) in members.iter().enumerate() {
+                ids[i] = self.expr(cx, m, expect);
+            }
+        } else {
+            for (i, m) in members.iter().enumerate() {
+                if !flex[i] {
+                    ids[i] = self.expr(cx, m, None);
+                }
+            }
+            let anchor = flex.iter().position(|f| !*f).and_then(|i| ids[i].ok());
+            let ty = anchor.and_then(|a| scalar_of(typeck::expr_type(&self.module, &cx.func, a)));
+            for (i, m) in members.iter().enumerate() {
+                if flex[i] {
+                    ids[i] = self.expr(cx, m, ty);
+                }
+            }
+        }
+        ids.into_iter().collect()
+    }
+
+    fn literal(
+        &mut self,
+        num: &Number,
+        neg: bool,
+        expect: Option<Scalar>,
+        span: Span,
+    ) -> LResult<Literal> {
+        match num {
+            Number::Int { value, hex, suffix } => {
+                let ty = suffix.unwrap_or_else(|| infer_literal(expect, false));
+                let v = if neg {
+                    -(*value as i128)
+                } else {
+                    *value as i128
+                };
+                literal::int_literal(v, *hex, ty).ok_or_else(|| {
+                    self.error(
+                        codes::RANGE,
+                        span,
+                        format!("integer literal {v} does not fit {}", ty.name()),
+                    )
+                })
+            }
+            Number::Float { text, suffix } => {
+                let ty = suffix.unwrap_or_else(|| infer_literal(expect, true));
+                let Some(v) = literal::parse_float(text, ty) else {
+                    self.error(codes::LITERAL, span, "malformed float literal");
+                    return Err(());
+                };
+                if v.is_infinite() && text != "inf" {
+                    self.error(
+                        codes::RANGE,
+                        span,
+                        format!("float literal out of range for {}", ty.name()),
+                    );
+                    return Err(());
+                }
+                Ok(Literal::Float {
+                    value: if neg { -v } else { v },
+                    ty,
+                })
+            }
+        }
+    }
+
+    fn expr(&mut self, cx: &mut FnCx, e: &ast::Expr, expect: Option<Scalar>) -> LResult<ExprId> {
+        let expr = self.expr_kind(cx, e, expect)?;
+        Ok(cx.func.add_expr(expr, e.span))
+    }
+
+    fn expr_kind(&mut self, cx: &mut FnCx, e: &ast::Expr, expect: Option<Scalar>) -> LResult<Expr> {
+        Ok(match &e.kind {
+            ExprKind::Num { num, neg } => Expr::Literal(self.literal(num, *neg, expect, e.span)?),
+            ExprKind::Bool(b) => Expr::Literal(Literal::Bool(*b)),
+            ExprKind::Name(n) => match cx.resolve(n) {
+                Some(Resolved::Local(l)) => Expr::Local(l),
+                Some(Resolved::Param(i)) => Expr::Param(i),
+                Some(Resolved::TParam(i)) => Expr::TemplateParam(i),
+                Some(Resolved::Shared(_)) => {
+                    self.error(
+                        codes::BUILTIN,
+                        e.span,
+                        format!("`{n}` is a shared array: read an element `{n}[i]`"),
+                    );
+                    return Err(());
+                }
+                None => match n.as_str() {
+                    "wave_width" => Expr::Builtin(Builtin::WaveWidth),
+                    "lane_id" => Expr::Builtin(Builtin::LaneId),
+                    _ if coordinate(n, Dim::X).is_some() => {
+                        self.error(
+                            codes::BUILTIN,
+                            e.span,
+                            format!("`{n}` needs a dimension: `{n}.x`, `{n}.y` or `{n}.z`"),
+                        );
+                        return Err(());
+                    }
+                    _ => {
+                        self.error(codes::UNKNOWN_NAME, e.span, format!("unknown name `{n}`"));
+                        return Err(());
+                    }
+                },
+            },
+            ExprKind::TagPath { set, member } => {
+                let Some(h) = self.module.tag_set(set) else {
+                    self.error(
+                        codes::UNKNOWN_TYPE,
+                        e.span,
+                        format!("unknown tag set `{set}`"),
+                    );
+                    return Err(());
+                };
+                let index = self.module.tag_sets[h]
+                    .members
+                    .iter()
+                    .position(|f| self.module.functions[*f].name == *member);
+                match index {
+                    Some(i) => Expr::Tag {
+                        set: h,
+                        index: i as u32,
+                    },
+                    None => {
+                        self.error(
+                            codes::UNKNOWN_FUNCTION,
+                            e.span,
+                            format!("`{member}` is not a member of tag set `{set}`"),
+                        );
+                        return Err(());
+                    }
+                }
+            }
+            ExprKind::Unary(op, a) => Expr::Unary {
+                op: *op,
+                arg: self.expr(cx, a, expect)?,
+            },
+            ExprKind::Binary(op, a, b) => {
+                let group_expect = if is_arith(*op) { expect } else { None };
+                let ids = if matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr) {
+                    let l = self.expr(cx, a, None);
+                    let r = self.expr(cx, b, None);
+                    vec![l?, r?]
+                } else {
+                    self.peers(cx, &[a, b], group_expect)?
+                };
+                Expr::Binary {
+                    op: *op,
+                    lhs: ids[0],
+                    rhs: ids[1],
+                }
+            }
+            ExprKind::Cast(a, t) => {
+                let TypeKind::Scalar(to) = t.kind else {
+                    self.error(
+                        codes::BUILTIN,
+                        t.span,
+                        "`as` converts to a scalar type (the lane count is kept)",
+                    );
+                    return Err(());
+                };
+                Expr::Cast {
+                    to,
+                    arg: self.expr(cx, a, None)?,
+                }
+            }
+            ExprKind::Field(base, field, fspan) => {
+                if let ExprKind::Name(n) = &base.kind {
+                    if cx.resolve(n).is_none() && coordinate(n, Dim::X).is_some() {
+                        let dim = match field.as_str() {
+                            "x" => Dim::X,
+                            "y" => Dim::Y,
+                            "z" => Dim::Z,
+                            _ => {
+                                self.error(
+                                    codes::BUILTIN,
+                                    *fspan,
+                                    format!("`{n}` has dimensions `.x`, `.y` and `.z`"),
+                                );
+                                return Err(());
+                            }
+                        };
+                        return Ok(Expr::Builtin(coordinate(n, dim).unwrap_or(Builtin::LaneId)));
+                    }
+                }
+                let lanes: Option<Vec<u8>> = field.chars().map(lane_of).collect();
+                let lanes = match lanes {
+                    Some(l) if !l.is_empty() && l.len() <= 16 => l,
+                    _ => {
+                        self.error(
+                            codes::BUILTIN,
+                            *fspan,
+                            format!("unknown lane `.{field}`: lanes are `x`, `y`, `z`, `w`"),
+                        );
+                        return Err(());
+                    }
+                };
+                let vector = self.expr(cx, base, None)?;
+                if lanes.len() == 1 {
+                    Expr::Extract {
+                        vector,
+                        lane: lanes[0],
+                    }
+                } else {
+                    Expr::Swizzle { vector, lanes }
+                }
+            }
+            ExprKind::Index(base, index) => {
+                if let ExprKind::Name(n) = &base.kind {
+                    let b = match cx.resolve(n) {
+                        Some(Resolved::Param(i)) => {
+                            let addressable =
+                                matches!(cx.func.params[i as usize].ty, Type::Buffer { .. });
+                            Some((Base::Param(i), addressable))
+                        }
+                        Some(Resolved::Shared(h)) => Some((Base::Shared(h), true)),
+                        Some(Resolved::Local(l)) => Some((
+                            Base::Local(l),
+                            matches!(cx.func.locals[l].ty, Type::Array { .. }),
+                        )),
+                        _ => None,
+                    };
+                    if let Some((b, addressable)) = b {
+                        let is_lit = matches!(
+                            index.kind,
+                            ExprKind::Num {
+                                num: Number::Int { .. },
+                                neg: false
+                            }
+                        );
+                        if addressable || !is_lit {
+                            let index = self.expr(cx, index, Some(Scalar::U32))?;
+                            return Ok(Expr::Index { base: b, index });
+                        }
+                    }
+                }
+                match self.lane_literal(index) {
+                    Some(lane) => {
+                        let lane = lane?;
+                        Expr::Extract {
+                            vector: self.expr(cx, base, None)?,
+                            lane,
+                        }
+                    }
+                    None => {
+                        self.error(
+                            codes::BUILTIN,
+                            index.span,
+                            "a vector lane index is an integer literal",
+                        );
+                        return Err(());
+                    }
+                }
+            }
+            ExprKind::Call {
+                name,
+                generics,
+                args,
+            } => self.call(cx, name, generics.as_deref(), args, expect, e.span)?,
+        })
+    }
+
+    fn generic_shape(
+        &mut self,
+        name: &str,
+        generics: &[Generic],
+        span: Span,
+    ) -> LResult<(crate::ir::MatrixRole, Scalar, u8, u8)> {
+        if let [Generic::Name(r, rspan), Generic::Type(t), Generic::Int(m, mspan), Generic::Int(n, nspan)] =
+            generics
+        {
+            let Some(role) = super::parser::role_from_name(r) else {
+                self.error(
+                    codes::BUILTIN,
+                    *rspan,
+                    format!("unknown matrix role `{r}`: a, b or acc"),
+                );
+                return Err(());
+            };
+            let TypeKind::Scalar(s) = t.kind else {
+                self.error(codes::BUILTIN, t.span, "a matrix element is a scalar type");
+                return Err(());
+            };
+            let m = u8::try_from(*m)
+                .map_err(|_| self.error(codes::RANGE, *mspan, "dimension too large"))?;
+            let n = u8::try_from(*n)
+                .map_err(|_| self.error(codes::RANGE, *nspan, "dimension too large"))?;
+            return Ok((role, s, m, n));
+        }
+        self.error(
+            codes::BUILTIN,
+            span,
+            format!("`{name}` takes `<role, scalar, rows, cols>`: `{name}<acc, f32, 16, 16>`"),
+        );
+        Err(())
+    }
+
+    fn call(
+        &mut self,
+        cx: &mut FnCx,
+        name: &str,
+        generics: Option<&[Generic]>,
+        args: &[Arg],
+        expect: Option<Scalar>,
+        span: Span,
+    ) -> LResult<Expr> {
+        let (pos, align) = self.split_args(args, name == "vload", span)?;
+        if let Some(g) = generics {
+            return self.generic_call(cx, name, g, &pos, align, span);
+        }
+        if name.starts_with("vec") && super::parser::GENERIC_CALLS.contains(&name)
+            || matches!(name, "bitcast" | "vload" | "matrix_fill" | "matrix_load")
+        {
+            self.error(
+                codes::BUILTIN,
+                span,
+                format!("`{name}` needs generic arguments: `{name}<...>(...)`"),
+            );
+            return Err(());
+        }
+        if let Some(fun) = MathFn::from_name(name) {
+            let args = self.peers(cx, &pos, expect)?;
+            return Ok(Expr::Math { fun, args });
+        }
+        if let Some(op) = AtomicOp::from_name(name) {
+            return self.atomic(cx, op, &pos, span);
+        }
+        if let Some(op) = wave_op(name) {
+            let mut out = Vec::new();
+            let mut ok = true;
+            for (i, a) in pos.iter().enumerate() {
+                let expect = (i == 1 && wave_takes_lane(op)).then_some(Scalar::U32);
+                match self.expr(cx, a, expect) {
+                    Ok(id) => out.push(id),
+                    Err(()) => ok = false,
+                }
+            }
+            if !ok {
+                return Err(());
+            }
+            return Ok(Expr::Wave { op, args: out });
+        }
+        match name {
+            "select" => {
+                self.arity(name, &pos, 3, span)?;
+                let cond = self.expr(cx, pos[0], None);
+                let arms = self.peers(cx, &pos[1..], expect)?;
+                Ok(Expr::Select {
+                    cond: cond?,
+                    accept: arms[0],
+                    reject: arms[1],
+                })
+            }
+            "swizzle" => {
+                if pos.len() < 2 {
+                    self.error(
+                        codes::BUILTIN,
+                        span,
+                        "`swizzle` takes a vector and lanes: `swizzle(v, 4, 5)`",
+                    );
+                    return Err(());
+                }
+                let mut lanes = Vec::new();
+                for l in &pos[1..] {
+                    match self.lane_literal(l) {
+                        Some(lane) => lanes.push(lane?),
+                        None => {
+                            self.error(
+                                codes::BUILTIN,
+                                l.span,
+                                "a swizzle lane is an integer literal",
+                            );
+                            return Err(());
+                        }
+                    }
+                }
+                let vector = self.expr(cx, pos[0], None)?;
+                Ok(Expr::Swizzle { vector, lanes })
+            }
+            "len" => {
+                self.arity(name, &pos, 1, span)?;
+                match self.base(cx, pos[0])? {
+                    Base::Param(i) => Ok(Expr::Len(i)),
+                    _ => {
+                        self.error(
+                            codes::BUILTIN,
+                            pos[0].span,
+                            "`len` takes a buffer parameter",
+                        );
+                        Err(())
+                    }
+                }
+            }
+            "dispatch" => {
+                if pos.is_empty() {
+                    self.error(
+                        codes::BUILTIN,
+                        span,
+                        "`dispatch` takes a tag and the arguments",
+                    );
+                    return Err(());
+                }
+                let tag = self.expr(cx, pos[0], None)?;
+                let params: Vec<Type> = match typeck::expr_type(&self.module, &cx.func, tag) {
+                    Some(Type::Tag(set)) => self
+                        .module
+                        .tag_sets
+                        .try_get(set)
+                        .and_then(|s| s.members.first())
+                        .and_then(|f| self.module.functions.try_get(*f))
+                        .map(|f| f.params.iter().map(|p| p.ty).collect())
+                        .unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                let args = self.args(cx, &pos[1..], &params)?;
+                Ok(Expr::Dispatch { tag, args })
+            }
+            "matrix_mma" => {
+                self.arity(name, &pos, 3, span)?;
+                let a = self.expr(cx, pos[0], None);
+                let b = self.expr(cx, pos[1], None);
+                let c = self.expr(cx, pos[2], None);
+                Ok(Expr::MatrixMma {
+                    a: a?,
+                    b: b?,
+                    c: c?,
+                })
+            }
+            "barrier" | "vstore" | "matrix_store" | "fence" => {
+                self.error(
+                    codes::BUILTIN,
+                    span,
+                    format!("`{name}(...)` is a statement, not a value"),
+                );
+                Err(())
+            }
+            _ => {
+                let Some(f) = self.module.function(name) else {
+                    self.error(
+                        codes::UNKNOWN_FUNCTION,
+                        span,
+                        format!("unknown function `{name}`"),
+                    );
+                    return Err(());
+                };
+                let params: Vec<Type> = self.module.functions[f]
+                    .params
+                    .iter()
+                    .map(|p| p.ty)
+                    .collect();
+                let args = self.args(cx, &pos, &params)?;
+                Ok(Expr::Call { function: f, args })
+            }
+        }
+    }
+
+    /// Call arguments, each typed by its parameter.
+    fn args(&mut self, cx: &mut FnCx, pos: &[&ast::Expr], params: &[Type]) -> LResult<Vec<ExprId>> {
+        let ids: Vec<LResult<ExprId>> = pos
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let expect = scalar_of(params.get(i).copied());
+                self.expr(cx, a, expect)
+            })
+            .collect();
+        ids.into_iter().collect()
+    }
+
+    fn atomic(
+        &mut self,
+        cx: &mut FnCx,
+        op: AtomicOp,
+        pos: &[&ast::Expr],
+        span: Span,
+    ) -> LResult<Expr> {
+        let needed = if op == AtomicOp::CompareExchange {
+            3
+        } else {
+            2
+        };
+        let order = if pos.len() == needed + 1 {
+            let last = pos[needed];
+            match &last.kind {
+                ExprKind::Name(n) if MemoryOrder::from_name(n).is_some() => {
+                    MemoryOrder::from_name(n).unwrap_or(MemoryOrder::Relaxed)
+                }
+                _ => {
+                    self.error(
+                        codes::BUILTIN,
+                        last.span,
+                        "expected a memory order: relaxed, acquire, release, acq_rel, seq_cst",
+                    );
+                    return Err(());
+                }
+            }
+        } else if pos.len() == needed {
+            MemoryOrder::Relaxed
+        } else {
+            self.error(
+                codes::BUILTIN,
+                span,
+                format!(
+                    "`{}` takes {needed} arguments and an optional memory order",
+                    op.name()
+                ),
+            );
+            return Err(());
+        };
+        let place = self.place(cx, pos[0])?;
+        let elem = scalar_of(typeck::place_type(&self.module, &cx.func, &place));
+        let (compare, value) = if op == AtomicOp::CompareExchange {
+            let c = self.expr(cx, pos[1], elem);
+            let v = self.expr(cx, pos[2], elem);
+            (Some(c?), v?)
+        } else {
+            (None, self.expr(cx, pos[1], elem)?)
+        };
+        Ok(Expr::Atomic {
+            op,
+            order,
+            place,
+            value,
+            compare,
+        })
+    }
+
+    fn generic_call(
+        &mut self,
+        cx: &mut FnCx,
+        name: &str,
+        generics: &[Generic],
+        pos: &[&ast::Expr],
+        align: Option<u8>,
+        span: Span,
+    ) -> LResult<Expr> {
+        match name {
+            "vec2" | "vec3" | "vec4" | "vec8" | "vec16" => {
+                let lanes: u8 = name[3..].parse().unwrap_or(0);
+                let scalar = match generics {
+                    [Generic::Type(ast::Type {
+                        kind: TypeKind::Scalar(s),
+                        ..
+                    })] => *s,
+                    _ => {
+                        self.error(
+                            codes::BUILTIN,
+                            span,
+                            format!("`{name}` takes a scalar type: `{name}<f32>(...)`"),
+                        );
+                        return Err(());
+                    }
+                };
+                if pos.is_empty() {
+                    self.error(
+                        codes::BUILTIN,
+                        span,
+                        format!("`{name}<{}>` needs parts", scalar.name()),
+                    );
+                    return Err(());
+                }
+                let ids: Vec<LResult<ExprId>> =
+                    pos.iter().map(|p| self.expr(cx, p, Some(scalar))).collect();
+                let parts: Vec<ExprId> = ids.into_iter().collect::<LResult<_>>()?;
+                if parts.len() == 1
+                    && !matches!(
+                        typeck::expr_type(&self.module, &cx.func, parts[0]),
+                        Some(Type::Vector(..))
+                    )
+                {
+                    return Ok(Expr::Splat {
+                        lanes,
+                        value: parts[0],
+                    });
+                }
+                Ok(Expr::Compose {
+                    scalar,
+                    lanes,
+                    parts,
+                })
+            }
+            "bitcast" => {
+                let [Generic::Type(t)] = generics else {
+                    self.error(
+                        codes::BUILTIN,
+                        span,
+                        "`bitcast` takes one type: `bitcast<u32>(x)`",
+                    );
+                    return Err(());
+                };
+                let to = self.ty(&mut cx.func, t)?;
+                self.arity(name, pos, 1, span)?;
+                Ok(Expr::Bitcast {
+                    to,
+                    arg: self.expr(cx, pos[0], None)?,
+                })
+            }
+            "vload" => {
+                let [Generic::Int(n, nspan)] = generics else {
+                    self.error(
+                        codes::BUILTIN,
+                        span,
+                        "`vload` takes a lane count: `vload<4>(b, i)`",
+                    );
+                    return Err(());
+                };
+                let lanes = u8::try_from(*n)
+                    .map_err(|_| self.error(codes::RANGE, *nspan, "too many lanes"))?;
+                self.arity(name, pos, 2, span)?;
+                let base = self.base(cx, pos[0]);
+                let index = self.expr(cx, pos[1], Some(Scalar::U32));
+                Ok(Expr::VLoad {
+                    base: base?,
+                    index: index?,
+                    lanes,
+                    align,
+                })
+            }
+            "matrix_fill" => {
+                let (role, scalar, rows, cols) = self.generic_shape(name, generics, span)?;
+                self.arity(name, pos, 1, span)?;
+                Ok(Expr::MatrixFill {
+                    role,
+                    scalar,
+                    rows,
+                    cols,
+                    value: self.expr(cx, pos[0], Some(scalar))?,
+                })
+            }
+            "matrix_load" => {
+                let (role, scalar, rows, cols) = self.generic_shape(name, generics, span)?;
+                self.arity(name, pos, 3, span)?;
+                let base = self.base(cx, pos[0]);
+                let offset = self.expr(cx, pos[1], Some(Scalar::U32));
+                let stride = self.expr(cx, pos[2], Some(Scalar::U32));
+                Ok(Expr::MatrixLoad {
+                    role,
+                    scalar,
+                    rows,
+                    cols,
+                    base: base?,
+                    offset: offset?,
+                    stride: stride?,
+                })
+            }
+            _ => {
+                self.error(
+                    codes::BUILTIN,
+                    span,
+                    format!("`{name}` takes no generic arguments"),
+                );
+                Err(())
+            }
+        }
+    }
+}
