@@ -281,11 +281,14 @@ pub struct BufferArg<'a> {
     pub writable: bool,
 }
 
-/// One kernel argument: a buffer view or a value.
+/// One kernel argument: a buffer view, a value, or a function tag.
 #[derive(Clone, Copy)]
 pub enum ArgValue<'a> {
     Buffer(BufferArg<'a>),
     Value(HostValue),
+    /// A `tag<Set>` parameter's member index (out of range is allowed: dispatch through it
+    /// does nothing). Backends receive it as a `u32` value.
+    Tag(u32),
 }
 
 impl<'a> ArgValue<'a> {
@@ -311,6 +314,7 @@ impl<'a> ArgValue<'a> {
                 }
             }
             ArgValue::Value(v) => elem_name(v.ty),
+            ArgValue::Tag(_) => "tag".to_string(),
         }
     }
 }
@@ -784,6 +788,7 @@ pub fn check_args(name: &str, kernel: &Function, args: &[ArgValue<'_>]) -> Resul
             (Type::Scalar(_) | Type::Vector(..), ArgValue::Value(v)) => {
                 param.ty.as_elem() == Some(v.ty())
             }
+            (Type::Tag(_), ArgValue::Tag(_)) => true,
             _ => false,
         };
         if !ok {

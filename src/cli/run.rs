@@ -1,5 +1,12 @@
-//! `xpu run`: execute run blocks. (Owned by the interpreter work; placeholder.)
+//! `xpu run PATH... [--backend NAME]`: executes the run blocks of kernel files on a backend and
+//! judges their expectations (the runner is [`crate::filetest::runner`]).
+//!
+//! Prints one line per case, `PASS|FAIL|SKIP  file:line  kernel  backend`, and closes with
+//! `N passed, N failed` (`, N skipped` when any were). Exit status: 0 when nothing failed, 1
+//! when a case failed (a file that does not parse or verify counts as a failed case), 2 on a
+//! usage or I/O error (an unknown or absent backend, an unreadable path).
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,7 +21,9 @@ pub struct RunArgs {
 }
 
 pub fn run(args: &RunArgs) -> ExitCode {
-    let _ = args;
-    eprintln!("xpu run: not built yet");
-    ExitCode::from(2)
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let code = crate::filetest::runner::run_command(&args.paths, &args.backend, &mut out);
+    let _ = out.flush();
+    ExitCode::from(code)
 }

@@ -272,9 +272,12 @@ impl KernelImpl for InterpKernel {
             })
             .collect();
         let mut interp_args: Vec<Arg<'_>> = Vec::with_capacity(args.len());
-        for (arg, buffer) in args.iter().zip(buffers.iter_mut()) {
+        for ((arg, buffer), param) in args.iter().zip(buffers.iter_mut()).zip(&function.params) {
             interp_args.push(match (arg, buffer) {
                 (DeviceArg::Buffer(_), Some(b)) => Arg::Buffer(b),
+                (DeviceArg::Value(v), _) if matches!(param.ty, Type::Tag(_)) => {
+                    Arg::Tag(v.lane_bits(0) as u32)
+                }
                 (DeviceArg::Value(v), _) => {
                     let mut lits = literals(v);
                     if v.ty().lanes == 1 {

@@ -317,7 +317,7 @@ impl fmt::Debug for BufferBinding {
     }
 }
 
-/// A checked launch argument.
+/// A checked launch argument. A function tag arrives as a `u32` value (its member index).
 #[derive(Clone, Debug)]
 pub enum DeviceArg {
     Buffer(BufferBinding),
@@ -359,8 +359,9 @@ static CURRENT: OnceLock<Device> = OnceLock::new();
 fn open_backend(backend: Backend) -> Result<Arc<dyn DeviceImpl>, DeviceError> {
     match backend {
         Backend::Interp => Ok(Arc::new(interp::InterpDevice::new())),
+        // (A guard, so that the catch-all arm below still names Cuda for builds without it.)
         #[cfg(feature = "cuda")]
-        Backend::Cuda => Ok(Arc::new(cuda::CudaDevice::open(0)?)),
+        Backend::Cuda if cfg!(feature = "cuda") => Ok(Arc::new(cuda::CudaDevice::open(0)?)),
         Backend::Cpu | Backend::Cuda | Backend::Hip | Backend::Vulkan => {
             Err(DeviceError::NotCompiled { backend })
         }
@@ -613,6 +614,18 @@ pub struct Kernel {
     imp: Arc<dyn KernelImpl>,
 }
 
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Kernel({} on {:?})", self.name, self.program.device)
+    }
+}
+
+impl fmt::Debug for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Program(on {:?})", self.device)
+    }
+}
+
 impl Kernel {
     pub fn name(&self) -> &str {
         &self.name
@@ -678,6 +691,7 @@ impl Kernel {
                     })
                 }
                 ArgValue::Value(v) => DeviceArg::Value(*v),
+                ArgValue::Tag(t) => DeviceArg::Value(HostValue::from(*t)),
             });
         }
         self.imp

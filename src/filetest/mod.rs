@@ -2,3 +2,4 @@
 //! runner, how those are executed and judged.
 
 pub mod spec;
+pub mod runner;

@@ -1,0 +1,1057 @@
+//! The file-test runner: executes the `run` blocks of kernel files on devices and judges
+//! their expectations (docs/text-format.md, "Run blocks"; DESIGN.md, "Conventions").
+//!
+//! Each file is parsed ([`crate::ir::parse_file`]) and verified; each run block becomes one
+//! *case* per device. A case builds its arguments from the block's initialisers, typed by the
+//! kernel's parameters, launches once, and checks every `expect`:
+//!
+//! - `expect NAME = VALUE;` compares the buffer with the value: integers and `bool` bit for
+//!   bit; floats within the block's `ulps` (distance in representable values, where `-0.0` and
+//!   `+0.0` are one apart, so `ulps = 0` is bit-exact), and any NaN equals any NaN.
+//! - `expect NAME = interp;` runs the same block on the reference interpreter (at the wave width
+//!   the backend built the kernel at) and compares the same way. On the interpreter itself the
+//!   expectation is skipped, never passed.
+//! - `expect ub KIND;` requires the interpreter to report undefined behaviour of that kind
+//!   (`XPU-REF02`); other backends skip the case without launching it (undefined is undefined).
+//! - `expect refused CODE;` requires verification, the kernel lookup or the launch to be refused
+//!   with that code.
+//!
+//! A case passes when every expectation that applies holds (a block with none passes when its
+//! launch succeeds), is skipped when none applies, and fails otherwise. The report prints one
+//! line per case, `PASS|FAIL|SKIP  file:line  kernel  backend`, a failure's detail indented
+//! beneath (the first mismatching index with expected and actual values), and closes with
+//! `N passed, N failed` (`, N skipped` when any were).
+//!
+//! `random(len, lo, hi, seed S)` is splitmix64, specified in docs/text-format.md so that
+//! expected values can be computed outside Rust; [`random_slot`] is that formula.
+
+use super::spec::{ArgInit, Expect, RunSpec, Value};
+use crate::buffer::RawBuffer;
+use crate::devices::{kernel_function, Backend, Device, DeviceError, Init, Program};
+use crate::ir::{Access, Diagnostics, ElemType, Function, Scalar, Type};
+use crate::launch::{format_scalar, type_name, ArgValue, HostValue, Launch, LaunchError};
+use crate::stream::KernelStream;
+use std::fmt;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How a case ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    /// Failed, with the detail printed beneath the case's line.
+    Fail(String),
+    /// Nothing in the case applies to this backend, with the reason.
+    Skip(String),
+}
+
+/// One run block on one backend (or, for a file that cannot be parsed, the file itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Case {
+    /// The file as the user named it.
+    pub file: String,
+    /// The line of the `run` block (of the first diagnostic, for a file-level failure).
+    pub line: u32,
+    /// The kernel, or `-` for a file-level failure.
+    pub kernel: String,
+    /// The backend's name, or `-` for a file-level failure.
+    pub backend: String,
+    pub outcome: Outcome,
+}
+
+impl fmt::Display for Case {
+    /// `PASS  file:line  kernel  backend`, and a failure's detail indented beneath.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tag = match self.outcome {
+            Outcome::Pass => "PASS",
+            Outcome::Fail(_) => "FAIL",
+            Outcome::Skip(_) => "SKIP",
+        };
+        write!(
+            f,
+            "{tag}  {}:{}  {}  {}",
+            self.file, self.line, self.kernel, self.backend
+        )?;
+        if let Outcome::Fail(detail) = &self.outcome {
+            for line in detail.lines() {
+                write!(f, "\n    {line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counts of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+impl Summary {
+    pub fn add(&mut self, case: &Case) {
+        match case.outcome {
+            Outcome::Pass => self.passed += 1,
+            Outcome::Fail(_) => self.failed += 1,
+            Outcome::Skip(_) => self.skipped += 1,
+        }
+    }
+
+    /// Every case that ran, skipped ones included.
+    pub fn total(&self) -> usize {
+        self.passed + self.failed + self.skipped
+    }
+
+    /// The closing line: `N passed, N failed`, with `, N skipped` when any were.
+    pub fn closing_line(&self) -> String {
+        let mut line = format!("{} passed, {} failed", self.passed, self.failed);
+        if self.skipped > 0 {
+            line.push_str(&format!(", {} skipped", self.skipped));
+        }
+        line
+    }
+}
+
+/// The devices a `--backend` argument names: one backend by name, `all` (every backend
+/// present), or `best` (the device selected for this process, [`Device::current`]).
+pub fn select_devices(backend: &str) -> Result<Vec<Device>, DeviceError> {
+    match backend.trim() {
+        "best" => Ok(vec![Device::current()?]),
+        "all" => Device::available().into_iter().map(Device::open).collect(),
+        name => {
+            let b = Backend::from_name(name).ok_or_else(|| DeviceError::UnknownBackend {
+                name: name.to_string(),
+            })?;
+            Ok(vec![Device::open(b)?])
+        }
+    }
+}
+
+/// Runs kernel files on a fixed set of devices.
+pub struct Runner {
+    devices: Vec<Device>,
+    interp: Device,
+}
+
+impl Runner {
+    /// A runner for `devices` (the interpreter is opened too, as the oracle of `interp`
+    /// expectations).
+    pub fn new(devices: Vec<Device>) -> Result<Runner, DeviceError> {
+        Ok(Runner {
+            devices,
+            interp: Device::open(Backend::Interp)?,
+        })
+    }
+
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    /// Runs every `.xk` file under `paths` (folders walked in sorted order), printing each
+    /// case as it completes and the closing line. An unreadable path is an I/O error; a file
+    /// that does not parse is a failed case.
+    pub fn run_paths(&self, paths: &[PathBuf], out: &mut dyn Write) -> io::Result<Summary> {
+        let files = crate::cli::kernel_files(paths)?;
+        if files.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no .xk files under the given paths",
+            ));
+        }
+        let mut summary = Summary::default();
+        for file in files {
+            let source = std::fs::read(&file)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
+            let shown = file.display().to_string();
+            let source = match String::from_utf8(source) {
+                Ok(s) => s,
+                Err(_) => {
+                    let case = Case {
+                        file: shown,
+                        line: 1,
+                        kernel: "-".into(),
+                        backend: "-".into(),
+                        outcome: Outcome::Fail("the file is not UTF-8".into()),
+                    };
+                    writeln!(out, "{case}")?;
+                    summary.add(&case);
+                    continue;
+                }
+            };
+            self.run_source(&shown, &source, &mut |case| {
+                summary.add(case);
+                writeln!(out, "{case}")
+            })?;
+        }
+        writeln!(out, "{}", summary.closing_line())?;
+        Ok(summary)
+    }
+
+    /// Runs the run blocks of one file's `source`, calling `report` with each case as it
+    /// completes. `file` is how the file is named in the report.
+    pub fn run_source(
+        &self,
+        file: &str,
+        source: &str,
+        report: &mut dyn FnMut(&Case) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let case = |line: u32, kernel: &str, backend: &str, outcome: Outcome| Case {
+            file: file.to_string(),
+            line,
+            kernel: kernel.to_string(),
+            backend: backend.to_string(),
+            outcome,
+        };
+        let (module, specs) = match crate::ir::parse_file(source) {
+            Ok(parsed) => parsed,
+            Err(diags) => {
+                let line = diags.0.first().map_or(1, |d| d.span.line);
+                return report(&case(line, "-", "-", Outcome::Fail(diags.render(file))));
+            }
+        };
+        let verified = match module.verify() {
+            Ok(v) => Arc::new(v),
+            Err(diags) => {
+                if specs.is_empty() {
+                    let line = diags.0.first().map_or(1, |d| d.span.line);
+                    return report(&case(line, "-", "-", Outcome::Fail(diags.render(file))));
+                }
+                for spec in &specs {
+                    for device in &self.devices {
+                        let outcome = refused_by_verifier(spec, &diags, file);
+                        report(&case(
+                            spec.span.line,
+                            &spec.kernel,
+                            device.backend().name(),
+                            outcome,
+                        ))?;
+                    }
+                }
+                return Ok(());
+            }
+        };
+        let interp = self.interp.load(&verified);
+        for device in &self.devices {
+            let program = device.load(&verified);
+            for spec in &specs {
+                let outcome = match (&program, &interp) {
+                    (Ok(program), Ok(interp)) => run_case(spec, program, interp),
+                    (Err(e), _) | (_, Err(e)) => Outcome::Fail(e.to_string()),
+                };
+                report(&case(
+                    spec.span.line,
+                    &spec.kernel,
+                    device.backend().name(),
+                    outcome,
+                ))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of a case whose module the verifier refused: a pass exactly when the case
+/// expects a refusal with one of the verifier's codes.
+fn refused_by_verifier(spec: &RunSpec, diags: &Diagnostics, file: &str) -> Outcome {
+    let expected: Vec<&str> = spec
+        .expects
+        .iter()
+        .filter_map(|e| match e {
+            Expect::Refused { code, .. } => Some(code.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !expected.is_empty()
+        && expected
+            .iter()
+            .all(|c| diags.0.iter().any(|d| d.code == *c))
+    {
+        Outcome::Pass
+    } else {
+        Outcome::Fail(format!(
+            "the module does not verify:\n{}",
+            diags.render(file)
+        ))
+    }
+}
+
+/// Runs one block on one device and judges it.
+pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome {
+    let backend = program.device().backend();
+    let on_interp = backend == Backend::Interp;
+    let refusal = spec.expects.iter().find_map(|e| match e {
+        Expect::Refused { code, .. } => Some(code.clone()),
+        _ => None,
+    });
+    let ub = spec.expects.iter().find_map(|e| match e {
+        Expect::Ub { kind, .. } => Some(kind.clone()),
+        _ => None,
+    });
+    if ub.is_some() && !on_interp {
+        return Outcome::Skip("undefined behaviour is judged on the interpreter only".into());
+    }
+
+    let Some(function) = kernel_function(program.module(), &spec.kernel) else {
+        return match refusal {
+            Some(code) if code == crate::launch::codes::NO_CODE => Outcome::Pass,
+            _ => Outcome::Fail(format!("the file has no kernel named `{}`", spec.kernel)),
+        };
+    };
+    let wave = if on_interp { spec.wave } else { None };
+    let launched = launch_spec(spec, function, program, wave);
+
+    let (kernel, buffers) = match launched {
+        Err(Failure::Spec(message)) => return Outcome::Fail(message),
+        Err(Failure::Launch(e)) => {
+            return judge_refusal(e, refusal.as_deref(), ub.as_deref());
+        }
+        Ok(done) => done,
+    };
+    if let Some(code) = refusal {
+        return Outcome::Fail(format!(
+            "expected the launch to be refused with {code}, but it ran"
+        ));
+    }
+    if let Some(kind) = ub {
+        return Outcome::Fail(format!(
+            "expected undefined behaviour ({kind}), but the interpreter reported none"
+        ));
+    }
+
+    let mut checked = 0;
+    let mut skipped_interp = false;
+    let mut interp_result: Option<Result<Vec<Vec<u8>>, String>> = None;
+    for expect in &spec.expects {
+        match expect {
+            Expect::Buffer { name, value, .. } => {
+                let Some((index, elem)) = buffer_param(function, name) else {
+                    return Outcome::Fail(format!("`expect {name}`: no buffer parameter `{name}`"));
+                };
+                let expected = match slots(value, elem) {
+                    Ok(s) => s,
+                    Err(e) => return Outcome::Fail(format!("`expect {name}`: {e}")),
+                };
+                let actual = match download(&buffers[index]) {
+                    Ok(bytes) => bytes_to_slots(&bytes, elem.scalar),
+                    Err(e) => return Outcome::Fail(format!("reading `{name}`: {e}")),
+                };
+                if let Err(m) = compare(name, elem, &expected, &actual, spec.ulps, "expected") {
+                    return Outcome::Fail(m);
+                }
+                checked += 1;
+            }
+            Expect::Interp { name, .. } => {
+                let Some((index, elem)) = buffer_param(function, name) else {
+                    return Outcome::Fail(format!("`expect {name}`: no buffer parameter `{name}`"));
+                };
+                if on_interp {
+                    skipped_interp = true;
+                    continue;
+                }
+                let reference = interp_result.get_or_insert_with(|| {
+                    // The interpreter models the wave the backend built the kernel at.
+                    let wave = kernel.manifest().built_wave.or(spec.wave);
+                    match launch_spec(spec, function, interp, wave) {
+                        Ok((_, bufs)) => bufs
+                            .iter()
+                            .map(|b| download(b).map_err(|e| e.to_string()))
+                            .collect(),
+                        Err(Failure::Spec(m)) => Err(m),
+                        Err(Failure::Launch(e)) => Err(format!("the interpreter: {e}")),
+                    }
+                });
+                let reference = match reference {
+                    Ok(r) => r,
+                    Err(e) => return Outcome::Fail(e.clone()),
+                };
+                let expected = bytes_to_slots(&reference[index], elem.scalar);
+                let actual = match download(&buffers[index]) {
+                    Ok(bytes) => bytes_to_slots(&bytes, elem.scalar),
+                    Err(e) => return Outcome::Fail(format!("reading `{name}`: {e}")),
+                };
+                if let Err(m) = compare(name, elem, &expected, &actual, spec.ulps, "interp") {
+                    return Outcome::Fail(m);
+                }
+                checked += 1;
+            }
+            Expect::Ub { .. } | Expect::Refused { .. } => {}
+        }
+    }
+    if checked == 0 && skipped_interp {
+        return Outcome::Skip("`expect = interp` on the interpreter itself".into());
+    }
+    Outcome::Pass
+}
+
+fn judge_refusal(e: LaunchError, refusal: Option<&str>, ub: Option<&str>) -> Outcome {
+    if let Some(code) = refusal {
+        return if e.code() == code {
+            Outcome::Pass
+        } else {
+            Outcome::Fail(format!("expected a refusal with {code}, got:\n{e}"))
+        };
+    }
+    if let Some(kind) = ub {
+        return match &e {
+            LaunchError::Undefined { kind: got, .. } if got == kind => Outcome::Pass,
+            _ => Outcome::Fail(format!("expected undefined behaviour ({kind}), got:\n{e}")),
+        };
+    }
+    Outcome::Fail(e.to_string())
+}
+
+enum Failure {
+    /// The run block itself is wrong for the kernel (a missing argument, a value of the wrong
+    /// kind).
+    Spec(String),
+    Launch(LaunchError),
+}
+
+/// The index and element type of the buffer parameter `name`.
+fn buffer_param(function: &Function, name: &str) -> Option<(usize, ElemType)> {
+    function
+        .params
+        .iter()
+        .enumerate()
+        .find_map(|(i, p)| match p.ty {
+            Type::Buffer { elem, .. } if p.name == name => Some((i, elem)),
+            _ => None,
+        })
+}
+
+/// Builds the block's arguments on `program`'s device, launches, waits, and returns the
+/// kernel and each parameter's buffer (`None` for values).
+fn launch_spec(
+    spec: &RunSpec,
+    function: &Function,
+    program: &Program,
+    wave: Option<u32>,
+) -> Result<(crate::devices::Kernel, Vec<Option<RawBuffer>>), Failure> {
+    for arg in &spec.args {
+        if !function.params.iter().any(|p| p.name == arg.name) {
+            return Err(Failure::Spec(format!(
+                "`arg {}`: `{}` has no parameter of that name",
+                arg.name, spec.kernel
+            )));
+        }
+    }
+    let kernel = program.kernel(&spec.kernel).map_err(Failure::Launch)?;
+    let device = program.device();
+    let mut buffers: Vec<Option<RawBuffer>> = Vec::new();
+    let mut values: Vec<Option<ArgValue<'static>>> = Vec::new();
+    for param in &function.params {
+        let Some(arg) = spec.args.iter().find(|a| a.name == param.name) else {
+            return Err(Failure::Spec(format!(
+                "no `arg {}` for the parameter {}: {}",
+                param.name,
+                param.name,
+                type_name(param.ty)
+            )));
+        };
+        let bad = |e: String| Failure::Spec(format!("`arg {}`: {e}", param.name));
+        match (param.ty, &arg.init) {
+            (Type::Buffer { elem, .. }, ArgInit::Uninit { len }) => {
+                let bytes = *len as usize * elem.size() as usize;
+                let raw = RawBuffer::alloc_with(device, bytes, Init::Poison)
+                    .map_err(|e| bad(e.to_string()))?;
+                buffers.push(Some(raw));
+                values.push(None);
+            }
+            (Type::Buffer { elem, .. }, init @ ArgInit::Scalar(_)) => {
+                let _ = init;
+                return Err(bad(format!(
+                    "a buffer of {} takes a list, fill, iota, random or uninit",
+                    crate::launch::elem_name(elem)
+                )));
+            }
+            (Type::Buffer { elem, .. }, init) => {
+                let data = slots(init, elem).map_err(bad)?;
+                let bytes = slots_to_bytes(&data, elem.scalar);
+                let raw = RawBuffer::alloc_with(device, bytes.len(), Init::Any)
+                    .map_err(|e| bad(e.to_string()))?;
+                raw.write(&bytes).map_err(|e| bad(e.to_string()))?;
+                buffers.push(Some(raw));
+                values.push(None);
+            }
+            (Type::Scalar(s), ArgInit::Scalar(v)) => {
+                let bits = scalar_bits(*v, s).map_err(bad)?;
+                buffers.push(None);
+                values.push(Some(ArgValue::Value(HostValue::scalar(s, bits))));
+            }
+            (Type::Vector(s, n), ArgInit::Scalar(v)) => {
+                let bits = scalar_bits(*v, s).map_err(bad)?;
+                buffers.push(None);
+                values.push(HostValue::vector(s, &vec![bits; n as usize]).map(ArgValue::Value));
+            }
+            (Type::Vector(s, n), ArgInit::List(list)) if list.len() == n as usize => {
+                let lanes = list
+                    .iter()
+                    .map(|v| scalar_bits(*v, s))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(bad)?;
+                buffers.push(None);
+                values.push(HostValue::vector(s, &lanes).map(ArgValue::Value));
+            }
+            (Type::Tag(_), ArgInit::Scalar(v)) => {
+                let index = scalar_bits(*v, Scalar::U32).map_err(bad)?;
+                buffers.push(None);
+                values.push(Some(ArgValue::Tag(index as u32)));
+            }
+            (ty, _) => {
+                return Err(bad(format!(
+                    "a value that does not fit a parameter of type {}",
+                    type_name(ty)
+                )))
+            }
+        }
+    }
+    let mut args: Vec<ArgValue<'_>> = Vec::with_capacity(function.params.len());
+    for ((param, buffer), value) in function.params.iter().zip(&buffers).zip(&values) {
+        match (param.ty, buffer, value) {
+            (Type::Buffer { elem, access }, Some(raw), _) => {
+                args.push(ArgValue::raw(raw, elem, access == Access::ReadWrite))
+            }
+            (_, _, Some(v)) => args.push(*v),
+            _ => {
+                return Err(Failure::Spec(format!(
+                    "parameter {} has an argument of the wrong kind",
+                    param.name
+                )))
+            }
+        }
+    }
+    let mut launch = Launch::grid(spec.grid)
+        .block(spec.block)
+        .shared_bytes(spec.shared_bytes);
+    launch.wave = wave;
+    let stream = KernelStream::current(device);
+    kernel
+        .launch(&stream, launch, &mut args)
+        .map_err(Failure::Launch)?;
+    stream.sync().map_err(|e| {
+        Failure::Launch(LaunchError::Device {
+            kernel: spec.kernel.clone(),
+            message: e.to_string(),
+        })
+    })?;
+    Ok((kernel, buffers))
+}
+
+fn download(buffer: &Option<RawBuffer>) -> Result<Vec<u8>, DeviceError> {
+    match buffer {
+        Some(raw) => raw.read(),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The bits of `value` as a scalar of type `scalar`: integers wrapped into the type's width
+/// (refused when out of its range), floats rounded to nearest-even, `bool` as 0 or 1.
+pub fn scalar_bits(value: Value, scalar: Scalar) -> Result<u64, String> {
+    match (value, scalar) {
+        (Value::Bool(b), Scalar::Bool) => Ok(b as u64),
+        (Value::Int(i), s) if s.is_int() => {
+            let bits = s.bits();
+            let (min, max) = if s.is_signed() {
+                (-(1i128 << (bits - 1)), (1i128 << bits) - 1)
+            } else {
+                (0, (1i128 << bits) - 1)
+            };
+            if i < min || i > max {
+                return Err(format!("{i} does not fit {}", s.name()));
+            }
+            Ok(wrap(i, s))
+        }
+        (Value::Int(i), s) if s.is_float() => Ok(float_bits(i as f64, s)),
+        (Value::Float(x), s) if s.is_float() => Ok(float_bits(x, s)),
+        (v, s) => Err(format!("{} is not a {} value", show_value(v), s.name())),
+    }
+}
+
+fn show_value(v: Value) -> String {
+    match v {
+        Value::Int(i) => i.to_string(),
+        Value::Float(x) => format!("{x:?}"),
+        Value::Bool(b) => b.to_string(),
+    }
+}
+
+/// An integer wrapped (two's complement) into `scalar`'s width.
+fn wrap(i: i128, scalar: Scalar) -> u64 {
+    let bits = scalar.bits();
+    let v = i as u128 as u64;
+    if bits == 64 {
+        v
+    } else {
+        v & ((1u64 << bits) - 1)
+    }
+}
+
+/// `x` rounded to nearest-even in the float type `scalar`, as bits.
+fn float_bits(x: f64, scalar: Scalar) -> u64 {
+    match scalar {
+        Scalar::F16 => half::f16::from_f64(x).to_bits() as u64,
+        Scalar::F32 => (x as f32).to_bits() as u64,
+        _ => x.to_bits(),
+    }
+}
+
+/// Splitmix64's `k`-th output for `seed` (docs/text-format.md, "The random generator").
+pub fn splitmix64(seed: u64, k: u64) -> u64 {
+    let mut z = seed.wrapping_add(k.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Scalar slot `k` of `random(_, lo, hi, seed)` for an element of `scalar`, as bits.
+pub fn random_slot(lo: Value, hi: Value, seed: u64, k: u64, scalar: Scalar) -> Result<u64, String> {
+    let z = splitmix64(seed, k);
+    match scalar {
+        Scalar::Bool => Ok(z >> 63),
+        s if s.is_float() => {
+            let as_f64 = |v: Value| match v {
+                Value::Int(i) => Ok(i as f64),
+                Value::Float(x) => Ok(x),
+                Value::Bool(_) => Err("random bounds are numbers".to_string()),
+            };
+            let (lo, hi) = (as_f64(lo)?, as_f64(hi)?);
+            let u = (z >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+            Ok(float_bits(lo + (hi - lo) * u, s))
+        }
+        s => {
+            let (Value::Int(lo), Value::Int(hi)) = (lo, hi) else {
+                return Err(format!(
+                    "random bounds of a {} buffer are integers",
+                    s.name()
+                ));
+            };
+            if hi <= lo {
+                return Err(format!("random({lo}, {hi}) needs hi > lo"));
+            }
+            let span = (hi - lo) as u128;
+            Ok(wrap(lo + (z as u128 % span) as i128, s))
+        }
+    }
+}
+
+/// The scalar slots (lanes of vector elements consecutive) an initialiser gives a buffer of
+/// `elem`.
+pub fn slots(init: &ArgInit, elem: ElemType) -> Result<Vec<u64>, String> {
+    let lanes = elem.lanes as usize;
+    let s = elem.scalar;
+    match init {
+        ArgInit::Scalar(_) => Err("a single value is not a buffer".into()),
+        ArgInit::Uninit { .. } => Err("uninit() describes no values".into()),
+        ArgInit::List(list) => {
+            if list.len() % lanes != 0 {
+                return Err(format!(
+                    "{} scalars are not a whole number of {}",
+                    list.len(),
+                    crate::launch::elem_name(elem)
+                ));
+            }
+            list.iter().map(|v| scalar_bits(*v, s)).collect()
+        }
+        ArgInit::Fill { len, value } => {
+            let bits = scalar_bits(*value, s)?;
+            Ok(vec![bits; *len as usize * lanes])
+        }
+        ArgInit::Iota { len, start, step } => {
+            let mut out = Vec::with_capacity(*len as usize * lanes);
+            for i in 0..*len as u64 {
+                let bits = match (start, step) {
+                    (Value::Int(a), Value::Int(d)) if s.is_int() => {
+                        wrap(a.wrapping_add((i as i128).wrapping_mul(*d)), s)
+                    }
+                    (a, d) if s.is_float() => {
+                        let f = |v: &Value| match v {
+                            Value::Int(i) => Ok(*i as f64),
+                            Value::Float(x) => Ok(*x),
+                            Value::Bool(_) => Err("iota takes numbers".to_string()),
+                        };
+                        float_bits(f(a)? + i as f64 * f(d)?, s)
+                    }
+                    _ => {
+                        return Err(format!(
+                            "iota({}, {}) does not fit {}",
+                            show_value(*start),
+                            show_value(*step),
+                            s.name()
+                        ))
+                    }
+                };
+                out.extend(std::iter::repeat_n(bits, lanes));
+            }
+            Ok(out)
+        }
+        ArgInit::Random { len, lo, hi, seed } => (0..*len as u64 * lanes as u64)
+            .map(|k| random_slot(*lo, *hi, *seed, k, s))
+            .collect(),
+    }
+}
+
+fn slots_to_bytes(slots: &[u64], scalar: Scalar) -> Vec<u8> {
+    let size = scalar.size() as usize;
+    slots
+        .iter()
+        .flat_map(|bits| bits.to_le_bytes().into_iter().take(size))
+        .collect()
+}
+
+fn bytes_to_slots(bytes: &[u8], scalar: Scalar) -> Vec<u64> {
+    let size = scalar.size() as usize;
+    bytes
+        .chunks_exact(size)
+        .map(|chunk| {
+            let mut buf = [0u8; 8];
+            buf[..size].copy_from_slice(chunk);
+            u64::from_le_bytes(buf)
+        })
+        .collect()
+}
+
+/// Distance in representable values between two floats of `scalar` (`None` if either is
+/// NaN). Crossing zero counts `-0.0` → `+0.0` as one step.
+fn ulp_distance(a: u64, b: u64, scalar: Scalar) -> Option<u64> {
+    let (sign, exp_mask) = match scalar {
+        Scalar::F16 => (1u64 << 15, 0x7c00u64),
+        Scalar::F32 => (1u64 << 31, 0x7f80_0000u64),
+        _ => (1u64 << 63, 0x7ff0_0000_0000_0000u64),
+    };
+    let mant = (sign - 1) & !exp_mask;
+    let is_nan = |x: u64| x & exp_mask == exp_mask && x & mant != 0;
+    if is_nan(a) || is_nan(b) {
+        return None;
+    }
+    let mag = |x: u64| x & (sign - 1);
+    if (a & sign) == (b & sign) {
+        Some(mag(a).abs_diff(mag(b)))
+    } else {
+        Some(mag(a) + mag(b) + 1)
+    }
+}
+
+/// Compares scalar slots; on a mismatch names the first index with both values.
+fn compare(
+    name: &str,
+    elem: ElemType,
+    expected: &[u64],
+    actual: &[u64],
+    ulps: u32,
+    what: &str,
+) -> Result<(), String> {
+    let lanes = elem.lanes as usize;
+    if expected.len() != actual.len() {
+        return Err(format!(
+            "{name}: {what} {} elements, the buffer holds {}",
+            expected.len() / lanes,
+            actual.len() / lanes
+        ));
+    }
+    let s = elem.scalar;
+    for (k, (&e, &a)) in expected.iter().zip(actual).enumerate() {
+        let same = if s.is_float() {
+            let nan = |x| ulp_distance(x, x, s).is_none();
+            match ulp_distance(e, a, s) {
+                Some(d) => d <= ulps as u64,
+                None => nan(e) && nan(a),
+            }
+        } else {
+            e == a
+        };
+        if !same {
+            let index = if lanes == 1 {
+                format!("{name}[{k}]")
+            } else {
+                format!("{name}[{}].{}", k / lanes, k % lanes)
+            };
+            let mut detail = format!(
+                "{index}: {what} {}, got {}",
+                format_scalar(s, e),
+                format_scalar(s, a)
+            );
+            if s.is_float() {
+                if let Some(d) = ulp_distance(e, a, s) {
+                    detail.push_str(&format!(" ({d} ulps apart; allowed {ulps})"));
+                }
+            }
+            let mismatches = expected.iter().zip(actual).filter(|(e, a)| e != a).count();
+            if mismatches > 1 {
+                detail.push_str(&format!(" [{mismatches} slots differ in bits]"));
+            }
+            return Err(detail);
+        }
+    }
+    Ok(())
+}
+
+/// Runs `paths` on the devices `backend` names, printing to `out` (the `xpu run` command).
+/// Exit status: 0 when nothing failed, 1 on a failed case, 2 on a usage or I/O error.
+pub fn run_command(paths: &[PathBuf], backend: &str, out: &mut dyn Write) -> u8 {
+    let devices = match select_devices(backend) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("xpu run: {e}");
+            return 2;
+        }
+    };
+    let runner = match Runner::new(devices) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("xpu run: {e}");
+            return 2;
+        }
+    };
+    match runner.run_paths(paths, out) {
+        Ok(summary) if summary.failed == 0 => 0,
+        Ok(_) => 1,
+        Err(e) => {
+            let _ = out.flush();
+            eprintln!("xpu run: {e}");
+            2
+        }
+    }
+}
+
+/// A verified module for tests of the runner's pieces.
+#[cfg(test)]
+fn verified(src: &str) -> Arc<crate::ir::VerifiedModule> {
+    Arc::new(crate::ir::parse(src).unwrap().verify().unwrap())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splitmix_matches_the_reference_stream() {
+        // The standard splitmix64 stream seeded with 1234567 (Vigna's reference values).
+        let expected = [
+            6457827717110365317u64,
+            3203168211198807973,
+            9817491932198370423,
+            4593380528125082431,
+            16408922859458223821,
+        ];
+        for (k, e) in expected.iter().enumerate() {
+            assert_eq!(splitmix64(1234567, k as u64), *e);
+        }
+    }
+
+    #[test]
+    fn random_slots_stay_in_range() {
+        for k in 0..1000 {
+            let bits =
+                random_slot(Value::Float(-1.0), Value::Float(1.0), 7, k, Scalar::F32).unwrap();
+            let x = f32::from_bits(bits as u32);
+            assert!((-1.0..=1.0).contains(&x));
+            let i = random_slot(Value::Int(-5), Value::Int(5), 7, k, Scalar::I8).unwrap();
+            assert!((-5..5).contains(&(i as u8 as i8)));
+        }
+        assert!(random_slot(Value::Int(3), Value::Int(3), 0, 0, Scalar::U32).is_err());
+        assert!(random_slot(Value::Float(0.0), Value::Int(3), 0, 0, Scalar::U32).is_err());
+    }
+
+    #[test]
+    fn typing_of_values() {
+        assert_eq!(scalar_bits(Value::Int(-1), Scalar::I8), Ok(0xff));
+        assert!(scalar_bits(Value::Int(256), Scalar::U8).is_err());
+        assert!(scalar_bits(Value::Int(-129), Scalar::I8).is_err());
+        assert_eq!(scalar_bits(Value::Int(255), Scalar::I8), Ok(0xff)); // bits of a u8 literal
+        assert_eq!(
+            scalar_bits(Value::Int(2), Scalar::F32),
+            Ok(2.0f32.to_bits() as u64)
+        );
+        assert!(scalar_bits(Value::Float(1.5), Scalar::U32).is_err());
+        assert_eq!(scalar_bits(Value::Bool(true), Scalar::Bool), Ok(1));
+        // f16 rounds directly from f64 (no double rounding through f32).
+        assert_eq!(scalar_bits(Value::Float(1.0), Scalar::F16), Ok(0x3c00));
+    }
+
+    #[test]
+    fn initialisers() {
+        let f32x1 = ElemType::scalar(Scalar::F32);
+        let iota = ArgInit::Iota {
+            len: 3,
+            start: Value::Int(1),
+            step: Value::Float(0.5),
+        };
+        let got: Vec<f32> = slots(&iota, f32x1)
+            .unwrap()
+            .into_iter()
+            .map(|b| f32::from_bits(b as u32))
+            .collect();
+        assert_eq!(got, vec![1.0, 1.5, 2.0]);
+        let vec2 = ElemType::vector(Scalar::U32, 2);
+        let fill = ArgInit::Fill {
+            len: 2,
+            value: Value::Int(7),
+        };
+        assert_eq!(slots(&fill, vec2).unwrap(), vec![7; 4]);
+        assert!(slots(&ArgInit::List(vec![Value::Int(1); 3]), vec2).is_err());
+    }
+
+    #[test]
+    fn float_comparison() {
+        let one = 1.0f32.to_bits() as u64;
+        let next = (1.0f32.to_bits() + 1) as u64;
+        let nan = f32::NAN.to_bits() as u64;
+        let other_nan = 0x7fc0_0001u64;
+        let neg_zero = (-0.0f32).to_bits() as u64;
+        let f = ElemType::scalar(Scalar::F32);
+        assert!(compare("y", f, &[one], &[one], 0, "expected").is_ok());
+        assert!(compare("y", f, &[one], &[next], 0, "expected").is_err());
+        assert!(compare("y", f, &[one], &[next], 1, "expected").is_ok());
+        assert!(compare("y", f, &[nan], &[other_nan], 0, "expected").is_ok());
+        assert!(compare("y", f, &[nan], &[one], 100, "expected").is_err());
+        assert!(compare("y", f, &[0], &[neg_zero], 0, "expected").is_err());
+        assert!(compare("y", f, &[0], &[neg_zero], 1, "expected").is_ok());
+        let err = compare("y", f, &[one, one], &[one, next], 0, "expected").unwrap_err();
+        assert_eq!(
+            err,
+            "y[1]: expected 1.0, got 1.0000001 (1 ulps apart; allowed 0)"
+        );
+        let v = ElemType::vector(Scalar::I32, 2);
+        let err = compare("v", v, &[1, 2], &[1, 3], 0, "interp").unwrap_err();
+        assert_eq!(err, "v[0].1: interp 2, got 3");
+        assert!(compare("v", v, &[1, 2], &[1], 0, "expected").is_err());
+    }
+
+    const SAXPY: &str = "
+kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+run saxpy {
+    grid = [4];
+    block = [256];
+    arg y = fill(1000, 1.0);
+    arg x = iota(1000);
+    arg a = 2.0;
+    arg n = 1000;
+    expect y = iota(1000, 1, 2);
+}
+
+run saxpy {
+    grid = [4];
+    block = [256];
+    arg y = fill(1000, 1.0);
+    arg x = iota(1000);
+    arg a = 2.0;
+    arg n = 1000;
+    expect y = fill(1000, 1.0);
+}
+
+run saxpy {
+    grid = [1];
+    block = [4];
+    arg y = fill(4, 0.0);
+    arg x = fill(4, 0.0);
+    arg a = 2.0;
+    arg n = 4;
+    expect y = interp;
+}
+
+run saxpy {
+    grid = [0];
+    block = [4];
+    arg y = fill(4, 0.0);
+    arg x = fill(4, 0.0);
+    arg a = 2.0;
+    arg n = 4;
+    expect refused XPU-L004;
+}
+
+run saxpy {
+    grid = [1];
+    block = [8];
+    arg y = fill(4, 0.0);
+    arg x = fill(4, 0.0);
+    arg a = 2.0;
+    arg n = 8;
+    expect ub out_of_bounds;
+}
+
+run saxpy {
+    grid = [1];
+    block = [4];
+    arg y = fill(4, 0.0);
+    arg a = 2.0;
+    arg n = 4;
+}
+";
+
+    fn run_text(src: &str) -> Vec<Case> {
+        let runner = Runner::new(vec![Device::open(Backend::Interp).unwrap()]).unwrap();
+        let mut cases = Vec::new();
+        runner
+            .run_source("t.xk", src, &mut |c| {
+                cases.push(c.clone());
+                Ok(())
+            })
+            .unwrap();
+        cases
+    }
+
+    #[test]
+    fn runs_and_judges_on_the_interpreter() {
+        let cases = run_text(SAXPY);
+        let lines: Vec<String> = cases.iter().map(|c| c.to_string()).collect();
+        assert_eq!(cases.len(), 6, "{lines:#?}");
+        assert_eq!(lines[0], "PASS  t.xk:9  saxpy  interp");
+        assert!(lines[1].starts_with("FAIL  t.xk:19  saxpy  interp\n    y[1]: expected 1.0, got 3.0 (12582912 ulps apart; allowed 0)"), "{}", lines[1]);
+        assert!(
+            lines[1].contains("[999 slots differ in bits]"),
+            "{}",
+            lines[1]
+        );
+        assert!(lines[2].starts_with("SKIP  t.xk:29"), "{}", lines[2]);
+        assert!(lines[3].starts_with("PASS  t.xk:39"), "{}", lines[3]);
+        assert!(lines[4].starts_with("PASS  t.xk:49"), "{}", lines[4]);
+        assert!(lines[5].starts_with("FAIL  t.xk:59"), "{}", lines[5]);
+        assert!(lines[5].contains("no `arg x`"), "{}", lines[5]);
+        let mut summary = Summary::default();
+        cases.iter().for_each(|c| summary.add(c));
+        assert_eq!(summary.closing_line(), "3 passed, 2 failed, 1 skipped");
+    }
+
+    #[test]
+    fn parse_and_verify_failures_are_cases() {
+        let cases = run_text("kernel k( {");
+        assert_eq!(cases.len(), 1);
+        assert!(matches!(cases[0].outcome, Outcome::Fail(_)));
+        assert_eq!(cases[0].kernel, "-");
+        // A module the verifier refuses: a case expecting that code passes, another fails.
+        let bad = "kernel k(o: buf<u32, rw>) { o[0] = 1.0; }\n\
+            run k { grid = [1]; block = [1]; arg o = fill(1, 0); expect refused XPU-V031; }\n\
+            run k { grid = [1]; block = [1]; arg o = fill(1, 0); expect refused XPU-V001; }";
+        let cases = run_text(bad);
+        assert_eq!(cases[0].outcome, Outcome::Pass, "{}", cases[0]);
+        assert!(matches!(cases[1].outcome, Outcome::Fail(_)), "{}", cases[1]);
+        assert!(
+            cases[1].to_string().contains("error[XPU-V031]"),
+            "{}",
+            cases[1]
+        );
+    }
+
+    #[test]
+    fn interp_device_programs_share_the_module() {
+        let module = verified(SAXPY);
+        let device = Device::open(Backend::Interp).unwrap();
+        let program = device.load(&module).unwrap();
+        assert!(program.kernel("saxpy").is_ok());
+        assert_eq!(
+            program.kernel("nope").unwrap_err().code(),
+            crate::launch::codes::NO_CODE
+        );
+        let m = program.manifest("saxpy").unwrap();
+        assert_eq!(m.backend, Backend::Interp);
+        assert_eq!(m.registers_per_thread, None);
+    }
+}
