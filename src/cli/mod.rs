@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod bench;
 mod check;
 mod fmt;
 mod run;
@@ -32,6 +33,8 @@ enum Command {
     Fmt { file: PathBuf },
     /// Execute the run blocks of kernel files and compare with their expectations.
     Run(run::RunArgs),
+    /// GPU benchmarks against peers measured in the same run (`xpu bench cuda`).
+    Bench(bench::BenchArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -47,6 +50,7 @@ pub fn main() -> ExitCode {
         Command::Check { paths } => check::check(&paths),
         Command::Fmt { file } => fmt::fmt(&file),
         Command::Run(args) => run::run(&args),
+        Command::Bench(args) => bench::bench(&args),
     }
 }
 

@@ -19,6 +19,7 @@
 //! - **Timing**: events with timing enabled give the Event tier of `KernelTimer`.
 
 use super::cache::{hash_hex, CodeCache, DeviceKey, Hit};
+use super::llvm::target::LoweringTarget;
 use super::llvm::{self, nvptx::Nvptx, KernelAbi, ParamAbi};
 use super::{
     Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
@@ -202,6 +203,11 @@ impl CudaDevice {
         })
     }
 
+    /// `module` on this device, as the concrete program (for first-use reports).
+    pub fn load_program(&self, module: &Arc<VerifiedModule>) -> Arc<CudaProgram> {
+        Arc::new(CudaProgram::new(self, module.clone()))
+    }
+
     /// The compute capability as `major * 10 + minor`.
     pub fn arch(&self) -> u32 {
         self.arch
@@ -374,7 +380,7 @@ impl DeviceImpl for CudaDevice {
     }
 
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
-        Ok(Arc::new(CudaProgram::new(self, module.clone())))
+        Ok(self.load_program(module))
     }
 
     fn timer_tier(&self) -> TimerTier {

@@ -879,7 +879,7 @@ fn lower_function<'ctx>(
                     let g = cx.module.add_global(
                         ty,
                         Some(target.shared_space()),
-                        &format!("{sym}.{}", s.name),
+                        &format!("{sym}__{}", s.name),
                     );
                     g.set_linkage(Linkage::Internal);
                     g.set_initializer(&ty.get_undef());
@@ -891,7 +891,7 @@ fn lower_function<'ctx>(
                     let g = cx.module.add_global(
                         ty,
                         Some(target.shared_space()),
-                        &format!("{sym}.{}", s.name),
+                        &format!("{sym}__{}", s.name),
                     );
                     g.set_linkage(Linkage::External);
                     g

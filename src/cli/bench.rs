@@ -1,0 +1,415 @@
+//! `xpu bench cuda`: GPU benchmarks runnable from the stripped `xpu` binary alone (the GPU
+//! machine has no Rust). Each figure is a median of timed rounds on device events, printed
+//! beside a peer measured in the same run:
+//!
+//! - `saxpy` and STREAM `triad` on `--elems` floats (default 256M) against a device-to-device
+//!   copy (`cuMemcpyDtoD`) of the same bytes moved;
+//! - a tiled `sgemm` (64×64 tiles, 4×4 per work-item) at `--gemm` (default 4096) in TFLOP/s;
+//! - host launch cost: `Kernel::launch` through the backend against a bare `cuLaunchKernel`
+//!   of the same PTX function with pre-packed parameters.
+//!
+//! `--json` prints one JSON object instead of the table, for `benches/peers/cuda/bench.py`,
+//! which adds the nvcc-compiled CUDA C++ and `torch.matmul` columns.
+
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// The backend to benchmark (`cuda`).
+    pub backend: String,
+    /// Elements of the streaming benchmarks.
+    #[arg(long, default_value_t = 256 << 20)]
+    pub elems: usize,
+    /// The square matrix size of sgemm (a multiple of 64).
+    #[arg(long, default_value_t = 4096)]
+    pub gemm: u32,
+    /// Timed rounds per figure (the median is reported).
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The benchmark kernels, in the text format.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub const KERNELS: &str = r#"
+kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+kernel triad(a: buf<f32, rw>, b: buf<f32>, c: buf<f32>, s: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        a[i] = b[i] + s * c[i];
+    }
+}
+
+kernel touch(a: buf<f32, rw>, n: u32) {
+    if global_id.x >= n {
+        a[0] = 0.0;
+    }
+}
+
+@occupancy(max_threads = 256)
+kernel sgemm(c: buf<f32, rw>, a: buf<f32>, b: buf<f32>, n: u32) {
+    shared ta: [f32; 1024];
+    shared tb: [f32; 1024];
+    let tx: u32 = local_id.x;
+    let ty: u32 = local_id.y;
+    let tid: u32 = ty * 16 + tx;
+    let acc: [f32; 16];
+    for i: u32 in 0..16 {
+        acc[i] = 0.0;
+    }
+    for t: u32 in 0..n step 16 {
+        for l: u32 in 0..4 {
+            let e: u32 = tid + l * 256;
+            ta[e] = a[(group_id.y * 64 + e / 16) * n + t + e % 16];
+            tb[e] = b[(t + e / 64) * n + group_id.x * 64 + e % 64];
+        }
+        barrier();
+        for kk: u32 in 0..16 {
+            for i: u32 in 0..4 {
+                let av: f32 = ta[(ty * 4 + i) * 16 + kk];
+                for j: u32 in 0..4 {
+                    acc[i * 4 + j] += av * tb[kk * 64 + tx * 4 + j];
+                }
+            }
+        }
+        barrier();
+    }
+    for i: u32 in 0..4 {
+        for j: u32 in 0..4 {
+            c[(group_id.y * 64 + ty * 4 + i) * n + group_id.x * 64 + tx * 4 + j] = acc[i * 4 + j];
+        }
+    }
+}
+"#;
+
+pub fn bench(args: &BenchArgs) -> ExitCode {
+    if args.backend != "cuda" {
+        eprintln!(
+            "xpu bench: only `cuda` is benchmarked here (got `{}`)",
+            args.backend
+        );
+        return ExitCode::from(2);
+    }
+    imp::run(args)
+}
+
+#[cfg(not(feature = "cuda"))]
+mod imp {
+    use std::process::ExitCode;
+
+    pub fn run(_: &super::BenchArgs) -> ExitCode {
+        eprintln!("xpu bench cuda: this binary was built without the `cuda` feature");
+        ExitCode::from(2)
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod imp {
+    use super::BenchArgs;
+    use crate::devices::cuda::{CodeSource, CudaDevice, CudaProgram};
+    use crate::devices::{
+        BufferBinding, DeviceArg, DeviceImpl, DeviceMemory, Init, ProgramImpl, StreamImpl,
+    };
+    use crate::ir::{ElemType, Scalar};
+    use crate::launch::{HostValue, Launch};
+    use std::process::ExitCode;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    fn median(mut v: Vec<f64>) -> f64 {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    }
+
+    struct Ctx<'a> {
+        dev: &'a CudaDevice,
+        stream: Arc<dyn StreamImpl>,
+        reps: usize,
+    }
+
+    impl Ctx<'_> {
+        /// Device seconds of `f` (enqueued on the stream), median over the rounds after one
+        /// warm-up.
+        fn time(&self, mut f: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+            f()?;
+            self.stream.sync().map_err(|e| e.to_string())?;
+            let mut v = Vec::new();
+            for _ in 0..self.reps {
+                let a = self.stream.record().map_err(|e| e.to_string())?;
+                f()?;
+                let b = self.stream.record().map_err(|e| e.to_string())?;
+                b.sync().map_err(|e| e.to_string())?;
+                let d = b
+                    .elapsed_since(a.as_ref())
+                    .ok_or("event timing unavailable")?;
+                v.push(d.as_secs_f64());
+            }
+            Ok(median(v))
+        }
+    }
+
+    fn buf(mem: &Arc<dyn DeviceMemory>, writable: bool) -> DeviceArg {
+        DeviceArg::Buffer(BufferBinding {
+            memory: mem.clone(),
+            offset: 0,
+            len: mem.size(),
+            elem: ElemType::scalar(Scalar::F32),
+            writable,
+        })
+    }
+
+    fn f32v(x: f32) -> DeviceArg {
+        DeviceArg::Value(HostValue::scalar(Scalar::F32, x.to_bits() as u64))
+    }
+
+    fn u32v(x: u32) -> DeviceArg {
+        DeviceArg::Value(HostValue::scalar(Scalar::U32, x as u64))
+    }
+
+    pub fn run(args: &BenchArgs) -> ExitCode {
+        match go(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("xpu bench cuda: {e}");
+                ExitCode::from(1)
+            }
+        }
+    }
+
+    fn go(args: &BenchArgs) -> Result<(), String> {
+        let dev = CudaDevice::open(0).map_err(|e| e.to_string())?;
+        let module = crate::ir::parse(super::KERNELS)
+            .map_err(|e| e.render("bench.xk"))?
+            .verify()
+            .map_err(|e| e.render("bench.xk"))?;
+        let module = Arc::new(module);
+        let program = dev.load_program(&module);
+        let stream = dev.create_stream().map_err(|e| e.to_string())?;
+        let cx = Ctx {
+            dev: &dev,
+            stream: stream.clone(),
+            reps: args.reps.max(1),
+        };
+        let mut rows: Vec<(String, f64, String)> = Vec::new();
+        let name = dev.facts().name.clone().unwrap_or_default();
+
+        // First use of every kernel: where its PTX came from and what it cost.
+        let mut kernels = std::collections::HashMap::new();
+        for k in ["saxpy", "triad", "touch", "sgemm"] {
+            let h = module.kernel(k).ok_or(format!("no kernel {k}"))?;
+            let imp = program
+                .kernel(k, module.function(h))
+                .map_err(|e| e.to_string())?;
+            kernels.insert(k, imp);
+        }
+        let cuda_program = program_first_use(&program);
+
+        let n = args.elems;
+        let bytes = n * 4;
+        let a = dev.alloc(bytes, Init::Any).map_err(|e| e.to_string())?;
+        let b = dev.alloc(bytes, Init::Any).map_err(|e| e.to_string())?;
+        let c = dev.alloc(bytes, Init::Any).map_err(|e| e.to_string())?;
+        let grid = (n as u32).div_ceil(256);
+        let l1 = Launch::grid([grid]).block([256]);
+
+        let copy_s = cx.time(|| {
+            dev.copy(stream.as_ref(), &b, 0, &a, 0, bytes)
+                .map_err(|e| e.to_string())
+        })?;
+        let copy_gbs = 2.0 * bytes as f64 / copy_s / 1e9;
+        rows.push(("memcpy DtoD (GB/s)".into(), copy_gbs, "peer".into()));
+        let saxpy_args = vec![buf(&a, true), buf(&b, false), f32v(2.0), u32v(n as u32)];
+        let s = cx.time(|| {
+            kernels["saxpy"]
+                .launch(stream.as_ref(), &l1, &saxpy_args)
+                .map_err(|e| e.to_string())
+        })?;
+        let gbs = 3.0 * bytes as f64 / s / 1e9;
+        rows.push((
+            "saxpy (GB/s)".into(),
+            gbs,
+            format!("{:.3} of DtoD", gbs / copy_gbs),
+        ));
+        let triad_args = vec![
+            buf(&a, true),
+            buf(&b, false),
+            buf(&c, false),
+            f32v(3.0),
+            u32v(n as u32),
+        ];
+        let s = cx.time(|| {
+            kernels["triad"]
+                .launch(stream.as_ref(), &l1, &triad_args)
+                .map_err(|e| e.to_string())
+        })?;
+        let gbs = 3.0 * bytes as f64 / s / 1e9;
+        rows.push((
+            "triad (GB/s)".into(),
+            gbs,
+            format!("{:.3} of DtoD", gbs / copy_gbs),
+        ));
+        drop((a, b, c));
+
+        // sgemm.
+        let g = args.gemm - args.gemm % 64;
+        let mbytes = g as usize * g as usize * 4;
+        let ma = dev.alloc(mbytes, Init::Any).map_err(|e| e.to_string())?;
+        let mb = dev.alloc(mbytes, Init::Any).map_err(|e| e.to_string())?;
+        let mc = dev.alloc(mbytes, Init::Any).map_err(|e| e.to_string())?;
+        // Small integers keep the inputs finite.
+        let host: Vec<u8> = (0..g as usize * g as usize)
+            .flat_map(|i| (((i * 7) % 5) as f32 - 2.0).to_le_bytes())
+            .collect();
+        dev.write(stream.as_ref(), &ma, 0, &host)
+            .map_err(|e| e.to_string())?;
+        dev.write(stream.as_ref(), &mb, 0, &host)
+            .map_err(|e| e.to_string())?;
+        let gl = Launch::grid([g / 64, g / 64]).block([16, 16]);
+        let gemm_args = vec![buf(&mc, true), buf(&ma, false), buf(&mb, false), u32v(g)];
+        let s = cx.time(|| {
+            kernels["sgemm"]
+                .launch(stream.as_ref(), &gl, &gemm_args)
+                .map_err(|e| e.to_string())
+        })?;
+        let tflops = 2.0 * (g as f64).powi(3) / s / 1e12;
+        rows.push((
+            format!("sgemm {g}^3 (TFLOP/s)"),
+            tflops,
+            "peer: torch.matmul in bench.py".into(),
+        ));
+
+        // Host launch cost.
+        let touch_args = vec![buf(&mc, true), u32v(u32::MAX)];
+        let tl = Launch::grid([1]).block([32]);
+        let launches = 20_000;
+        let t0 = Instant::now();
+        for _ in 0..launches {
+            kernels["touch"]
+                .launch(stream.as_ref(), &tl, &touch_args)
+                .map_err(|e| e.to_string())?;
+        }
+        stream.sync().map_err(|e| e.to_string())?;
+        let ours = t0.elapsed().as_secs_f64() / launches as f64;
+        let bare = bare_launch_cost(&cx, &mc, launches)?;
+        rows.push((
+            "launch, xpu (us)".into(),
+            ours * 1e6,
+            format!("{:.2}x bare", ours / bare),
+        ));
+        rows.push((
+            "launch, bare cuLaunchKernel (us)".into(),
+            bare * 1e6,
+            "peer".into(),
+        ));
+
+        if args.json {
+            let items: Vec<String> = rows
+                .iter()
+                .map(|(k, v, _)| format!("  \"{}\": {v:.4}", k.replace('"', "'")))
+                .collect();
+            println!("{{\n  \"device\": \"{name}\",\n{}\n}}", items.join(",\n"));
+        } else {
+            println!("xpu bench cuda on {name} (median of {} rounds)", cx.reps);
+            if let Some(line) = cuda_program {
+                println!("{line}");
+            }
+            println!("{:<36} {:>12}  {}", "measure", "value", "ratio");
+            for (k, v, r) in &rows {
+                println!("{k:<36} {v:>12.3}  {r}");
+            }
+        }
+        let _ = cx.dev;
+        Ok(())
+    }
+
+    /// The first-use line for the saxpy kernel: where its PTX came from and what it cost.
+    fn program_first_use(program: &CudaProgram) -> Option<String> {
+        let f = program.first_use("saxpy")?;
+        let src = match f.source {
+            CodeSource::Lowered => "lowered by LLVM (cold)",
+            CodeSource::Memory => "from the memory cache",
+            CodeSource::Disk => "from the disk cache (warm)",
+        };
+        Some(format!(
+            "first use of saxpy: PTX {src} in {:.2} ms, driver load {:.2} ms",
+            ms(f.code),
+            ms(f.load)
+        ))
+    }
+
+    fn ms(d: Duration) -> f64 {
+        d.as_secs_f64() * 1e3
+    }
+
+    /// Seconds per launch of the same PTX through `cuLaunchKernel` with parameters packed
+    /// once, as a bare `cudarc` program would.
+    fn bare_launch_cost(
+        cx: &Ctx<'_>,
+        mem: &Arc<dyn DeviceMemory>,
+        launches: usize,
+    ) -> Result<f64, String> {
+        use cudarc::driver::result;
+        let ptx = crate::devices::llvm::lower(
+            &crate::ir::parse(super::KERNELS).map_err(|e| e.render("bench.xk"))?,
+            &[crate::devices::llvm::KernelRef::plain(
+                crate::ir::parse(super::KERNELS)
+                    .map_err(|e| e.render("bench.xk"))?
+                    .function("touch")
+                    .ok_or("no touch kernel")?,
+            )],
+            &crate::devices::llvm::nvptx::Nvptx::new(cx.dev.arch()),
+            &Default::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut image = ptx.code.clone();
+        image.push(0);
+        // SAFETY: NUL-terminated PTX; the module lives until the end of this function.
+        let module = unsafe { result::module::load_data(image.as_ptr() as *const _) }
+            .map_err(|e| format!("{e:?}"))?;
+        // SAFETY: a live module with entry `touch`.
+        let f = unsafe {
+            result::module::get_function(module, std::ffi::CString::new("touch").unwrap())
+        }
+        .map_err(|e| format!("{e:?}"))?;
+        let m = mem
+            .as_any()
+            .downcast_ref::<crate::devices::cuda::CudaMemory>()
+            .ok_or("foreign memory")?;
+        let mut p0 = m.device_ptr();
+        let mut p1 = (mem.size() / 4) as u32;
+        let mut p2 = u32::MAX;
+        let mut params = [
+            &mut p0 as *mut u64 as *mut std::ffi::c_void,
+            &mut p1 as *mut u32 as *mut std::ffi::c_void,
+            &mut p2 as *mut u32 as *mut std::ffi::c_void,
+        ];
+        let s = cx
+            .stream
+            .as_any()
+            .downcast_ref::<crate::devices::cuda::CudaStream>()
+            .ok_or("foreign stream")?
+            .raw();
+        let t0 = Instant::now();
+        for _ in 0..launches {
+            // SAFETY: parameters match the kernel's (ptr, len, n); all outlive the launches,
+            // which complete before the stream sync below.
+            unsafe { result::launch_kernel(f, (1, 1, 1), (32, 1, 1), 0, s, &mut params) }
+                .map_err(|e| format!("{e:?}"))?;
+        }
+        cx.stream.sync().map_err(|e| e.to_string())?;
+        let t = t0.elapsed().as_secs_f64() / launches as f64;
+        // SAFETY: no launch of this module is pending after the sync.
+        unsafe {
+            let _ = result::module::unload(module);
+        }
+        Ok(t)
+    }
+}
