@@ -14,9 +14,11 @@ import math
 import os
 import sys
 
-import numpy as np
+sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
-from xk import (
+import numpy as np  # noqa: E402
+
+from xk import (  # noqa: E402
     ROOT,
     f32_from_bits,
     float_to_int,
