@@ -243,16 +243,18 @@ pub fn instance_name(template: &str, args: &[u32]) -> String {
     format!("{template}<{}>", args.join(","))
 }
 
-/// Every instance of every template of `module`, each with its template and arguments;
-/// problems go to `sink` (requirements, caps, argument counts, duplicates, constants).
+/// Every instance of every `sound` template of `module` (one that passed the generic
+/// checks), each with its template and arguments; problems go to `sink` (requirements,
+/// caps, argument counts, duplicates, constants).
 pub(crate) fn instantiate_all(
     module: &Module,
+    sound: impl Fn(Handle<Function>) -> bool,
     sink: &mut Sink,
 ) -> Vec<(Handle<Function>, Vec<u32>, Function)> {
     let mut out = Vec::new();
     for (h, f) in module.functions.iter() {
         let Some(t) = &f.template else { continue };
-        if f.kind != FunctionKind::Kernel {
+        if f.kind != FunctionKind::Kernel || !sound(h) {
             continue;
         }
         let cap = t.max.unwrap_or(crate::ir::TemplateInfo::DEFAULT_MAX);

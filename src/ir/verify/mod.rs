@@ -140,8 +140,8 @@ impl Sink {
         self.push(code, span, message);
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.diags.is_empty()
+    pub(crate) fn len(&self) -> usize {
+        self.diags.len()
     }
 
     fn finish(mut self) -> Result<(), Diagnostics> {
@@ -161,25 +161,27 @@ pub fn verify(module: Module) -> Result<VerifiedModule, Diagnostics> {
     let mut sink = Sink::default();
     items::check(&module, &mut sink);
     let mut types = Vec::with_capacity(module.functions.len());
+    let mut broken = Vec::with_capacity(module.functions.len());
     for (_, f) in module.functions.iter() {
+        let before = sink.len();
         decls::check(&module, f, &mut sink);
         let typed = typeck::check_function(&module, f);
         body::check(&module, f, &typed, &mut sink);
         types.push(typed.types());
-    }
-    if !sink.is_empty() {
-        return Err(sink.finish().unwrap_err());
+        broken.push(sink.len() > before);
     }
 
-    // Instantiate templates and fold constants; problems here are per instance.
+    // Instantiate the templates that passed, so that their instances' problems are
+    // reported beside any others; then fold the constants of concrete functions.
     let mut module = module;
-    let mut origins: Vec<Option<(Handle<Function>, Vec<u32>)>> = vec![None; module.functions.len()];
-    let instances = template::instantiate_all(&module, &mut sink);
+    let mut origins: Vec<Option<(Handle<Function>, Vec<u32>)>> =
+        vec![None; module.functions.len()];
+    let instances = template::instantiate_all(&module, |h| !broken[h.index()], &mut sink);
     template::fold_concrete(&mut module);
     for (origin, args, f) in instances {
         let typed = typeck::check_function(&module, &f);
         // The template passed, so an instance can only fail through its constants (checked
-        // while instantiating); re-checking the body keeps that promise honest.
+        // while instantiating); re-checking keeps that promise honest.
         decls::check(&module, &f, &mut sink);
         body::check(&module, &f, &typed, &mut sink);
         types.push(typed.types());
