@@ -45,5 +45,5 @@ fn main() {
 
 /// The module in the text format.
 fn render(verified: &xpu::ir::VerifiedModule) -> String {
-    format!("{:#?}\n", verified.module())
+    xpu::ir::print(verified.module())
 }

@@ -124,6 +124,122 @@ fn saxpy_and_reduction_verify() {
     assert!(v.expr_types(k).iter().all(Option::is_some));
 }
 
+/// The text of `reduce_shared` as the parser reads it (and the printer writes it).
+const REDUCE_SHARED: &str = "\
+kernel reduce_shared(partial: buf<u32, rw>, total: buf<u32, rw>, x: buf<u32>, n: u32) {
+    shared s: [u32; 256];
+    let l: u32 = local_id.x;
+    let i: u32 = global_id.x;
+    let v: u32 = 0;
+    if i < n {
+        v = x[i];
+    }
+    s[l] = v;
+    barrier();
+    let stride: u32 = group_size.x / 2;
+    while stride > 0 {
+        if l < stride {
+            s[l] += s[l + stride];
+        }
+        barrier();
+        stride /= 2;
+    }
+    if l == 0 {
+        partial[group_id.x] = s[0];
+        atomic_add(total[0], s[0]);
+    }
+}
+";
+
+const SAXPY: &str = "\
+kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = a * x[i] + y[i];
+    }
+}
+";
+
+/// `reduce_shared` built in Rust, node for node what the parser makes of [`REDUCE_SHARED`].
+fn reduce_shared(mb: &mut ModuleBuilder) {
+    mb.kernel("reduce_shared", |f| {
+        let partial = buf(f, "partial", Scalar::U32, true);
+        let total = buf(f, "total", Scalar::U32, true);
+        let x = buf(f, "x", Scalar::U32, false);
+        let n = f.param("n", Type::U32);
+        let s = f.shared("s", ElemType::scalar(Scalar::U32), Some(Len::Fixed(256)));
+        let lid = f.local_id(Dim::X);
+        let l = f.let_("l", Type::U32, lid);
+        let gid = f.global_id(Dim::X);
+        let i = f.let_("i", Type::U32, gid);
+        let zero = f.u32(0);
+        let v = f.let_("v", Type::U32, zero);
+        let (iv, nv) = (f.get(i), f.param_value(n));
+        let c = f.lt(iv, nv);
+        f.if_then(c, |f| {
+            let iv = f.get(i);
+            let xi = f.index(x, iv);
+            f.assign(v, xi);
+        });
+        let (lv, vv) = (f.get(l), f.get(v));
+        f.store(s, lv, vv);
+        f.barrier();
+        let (gs, two) = (f.group_size(Dim::X), f.u32(2));
+        let half = f.div(gs, two);
+        let stride = f.let_("stride", Type::U32, half);
+        let (sv, zero) = (f.get(stride), f.u32(0));
+        let more = f.gt(sv, zero);
+        f.while_(None, more, |f| {
+            let (lv, sv) = (f.get(l), f.get(stride));
+            let c = f.lt(lv, sv);
+            f.if_then(c, |f| {
+                let lv = f.get(l);
+                let a = f.index(s, lv);
+                let (lv, sv) = (f.get(l), f.get(stride));
+                let j = f.add(lv, sv);
+                let b = f.index(s, j);
+                let sum = f.add(a, b);
+                let lv = f.get(l);
+                f.store(s, lv, sum);
+            });
+            f.barrier();
+            let (sv, two) = (f.get(stride), f.u32(2));
+            let h = f.div(sv, two);
+            f.assign(stride, h);
+        });
+        let (lv, zero) = (f.get(l), f.u32(0));
+        let first = f.eq(lv, zero);
+        f.if_then(first, |f| {
+            let g = f.group_id(Dim::X);
+            let z = f.u32(0);
+            let s0 = f.index(s, z);
+            f.store(partial, g, s0);
+            let (z, z2) = (f.u32(0), f.u32(0));
+            let s0 = f.index(s, z2);
+            let old = f.atomic(AtomicOp::Add, total, z, s0);
+            f.eval(old);
+        });
+    });
+}
+
+#[test]
+fn built_and_parsed_kernels_print_identically() {
+    for (text, build) in [
+        (SAXPY, saxpy as fn(&mut ModuleBuilder)),
+        (REDUCE_SHARED, reduce_shared),
+    ] {
+        let mut mb = ModuleBuilder::new();
+        build(&mut mb);
+        let built = mb.finish();
+        let parsed = xpu::ir::parse(text).expect("parses");
+        assert_eq!(xpu::ir::print(&built), xpu::ir::print(&parsed));
+        assert_eq!(xpu::ir::print(&built), text);
+        // Both verify, to the same concrete kernels.
+        let (b, p) = (built.verify().unwrap(), parsed.verify().unwrap());
+        assert_eq!(b.kernels().count(), p.kernels().count());
+    }
+}
+
 #[test]
 fn all_problems_collected_in_source_order() {
     let m = kernel(|f| {
