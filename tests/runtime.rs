@@ -701,3 +701,22 @@ fn xpu_run_exit_statuses_and_selection() {
     assert!(out.contains("  k  interp"), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn force_selects_before_the_first_touch() {
+    // The only test in this binary that touches process-wide selection.
+    assert_eq!(
+        Device::force("metal").unwrap_err().code(),
+        xpu::devices::codes::UNKNOWN_BACKEND
+    );
+    Device::force("interp").unwrap();
+    let current = Device::current().unwrap();
+    assert_eq!(current.backend(), Backend::Interp);
+    assert_eq!(Device::active_backend(), Backend::Interp);
+    // Selection is cached: forcing the same backend again is fine, another is refused.
+    Device::force("interp").unwrap();
+    let e = Device::force("vulkan").unwrap_err();
+    assert_eq!(e.code(), xpu::devices::codes::ALREADY_SELECTED);
+    assert!(e.to_string().contains("already selected"), "{e}");
+    assert_eq!(Device::current().unwrap(), current);
+}
