@@ -675,6 +675,8 @@ impl Lowerer<'_> {
         }
     }
 
+    /// An array length: a literal that fits `u32` is fixed; anything else (an expression, or
+    /// a literal too large, which the verifier reports) is a constant expression.
     fn len(&mut self, func: &mut Function, e: &ast::Expr) -> LResult<Len> {
         if let ExprKind::Num {
             num:
@@ -686,17 +688,9 @@ impl Lowerer<'_> {
             neg: false,
         } = &e.kind
         {
-            return match u32::try_from(*value) {
-                Ok(v) => Ok(Len::Fixed(v)),
-                Err(_) => {
-                    self.error(
-                        codes::RANGE,
-                        e.span,
-                        format!("length {value} does not fit u32"),
-                    );
-                    Err(())
-                }
-            };
+            if let Ok(v) = u32::try_from(*value) {
+                return Ok(Len::Fixed(v));
+            }
         }
         Ok(Len::Const(self.const_expr(func, e)?))
     }
@@ -1204,15 +1198,15 @@ impl Lowerer<'_> {
                         Some(Resolved::Shared(h)) => Some(Base::Shared(h)),
                         Some(Resolved::Local(l)) => {
                             let is_array = matches!(cx.func.locals[l].ty, Type::Array { .. });
-                            match (is_array, self.lane_literal(index)) {
-                                (false, Some(lane)) => {
+                            if !is_array {
+                                if let Some(lane) = self.lane_literal(index) {
                                     return Ok(Place::Lane {
                                         local: l,
                                         lane: lane?,
-                                    })
+                                    });
                                 }
-                                _ => Some(Base::Local(l)),
                             }
+                            Some(Base::Local(l))
                         }
                         Some(Resolved::TParam(_)) => None,
                         None => {
