@@ -8,6 +8,7 @@ pub mod facts;
 pub mod filetest;
 pub mod interp;
 pub mod ir;
+pub mod jit;
 pub mod launch;
 pub mod manifest;
 pub mod stream;

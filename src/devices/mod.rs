@@ -19,6 +19,7 @@
 //! Adding a backend: a module here implementing the traits, a `pub mod` line, and an arm in
 //! [`open_backend`].
 
+pub mod cpu;
 pub mod host;
 pub mod interp;
 // The NVIDIA backend and the LLVM lowering it shares with AMDGPU (engineer F).
@@ -359,10 +360,11 @@ static CURRENT: OnceLock<Device> = OnceLock::new();
 fn open_backend(backend: Backend) -> Result<Arc<dyn DeviceImpl>, DeviceError> {
     match backend {
         Backend::Interp => Ok(Arc::new(interp::InterpDevice::new())),
+        Backend::Cpu => Ok(Arc::new(cpu::CpuDevice::new())),
         // (A guard, so that the catch-all arm below still names Cuda for builds without it.)
         #[cfg(feature = "cuda")]
         Backend::Cuda if cfg!(feature = "cuda") => Ok(Arc::new(cuda::CudaDevice::open(0)?)),
-        Backend::Cpu | Backend::Cuda | Backend::Hip | Backend::Vulkan => {
+        Backend::Cuda | Backend::Hip | Backend::Vulkan => {
             Err(DeviceError::NotCompiled { backend })
         }
     }

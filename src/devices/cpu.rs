@@ -1,0 +1,364 @@
+//! The host CPU as a device (`Backend::Cpu`, contract §3.7): kernels JIT-compiled by
+//! [`crate::jit`] and run in this process over a pool of worker threads.
+//!
+//! - Memory is plain host memory ([`super::host`], 64-byte aligned, no defined-byte
+//!   tracking); upload and download are copies; streams execute eagerly.
+//! - Facts describe the host: logical cores as multiprocessors, the SIMD width for 32-bit
+//!   lanes as the wave, physical memory, integrated memory, native 64-bit atomics; what the OS
+//!   does not report is absent.
+//! - A kernel's code is compiled per launch shape (block and wave), cached per program; the
+//!   manifest records the wave it was built at and its static shared memory (no registers or
+//!   spills: the host reports none).
+//! - A launch binds each buffer view as a base pointer and length, runs the grid's workgroups
+//!   over at most `worker_cap()` threads (`CAJETA_XPU_CPU_WORKERS`, or
+//!   [`CpuDevice::set_worker_cap`]), and turns a fault the generated code caught
+//!   (out of bounds, division by zero, barrier divergence, a broken `align`) into a
+//!   [`LaunchError`] naming kernel, line and index. Nothing out of bounds is ever touched.
+
+use super::host::{self, HostMemory, HostStream, ReadyRead};
+use super::{
+    Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, Init, KernelImpl, ProgramImpl,
+    ReadTicket, StreamImpl,
+};
+use crate::facts::DeviceFacts;
+use crate::ir::{Function, Handle, Type, VerifiedModule};
+use crate::jit::{self, BufRef, CompiledKernel, Fault};
+use crate::launch::{Launch, LaunchError};
+use crate::manifest::KernelManifest;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The host CPU device.
+pub struct CpuDevice {
+    facts: DeviceFacts,
+    cap: AtomicUsize,
+}
+
+impl Default for CpuDevice {
+    fn default() -> Self {
+        CpuDevice::new()
+    }
+}
+
+/// Workers a launch may use when nothing caps them: `CAJETA_XPU_CPU_WORKERS`, else every
+/// core.
+fn default_cap() -> usize {
+    std::env::var("CAJETA_XPU_CPU_WORKERS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(jit::pool::host_cores)
+}
+
+impl CpuDevice {
+    pub fn new() -> Self {
+        let wave = jit::host_simd_width();
+        let facts = DeviceFacts {
+            wave_width: Some(wave),
+            supported_wave_widths: Some(vec![1, 2, 4, 8, 16, 32, 64]),
+            integrated: Some(true),
+            int64_atomics: Some(true),
+            ..DeviceFacts::host(Backend::Cpu)
+        };
+        CpuDevice {
+            facts,
+            cap: AtomicUsize::new(default_cap()),
+        }
+    }
+
+    /// Caps the worker threads a launch uses (`Device.setCpuWorkerCap`); 0 restores the
+    /// default.
+    pub fn set_worker_cap(&self, workers: usize) {
+        let n = if workers == 0 { default_cap() } else { workers };
+        self.cap.store(n, Ordering::Relaxed);
+    }
+
+    pub fn worker_cap(&self) -> usize {
+        self.cap.load(Ordering::Relaxed).max(1)
+    }
+}
+
+impl DeviceImpl for CpuDevice {
+    fn backend(&self) -> Backend {
+        Backend::Cpu
+    }
+
+    fn facts(&self) -> &DeviceFacts {
+        &self.facts
+    }
+
+    fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError> {
+        Ok(HostMemory::new(bytes, init, false)?)
+    }
+
+    fn write(
+        &self,
+        _stream: &dyn StreamImpl,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<(), DeviceError> {
+        host::write(mem.as_ref(), offset, src)
+    }
+
+    fn read(
+        &self,
+        _stream: &dyn StreamImpl,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Box<dyn ReadTicket>, DeviceError> {
+        Ok(Box::new(ReadyRead(host::read(mem.as_ref(), offset, len)?)))
+    }
+
+    fn copy(
+        &self,
+        _stream: &dyn StreamImpl,
+        src: &Arc<dyn DeviceMemory>,
+        src_offset: usize,
+        dst: &Arc<dyn DeviceMemory>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<(), DeviceError> {
+        host::copy(src.as_ref(), src_offset, dst.as_ref(), dst_offset, len)
+    }
+
+    fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
+        Ok(Arc::new(HostStream))
+    }
+
+    fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        Ok(Arc::new(CpuProgram {
+            module: module.clone(),
+            kernels: Mutex::new(HashMap::new()),
+            cap: self.worker_cap(),
+        }))
+    }
+}
+
+/// One compiled specialisation's key: the block and the wave.
+type SpecKey = ([u32; 3], u32);
+
+struct CpuProgram {
+    module: Arc<VerifiedModule>,
+    kernels: Mutex<HashMap<String, Arc<CpuKernel>>>,
+    cap: usize,
+}
+
+/// The block a kernel is first compiled at, to validate the lowering and fill the manifest.
+const PROBE_BLOCK: [u32; 3] = [256, 1, 1];
+
+/// Compiles `handle` of `module` at `block` and `wave`.
+pub fn compile(
+    module: &VerifiedModule,
+    handle: Handle<Function>,
+    block: [u32; 3],
+    wave: u32,
+) -> Result<CompiledKernel, jit::JitError> {
+    let f = module.function(handle);
+    let mut cfg = jit::config(f, block, None);
+    cfg.wave = wave;
+    let types = |h: Handle<Function>| module.expr_types(h);
+    CompiledKernel::compile(module.module(), handle, cfg, &types)
+}
+
+/// The wave a kernel is built at on this host: its `@wave(N)`, else the host's SIMD width.
+pub fn build_wave(kernel: &Function) -> u32 {
+    kernel
+        .attrs
+        .wave
+        .map(|(w, _)| w)
+        .unwrap_or_else(jit::host_simd_width)
+}
+
+impl CpuProgram {
+    fn get(&self, name: &str) -> Result<Arc<CpuKernel>, LaunchError> {
+        if let Some(k) = self.kernels.lock().get(name) {
+            return Ok(k.clone());
+        }
+        let handle = self.module.kernel(name).ok_or_else(|| LaunchError::NoCode {
+            kernel: name.to_string(),
+            backend: Backend::Cpu,
+            reason: "the program has no kernel of that name".into(),
+        })?;
+        let f = self.module.function(handle);
+        let wave = build_wave(f);
+        let probe = compile(&self.module, handle, PROBE_BLOCK, wave).map_err(|e| {
+            LaunchError::NoCode {
+                kernel: name.to_string(),
+                backend: Backend::Cpu,
+                reason: e.to_string(),
+            }
+        })?;
+        let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
+        manifest.built_wave = Some(wave);
+        manifest.code_bytes = Some(probe.code_bytes);
+        manifest.static_shared_bytes = Some(probe.static_shared as u64);
+        let compile_time = probe.compile_time;
+        let mut specs = HashMap::new();
+        specs.insert((PROBE_BLOCK, wave), Arc::new(probe));
+        let k = Arc::new(CpuKernel {
+            module: self.module.clone(),
+            handle,
+            manifest,
+            wave,
+            specs: Mutex::new(specs),
+            cap: self.cap,
+            compile_time: Mutex::new(compile_time),
+        });
+        self.kernels.lock().insert(name.to_string(), k.clone());
+        Ok(k)
+    }
+}
+
+impl ProgramImpl for CpuProgram {
+    fn kernel(&self, name: &str, _kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError> {
+        Ok(self.get(name)?)
+    }
+
+    fn manifest(&self, name: &str) -> Option<KernelManifest> {
+        self.get(name).ok().map(|k| k.manifest.clone())
+    }
+}
+
+/// A kernel on the CPU: its manifest and its compiled specialisations.
+pub struct CpuKernel {
+    module: Arc<VerifiedModule>,
+    handle: Handle<Function>,
+    manifest: KernelManifest,
+    wave: u32,
+    specs: Mutex<HashMap<SpecKey, Arc<CompiledKernel>>>,
+    cap: usize,
+    compile_time: Mutex<Duration>,
+}
+
+impl CpuKernel {
+    /// Total time spent compiling this kernel's specialisations so far.
+    pub fn compile_time(&self) -> Duration {
+        *self.compile_time.lock()
+    }
+
+    fn spec(&self, block: [u32; 3]) -> Result<Arc<CompiledKernel>, LaunchError> {
+        let key = (block, self.wave);
+        if let Some(c) = self.specs.lock().get(&key) {
+            return Ok(c.clone());
+        }
+        let c = compile(&self.module, self.handle, block, self.wave).map_err(|e| {
+            LaunchError::NoCode {
+                kernel: self.name().to_string(),
+                backend: Backend::Cpu,
+                reason: e.to_string(),
+            }
+        })?;
+        *self.compile_time.lock() += c.compile_time;
+        let c = Arc::new(c);
+        self.specs.lock().insert(key, c.clone());
+        Ok(c)
+    }
+
+    fn name(&self) -> &str {
+        &self.module.function(self.handle).name
+    }
+
+    fn fault(&self, f: Fault) -> LaunchError {
+        let kernel = self.name().to_string();
+        match f {
+            Fault::OutOfBounds {
+                line,
+                what,
+                index,
+                len,
+            } => LaunchError::OutOfBounds {
+                kernel,
+                line,
+                what,
+                index,
+                len,
+            },
+            Fault::DivByZero { line } => LaunchError::Device {
+                kernel,
+                message: format!(
+                    "line {line}: integer division by zero (undefined behaviour; the CPU backend stops the launch)"
+                ),
+            },
+            Fault::BarrierDivergence => LaunchError::Device {
+                kernel,
+                message: "barrier divergence: the waves of a workgroup stopped at different barriers (undefined behaviour)".into(),
+            },
+            Fault::Misaligned { line, index, align } => LaunchError::BrokenAlign {
+                kernel,
+                line,
+                index,
+                align,
+            },
+        }
+    }
+}
+
+impl KernelImpl for CpuKernel {
+    fn manifest(&self) -> &KernelManifest {
+        &self.manifest
+    }
+
+    fn launch(
+        &self,
+        _stream: &dyn StreamImpl,
+        launch: &Launch,
+        args: &[DeviceArg],
+    ) -> Result<(), LaunchError> {
+        let kernel = || self.name().to_string();
+        let code = self.spec(launch.block)?;
+        let device_error = |e: DeviceError| LaunchError::Device {
+            kernel: kernel(),
+            message: e.to_string(),
+        };
+        let mut locked = host::lock_bindings(args).map_err(device_error)?;
+        let function = self.module.function(self.handle);
+        let mut bufs = Vec::with_capacity(args.len());
+        let mut values = Vec::with_capacity(args.len());
+        for (i, arg) in args.iter().enumerate() {
+            let mut lanes = [0u64; 16];
+            let mut buf = BufRef {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            };
+            match arg {
+                DeviceArg::Buffer(b) => {
+                    if let Some(Some(view)) = locked.views.get(i) {
+                        let base = locked.allocations[view.allocation].as_mut_ptr();
+                        let elem = b.elem.size().max(1) as usize;
+                        // SAFETY: `lock_bindings` checked the view lies inside its allocation.
+                        buf.ptr = unsafe { base.add(view.offset) };
+                        buf.len = (view.len / elem) as u64;
+                    }
+                }
+                DeviceArg::Value(v) => {
+                    for (l, x) in v.lanes().iter().enumerate().take(16) {
+                        lanes[l] = *x;
+                    }
+                    if let Some(Type::Tag(_)) = function.params.get(i).map(|p| p.ty) {
+                        lanes[0] &= 0xffff_ffff;
+                    }
+                }
+            }
+            bufs.push(buf);
+            values.push(lanes);
+        }
+        // SAFETY: every buffer points into an allocation locked for this call, with its
+        // length in elements; the kernel's accesses are bounds-checked against it.
+        let r = unsafe {
+            code.launch(
+                launch.grid,
+                launch.shared_bytes,
+                &bufs,
+                &values,
+                self.cap,
+            )
+        };
+        drop(locked);
+        r.map_err(|f| self.fault(f))
+    }
+}

@@ -1,0 +1,3587 @@
+//! The lowering of one kernel to one Cranelift function that runs one workgroup.
+//!
+//! Shape of the generated function `fn(ctx: *mut LaunchCtx) -> u32` (0: done, else an error
+//! recorded in the context):
+//!
+//! ```text
+//! entry:        load the launch's uniform values (buffers, scalars, group id)
+//! region_head:  w = 0, next = NONE
+//! wave_head:    if w == waves: goto region_end
+//!               wave values (state pointer, local ids, initial mask); dispatch on `resume`
+//! start:        the kernel body for wave w, lanes as vectors under the exec mask ...
+//!   barrier k:  spill every variable in scope to the wave's state; record k; goto wave_next
+//! resume k:     reload the variables; continue after barrier k
+//! wave_next:    w += 1; goto wave_head
+//! region_end:   every wave finished: return 0; else resume = next; goto region_head
+//! ```
+//!
+//! All waves of a region must stop at the same barrier (or all finish); anything else is
+//! barrier divergence, reported as an error. Control flow with a uniform condition is a plain
+//! branch; divergent control flow runs under lane masks (see the module docs of `jit`).
+
+use super::analysis::{self, Analysis, Analyzer, Class, GeometryClass};
+use super::lanes::{chunks, per_chunk, uty, vty, Val};
+use super::{ctx_off, err, JitError, Site};
+use crate::ir::{
+    AtomicOp, Base, BinaryOp, Builtin, ElemType, Expr, ExprId, Function, Handle, Len, Literal,
+    Local, LoopKind, MathFn, Module, Place, ReduceOp, Scalar, Span, Stmt, StmtKind, Type,
+    UnaryOp, WaveOp,
+};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    types, AbiParam, AtomicRmwOp, Block, ConstantData, Endianness, FuncRef, InstBuilder,
+    MemFlagsData, Signature, StackSlotData, StackSlotKind, Value,
+};
+use cranelift_frontend::{FunctionBuilder, Switch, Variable};
+use cranelift_jit::JITModule;
+use cranelift_module::{Linkage, Module as _};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// What a kernel is compiled for.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Lanes per wave (the work-item loop's vector width).
+    pub wave: u32,
+    pub block: [u32; 3],
+    /// The host has a fused multiply-add instruction.
+    pub fma: bool,
+}
+
+/// What the lowering learned about the kernel, for the runtime.
+pub struct Lowered {
+    pub sites: Vec<Site>,
+    pub state_bytes: u32,
+    pub static_shared: u32,
+    pub shared_offsets: Vec<u32>,
+    pub waves: u32,
+    pub barriers: u32,
+}
+
+const FINISHED: i64 = 0x7fff_ffff;
+const NONE: i64 = -1;
+
+/// An expression's value.
+#[derive(Clone, Debug)]
+enum Ev {
+    /// Scalar or vector components (a tag is one `u32` component).
+    Vals(Vec<Val>),
+    /// A cooperative-matrix fragment: the address of its slots (per wave, in the state).
+    Mat(Value),
+    Void,
+}
+
+impl Ev {
+    fn vals(self) -> Vec<Val> {
+        match self {
+            Ev::Vals(v) => v,
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Where a local lives.
+#[derive(Clone)]
+enum Slot {
+    /// Per component, one scalar variable.
+    Uni(Vec<Variable>),
+    /// An affine integer: the base's variable and the stride.
+    Aff(Variable, i64),
+    /// Per component, one variable per chunk.
+    Var(Vec<Vec<Variable>>),
+    /// A private array at `off` in the wave's state, `[elem][component][lane]`.
+    Arr { off: u32, elem: ElemType, len: u32 },
+    /// A fragment of `n` slots at `off` in the wave's state.
+    Mat { off: u32, n: u32 },
+}
+
+struct Frame<'m> {
+    func: Handle<Function>,
+    f: &'m Function,
+    an: Rc<Analysis>,
+    types: &'m [Option<Type>],
+    /// Helper parameters (kernel parameters are in `Lower::kparams`).
+    params: Vec<Slot>,
+    locals: Vec<Option<Slot>>,
+    /// A helper's result variable and the block `return` jumps to.
+    ret: Option<Slot>,
+    exit: Option<Block>,
+    loop_base: usize,
+    is_kernel: bool,
+}
+
+struct LoopFrame {
+    label: Option<String>,
+    divergent: bool,
+    latch: Block,
+    exit: Block,
+    alive: Vec<Variable>,
+    exit_mask: Vec<Variable>,
+}
+
+enum KParam {
+    Buf { ptr: Value, len: Value, elem: ElemType },
+    Val(Vec<Val>),
+}
+
+pub struct Lower<'a, 'm> {
+    b: FunctionBuilder<'a>,
+    jm: &'a mut JITModule,
+    m: &'m Module,
+    cfg: Config,
+    an: Analyzer<'m>,
+    types_of: &'m dyn Fn(Handle<Function>) -> &'m [Option<Type>],
+    n: u32,
+    // entry values
+    ctx: Value,
+    kparams: Vec<KParam>,
+    group: [Value; 3],
+    ngroups: [Value; 3],
+    shared: Value,
+    dyn_len: Value,
+    scratch: Value,
+    shared_offsets: Vec<u32>,
+    shared_lens: Vec<Option<u32>>,
+    // wave values
+    state: Value,
+    wave_lin: Value,
+    local_ids: [Val; 3],
+    exec: Vec<Variable>,
+    driver: cranelift_codegen::ir::StackSlot,
+    frames: Vec<Frame<'m>>,
+    loops: Vec<LoopFrame>,
+    /// Where control goes when the exec mask becomes empty: the end of the innermost
+    /// masked `if` branch, loop body or function.
+    regions: Vec<Block>,
+    scope: Vec<(Variable, types::Type, u32)>,
+    state_size: u32,
+    has_barrier: bool,
+    resumes: Vec<Block>,
+    wave_next: Block,
+    pub sites: Vec<Site>,
+    funcs: HashMap<&'static str, FuncRef>,
+    kernel_name: String,
+}
+
+fn notrap() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+fn le() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+fn scalar_of(t: Type) -> Scalar {
+    match t {
+        Type::Scalar(s) | Type::Vector(s, _) => s,
+        Type::Tag(_) => Scalar::U32,
+        _ => Scalar::U32,
+    }
+}
+
+fn comps_of(t: Type) -> usize {
+    match t {
+        Type::Vector(_, n) => n as usize,
+        _ => 1,
+    }
+}
+
+/// Whether a function (or a helper it reaches) contains `barrier()`.
+pub fn has_barrier(m: &Module, f: &Function, depth: u32) -> bool {
+    fn block(m: &Module, b: &[Stmt], f: &Function, depth: u32) -> bool {
+        b.iter().any(|s| match &s.kind {
+            StmtKind::Barrier => true,
+            k => {
+                k.blocks().iter().any(|bl| block(m, bl, f, depth))
+                    || stmt_calls(f, s).iter().any(|&h| {
+                        depth < 64
+                            && m.functions
+                                .try_get(h)
+                                .is_some_and(|g| has_barrier(m, g, depth + 1))
+                    })
+            }
+        })
+    }
+    block(m, &f.body, f, depth)
+}
+
+fn stmt_calls(f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
+    let mut roots = Vec::new();
+    match &s.kind {
+        StmtKind::Let { init: Some(e), .. } | StmtKind::Expr(e) | StmtKind::Return(Some(e)) => {
+            roots.push(*e)
+        }
+        StmtKind::Assign { place, value } => {
+            roots.push(*value);
+            if let Place::Element { index, .. } = place {
+                roots.push(*index);
+            }
+        }
+        StmtKind::If { cond, .. } => roots.push(*cond),
+        StmtKind::Loop { kind, .. } => match kind {
+            LoopKind::While(c) => roots.push(*c),
+            LoopKind::For {
+                start, end, step, ..
+            } => {
+                roots.push(*start);
+                roots.push(*end);
+                roots.extend(step);
+            }
+            LoopKind::Infinite => {}
+        },
+        StmtKind::VStore { index, value, .. } => {
+            roots.push(*index);
+            roots.push(*value)
+        }
+        StmtKind::MatrixStore {
+            value,
+            offset,
+            stride,
+            ..
+        } => roots.extend([*value, *offset, *stride]),
+        _ => {}
+    }
+    let mut out = Vec::new();
+    let mut stack = roots;
+    let mut guard = 0;
+    while let Some(e) = stack.pop() {
+        guard += 1;
+        if guard > 100_000 {
+            break;
+        }
+        let Some(x) = f.exprs.try_get(e) else { continue };
+        if let Expr::Call { function, .. } = x {
+            out.push(*function);
+        }
+        x.for_each_operand(|o| stack.push(o));
+    }
+    out
+}
+
+impl<'a, 'm> Lower<'a, 'm> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        mut b: FunctionBuilder<'a>,
+        jm: &'a mut JITModule,
+        m: &'m Module,
+        kernel: Handle<Function>,
+        cfg: Config,
+        types_of: &'m dyn Fn(Handle<Function>) -> &'m [Option<Type>],
+    ) -> Self {
+        let f = &m.functions[kernel];
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let ctx = b.block_params(entry)[0];
+        let driver = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4));
+        let zero = b.ins().iconst(types::I32, 0);
+        let geometry = GeometryClass::new(cfg.block, cfg.wave);
+        let mut s = Lower {
+            b,
+            jm,
+            m,
+            cfg,
+            an: Analyzer::new(m, geometry, types_of),
+            types_of,
+            n: cfg.wave,
+            ctx,
+            kparams: Vec::new(),
+            group: [zero; 3],
+            ngroups: [zero; 3],
+            shared: zero,
+            dyn_len: zero,
+            scratch: zero,
+            shared_offsets: Vec::new(),
+            shared_lens: Vec::new(),
+            state: zero,
+            wave_lin: zero,
+            local_ids: [Val::U(zero), Val::U(zero), Val::U(zero)],
+            exec: Vec::new(),
+            driver,
+            frames: Vec::new(),
+            loops: Vec::new(),
+            regions: Vec::new(),
+            scope: Vec::new(),
+            state_size: 0,
+            has_barrier: has_barrier(m, f, 0),
+            resumes: Vec::new(),
+            wave_next: entry,
+            sites: Vec::new(),
+            funcs: HashMap::new(),
+            kernel_name: f.name.clone(),
+        };
+        s.prologue(f);
+        s
+    }
+
+    fn ptr_load(&mut self, off: i32) -> Value {
+        self.b.ins().load(types::I64, notrap(), self.ctx, off)
+    }
+
+    /// Loads everything uniform over the launch.
+    fn prologue(&mut self, f: &'m Function) {
+        let bufs = self.ptr_load(ctx_off::BUFS);
+        let args = self.ptr_load(ctx_off::ARGS);
+        for (i, p) in f.params.iter().enumerate() {
+            let kp = match p.ty {
+                Type::Buffer { elem, .. } => {
+                    let off = (i * 16) as i32;
+                    let ptr = self.b.ins().load(types::I64, notrap(), bufs, off);
+                    let len = self.b.ins().load(types::I64, notrap(), bufs, off + 8);
+                    KParam::Buf { ptr, len, elem }
+                }
+                t => {
+                    let s = scalar_of(t);
+                    let n = comps_of(t);
+                    let mut vals = Vec::new();
+                    for c in 0..n {
+                        let off = ((i * 16 + c) * 8) as i32;
+                        let raw = self.b.ins().load(types::I64, notrap(), args, off);
+                        vals.push(Val::U(self.from_u64(s, raw)));
+                    }
+                    KParam::Val(vals)
+                }
+            };
+            self.kparams.push(kp);
+        }
+        for d in 0..3 {
+            self.group[d] =
+                self.b
+                    .ins()
+                    .load(types::I32, notrap(), self.ctx, ctx_off::GROUP + 4 * d as i32);
+            self.ngroups[d] =
+                self.b
+                    .ins()
+                    .load(types::I32, notrap(), self.ctx, ctx_off::GRID + 4 * d as i32);
+        }
+        self.shared = self.ptr_load(ctx_off::SHARED);
+        self.dyn_len = self.ptr_load(ctx_off::DYN_SHARED_LEN);
+        self.scratch = self.ptr_load(ctx_off::SCRATCH);
+        // Shared arrays: static ones in declaration order, 16-byte aligned; the dynamic one
+        // last.
+        let mut off = 0u32;
+        for (_, sd) in f.shared.iter() {
+            let len = match sd.len {
+                Some(Len::Fixed(n)) => Some(n),
+                Some(Len::Const(_)) => Some(0),
+                None => None,
+            };
+            self.shared_lens.push(len);
+            match len {
+                Some(n) => {
+                    self.shared_offsets.push(off);
+                    off = (off + n * sd.elem.size()).div_ceil(16) * 16;
+                }
+                None => self.shared_offsets.push(u32::MAX),
+            }
+        }
+        for o in self.shared_offsets.iter_mut() {
+            if *o == u32::MAX {
+                *o = off;
+            }
+        }
+        self.shared_offsets.push(off);
+    }
+
+    fn from_u64(&mut self, s: Scalar, raw: Value) -> Value {
+        match s {
+            Scalar::F64 => self.b.ins().bitcast(types::F64, le(), raw),
+            Scalar::F32 => {
+                let x = self.b.ins().ireduce(types::I32, raw);
+                self.b.ins().bitcast(types::F32, le(), x)
+            }
+            Scalar::I64 | Scalar::U64 => raw,
+            Scalar::Bool => {
+                let x = self.b.ins().ireduce(types::I8, raw);
+                self.b.ins().band_imm(x, 1)
+            }
+            _ => self.b.ins().ireduce(uty(s), raw),
+        }
+    }
+
+    fn func_ref(&mut self, name: &'static str, params: &[types::Type], ret: &[types::Type]) -> FuncRef {
+        if let Some(f) = self.funcs.get(name) {
+            return *f;
+        }
+        let mut sig = Signature::new(self.jm.isa().default_call_conv());
+        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        sig.returns.extend(ret.iter().map(|&t| AbiParam::new(t)));
+        let id = self
+            .jm
+            .declare_function(name, Linkage::Import, &sig)
+            .expect("helper signature");
+        let fr = self.jm.declare_func_in_func(id, self.b.func);
+        self.funcs.insert(name, fr);
+        fr
+    }
+
+    fn call(&mut self, name: &'static str, params: &[types::Type], ret: &[types::Type], args: &[Value]) -> Option<Value> {
+        let fr = self.func_ref(name, params, ret);
+        let inst = self.b.ins().call(fr, args);
+        self.b.inst_results(inst).first().copied()
+    }
+
+    // -----------------------------------------------------------------------------------
+    // The driver
+
+    /// Lowers the kernel body inside the region/wave driver and finishes the function.
+    pub fn run(mut self, kernel: Handle<Function>) -> Result<Lowered, JitError> {
+        let f = &self.m.functions[kernel];
+        let volume = self.cfg.block.iter().product::<u32>();
+        let waves = volume.div_ceil(self.n);
+        let region_head = self.b.create_block();
+        let wave_head = self.b.create_block();
+        let wave_body = self.b.create_block();
+        let start = self.b.create_block();
+        let wave_next = self.b.create_block();
+        let region_end = self.b.create_block();
+        self.wave_next = wave_next;
+        let zero = self.b.ins().iconst(types::I32, 0);
+        self.b.ins().stack_store(types::I64, zero, self.driver, 4);
+        self.b.ins().jump(region_head, &[]);
+
+        self.b.switch_to_block(region_head);
+        let zero = self.b.ins().iconst(types::I32, 0);
+        let none = self.b.ins().iconst(types::I32, NONE);
+        self.b.ins().stack_store(types::I64, zero, self.driver, 0);
+        self.b.ins().stack_store(types::I64, none, self.driver, 8);
+        self.b.ins().jump(wave_head, &[]);
+
+        self.b.switch_to_block(wave_head);
+        let w = self.b.ins().stack_load(types::I64, types::I32, self.driver, 0);
+        let done = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, w, waves as i64);
+        self.b.ins().brif(done, region_end, &[], wave_body, &[]);
+
+        self.b.switch_to_block(wave_body);
+        let w = self.b.ins().stack_load(types::I64, types::I32, self.driver, 0);
+        let stride = self.b.ins().load(types::I64, notrap(), self.ctx, ctx_off::STATE_STRIDE);
+        let base = self.b.ins().load(types::I64, notrap(), self.ctx, ctx_off::STATE);
+        let w64 = self.b.ins().uextend(types::I64, w);
+        let off = self.b.ins().imul(w64, stride);
+        self.state = self.b.ins().iadd(base, off);
+        self.wave_lin = self.b.ins().imul_imm(w, self.n as i64);
+        self.local_ids_for_wave();
+        let init_mask = self.initial_mask(volume);
+        let resume = self.b.ins().stack_load(types::I64, types::I32, self.driver, 4);
+
+        // The exec mask: declared first, so it is in scope (spilled) at every barrier.
+        let nmask = chunks(Scalar::Bool, self.n);
+        self.exec = (0..nmask).map(|_| self.new_var(types::I32X4)).collect();
+        let dispatch_block = self.b.create_block();
+        self.b.ins().jump(dispatch_block, &[]);
+
+        self.b.switch_to_block(start);
+        for (v, m) in self.exec.clone().into_iter().zip(init_mask) {
+            self.b.def_var(v, m);
+        }
+        let types = (self.types_of)(kernel);
+        let an = self.an.analyse(kernel, vec![Class::Uniform; f.params.len()]);
+        self.frames.push(Frame {
+            func: kernel,
+            f,
+            an,
+            types,
+            params: Vec::new(),
+            locals: vec![None; f.locals.len()],
+            ret: None,
+            exit: None,
+            loop_base: 0,
+            is_kernel: true,
+        });
+        let kernel_end = self.b.create_block();
+        self.frames[0].exit = Some(kernel_end);
+        self.regions.push(kernel_end);
+        if self.block(&f.body)? {
+            self.b.ins().jump(kernel_end, &[]);
+        }
+        self.b.switch_to_block(kernel_end);
+        self.record(FINISHED);
+        self.b.ins().jump(wave_next, &[]);
+
+        // Dispatch: the first region starts every wave; later ones resume at the barrier.
+        self.b.switch_to_block(dispatch_block);
+        if self.resumes.is_empty() {
+            self.b.ins().jump(start, &[]);
+        } else {
+            let mut sw = Switch::new();
+            sw.set_entry(0, start);
+            for (i, &r) in self.resumes.iter().enumerate() {
+                sw.set_entry(i as u128 + 1, r);
+            }
+            sw.emit(&mut self.b, resume, start);
+        }
+
+        self.b.switch_to_block(wave_next);
+        let w = self.b.ins().stack_load(types::I64, types::I32, self.driver, 0);
+        let w1 = self.b.ins().iadd_imm(w, 1);
+        self.b.ins().stack_store(types::I64, w1, self.driver, 0);
+        self.b.ins().jump(wave_head, &[]);
+
+        self.b.switch_to_block(region_end);
+        let next = self.b.ins().stack_load(types::I64, types::I32, self.driver, 8);
+        let fin = self.b.ins().icmp_imm(IntCC::Equal, next, FINISHED);
+        let ret = self.b.create_block();
+        let again = self.b.create_block();
+        self.b.ins().brif(fin, ret, &[], again, &[]);
+        self.b.switch_to_block(ret);
+        let z = self.b.ins().iconst(types::I32, 0);
+        self.b.ins().return_(&[z]);
+        self.b.switch_to_block(again);
+        self.b.ins().stack_store(types::I64, next, self.driver, 4);
+        self.b.ins().jump(region_head, &[]);
+
+        self.b.seal_all_blocks();
+        let barriers = self.resumes.len() as u32;
+        let state_bytes = self.state_size.div_ceil(16) * 16;
+        let shared_offsets = self.shared_offsets.clone();
+        let static_shared = *shared_offsets.last().unwrap_or(&0);
+        let sites = std::mem::take(&mut self.sites);
+        let tc = self.jm.target_config();
+        self.b.finalize(tc);
+        Ok(Lowered {
+            sites,
+            state_bytes,
+            static_shared,
+            shared_offsets,
+            waves,
+            barriers,
+        })
+    }
+
+    /// Records that this wave stopped at `id` (a barrier, or `FINISHED`); every wave of a
+    /// region must stop at the same one.
+    fn record(&mut self, id: i64) {
+        let next = self.b.ins().stack_load(types::I64, types::I32, self.driver, 8);
+        let is_none = self.b.ins().icmp_imm(IntCC::Equal, next, NONE);
+        let same = self.b.ins().icmp_imm(IntCC::Equal, next, id);
+        let ok = self.b.ins().bor(is_none, same);
+        let bad = self.b.create_block();
+        let good = self.b.create_block();
+        self.b.set_cold_block(bad);
+        self.b.ins().brif(ok, good, &[], bad, &[]);
+        self.b.switch_to_block(bad);
+        let site = self.add_site(Span::UNKNOWN, "barrier".into());
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.fail(err::BARRIER, site, zero, zero);
+        self.b.switch_to_block(good);
+        let idv = self.b.ins().iconst(types::I32, id);
+        self.b.ins().stack_store(types::I64, idv, self.driver, 8);
+    }
+
+    fn local_ids_for_wave(&mut self) {
+        let [bx, by, bz] = self.cfg.block;
+        let g = GeometryClass::new(self.cfg.block, self.n);
+        let lin = self.wave_lin;
+        for d in 0..3 {
+            self.local_ids[d] = match g.local[d] {
+                Class::Affine(_) => {
+                    // x: the wave starts at `lin % bx` and runs along the row.
+                    let base = if by * bz == 1 {
+                        lin
+                    } else {
+                        self.b.ins().urem_imm(lin, bx as i64)
+                    };
+                    Val::A(base, 1)
+                }
+                Class::Uniform => {
+                    let v = match d {
+                        1 if by > 1 => {
+                            let q = self.b.ins().udiv_imm(lin, bx as i64);
+                            self.b.ins().urem_imm(q, by as i64)
+                        }
+                        2 if bz > 1 => self.b.ins().udiv_imm(lin, (bx * by) as i64),
+                        _ => self.b.ins().iconst(types::I32, 0),
+                    };
+                    Val::U(v)
+                }
+                Class::Varying => {
+                    let mut lanes = Vec::new();
+                    for l in 0..self.n {
+                        let li = self.b.ins().iadd_imm(lin, l as i64);
+                        let v = match d {
+                            0 => self.b.ins().urem_imm(li, bx as i64),
+                            1 => {
+                                let q = self.b.ins().udiv_imm(li, bx as i64);
+                                self.b.ins().urem_imm(q, by as i64)
+                            }
+                            _ => self.b.ins().udiv_imm(li, (bx * by) as i64),
+                        };
+                        lanes.push(v);
+                    }
+                    Val::V(self.from_lanes(Scalar::U32, &lanes))
+                }
+            };
+        }
+    }
+
+    /// Lanes whose linear id is inside the block.
+    fn initial_mask(&mut self, volume: u32) -> Vec<Value> {
+        let rem = self.b.ins().iconst(types::I32, volume as i64);
+        let rem = self.b.ins().isub(rem, self.wave_lin);
+        let rem = self.b.ins().splat(types::I32X4, rem);
+        (0..chunks(Scalar::Bool, self.n))
+            .map(|c| {
+                let iota: Vec<u64> = (0..4)
+                    .map(|j| {
+                        let l = c * 4 + j;
+                        if l < self.n {
+                            l as u64
+                        } else {
+                            u32::MAX as u64
+                        }
+                    })
+                    .collect();
+                let iota = self.const_vec(types::I32X4, &iota);
+                self.b.ins().icmp(IntCC::UnsignedLessThan, iota, rem)
+            })
+            .collect()
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Variables, spilling, errors
+
+    fn new_var(&mut self, ty: types::Type) -> Variable {
+        let v = self.b.declare_var(ty);
+        let slot = if self.has_barrier {
+            let size = ty.bytes();
+            let off = self.state_size.div_ceil(size.min(16)) * size.min(16);
+            self.state_size = off + size;
+            off
+        } else {
+            0
+        };
+        self.scope.push((v, ty, slot));
+        v
+    }
+
+    fn alloc_state(&mut self, bytes: u32) -> u32 {
+        let off = self.state_size.div_ceil(16) * 16;
+        // A 16-byte tail so that a chunk load at the last element stays inside.
+        self.state_size = off + bytes.div_ceil(16) * 16 + 16;
+        off
+    }
+
+    fn add_site(&mut self, span: Span, what: String) -> u32 {
+        self.sites.push(Site {
+            line: span.line,
+            col: span.col,
+            what,
+        });
+        (self.sites.len() - 1) as u32
+    }
+
+    /// Records an error in the context and returns from the function.
+    fn fail(&mut self, code: u32, site: u32, index: Value, len: Value) {
+        let c = self.b.ins().iconst(types::I32, code as i64);
+        let s = self.b.ins().iconst(types::I32, site as i64);
+        self.b.ins().store(notrap(), c, self.ctx, ctx_off::ERR_CODE);
+        self.b.ins().store(notrap(), s, self.ctx, ctx_off::ERR_SITE);
+        self.b.ins().store(notrap(), index, self.ctx, ctx_off::ERR_INDEX);
+        self.b.ins().store(notrap(), len, self.ctx, ctx_off::ERR_LEN);
+        let one = self.b.ins().iconst(types::I32, 1);
+        self.b.ins().return_(&[one]);
+    }
+
+    /// Branches to a cold error exit when `cond` (i8) holds; `index` is computed there.
+    fn check(
+        &mut self,
+        cond: Value,
+        code: u32,
+        site: u32,
+        index: impl FnOnce(&mut Self) -> Value,
+        len: Value,
+    ) {
+        let bad = self.b.create_block();
+        let good = self.b.create_block();
+        self.b.set_cold_block(bad);
+        self.b.ins().brif(cond, bad, &[], good, &[]);
+        self.b.switch_to_block(bad);
+        let i = index(self);
+        self.fail(code, site, i, len);
+        self.b.switch_to_block(good);
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Lane primitives
+
+    fn const_vec(&mut self, ty: types::Type, lanes: &[u64]) -> Value {
+        let lb = ty.lane_bits() as usize / 8;
+        let mut bytes = Vec::with_capacity(16);
+        for &l in lanes.iter().take(ty.lane_count() as usize) {
+            bytes.extend_from_slice(&l.to_le_bytes()[..lb]);
+        }
+        bytes.resize(16, 0);
+        let c = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
+        self.b.ins().vconst(ty, c)
+    }
+
+    fn uconst(&mut self, s: Scalar, bits: u64) -> Value {
+        match s {
+            Scalar::F32 => self.b.ins().f32const(f32::from_bits(bits as u32)),
+            Scalar::F64 => self.b.ins().f64const(f64::from_bits(bits)),
+            _ => self.b.ins().iconst(uty(s), bits as i64),
+        }
+    }
+
+    fn splat(&mut self, s: Scalar, v: Value) -> Vec<Value> {
+        let v = if s == Scalar::Bool {
+            let w = self.b.ins().uextend(types::I32, v);
+            self.b.ins().ineg(w)
+        } else {
+            v
+        };
+        let one = self.b.ins().splat(vty(s), v);
+        vec![one; chunks(s, self.n) as usize]
+    }
+
+    fn materialize(&mut self, s: Scalar, v: &Val) -> Vec<Value> {
+        match v {
+            Val::U(x) => self.splat(s, *x),
+            Val::V(c) => c.clone(),
+            Val::A(base, stride) => {
+                let vt = vty(s);
+                let pc = per_chunk(s);
+                let b = self.b.ins().splat(vt, *base);
+                (0..chunks(s, self.n))
+                    .map(|c| {
+                        let offs: Vec<u64> = (0..pc)
+                            .map(|j| ((c * pc + j) as i64).wrapping_mul(*stride) as u64)
+                            .collect();
+                        let o = self.const_vec(vt, &offs);
+                        self.b.ins().iadd(b, o)
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Lane `l` of `v` as a uniform scalar (`bool`: i8 0/1).
+    fn lane(&mut self, s: Scalar, v: &Val, l: u32) -> Value {
+        match v {
+            Val::U(x) => *x,
+            Val::A(base, stride) => {
+                let k = (l as i64).wrapping_mul(*stride);
+                self.b.ins().iadd_imm(*base, k)
+            }
+            Val::V(c) => {
+                let pc = per_chunk(s);
+                let x = self.b.ins().extractlane(c[(l / pc) as usize], (l % pc) as u8);
+                if s == Scalar::Bool {
+                    let t = self.b.ins().ireduce(types::I8, x);
+                    self.b.ins().band_imm(t, 1)
+                } else {
+                    x
+                }
+            }
+        }
+    }
+
+    fn lanes(&mut self, s: Scalar, v: &Val) -> Vec<Value> {
+        (0..self.n).map(|l| self.lane(s, v, l)).collect()
+    }
+
+    fn from_lanes(&mut self, s: Scalar, lanes: &[Value]) -> Vec<Value> {
+        let pc = per_chunk(s);
+        let nc = chunks(s, self.n);
+        let mut out = Vec::new();
+        for c in 0..nc {
+            let mut acc = self.const_vec(vty(s), &[]);
+            for j in 0..pc {
+                let l = c * pc + j;
+                if l >= self.n {
+                    break;
+                }
+                let mut x = lanes[l as usize];
+                if s == Scalar::Bool {
+                    let w = self.b.ins().uextend(types::I32, x);
+                    x = self.b.ins().ineg(w);
+                }
+                acc = self.b.ins().insertlane(acc, x, j as u8);
+            }
+            out.push(acc);
+        }
+        out
+    }
+
+    fn map_lanes(&mut self, s_out: Scalar, n_in: &[(Scalar, &Val)], mut f: impl FnMut(&mut Self, &[Value]) -> Value) -> Val {
+        let ins: Vec<Vec<Value>> = n_in.iter().map(|(s, v)| self.lanes(*s, v)).collect();
+        let mut outs = Vec::new();
+        for l in 0..self.n as usize {
+            let args: Vec<Value> = ins.iter().map(|x| x[l]).collect();
+            outs.push(f(self, &args));
+        }
+        Val::V(self.from_lanes(s_out, &outs))
+    }
+
+    fn exec(&mut self) -> Vec<Value> {
+        self.exec.clone().iter().map(|&v| self.b.use_var(v)).collect()
+    }
+
+    fn set_exec(&mut self, m: &[Value]) {
+        for (v, x) in self.exec.clone().into_iter().zip(m) {
+            self.b.def_var(v, *x);
+        }
+    }
+
+    fn use_vars(&mut self, vs: &[Variable]) -> Vec<Value> {
+        vs.iter().map(|&v| self.b.use_var(v)).collect()
+    }
+
+    fn def_vars(&mut self, vs: &[Variable], xs: &[Value]) {
+        for (v, x) in vs.iter().zip(xs) {
+            self.b.def_var(*v, *x);
+        }
+    }
+
+    fn mask_vars(&mut self) -> Vec<Variable> {
+        (0..chunks(Scalar::Bool, self.n)).map(|_| self.new_var(types::I32X4)).collect()
+    }
+
+    fn zero_mask(&mut self) -> Vec<Value> {
+        let z = self.const_vec(types::I32X4, &[]);
+        vec![z; chunks(Scalar::Bool, self.n) as usize]
+    }
+
+    fn mask_and(&mut self, a: &[Value], b: &[Value]) -> Vec<Value> {
+        a.iter().zip(b).map(|(&x, &y)| self.b.ins().band(x, y)).collect()
+    }
+    fn mask_or(&mut self, a: &[Value], b: &[Value]) -> Vec<Value> {
+        a.iter().zip(b).map(|(&x, &y)| self.b.ins().bor(x, y)).collect()
+    }
+    fn mask_andnot(&mut self, a: &[Value], b: &[Value]) -> Vec<Value> {
+        a.iter().zip(b).map(|(&x, &y)| self.b.ins().band_not(x, y)).collect()
+    }
+
+    /// The mask as an `i64` bit set (bit `l` = lane `l`).
+    fn mask_bits(&mut self, m: &[Value]) -> Value {
+        let mut acc = self.b.ins().iconst(types::I64, 0);
+        for (c, &x) in m.iter().enumerate() {
+            let bits = self.b.ins().vhigh_bits(types::I64, x);
+            let sh = if c == 0 { bits } else { self.b.ins().ishl_imm(bits, (c * 4) as i64) };
+            acc = self.b.ins().bor(acc, sh);
+        }
+        if self.n < 64 {
+            acc = self.b.ins().band_imm(acc, ((1u64 << self.n) - 1) as i64);
+        }
+        acc
+    }
+
+    fn mask_any(&mut self, m: &[Value]) -> Value {
+        let bits = self.mask_bits(m);
+        self.b.ins().icmp_imm(IntCC::NotEqual, bits, 0)
+    }
+
+    /// A varying bool (mask geometry) as `s`'s geometry: lanes of all ones / zero.
+    fn mask_geom(&mut self, s: Scalar, m: &[Value]) -> Vec<Value> {
+        match vty(s) {
+            types::I32X4 => m.to_vec(),
+            types::F32X4 => m.iter().map(|&x| self.b.ins().bitcast(types::F32X4, le(), x)).collect(),
+            types::I64X2 | types::F64X2 => {
+                let mut out = Vec::new();
+                for &x in m {
+                    let lo = self.b.ins().swiden_low(x);
+                    let hi = self.b.ins().swiden_high(x);
+                    out.push(lo);
+                    out.push(hi);
+                }
+                out.truncate(chunks(s, self.n) as usize);
+                if vty(s) == types::F64X2 {
+                    out = out.iter().map(|&x| self.b.ins().bitcast(types::F64X2, le(), x)).collect();
+                }
+                out
+            }
+            types::I16X8 => {
+                let mut out = Vec::new();
+                for pair in m.chunks(2) {
+                    let b = if pair.len() > 1 { pair[1] } else { pair[0] };
+                    out.push(self.b.ins().snarrow(pair[0], b));
+                }
+                out
+            }
+            _ => {
+                let h = self.mask_geom(Scalar::I16, m);
+                let mut out = Vec::new();
+                for pair in h.chunks(2) {
+                    let b = if pair.len() > 1 { pair[1] } else { pair[0] };
+                    out.push(self.b.ins().snarrow(pair[0], b));
+                }
+                out
+            }
+        }
+    }
+
+    /// Lanes of all ones / zero in `s`'s geometry (a comparison's result) as a mask.
+    fn geom_mask(&mut self, s: Scalar, v: &[Value]) -> Vec<Value> {
+        let n = chunks(Scalar::Bool, self.n) as usize;
+        match vty(s) {
+            types::I32X4 => v.to_vec(),
+            types::F32X4 => v.iter().map(|&x| self.b.ins().bitcast(types::I32X4, le(), x)).collect(),
+            types::I64X2 | types::F64X2 => {
+                let ints: Vec<Value> = v
+                    .iter()
+                    .map(|&x| {
+                        if vty(s) == types::F64X2 {
+                            self.b.ins().bitcast(types::I64X2, le(), x)
+                        } else {
+                            x
+                        }
+                    })
+                    .collect();
+                let mut out = Vec::new();
+                for pair in ints.chunks(2) {
+                    let a = self.b.ins().bitcast(types::I32X4, le(), pair[0]);
+                    let b = if pair.len() > 1 {
+                        self.b.ins().bitcast(types::I32X4, le(), pair[1])
+                    } else {
+                        a
+                    };
+                    // Low 32 bits of each 64-bit lane: i32 lanes 0, 2 of a and of b.
+                    let a8 = self.b.ins().bitcast(types::I8X16, le(), a);
+                    let b8 = self.b.ins().bitcast(types::I8X16, le(), b);
+                    let idx: Vec<u8> = [0u8, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27].to_vec();
+                    let imm = self.b.func.dfg.immediates.push(ConstantData::from(idx));
+                    let sh = self.b.ins().shuffle(a8, b8, imm);
+                    out.push(self.b.ins().bitcast(types::I32X4, le(), sh));
+                }
+                out.truncate(n);
+                out
+            }
+            types::I16X8 => {
+                let mut out = Vec::new();
+                for &x in v {
+                    out.push(self.b.ins().swiden_low(x));
+                    out.push(self.b.ins().swiden_high(x));
+                }
+                out.truncate(n);
+                out
+            }
+            _ => {
+                let mut h = Vec::new();
+                for &x in v {
+                    h.push(self.b.ins().swiden_low(x));
+                    h.push(self.b.ins().swiden_high(x));
+                }
+                h.truncate(chunks(Scalar::I16, self.n) as usize);
+                self.geom_mask(Scalar::I16, &h)
+            }
+        }
+    }
+
+    /// A `bool` value as a mask.
+    fn bool_mask(&mut self, v: &Val) -> Vec<Value> {
+        match v {
+            Val::V(c) => c.clone(),
+            _ => self.materialize(Scalar::Bool, v),
+        }
+    }
+
+    fn blend(&mut self, s: Scalar, mask: &[Value], new: &[Value], old: &[Value]) -> Vec<Value> {
+        let m = self.mask_geom(s, mask);
+        let mut out = Vec::new();
+        for i in 0..new.len() {
+            out.push(self.b.ins().bitselect(m[i], new[i], old[i]));
+        }
+        out
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Statements
+
+    fn frame(&self) -> &Frame<'m> {
+        self.frames.last().expect("a frame")
+    }
+
+    fn ty(&self, e: ExprId) -> Type {
+        self.frame().types.get(e.index()).copied().flatten().unwrap_or(Type::U32)
+    }
+
+    /// Lowers a block; returns whether its end is reachable (no unconditional jump away).
+    fn block(&mut self, stmts: &'m [Stmt]) -> Result<bool, JitError> {
+        let mark = self.scope.len();
+        for s in stmts {
+            if !self.stmt(s)? {
+                self.scope.truncate(mark);
+                return Ok(false);
+            }
+        }
+        self.scope.truncate(mark);
+        Ok(true)
+    }
+
+    fn declare_local(&mut self, l: Handle<Local>) -> Slot {
+        let f = self.frame().f;
+        let local = &f.locals[l];
+        let class = self.frame().an.local(l);
+        let slot = match local.ty {
+            Type::Array { elem, len } => {
+                let len = match len {
+                    Len::Fixed(n) => n,
+                    Len::Const(_) => 0,
+                };
+                let row = chunks(elem.scalar, self.n) * per_chunk(elem.scalar) * elem.scalar.size();
+                let off = self.alloc_state(len * elem.lanes as u32 * row);
+                Slot::Arr { off, elem, len }
+            }
+            Type::Matrix { rows, cols, .. } => {
+                let n = rows as u32 * cols as u32;
+                let off = self.alloc_state(n * 8);
+                Slot::Mat { off, n }
+            }
+            t => {
+                let s = scalar_of(t);
+                let comps = comps_of(t);
+                match class {
+                    Class::Uniform => Slot::Uni((0..comps).map(|_| self.new_var(uty(s))).collect()),
+                    Class::Affine(k) if comps == 1 => Slot::Aff(self.new_var(uty(s)), k),
+                    _ => Slot::Var(
+                        (0..comps)
+                            .map(|_| (0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect())
+                            .collect(),
+                    ),
+                }
+            }
+        };
+        let fr = self.frames.last_mut().expect("frame");
+        fr.locals[l.index()] = Some(slot.clone());
+        slot
+    }
+
+    fn local_slot(&mut self, l: Handle<Local>) -> Slot {
+        match self.frame().locals.get(l.index()).cloned().flatten() {
+            Some(s) => s,
+            None => self.declare_local(l),
+        }
+    }
+
+    fn read_slot(&mut self, slot: &Slot, ty: Type) -> Ev {
+        match slot {
+            Slot::Uni(vs) => Ev::Vals(vs.iter().map(|&v| Val::U(self.b.use_var(v))).collect()),
+            Slot::Aff(v, k) => Ev::Vals(vec![Val::A(self.b.use_var(*v), *k)]),
+            Slot::Var(cs) => Ev::Vals(cs.iter().map(|c| Val::V(self.use_vars(c))).collect()),
+            Slot::Mat { off, .. } => Ev::Mat(self.b.ins().iadd_imm(self.state, *off as i64)),
+            Slot::Arr { .. } => {
+                let _ = ty;
+                Ev::Void
+            }
+        }
+    }
+
+    /// Writes `vals` to a local; `blend`: only the lanes of the exec mask.
+    fn write_slot(&mut self, slot: &Slot, s: Scalar, vals: &[Val], blend: bool) -> Result<(), JitError> {
+        match slot {
+            Slot::Uni(vs) => {
+                for (v, x) in vs.iter().zip(vals) {
+                    match x {
+                        Val::U(x) => self.b.def_var(*v, *x),
+                        _ => return Err(self.internal("a varying value for a uniform local")),
+                    }
+                }
+            }
+            Slot::Aff(v, k) => match vals.first() {
+                Some(Val::A(base, k2)) if k2 == k => self.b.def_var(*v, *base),
+                _ => return Err(self.internal("a non-affine value for an affine local")),
+            },
+            Slot::Var(cs) => {
+                let exec = if blend { Some(self.exec()) } else { None };
+                for (c, x) in cs.iter().zip(vals) {
+                    let mut new = self.materialize(s, x);
+                    if let Some(m) = &exec {
+                        let old = self.use_vars(c);
+                        new = self.blend(s, m, &new, &old);
+                    }
+                    self.def_vars(c, &new);
+                }
+            }
+            _ => return Err(self.internal("a value for an array or fragment")),
+        }
+        Ok(())
+    }
+
+    fn internal(&self, what: &str) -> JitError {
+        JitError::Unsupported {
+            kernel: self.kernel_name.clone(),
+            what: format!("internal lowering error: {what}"),
+        }
+    }
+
+    fn stmt(&mut self, st: &'m Stmt) -> Result<bool, JitError> {
+        match &st.kind {
+            StmtKind::Let { local, init } => {
+                let slot = self.declare_local(*local);
+                if let Some(e) = init {
+                    let ty = self.frame().f.locals[*local].ty;
+                    match self.expr(*e)? {
+                        Ev::Mat(p) => self.copy_mat(&slot, p),
+                        Ev::Vals(v) => self.write_slot(&slot, scalar_of(ty), &v, false)?,
+                        Ev::Void => {}
+                    }
+                }
+            }
+            StmtKind::Assign { place, value } => self.assign(place, *value, st.span)?,
+            StmtKind::If {
+                cond,
+                then_block,
+                else_block,
+            } => return self.if_stmt(*cond, then_block, else_block),
+            StmtKind::Loop { label, kind, body } => return self.loop_stmt(st, label, kind, body),
+            StmtKind::Break(label) => return self.break_stmt(label.as_deref(), true),
+            StmtKind::Continue(label) => return self.break_stmt(label.as_deref(), false),
+            StmtKind::Return(v) => return self.return_stmt(*v),
+            StmtKind::Expr(e) => {
+                self.expr(*e)?;
+            }
+            StmtKind::Barrier => self.barrier(),
+            StmtKind::Fence(_) => {
+                self.b.ins().fence();
+            }
+            StmtKind::VStore {
+                base,
+                index,
+                value,
+                align,
+            } => self.vstore(*base, *index, *value, *align, st.span)?,
+            StmtKind::MatrixStore {
+                value,
+                base,
+                offset,
+                stride,
+            } => self.matrix_access(*value, *base, *offset, *stride, true, st.span)?,
+        }
+        Ok(true)
+    }
+
+    fn copy_mat(&mut self, slot: &Slot, src: Value) {
+        if let Slot::Mat { off, n } = slot {
+            let dst = self.b.ins().iadd_imm(self.state, *off as i64);
+            for i in 0..*n {
+                let v = self.b.ins().load(types::I64, notrap(), src, (i * 8) as i32);
+                self.b.ins().store(notrap(), v, dst, (i * 8) as i32);
+            }
+        }
+    }
+
+    /// Whether an assignment to `l` must keep the lanes outside the exec mask.
+    fn needs_blend(&self, l: Handle<Local>) -> bool {
+        self.frame().an.blended.get(l.index()).copied().unwrap_or(true)
+    }
+
+    fn assign(&mut self, place: &Place, value: ExprId, span: Span) -> Result<(), JitError> {
+        match *place {
+            Place::Local(l) => {
+                let slot = self.local_slot(l);
+                let ty = self.frame().f.locals[l].ty;
+                let blend = self.needs_blend(l);
+                match self.expr(value)? {
+                    Ev::Mat(p) => self.copy_mat(&slot, p),
+                    Ev::Vals(v) => self.write_slot(&slot, scalar_of(ty), &v, blend)?,
+                    Ev::Void => {}
+                }
+            }
+            Place::Lane { local, lane } => {
+                let slot = self.local_slot(local);
+                let ty = self.frame().f.locals[local].ty;
+                let s = scalar_of(ty);
+                let blend = self.needs_blend(local);
+                let v = self.expr(value)?.vals();
+                let Some(x) = v.into_iter().next() else { return Ok(()) };
+                let sub = match &slot {
+                    Slot::Uni(vs) => Slot::Uni(vec![vs[lane as usize]]),
+                    Slot::Var(cs) => Slot::Var(vec![cs[lane as usize].clone()]),
+                    Slot::Aff(..) => slot.clone(),
+                    _ => return Err(self.internal("a lane of a non-vector")),
+                };
+                self.write_slot(&sub, s, &[x], blend)?;
+            }
+            Place::Element { base, index } => {
+                let idx = self.expr(index)?.vals();
+                let v = self.expr(value)?.vals();
+                let idx = idx.into_iter().next().unwrap_or(Val::U(self.b.ins().iconst(types::I32, 0)));
+                self.store_elem(base, &idx, &v, span, 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn if_stmt(&mut self, cond: ExprId, then_b: &'m [Stmt], else_b: &'m [Stmt]) -> Result<bool, JitError> {
+        let c = self.expr(cond)?.vals().into_iter().next().expect("a condition");
+        match c {
+            Val::U(c) => {
+                let tb = self.b.create_block();
+                let eb = self.b.create_block();
+                let merge = self.b.create_block();
+                self.b.ins().brif(c, tb, &[], eb, &[]);
+                self.b.switch_to_block(tb);
+                let t_open = self.block(then_b)?;
+                if t_open {
+                    self.b.ins().jump(merge, &[]);
+                }
+                self.b.switch_to_block(eb);
+                let e_open = self.block(else_b)?;
+                if e_open {
+                    self.b.ins().jump(merge, &[]);
+                }
+                self.b.switch_to_block(merge);
+                if !t_open && !e_open {
+                    // Unreachable merge: give it a terminator and report the end closed.
+                    self.b.ins().trap(cranelift_codegen::ir::TrapCode::unwrap_user(1));
+                    return Ok(false);
+                }
+                self.after_divergent_exit(then_b, else_b);
+                Ok(true)
+            }
+            c => {
+                let cm = self.bool_mask(&c);
+                let save = self.exec();
+                let then_m = self.mask_and(&save, &cm);
+                let else_m = self.mask_andnot(&save, &cm);
+                // Kept in variables: a barrier inside a branch resumes without this block.
+                let else_vars = self.mask_vars();
+                self.def_vars(&else_vars, &else_m);
+                let acc = self.mask_vars();
+                let zero = self.zero_mask();
+                self.def_vars(&acc, &zero);
+                self.set_exec(&then_m);
+                let any = self.mask_any(&then_m);
+                let tb = self.b.create_block();
+                let after_t = self.b.create_block();
+                self.b.ins().brif(any, tb, &[], after_t, &[]);
+                self.b.switch_to_block(tb);
+                self.regions.push(after_t);
+                let open = self.block(then_b)?;
+                self.regions.pop();
+                if open {
+                    let e = self.exec();
+                    self.def_vars(&acc, &e);
+                    self.b.ins().jump(after_t, &[]);
+                }
+                self.b.switch_to_block(after_t);
+                let em = self.use_vars(&else_vars);
+                if !else_b.is_empty() {
+                    self.set_exec(&em);
+                    let any = self.mask_any(&em);
+                    let eb = self.b.create_block();
+                    let merge = self.b.create_block();
+                    self.b.ins().brif(any, eb, &[], merge, &[]);
+                    self.b.switch_to_block(eb);
+                    self.regions.push(merge);
+                    let open = self.block(else_b)?;
+                    self.regions.pop();
+                    if open {
+                        let e = self.exec();
+                        let a = self.use_vars(&acc);
+                        let u = self.mask_or(&a, &e);
+                        self.def_vars(&acc, &u);
+                        self.b.ins().jump(merge, &[]);
+                    }
+                    self.b.switch_to_block(merge);
+                    let a = self.use_vars(&acc);
+                    self.set_exec(&a);
+                } else {
+                    let a = self.use_vars(&acc);
+                    let u = self.mask_or(&a, &em);
+                    self.set_exec(&u);
+                }
+                self.after_divergent_exit(then_b, else_b);
+                Ok(true)
+            }
+        }
+    }
+
+    /// After an `if` or loop whose body may have removed lanes (break, continue, return):
+    /// when none is left, leave to the end of the innermost masked region.
+    fn after_divergent_exit(&mut self, a: &[Stmt], b: &[Stmt]) {
+        if !exits(a) && !exits(b) {
+            return;
+        }
+        self.check_empty();
+    }
+
+    fn check_empty(&mut self) {
+        let Some(&target) = self.regions.last() else { return };
+        let e = self.exec();
+        let any = self.mask_any(&e);
+        let cont = self.b.create_block();
+        self.b.ins().brif(any, cont, &[], target, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    fn loop_stmt(&mut self, st: &'m Stmt, label: &Option<String>, kind: &LoopKind, body: &'m [Stmt]) -> Result<bool, JitError> {
+        let divergent = self.frame().an.loop_divergent(st);
+        let mark = self.scope.len();
+        let header = self.b.create_block();
+        let latch = self.b.create_block();
+        let exit = self.b.create_block();
+        // `for`: bounds evaluated once.
+        let mut for_parts = None;
+        if let LoopKind::For { var, start, end, step } = kind {
+            let s = scalar_of(self.frame().f.locals[*var].ty);
+            let slot = self.declare_local(*var);
+            let v0 = self.expr(*start)?.vals();
+            self.write_slot(&slot, s, &v0, false)?;
+            let e = self.expr(*end)?.vals().remove(0);
+            let stp = match step {
+                Some(x) => self.expr(*x)?.vals().remove(0),
+                None => Val::U(self.uconst(s, 1)),
+            };
+            let e = self.hold(s, e);
+            let stp = self.hold(s, stp);
+            for_parts = Some((*var, s, slot, e, stp));
+        }
+        let (alive, exit_mask) = if divergent {
+            let alive = self.mask_vars();
+            let exit_mask = self.mask_vars();
+            let e = self.exec();
+            self.def_vars(&alive, &e);
+            let z = self.zero_mask();
+            self.def_vars(&exit_mask, &z);
+            (alive, exit_mask)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let body_block = self.b.create_block();
+        if divergent {
+            let a = self.use_vars(&alive);
+            self.set_exec(&a);
+        }
+        // The condition.
+        let cond: Option<Val> = match kind {
+            LoopKind::Infinite => None,
+            LoopKind::While(c) => Some(self.expr(*c)?.vals().remove(0)),
+            LoopKind::For { .. } => {
+                let (var, s, slot, e, _) = for_parts.clone().expect("for parts");
+                let v = self.read_slot(&slot, Type::Scalar(s)).vals().remove(0);
+                let _ = var;
+                let e = self.unhold(&e);
+                Some(self.compare(BinaryOp::Lt, s, &v, &e))
+            }
+        };
+        // A uniform loop whose body returns may lose every lane: stop then.
+        let cond = match cond {
+            Some(c) if !divergent && returns(body) => {
+                let e = self.exec();
+                let any = self.mask_any(&e);
+                Some(match c {
+                    Val::U(c) => Val::U(self.b.ins().band(c, any)),
+                    c => c,
+                })
+            }
+            None if !divergent && returns(body) => {
+                let e = self.exec();
+                Some(Val::U(self.mask_any(&e)))
+            }
+            c => c,
+        };
+        match cond {
+            None => {
+                self.b.ins().jump(body_block, &[]);
+            }
+            Some(Val::U(c)) if !divergent => {
+                self.b.ins().brif(c, body_block, &[], exit, &[]);
+            }
+            Some(c) => {
+                let cm = self.bool_mask(&c);
+                let e = self.exec();
+                let stay = self.mask_and(&e, &cm);
+                let leave = self.mask_andnot(&e, &cm);
+                if divergent {
+                    let em = self.use_vars(&exit_mask);
+                    let em = self.mask_or(&em, &leave);
+                    self.def_vars(&exit_mask, &em);
+                    self.def_vars(&alive, &stay);
+                    self.set_exec(&stay);
+                    let any = self.mask_any(&stay);
+                    self.b.ins().brif(any, body_block, &[], exit, &[]);
+                } else {
+                    let any = self.mask_any(&stay);
+                    self.b.ins().brif(any, body_block, &[], exit, &[]);
+                }
+            }
+        }
+        self.b.switch_to_block(body_block);
+        self.loops.push(LoopFrame {
+            label: label.clone(),
+            divergent,
+            latch,
+            exit,
+            alive: alive.clone(),
+            exit_mask: exit_mask.clone(),
+        });
+        self.regions.push(latch);
+        let open = self.block(body)?;
+        self.regions.pop();
+        if open {
+            self.b.ins().jump(latch, &[]);
+        }
+        self.loops.pop();
+        self.b.switch_to_block(latch);
+        if divergent {
+            let a = self.use_vars(&alive);
+            self.set_exec(&a);
+        }
+        if let Some((_, s, slot, _, stp)) = &for_parts {
+            let v = self.read_slot(slot, Type::Scalar(*s)).vals().remove(0);
+            let stp = self.unhold(stp);
+            let nv = self.arith(BinaryOp::Add, *s, &v, &stp, None, None);
+            self.write_slot(slot, *s, &[nv], false)?;
+        }
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(exit);
+        if divergent {
+            let em = self.use_vars(&exit_mask);
+            self.set_exec(&em);
+        }
+        // Lanes may all have left for an outer loop or returned.
+        if exits(body) {
+            self.check_empty();
+        }
+        self.scope.truncate(mark);
+        Ok(true)
+    }
+
+    /// Keeps a value in variables (it must survive blocks and barriers).
+    fn hold(&mut self, s: Scalar, v: Val) -> (Slot, Scalar) {
+        let slot = match &v {
+            Val::U(_) => Slot::Uni(vec![self.new_var(uty(s))]),
+            Val::A(_, k) => Slot::Aff(self.new_var(uty(s)), *k),
+            Val::V(_) => Slot::Var(vec![(0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect()]),
+        };
+        let _ = self.write_slot(&slot, s, &[v], false);
+        (slot, s)
+    }
+
+    fn unhold(&mut self, h: &(Slot, Scalar)) -> Val {
+        self.read_slot(&h.0, Type::Scalar(h.1)).vals().remove(0)
+    }
+
+    fn break_stmt(&mut self, label: Option<&str>, is_break: bool) -> Result<bool, JitError> {
+        let base = self.frame().loop_base;
+        let t = match label {
+            None => self.loops.len().checked_sub(1),
+            Some(l) => self.loops.iter().rposition(|x| x.label.as_deref() == Some(l)),
+        };
+        let Some(t) = t.filter(|&t| t >= base) else {
+            return Err(self.internal("break outside a loop"));
+        };
+        // A jump when every loop it leaves is uniform and nothing diverged in between; else
+        // a mask update.
+        let any_divergent = self.loops[t..].iter().any(|l| l.divergent);
+        if !any_divergent {
+            let target = if is_break { self.loops[t].exit } else { self.loops[t].latch };
+            self.b.ins().jump(target, &[]);
+            return Ok(false);
+        }
+        let e = self.exec();
+        for j in t..self.loops.len() {
+            let lf = &self.loops[j];
+            if lf.alive.is_empty() {
+                continue;
+            }
+            let keep = j == t && !is_break;
+            if keep {
+                continue;
+            }
+            let alive = lf.alive.clone();
+            let a = self.use_vars(&alive);
+            let a = self.mask_andnot(&a, &e);
+            self.def_vars(&alive, &a);
+        }
+        if is_break {
+            let em = self.loops[t].exit_mask.clone();
+            if em.is_empty() {
+                return Err(self.internal("a break from a uniform loop under a mask"));
+            }
+            let x = self.use_vars(&em);
+            let x = self.mask_or(&x, &e);
+            self.def_vars(&em, &x);
+        }
+        let z = self.zero_mask();
+        self.set_exec(&z);
+        // Nothing after this statement runs in this block: on to the end of the innermost
+        // masked region (an `if` branch, where other lanes may still run the other branch).
+        let target = *self.regions.last().expect("region");
+        self.b.ins().jump(target, &[]);
+        Ok(false)
+    }
+
+    fn return_stmt(&mut self, v: Option<ExprId>) -> Result<bool, JitError> {
+        let val = match v {
+            Some(e) => Some(self.expr(e)?),
+            None => None,
+        };
+        let is_kernel = self.frame().is_kernel;
+        let exit = self.frame().exit.expect("exit block");
+        let base = self.frame().loop_base;
+        if is_kernel {
+            // Lanes that return are dead: drop them from every enclosing loop.
+            let e = self.exec();
+            for j in base..self.loops.len() {
+                let alive = self.loops[j].alive.clone();
+                if alive.is_empty() {
+                    continue;
+                }
+                let a = self.use_vars(&alive);
+                let a = self.mask_andnot(&a, &e);
+                self.def_vars(&alive, &a);
+            }
+            let z = self.zero_mask();
+            self.set_exec(&z);
+            let target = *self.regions.last().unwrap_or(&exit);
+            self.b.ins().jump(target, &[]);
+            return Ok(false);
+        }
+        // A helper: the result, blended under the mask when it goes through a variable.
+        let ret = self.frame().ret.clone();
+        let ret_ty = self.frame().f.ret;
+        if let (Some(slot), Some(Ev::Vals(vals))) = (&ret, &val) {
+            let s = ret_ty.map(scalar_of).unwrap_or(Scalar::U32);
+            let blend = matches!(slot, Slot::Var(_));
+            self.write_slot(slot, s, vals, blend)?;
+        }
+        if let (Some(slot @ Slot::Mat { .. }), Some(Ev::Mat(p))) = (&ret, &val) {
+            self.copy_mat(slot, *p);
+        }
+        let e = self.exec();
+        for j in base..self.loops.len() {
+            let alive = self.loops[j].alive.clone();
+            if alive.is_empty() {
+                continue;
+            }
+            let a = self.use_vars(&alive);
+            let a = self.mask_andnot(&a, &e);
+            self.def_vars(&alive, &a);
+        }
+        let z = self.zero_mask();
+        self.set_exec(&z);
+        let target = *self.regions.last().unwrap_or(&exit);
+        self.b.ins().jump(target, &[]);
+        Ok(false)
+    }
+
+    fn barrier(&mut self) {
+        let id = self.resumes.len() as i64 + 1;
+        let scope = self.scope.clone();
+        for &(v, _, off) in &scope {
+            let x = self.b.use_var(v);
+            self.b.ins().store(notrap(), x, self.state, off as i32);
+        }
+        self.record(id);
+        let next = self.wave_next;
+        self.b.ins().jump(next, &[]);
+        let resume = self.b.create_block();
+        self.resumes.push(resume);
+        self.b.switch_to_block(resume);
+        for &(v, ty, off) in &scope {
+            let x = self.b.ins().load(ty, notrap(), self.state, off as i32);
+            self.b.def_var(v, x);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Memory
+
+    /// The base address, element count (i64) and element type of an indexed object, and the
+    /// name used in errors.
+    fn object(&mut self, base: Base) -> (Value, Value, ElemType, String, bool) {
+        match base {
+            Base::Param(i) => {
+                let f = self.frames[0].f;
+                let name = f.params.get(i as usize).map(|p| p.name.clone()).unwrap_or_default();
+                match &self.kparams[i as usize] {
+                    KParam::Buf { ptr, len, elem } => (*ptr, *len, *elem, format!("buffer {name}"), false),
+                    KParam::Val(_) => {
+                        let z = self.b.ins().iconst(types::I64, 0);
+                        (z, z, ElemType::scalar(Scalar::U32), name, false)
+                    }
+                }
+            }
+            Base::Shared(h) => {
+                let f = self.frames[0].f;
+                let sd = &f.shared[h];
+                let off = self.shared_offsets[h.index()];
+                let ptr = self.b.ins().iadd_imm(self.shared, off as i64);
+                let len = match self.shared_lens[h.index()] {
+                    Some(n) => self.b.ins().iconst(types::I64, n as i64),
+                    None => self.dyn_len,
+                };
+                (ptr, len, sd.elem, format!("shared {}", sd.name), false)
+            }
+            Base::Local(l) => {
+                let slot = self.local_slot(l);
+                let name = self.frame().f.locals[l].name.clone();
+                match slot {
+                    Slot::Arr { off, elem, len } => {
+                        let ptr = self.b.ins().iadd_imm(self.state, off as i64);
+                        let len = self.b.ins().iconst(types::I64, len as i64);
+                        (ptr, len, elem, format!("array {name}"), true)
+                    }
+                    _ => {
+                        let z = self.b.ins().iconst(types::I64, 0);
+                        (z, z, ElemType::scalar(Scalar::U32), name, true)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks every active lane's `index + extra - 1 < len` (indices u32, lengths i64).
+    fn bounds(&mut self, idx: &Val, extra: u32, len: Value, site: u32) {
+        match idx {
+            Val::U(i) => {
+                let i64v = self.b.ins().uextend(types::I64, *i);
+                let last = self.b.ins().iadd_imm(i64v, extra as i64 - 1);
+                let bad = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, last, len);
+                self.check(bad, err::OOB, site, |_| last, len);
+            }
+            _ => {
+                let lanes = self.lanes(Scalar::U32, idx);
+                let e = self.exec();
+                let bits = self.mask_bits(&e);
+                let mut bad_any = self.b.ins().iconst(types::I8, 0);
+                let mut first = self.b.ins().iconst(types::I64, 0);
+                for (l, &i) in lanes.iter().enumerate().rev() {
+                    let i64v = self.b.ins().uextend(types::I64, i);
+                    let last = self.b.ins().iadd_imm(i64v, extra as i64 - 1);
+                    let oob = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, last, len);
+                    let bit = self.b.ins().ushr_imm(bits, l as i64);
+                    let bit = self.b.ins().band_imm(bit, 1);
+                    let act = self.b.ins().ireduce(types::I8, bit);
+                    let bad = self.b.ins().band(oob, act);
+                    bad_any = self.b.ins().bor(bad_any, bad);
+                    first = self.b.ins().select(bad, last, first);
+                }
+                self.check(bad_any, err::OOB, site, |_| first, len);
+            }
+        }
+    }
+
+    /// Whether the exec mask covers every lane (`i8`).
+    fn mask_full(&mut self) -> Value {
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let full = if self.n == 64 { -1i64 } else { ((1u64 << self.n) - 1) as i64 };
+        self.b.ins().icmp_imm(IntCC::Equal, bits, full)
+    }
+
+    /// Reads element `idx` (component-wise) of an object.
+    fn load_elem(&mut self, base: Base, idx: &Val, span: Span, count: u32) -> Result<Vec<Val>, JitError> {
+        let (ptr, len, elem, what, private) = self.object(base);
+        let s = elem.scalar;
+        let size = s.size() as i64;
+        let site = self.add_site(span, what);
+        let comps = if count > 1 { count } else { elem.lanes as u32 };
+        // vload: `count` consecutive scalars; else one element of `elem.lanes` components.
+        let extra = if count > 1 { count } else { 1 };
+        self.bounds(idx, extra, len, site);
+        if private {
+            return Ok(self.private_load(ptr, elem, idx, comps));
+        }
+        let esize = if count > 1 { size } else { size * elem.lanes as i64 };
+        let mut out = Vec::new();
+        match idx {
+            Val::U(i) => {
+                let i64v = self.b.ins().uextend(types::I64, *i);
+                let off = self.b.ins().imul_imm(i64v, esize);
+                let addr = self.b.ins().iadd(ptr, off);
+                for c in 0..comps {
+                    let v = self.load_scalar(s, addr, (c as i64 * size) as i32);
+                    out.push(Val::U(v));
+                }
+            }
+            Val::A(bv, 1) if comps == 1 && s != Scalar::Bool && (self.n * s.size()) % 16 == 0 => {
+                // Contiguous: whole chunks when every lane is active (bounds checked above).
+                let full = self.mask_full();
+                let i64v = self.b.ins().uextend(types::I64, *bv);
+                let off = self.b.ins().imul_imm(i64v, size);
+                let addr = self.b.ins().iadd(ptr, off);
+                let vec_b = self.b.create_block();
+                let lane_b = self.b.create_block();
+                let join = self.b.create_block();
+                let nc = chunks(s, self.n) as usize;
+                for _ in 0..nc {
+                    self.b.append_block_param(join, vty(s));
+                }
+                self.b.ins().brif(full, vec_b, &[], lane_b, &[]);
+                self.b.switch_to_block(vec_b);
+                let vs: Vec<Value> = (0..nc)
+                    .map(|c| self.b.ins().load(vty(s), notrap(), addr, (c * 16) as i32))
+                    .collect();
+                let args: Vec<cranelift_codegen::ir::BlockArg> = vs.iter().map(|&v| v.into()).collect();
+                self.b.ins().jump(join, &args);
+                self.b.switch_to_block(lane_b);
+                let vs = self.gather(s, ptr, esize, idx, 0);
+                let args: Vec<cranelift_codegen::ir::BlockArg> = vs.iter().map(|&v| v.into()).collect();
+                self.b.ins().jump(join, &args);
+                self.b.switch_to_block(join);
+                out.push(Val::V(self.b.block_params(join).to_vec()));
+            }
+            _ => {
+                for c in 0..comps {
+                    let vs = self.gather(s, ptr, esize, idx, (c as i64 * size) as i32);
+                    out.push(Val::V(vs));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One scalar per lane at `ptr + idx × esize + off`; inactive lanes read a dummy.
+    fn gather(&mut self, s: Scalar, ptr: Value, esize: i64, idx: &Val, off: i32) -> Vec<Value> {
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let lanes = self.lanes(Scalar::U32, idx);
+        let mut vals = Vec::new();
+        for (l, &i) in lanes.iter().enumerate() {
+            let i64v = self.b.ins().uextend(types::I64, i);
+            let o = self.b.ins().imul_imm(i64v, esize);
+            let a = self.b.ins().iadd(ptr, o);
+            let bit = self.b.ins().ushr_imm(bits, l as i64);
+            let bit = self.b.ins().band_imm(bit, 1);
+            let a = self.b.ins().select(bit, a, self.scratch);
+            let offv = self.b.ins().iconst(types::I64, off as i64);
+            let zero = self.b.ins().iconst(types::I64, 0);
+            let off = self.b.ins().select(bit, offv, zero);
+            let a = self.b.ins().iadd(a, off);
+            vals.push(self.load_scalar(s, a, 0));
+        }
+        self.from_lanes(s, &vals)
+    }
+
+    fn load_scalar(&mut self, s: Scalar, addr: Value, off: i32) -> Value {
+        let v = self.b.ins().load(uty(s), notrap(), addr, off);
+        if s == Scalar::Bool {
+            self.b.ins().band_imm(v, 1)
+        } else {
+            v
+        }
+    }
+
+    fn store_elem(&mut self, base: Base, idx: &Val, vals: &[Val], span: Span, count: u32) -> Result<(), JitError> {
+        let (ptr, len, elem, what, private) = self.object(base);
+        let s = elem.scalar;
+        let size = s.size() as i64;
+        let site = self.add_site(span, what);
+        let comps = vals.len() as u32;
+        let extra = if count > 1 { count } else { 1 };
+        self.bounds(idx, extra, len, site);
+        if private {
+            self.private_store(ptr, elem, idx, vals);
+            return Ok(());
+        }
+        let esize = if count > 1 { size } else { size * elem.lanes as i64 };
+        let all_uniform = vals.iter().all(|v| matches!(v, Val::U(_)));
+        match idx {
+            Val::U(i) if all_uniform => {
+                let i64v = self.b.ins().uextend(types::I64, *i);
+                let off = self.b.ins().imul_imm(i64v, esize);
+                let addr = self.b.ins().iadd(ptr, off);
+                for (c, v) in vals.iter().enumerate() {
+                    if let Val::U(x) = v {
+                        self.b.ins().store(notrap(), *x, addr, (c as i64 * size) as i32);
+                    }
+                }
+            }
+            Val::A(bv, 1) if comps == 1 && s != Scalar::Bool && (self.n * s.size()) % 16 == 0 => {
+                let full = self.mask_full();
+                let vec_b = self.b.create_block();
+                let lane_b = self.b.create_block();
+                let join = self.b.create_block();
+                self.b.ins().brif(full, vec_b, &[], lane_b, &[]);
+                self.b.switch_to_block(vec_b);
+                let i64v = self.b.ins().uextend(types::I64, *bv);
+                let off = self.b.ins().imul_imm(i64v, size);
+                let addr = self.b.ins().iadd(ptr, off);
+                let cs = self.materialize(s, &vals[0]);
+                for (c, &x) in cs.iter().enumerate() {
+                    self.b.ins().store(notrap(), x, addr, (c * 16) as i32);
+                }
+                self.b.ins().jump(join, &[]);
+                self.b.switch_to_block(lane_b);
+                self.scatter(s, ptr, esize, idx, 0, &vals[0]);
+                self.b.ins().jump(join, &[]);
+                self.b.switch_to_block(join);
+            }
+            _ => {
+                for (c, v) in vals.iter().enumerate() {
+                    self.scatter(s, ptr, esize, idx, (c as i64 * size) as i32, v);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Per-lane stores in lane order; inactive lanes write the dummy.
+    fn scatter(&mut self, s: Scalar, ptr: Value, esize: i64, idx: &Val, off: i32, v: &Val) {
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let lanes = self.lanes(Scalar::U32, idx);
+        let vl = self.lanes(s, v);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let offv = self.b.ins().iconst(types::I64, off as i64);
+        for (l, &i) in lanes.iter().enumerate() {
+            let i64v = self.b.ins().uextend(types::I64, i);
+            let o = self.b.ins().imul_imm(i64v, esize);
+            let a = self.b.ins().iadd(ptr, o);
+            let bit = self.b.ins().ushr_imm(bits, l as i64);
+            let bit = self.b.ins().band_imm(bit, 1);
+            let a = self.b.ins().select(bit, a, self.scratch);
+            let o2 = self.b.ins().select(bit, offv, zero);
+            let a = self.b.ins().iadd(a, o2);
+            self.b.ins().store(notrap(), vl[l], a, 0);
+        }
+    }
+
+    /// Private arrays: `[element][component][lane]`, each row padded to whole chunks.
+    fn private_row(&self, s: Scalar) -> i64 {
+        (chunks(s, self.n) * per_chunk(s) * s.size()) as i64
+    }
+
+    fn private_load(&mut self, ptr: Value, elem: ElemType, idx: &Val, comps: u32) -> Vec<Val> {
+        let s = elem.scalar;
+        let row = self.private_row(s);
+        let k = elem.lanes as i64;
+        let mut out = Vec::new();
+        match idx {
+            Val::U(i) if s != Scalar::Bool => {
+                let i64v = self.b.ins().uextend(types::I64, *i);
+                let off = self.b.ins().imul_imm(i64v, row * k);
+                let addr = self.b.ins().iadd(ptr, off);
+                for c in 0..comps as i64 {
+                    let cs: Vec<Value> = (0..chunks(s, self.n) as i64)
+                        .map(|j| self.b.ins().load(vty(s), notrap(), addr, (c * row + j * 16) as i32))
+                        .collect();
+                    out.push(Val::V(cs));
+                }
+            }
+            _ => {
+                let lanes = self.lanes(Scalar::U32, idx);
+                let e = self.exec();
+                let bits = self.mask_bits(&e);
+                for c in 0..comps as i64 {
+                    let mut vals = Vec::new();
+                    for (l, &i) in lanes.iter().enumerate() {
+                        let i64v = self.b.ins().uextend(types::I64, i);
+                        let o = self.b.ins().imul_imm(i64v, row * k);
+                        let a = self.b.ins().iadd(ptr, o);
+                        let bit = self.b.ins().ushr_imm(bits, l as i64);
+                        let bit = self.b.ins().band_imm(bit, 1);
+                        let a = self.b.ins().select(bit, a, self.scratch);
+                        let o2 = self.b.ins().iconst(types::I64, c * row + l as i64 * s.size() as i64);
+                        let z = self.b.ins().iconst(types::I64, 0);
+                        let o2 = self.b.ins().select(bit, o2, z);
+                        let a = self.b.ins().iadd(a, o2);
+                        vals.push(self.load_scalar(s, a, 0));
+                    }
+                    out.push(Val::V(self.from_lanes(s, &vals)));
+                }
+            }
+        }
+        out
+    }
+
+    fn private_store(&mut self, ptr: Value, elem: ElemType, idx: &Val, vals: &[Val]) {
+        let s = elem.scalar;
+        let row = self.private_row(s);
+        let k = elem.lanes as i64;
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let lanes = self.lanes(Scalar::U32, idx);
+        for (c, v) in vals.iter().enumerate() {
+            let vl = self.lanes(s, v);
+            for (l, &i) in lanes.iter().enumerate() {
+                let i64v = self.b.ins().uextend(types::I64, i);
+                let o = self.b.ins().imul_imm(i64v, row * k);
+                let a = self.b.ins().iadd(ptr, o);
+                let bit = self.b.ins().ushr_imm(bits, l as i64);
+                let bit = self.b.ins().band_imm(bit, 1);
+                let a = self.b.ins().select(bit, a, self.scratch);
+                let o2 = self.b.ins().iconst(types::I64, c as i64 * row + l as i64 * s.size() as i64);
+                let z = self.b.ins().iconst(types::I64, 0);
+                let o2 = self.b.ins().select(bit, o2, z);
+                let a = self.b.ins().iadd(a, o2);
+                self.b.ins().store(notrap(), vl[l], a, 0);
+            }
+        }
+    }
+
+    fn check_align(&mut self, idx: &Val, s: Scalar, align: Option<u8>, span: Span) {
+        let Some(a) = align else { return };
+        if a <= 1 {
+            return;
+        }
+        let site = self.add_site(span, format!("align = {a}"));
+        let lanes = self.lanes(Scalar::U32, idx);
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let mut bad_any = self.b.ins().iconst(types::I8, 0);
+        let mut first = self.b.ins().iconst(types::I64, 0);
+        for (l, &i) in lanes.iter().enumerate().rev() {
+            let i64v = self.b.ins().uextend(types::I64, i);
+            let bytes = self.b.ins().imul_imm(i64v, s.size() as i64);
+            let r = self.b.ins().band_imm(bytes, a as i64 - 1);
+            let mis = self.b.ins().icmp_imm(IntCC::NotEqual, r, 0);
+            let bit = self.b.ins().ushr_imm(bits, l as i64);
+            let bit = self.b.ins().band_imm(bit, 1);
+            let act = self.b.ins().ireduce(types::I8, bit);
+            let bad = self.b.ins().band(mis, act);
+            bad_any = self.b.ins().bor(bad_any, bad);
+            first = self.b.ins().select(bad, i64v, first);
+        }
+        let av = self.b.ins().iconst(types::I64, a as i64);
+        self.check(bad_any, err::ALIGN, site, |_| first, av);
+    }
+
+    fn vstore(&mut self, base: Base, index: ExprId, value: ExprId, align: Option<u8>, span: Span) -> Result<(), JitError> {
+        let idx = self.expr(index)?.vals().remove(0);
+        let v = self.expr(value)?.vals();
+        let s = scalar_of(self.ty(value));
+        self.check_align(&idx, s, align, span);
+        // Component j at scalar index i + j.
+        let n = v.len() as u32;
+        let (_, len, _, what, _) = self.object(base);
+        let site = self.add_site(span, what);
+        self.bounds(&idx, n, len, site);
+        for (j, x) in v.iter().enumerate() {
+            let ij = self.add_const(&idx, j as i64);
+            self.store_elem(base, &ij, std::slice::from_ref(x), span, 1)?;
+        }
+        Ok(())
+    }
+
+    fn add_const(&mut self, v: &Val, k: i64) -> Val {
+        match v {
+            Val::U(x) => Val::U(self.b.ins().iadd_imm(*x, k)),
+            Val::A(x, st) => Val::A(self.b.ins().iadd_imm(*x, k), *st),
+            Val::V(c) => {
+                let kk = self.b.ins().iconst(types::I32, k);
+                let sp = self.b.ins().splat(types::I32X4, kk);
+                Val::V(c.iter().map(|&x| self.b.ins().iadd(x, sp)).collect())
+            }
+        }
+    }
+
+    fn matrix_access(&mut self, value: ExprId, base: Base, offset: ExprId, stride: ExprId, store: bool, span: Span) -> Result<(), JitError> {
+        let frag = match self.expr(value)? {
+            Ev::Mat(p) => p,
+            _ => return Err(self.internal("matrix_store of a non-fragment")),
+        };
+        let t = self.ty(value);
+        self.matrix_io(frag, t, base, offset, stride, store, span)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn matrix_io(&mut self, frag: Value, t: Type, base: Base, offset: ExprId, stride: ExprId, store: bool, span: Span) -> Result<(), JitError> {
+        let Type::Matrix { scalar, rows, cols, .. } = t else {
+            return Err(self.internal("a matrix access without a fragment type"));
+        };
+        let off = self.expr(offset)?.vals().remove(0);
+        let st = self.expr(stride)?.vals().remove(0);
+        // Operands are uniform over the wave (else UB): take the first active lane's.
+        let off = self.first_active(Scalar::U32, &off);
+        let st = self.first_active(Scalar::U32, &st);
+        let (ptr, len, _, what, _) = self.object(base);
+        let site = self.add_site(span, what);
+        let off64 = self.b.ins().uextend(types::I64, off);
+        let st64 = self.b.ins().uextend(types::I64, st);
+        let shape = rows as u64 | (cols as u64) << 16 | (super::rt::code_of(scalar) as u64) << 32 | (store as u64) << 40;
+        let shape = self.b.ins().iconst(types::I64, shape as i64);
+        let r = self
+            .call(
+                "xpu_matrix_access",
+                &[types::I64; 6],
+                &[types::I64],
+                &[frag, ptr, len, off64, st64, shape],
+            )
+            .expect("result");
+        let bad = self.b.ins().icmp_imm(IntCC::NotEqual, r, 0);
+        self.check(bad, err::OOB, site, |s| s.b.ins().iadd_imm(r, -1), len);
+        Ok(())
+    }
+
+    fn first_active(&mut self, s: Scalar, v: &Val) -> Value {
+        match v {
+            Val::U(x) => *x,
+            _ => {
+                let e = self.exec();
+                let bits = self.mask_bits(&e);
+                let lanes = self.lanes(s, v);
+                let mut acc = lanes[lanes.len() - 1];
+                for l in (0..lanes.len()).rev() {
+                    let bit = self.b.ins().ushr_imm(bits, l as i64);
+                    let bit = self.b.ins().band_imm(bit, 1);
+                    acc = self.b.ins().select(bit, lanes[l], acc);
+                }
+                acc
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Expressions
+
+    fn expr(&mut self, e: ExprId) -> Result<Ev, JitError> {
+        let f = self.frame().f;
+        let span = f.expr_span(e);
+        let ty = self.ty(e);
+        let class = self.frame().an.expr(e);
+        let ex = &f.exprs[e];
+        let ev = match ex {
+            Expr::Literal(l) => {
+                let (s, bits) = match *l {
+                    Literal::Bool(b) => (Scalar::Bool, b as u64),
+                    Literal::Int { bits, ty } => (ty, bits),
+                    Literal::Float { value, ty } => (
+                        ty,
+                        match ty {
+                            Scalar::F32 => (value as f32).to_bits() as u64,
+                            Scalar::F16 => half::f16::from_f64(value).to_bits() as u64,
+                            _ => value.to_bits(),
+                        },
+                    ),
+                };
+                Ev::Vals(vec![Val::U(self.uconst(s, bits))])
+            }
+            Expr::Param(i) => {
+                if self.frame().is_kernel {
+                    match &self.kparams[*i as usize] {
+                        KParam::Val(v) => Ev::Vals(v.clone()),
+                        KParam::Buf { .. } => Ev::Void,
+                    }
+                } else {
+                    let slot = self.frame().params[*i as usize].clone();
+                    self.read_slot(&slot, ty)
+                }
+            }
+            Expr::Local(l) => {
+                let slot = self.local_slot(*l);
+                self.read_slot(&slot, ty)
+            }
+            Expr::TemplateParam(_) => {
+                return Err(JitError::Unsupported {
+                    kernel: self.kernel_name.clone(),
+                    what: "a template parameter in an uninstantiated template".into(),
+                })
+            }
+            Expr::Builtin(b) => Ev::Vals(vec![self.builtin(*b)]),
+            Expr::Unary { op, arg } => {
+                let a = self.expr(*arg)?.vals();
+                let s = scalar_of(ty);
+                Ev::Vals(a.iter().map(|x| self.unary(*op, s, x)).collect())
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let s = scalar_of(self.ty(*lhs));
+                match op {
+                    BinaryOp::LogicalAnd | BinaryOp::LogicalOr => {
+                        Ev::Vals(vec![self.short_circuit(*op, *lhs, *rhs)?])
+                    }
+                    _ => {
+                        let a = self.expr(*lhs)?.vals();
+                        let b = self.expr(*rhs)?.vals();
+                        let (la, lb) = (analysis::literal_int(f, *lhs), analysis::literal_int(f, *rhs));
+                        let mut out = Vec::new();
+                        for (x, y) in a.iter().zip(&b) {
+                            out.push(self.binary(*op, s, x, y, la, lb, span)?);
+                        }
+                        Ev::Vals(out)
+                    }
+                }
+            }
+            Expr::Cast { to, arg } => {
+                let from = scalar_of(self.ty(*arg));
+                let a = self.expr(*arg)?.vals();
+                Ev::Vals(a.iter().map(|x| self.cast(from, *to, x)).collect())
+            }
+            Expr::Bitcast { to, arg } => {
+                let from_t = self.ty(*arg);
+                let a = self.expr(*arg)?.vals();
+                Ev::Vals(self.bitcast(from_t, *to, &a))
+            }
+            Expr::Select { cond, accept, reject } => {
+                let c = self.expr(*cond)?.vals();
+                let a = self.expr(*accept)?.vals();
+                let r = self.expr(*reject)?.vals();
+                let s = scalar_of(ty);
+                let mut out = Vec::new();
+                for i in 0..a.len() {
+                    let ci = if c.len() == 1 { &c[0] } else { &c[i] };
+                    out.push(self.select(s, ci, &a[i], &r[i]));
+                }
+                Ev::Vals(out)
+            }
+            Expr::Compose { parts, .. } => {
+                let mut out = Vec::new();
+                for &p in parts {
+                    out.extend(self.expr(p)?.vals());
+                }
+                Ev::Vals(out)
+            }
+            Expr::Splat { lanes, value } => {
+                let v = self.expr(*value)?.vals().remove(0);
+                Ev::Vals(vec![v; *lanes as usize])
+            }
+            Expr::Extract { vector, lane } => {
+                let v = self.expr(*vector)?.vals();
+                Ev::Vals(vec![v[*lane as usize].clone()])
+            }
+            Expr::Swizzle { vector, lanes } => {
+                let v = self.expr(*vector)?.vals();
+                Ev::Vals(lanes.iter().map(|&l| v[l as usize].clone()).collect())
+            }
+            Expr::Index { base, index } => {
+                let i = self.expr(*index)?.vals().remove(0);
+                Ev::Vals(self.load_elem(*base, &i, span, 1)?)
+            }
+            Expr::VLoad { base, index, lanes, align } => {
+                let i = self.expr(*index)?.vals().remove(0);
+                let s = scalar_of(ty);
+                self.check_align(&i, s, *align, span);
+                Ev::Vals(self.load_elem(*base, &i, span, *lanes as u32)?)
+            }
+            Expr::Len(i) => {
+                let len = match &self.kparams[*i as usize] {
+                    KParam::Buf { len, .. } => *len,
+                    KParam::Val(_) => self.b.ins().iconst(types::I64, 0),
+                };
+                let max = self.b.ins().iconst(types::I64, u32::MAX as i64);
+                let c = self.b.ins().umin(len, max);
+                Ev::Vals(vec![Val::U(self.b.ins().ireduce(types::I32, c))])
+            }
+            Expr::Call { function, args } => self.call_helper(*function, args)?,
+            Expr::Tag { index, .. } => Ev::Vals(vec![Val::U(self.b.ins().iconst(types::I32, *index as i64))]),
+            Expr::Dispatch { tag, args } => self.dispatch(*tag, args, ty)?,
+            Expr::Math { fun, args } => {
+                let mut vs = Vec::new();
+                for &a in args {
+                    vs.push(self.expr(a)?.vals());
+                }
+                let s = scalar_of(ty);
+                let mut out = Vec::new();
+                for c in 0..vs[0].len() {
+                    let ops: Vec<Val> = vs.iter().map(|v| v[c].clone()).collect();
+                    out.push(self.math(*fun, s, &ops));
+                }
+                Ev::Vals(out)
+            }
+            Expr::Atomic { op, place, value, compare, .. } => {
+                Ev::Vals(vec![self.atomic(*op, place, *value, *compare, ty, span)?])
+            }
+            Expr::Wave { op, args } => {
+                let mut vs = Vec::new();
+                for &a in args {
+                    vs.push(self.expr(a)?.vals());
+                }
+                let s = if args.is_empty() { Scalar::Bool } else { scalar_of(self.ty(args[0])) };
+                Ev::Vals(self.wave(*op, s, &vs, span)?)
+            }
+            Expr::MatrixFill { rows, cols, value, scalar, .. } => {
+                let v = self.expr(*value)?.vals().remove(0);
+                let x = self.first_active(*scalar, &v);
+                let raw = self.to_u64(*scalar, x);
+                let n = *rows as u32 * *cols as u32;
+                let off = self.alloc_state(n * 8);
+                let p = self.b.ins().iadd_imm(self.state, off as i64);
+                for i in 0..n {
+                    self.b.ins().store(notrap(), raw, p, (i * 8) as i32);
+                }
+                Ev::Mat(p)
+            }
+            Expr::MatrixLoad { rows, cols, base, offset, stride, .. } => {
+                let n = *rows as u32 * *cols as u32;
+                let off = self.alloc_state(n * 8);
+                let p = self.b.ins().iadd_imm(self.state, off as i64);
+                self.matrix_io(p, ty, *base, *offset, *stride, false, span)?;
+                Ev::Mat(p)
+            }
+            Expr::MatrixMma { a, b, c } => {
+                let (ta, tc) = (self.ty(*a), self.ty(*c));
+                let pa = self.expr(*a)?;
+                let pb = self.expr(*b)?;
+                let pc = self.expr(*c)?;
+                let (Ev::Mat(pa), Ev::Mat(pb), Ev::Mat(pc)) = (pa, pb, pc) else {
+                    return Err(self.internal("matrix_mma of non-fragments"));
+                };
+                let (Type::Matrix { scalar: sa, rows: m, cols: k, .. }, Type::Matrix { scalar: sc, cols: nn, .. }) = (ta, tc) else {
+                    return Err(self.internal("matrix_mma types"));
+                };
+                let n = m as u32 * nn as u32;
+                let off = self.alloc_state(n * 8);
+                let d = self.b.ins().iadd_imm(self.state, off as i64);
+                let dims = m as u64 | (nn as u64) << 16 | (k as u64) << 32;
+                let dims = self.b.ins().iconst(types::I64, dims as i64);
+                let codes = super::rt::code_of(sa) | super::rt::code_of(sc) << 8;
+                let codes = self.b.ins().iconst(types::I32, codes as i64);
+                self.call(
+                    "xpu_matrix_mma",
+                    &[types::I64, types::I64, types::I64, types::I64, types::I64, types::I32],
+                    &[],
+                    &[d, pa, pb, pc, dims, codes],
+                );
+                Ev::Mat(d)
+            }
+        };
+        // Keep the class the analysis promised (the lowering may know less).
+        if let (Ev::Vals(vs), Some(s)) = (&ev, ty.scalar().or(matches!(ty, Type::Tag(_)).then_some(Scalar::U32))) {
+            let fixed: Vec<Val> = vs
+                .iter()
+                .map(|v| match (class, v) {
+                    (Class::Varying, Val::U(_) | Val::A(..)) => Val::V(self.materialize(s, v)),
+                    _ => v.clone(),
+                })
+                .collect();
+            return Ok(Ev::Vals(fixed));
+        }
+        Ok(ev)
+    }
+
+    fn to_u64(&mut self, s: Scalar, x: Value) -> Value {
+        match s {
+            Scalar::F32 => {
+                let i = self.b.ins().bitcast(types::I32, le(), x);
+                self.b.ins().uextend(types::I64, i)
+            }
+            Scalar::F64 => self.b.ins().bitcast(types::I64, le(), x),
+            Scalar::I64 | Scalar::U64 => x,
+            s if s.is_signed() => self.b.ins().sextend(types::I64, x),
+            _ => self.b.ins().uextend(types::I64, x),
+        }
+    }
+
+    fn builtin(&mut self, b: Builtin) -> Val {
+        match b {
+            Builtin::LocalId(d) => self.local_ids[d.index()].clone(),
+            Builtin::GlobalId(d) => {
+                let i = d.index();
+                let gs = self.b.ins().imul_imm(self.group[i], self.cfg.block[i] as i64);
+                let l = self.local_ids[i].clone();
+                self.arith(BinaryOp::Add, Scalar::U32, &Val::U(gs), &l, None, None)
+            }
+            Builtin::GroupId(d) => Val::U(self.group[d.index()]),
+            Builtin::GroupSize(d) => Val::U(self.b.ins().iconst(types::I32, self.cfg.block[d.index()] as i64)),
+            Builtin::NumGroups(d) => Val::U(self.ngroups[d.index()]),
+            Builtin::WaveWidth => Val::U(self.b.ins().iconst(types::I32, self.n as i64)),
+            Builtin::LaneId => {
+                let z = self.b.ins().iconst(types::I32, 0);
+                Val::A(z, 1)
+            }
+        }
+    }
+
+    fn short_circuit(&mut self, op: BinaryOp, lhs: ExprId, rhs: ExprId) -> Result<Val, JitError> {
+        let a = self.expr(lhs)?.vals().remove(0);
+        let is_and = op == BinaryOp::LogicalAnd;
+        match a {
+            Val::U(a) => {
+                // The right side runs only when needed, as a real branch.
+                let rb = self.b.create_block();
+                let join = self.b.create_block();
+                let rclass = self.frame().an.expr(rhs);
+                let uniform = rclass == Class::Uniform;
+                let pty = if uniform { types::I8 } else { types::I32X4 };
+                let np = if uniform { 1 } else { chunks(Scalar::Bool, self.n) as usize };
+                for _ in 0..np {
+                    self.b.append_block_param(join, pty);
+                }
+                let short: Vec<Value> = if uniform {
+                    vec![a]
+                } else {
+                    self.splat(Scalar::Bool, a)
+                };
+                let args: Vec<cranelift_codegen::ir::BlockArg> = short.iter().map(|&v| v.into()).collect();
+                if is_and {
+                    self.b.ins().brif(a, rb, &[], join, &args);
+                } else {
+                    self.b.ins().brif(a, join, &args, rb, &[]);
+                }
+                self.b.switch_to_block(rb);
+                let r = self.expr(rhs)?.vals().remove(0);
+                let rv: Vec<Value> = match &r {
+                    Val::U(x) if uniform => vec![*x],
+                    _ => self.bool_mask(&r),
+                };
+                let args: Vec<cranelift_codegen::ir::BlockArg> = rv.iter().map(|&v| v.into()).collect();
+                self.b.ins().jump(join, &args);
+                self.b.switch_to_block(join);
+                let ps = self.b.block_params(join).to_vec();
+                Ok(if uniform { Val::U(ps[0]) } else { Val::V(ps) })
+            }
+            a => {
+                // Lanes that need the right side evaluate it under their own mask.
+                let am = self.bool_mask(&a);
+                let save = self.exec();
+                let need = if is_and {
+                    self.mask_and(&save, &am)
+                } else {
+                    self.mask_andnot(&save, &am)
+                };
+                let res = self.mask_vars();
+                self.def_vars(&res, &am);
+                let saved = self.mask_vars();
+                self.def_vars(&saved, &save);
+                let any = self.mask_any(&need);
+                let rb = self.b.create_block();
+                let join = self.b.create_block();
+                self.b.ins().brif(any, rb, &[], join, &[]);
+                self.b.switch_to_block(rb);
+                self.set_exec(&need);
+                let r = self.expr(rhs)?.vals().remove(0);
+                let rm = self.bool_mask(&r);
+                // and: a & r ; or: a | (need & r)
+                let cur = self.use_vars(&res);
+                let nr = self.mask_and(&need, &rm);
+                let v = if is_and {
+                    let keep = self.mask_andnot(&cur, &need);
+                    self.mask_or(&keep, &nr)
+                } else {
+                    self.mask_or(&cur, &nr)
+                };
+                self.def_vars(&res, &v);
+                self.b.ins().jump(join, &[]);
+                self.b.switch_to_block(join);
+                let s = self.use_vars(&saved);
+                self.set_exec(&s);
+                Ok(Val::V(self.use_vars(&res)))
+            }
+        }
+    }
+
+    fn unary(&mut self, op: UnaryOp, s: Scalar, a: &Val) -> Val {
+        let class = analysis::unary_class(op, s, false, class_of(a));
+        if let (UnaryOp::Neg, Val::A(b, k), Class::Affine(_)) = (op, a, class) {
+            return Val::A(self.b.ins().ineg(*b), k.wrapping_neg());
+        }
+        let f = |me: &mut Self, x: Value, vector: bool| -> Value {
+            match (op, s) {
+                (UnaryOp::Not, Scalar::Bool) => {
+                    if vector {
+                        me.b.ins().bnot(x)
+                    } else {
+                        me.b.ins().bxor_imm(x, 1)
+                    }
+                }
+                (UnaryOp::Not, _) => me.b.ins().bnot(x),
+                (UnaryOp::Neg, Scalar::F16) => {
+                    if vector {
+                        let k = me.b.ins().iconst(types::I16, 0x8000u16 as i16 as i64);
+                        let k = me.b.ins().splat(types::I16X8, k);
+                        me.b.ins().bxor(x, k)
+                    } else {
+                        me.b.ins().bxor_imm(x, 0x8000u16 as i16 as i64)
+                    }
+                }
+                (UnaryOp::Neg, s) if s.is_float() => me.b.ins().fneg(x),
+                (UnaryOp::Neg, _) => me.b.ins().ineg(x),
+            }
+        };
+        match a {
+            Val::U(x) => Val::U(f(self, *x, false)),
+            _ => {
+                let c = self.materialize(s, a);
+                Val::V(c.iter().map(|&x| f(self, x, true)).collect())
+            }
+        }
+    }
+
+    /// `+ - *` and the others that never trap, with affine bookkeeping.
+    fn arith(&mut self, op: BinaryOp, s: Scalar, a: &Val, b: &Val, la: Option<i64>, lb: Option<i64>) -> Val {
+        let class = analysis::binary_class(op, s, false, class_of(a), class_of(b), la, lb);
+        if let Class::Affine(k) = class {
+            let base = |v: &Val| match v {
+                Val::U(x) | Val::A(x, _) => *x,
+                Val::V(_) => unreachable!("affine operands"),
+            };
+            let (ba, bb) = (base(a), base(b));
+            let nb = match op {
+                BinaryOp::Add => self.b.ins().iadd(ba, bb),
+                BinaryOp::Sub => self.b.ins().isub(ba, bb),
+                BinaryOp::Mul => self.b.ins().imul(ba, bb),
+                BinaryOp::Shl => {
+                    let m = self.b.ins().band_imm(bb, (s.bits() - 1) as i64);
+                    self.b.ins().ishl(ba, m)
+                }
+                _ => unreachable!("affine op"),
+            };
+            return Val::A(nb, k);
+        }
+        if let (Val::U(x), Val::U(y)) = (a, b) {
+            return Val::U(self.scalar_bin(op, s, *x, *y));
+        }
+        // Shifts by a uniform amount stay vector ops.
+        if matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
+            if let Val::U(y) = b {
+                let m = self.b.ins().band_imm(*y, (s.bits() - 1) as i64);
+                let ca = self.materialize(s, a);
+                let r: Vec<Value> = ca
+                    .iter()
+                    .map(|&x| match op {
+                        BinaryOp::Shl => self.b.ins().ishl(x, m),
+                        _ if s.is_signed() => self.b.ins().sshr(x, m),
+                        _ => self.b.ins().ushr(x, m),
+                    })
+                    .collect();
+                return Val::V(r);
+            }
+            return self.map_lanes(s, &[(s, a), (s, b)], |me, v| me.scalar_bin(op, s, v[0], v[1]));
+        }
+        let vector_ok = match s {
+            Scalar::F16 => false,
+            Scalar::F32 | Scalar::F64 => op != BinaryOp::Rem,
+            Scalar::I8 | Scalar::U8 => op != BinaryOp::Mul,
+            _ => true,
+        };
+        if !vector_ok {
+            return self.map_lanes(s, &[(s, a), (s, b)], |me, v| me.scalar_bin(op, s, v[0], v[1]));
+        }
+        let ca = self.materialize(s, a);
+        let cb = self.materialize(s, b);
+        let r: Vec<Value> = ca
+            .iter()
+            .zip(&cb)
+            .map(|(&x, &y)| match (op, s.is_float()) {
+                (BinaryOp::Add, false) => self.b.ins().iadd(x, y),
+                (BinaryOp::Sub, false) => self.b.ins().isub(x, y),
+                (BinaryOp::Mul, false) => self.b.ins().imul(x, y),
+                (BinaryOp::Add, true) => self.b.ins().fadd(x, y),
+                (BinaryOp::Sub, true) => self.b.ins().fsub(x, y),
+                (BinaryOp::Mul, true) => self.b.ins().fmul(x, y),
+                (BinaryOp::Div, true) => self.b.ins().fdiv(x, y),
+                (BinaryOp::BitAnd, _) => self.b.ins().band(x, y),
+                (BinaryOp::BitOr, _) => self.b.ins().bor(x, y),
+                (BinaryOp::BitXor, _) => self.b.ins().bxor(x, y),
+                _ => x,
+            })
+            .collect();
+        Val::V(r)
+    }
+
+    /// One scalar operation on uniform representations.
+    fn scalar_bin(&mut self, op: BinaryOp, s: Scalar, x: Value, y: Value) -> Value {
+        use BinaryOp as B;
+        if s == Scalar::F16 {
+            use super::rt::f16op;
+            let code = match op {
+                B::Add => f16op::ADD,
+                B::Sub => f16op::SUB,
+                B::Mul => f16op::MUL,
+                B::Div => f16op::DIV,
+                B::Rem => f16op::REM,
+                B::Eq => f16op::EQ,
+                B::Ne => f16op::NE,
+                B::Lt => f16op::LT,
+                B::Le => f16op::LE,
+                B::Gt => f16op::GT,
+                B::Ge => f16op::GE,
+                _ => f16op::ADD,
+            };
+            let c = self.b.ins().iconst(types::I32, code as i64);
+            let xa = self.b.ins().uextend(types::I32, x);
+            let ya = self.b.ins().uextend(types::I32, y);
+            let r = self.call("xpu_f16_op", &[types::I32; 3], &[types::I32], &[c, xa, ya]).expect("r");
+            return self.b.ins().ireduce(if op.is_comparison() { types::I8 } else { types::I16 }, r);
+        }
+        if s.is_float() {
+            return match op {
+                B::Add => self.b.ins().fadd(x, y),
+                B::Sub => self.b.ins().fsub(x, y),
+                B::Mul => self.b.ins().fmul(x, y),
+                B::Div => self.b.ins().fdiv(x, y),
+                B::Rem => {
+                    let (name, t) = if s == Scalar::F32 { ("xpu_fmod_f32", types::F32) } else { ("xpu_fmod_f64", types::F64) };
+                    self.call(name, &[t, t], &[t], &[x, y]).expect("r")
+                }
+                B::Eq => self.b.ins().fcmp(FloatCC::Equal, x, y),
+                B::Ne => self.b.ins().fcmp(FloatCC::NotEqual, x, y),
+                B::Lt => self.b.ins().fcmp(FloatCC::LessThan, x, y),
+                B::Le => self.b.ins().fcmp(FloatCC::LessThanOrEqual, x, y),
+                B::Gt => self.b.ins().fcmp(FloatCC::GreaterThan, x, y),
+                B::Ge => self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, x, y),
+                _ => x,
+            };
+        }
+        let signed = s.is_signed();
+        match op {
+            B::Add => self.b.ins().iadd(x, y),
+            B::Sub => self.b.ins().isub(x, y),
+            B::Mul => self.b.ins().imul(x, y),
+            B::BitAnd | B::LogicalAnd => self.b.ins().band(x, y),
+            B::BitOr | B::LogicalOr => self.b.ins().bor(x, y),
+            B::BitXor => self.b.ins().bxor(x, y),
+            B::Shl => {
+                let m = self.b.ins().band_imm(y, (s.bits() - 1) as i64);
+                self.b.ins().ishl(x, m)
+            }
+            B::Shr => {
+                let m = self.b.ins().band_imm(y, (s.bits() - 1) as i64);
+                if signed {
+                    self.b.ins().sshr(x, m)
+                } else {
+                    self.b.ins().ushr(x, m)
+                }
+            }
+            B::Eq => self.b.ins().icmp(IntCC::Equal, x, y),
+            B::Ne => self.b.ins().icmp(IntCC::NotEqual, x, y),
+            B::Lt => self.b.ins().icmp(if signed { IntCC::SignedLessThan } else { IntCC::UnsignedLessThan }, x, y),
+            B::Le => self.b.ins().icmp(if signed { IntCC::SignedLessThanOrEqual } else { IntCC::UnsignedLessThanOrEqual }, x, y),
+            B::Gt => self.b.ins().icmp(if signed { IntCC::SignedGreaterThan } else { IntCC::UnsignedGreaterThan }, x, y),
+            B::Ge => self.b.ins().icmp(if signed { IntCC::SignedGreaterThanOrEqual } else { IntCC::UnsignedGreaterThanOrEqual }, x, y),
+            B::Div | B::Rem => x,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn binary(&mut self, op: BinaryOp, s: Scalar, a: &Val, b: &Val, la: Option<i64>, lb: Option<i64>, span: Span) -> Result<Val, JitError> {
+        if op.is_comparison() {
+            return Ok(self.compare(op, s, a, b));
+        }
+        if matches!(op, BinaryOp::Div | BinaryOp::Rem) && s.is_int() {
+            return Ok(self.int_div(op == BinaryOp::Rem, s, a, b, span));
+        }
+        if s == Scalar::Bool {
+            // Bool & | ^ (and == != above).
+            return Ok(match (a, b) {
+                (Val::U(x), Val::U(y)) => Val::U(self.scalar_bin(op, s, *x, *y)),
+                _ => {
+                    let ca = self.bool_mask(a);
+                    let cb = self.bool_mask(b);
+                    let r = ca
+                        .iter()
+                        .zip(&cb)
+                        .map(|(&x, &y)| match op {
+                            BinaryOp::BitAnd => self.b.ins().band(x, y),
+                            BinaryOp::BitOr => self.b.ins().bor(x, y),
+                            _ => self.b.ins().bxor(x, y),
+                        })
+                        .collect();
+                    Val::V(r)
+                }
+            });
+        }
+        Ok(self.arith(op, s, a, b, la, lb))
+    }
+
+    fn compare(&mut self, op: BinaryOp, s: Scalar, a: &Val, b: &Val) -> Val {
+        if let (Val::U(x), Val::U(y)) = (a, b) {
+            if s == Scalar::Bool {
+                let r = match op {
+                    BinaryOp::Eq => self.b.ins().icmp(IntCC::Equal, *x, *y),
+                    _ => self.b.ins().icmp(IntCC::NotEqual, *x, *y),
+                };
+                return Val::U(r);
+            }
+            return Val::U(self.scalar_bin(op, s, *x, *y));
+        }
+        if s == Scalar::Bool {
+            let ca = self.bool_mask(a);
+            let cb = self.bool_mask(b);
+            let r = ca
+                .iter()
+                .zip(&cb)
+                .map(|(&x, &y)| {
+                    let d = self.b.ins().bxor(x, y);
+                    if op == BinaryOp::Eq {
+                        self.b.ins().bnot(d)
+                    } else {
+                        d
+                    }
+                })
+                .collect();
+            return Val::V(r);
+        }
+        if s == Scalar::F16 {
+            return self.map_lanes(Scalar::Bool, &[(s, a), (s, b)], |me, v| me.scalar_bin(op, s, v[0], v[1]));
+        }
+        let ca = self.materialize(s, a);
+        let cb = self.materialize(s, b);
+        let signed = s.is_signed();
+        let r: Vec<Value> = ca
+            .iter()
+            .zip(&cb)
+            .map(|(&x, &y)| {
+                if s.is_float() {
+                    let cc = match op {
+                        BinaryOp::Eq => FloatCC::Equal,
+                        BinaryOp::Ne => FloatCC::NotEqual,
+                        BinaryOp::Lt => FloatCC::LessThan,
+                        BinaryOp::Le => FloatCC::LessThanOrEqual,
+                        BinaryOp::Gt => FloatCC::GreaterThan,
+                        _ => FloatCC::GreaterThanOrEqual,
+                    };
+                    self.b.ins().fcmp(cc, x, y)
+                } else {
+                    let cc = match (op, signed) {
+                        (BinaryOp::Eq, _) => IntCC::Equal,
+                        (BinaryOp::Ne, _) => IntCC::NotEqual,
+                        (BinaryOp::Lt, true) => IntCC::SignedLessThan,
+                        (BinaryOp::Lt, false) => IntCC::UnsignedLessThan,
+                        (BinaryOp::Le, true) => IntCC::SignedLessThanOrEqual,
+                        (BinaryOp::Le, false) => IntCC::UnsignedLessThanOrEqual,
+                        (BinaryOp::Gt, true) => IntCC::SignedGreaterThan,
+                        (BinaryOp::Gt, false) => IntCC::UnsignedGreaterThan,
+                        (_, true) => IntCC::SignedGreaterThanOrEqual,
+                        (_, false) => IntCC::UnsignedGreaterThanOrEqual,
+                    };
+                    self.b.ins().icmp(cc, x, y)
+                }
+            })
+            .collect();
+        Val::V(self.geom_mask(s, &r))
+    }
+
+    /// Integer `/` and `%`: per lane; a zero divisor in an active lane fails the launch.
+    fn int_div(&mut self, rem: bool, s: Scalar, a: &Val, b: &Val, span: Span) -> Val {
+        let site = self.add_site(span, "integer division".into());
+        let t = uty(s);
+        let zero_l = self.b.ins().iconst(types::I64, 0);
+        let one = self.b.ins().iconst(t, 1);
+        let m1 = self.b.ins().iconst(t, -1);
+        let zero = self.b.ins().iconst(t, 0);
+        let op1 = |me: &mut Self, x: Value, y: Value| -> Value {
+            // A zero divisor (inactive lane) divides by one; MIN / -1 wraps, MIN % -1 is 0.
+            let is0 = me.b.ins().icmp_imm(IntCC::Equal, y, 0);
+            let y1 = me.b.ins().select(is0, one, y);
+            if s.is_signed() {
+                let ism1 = me.b.ins().icmp(IntCC::Equal, y1, m1);
+                let y2 = me.b.ins().select(ism1, one, y1);
+                if rem {
+                    let r = me.b.ins().srem(x, y2);
+                    me.b.ins().select(ism1, zero, r)
+                } else {
+                    let q = me.b.ins().sdiv(x, y2);
+                    let nx = me.b.ins().ineg(x);
+                    me.b.ins().select(ism1, nx, q)
+                }
+            } else if rem {
+                me.b.ins().urem(x, y1)
+            } else {
+                me.b.ins().udiv(x, y1)
+            }
+        };
+        match (a, b) {
+            (Val::U(x), Val::U(y)) => {
+                let is0 = self.b.ins().icmp_imm(IntCC::Equal, *y, 0);
+                self.check(is0, err::DIV_ZERO, site, |_| zero_l, zero_l);
+                Val::U(op1(self, *x, *y))
+            }
+            _ => {
+                let e = self.exec();
+                let bits = self.mask_bits(&e);
+                let yl = self.lanes(s, b);
+                let mut bad_any = self.b.ins().iconst(types::I8, 0);
+                for (l, &y) in yl.iter().enumerate() {
+                    let is0 = self.b.ins().icmp_imm(IntCC::Equal, y, 0);
+                    let bit = self.b.ins().ushr_imm(bits, l as i64);
+                    let bit = self.b.ins().band_imm(bit, 1);
+                    let act = self.b.ins().ireduce(types::I8, bit);
+                    let bad = self.b.ins().band(is0, act);
+                    bad_any = self.b.ins().bor(bad_any, bad);
+                }
+                self.check(bad_any, err::DIV_ZERO, site, |_| zero_l, zero_l);
+                self.map_lanes(s, &[(s, a), (s, b)], |me, v| op1(me, v[0], v[1]))
+            }
+        }
+    }
+
+    fn select(&mut self, s: Scalar, c: &Val, a: &Val, r: &Val) -> Val {
+        match c {
+            Val::U(c) => match (a, r) {
+                (Val::U(x), Val::U(y)) => Val::U(self.b.ins().select(*c, *x, *y)),
+                _ => {
+                    let ca = self.materialize(s, a);
+                    let cr = self.materialize(s, r);
+                    Val::V(ca.iter().zip(&cr).map(|(&x, &y)| self.b.ins().select(*c, x, y)).collect())
+                }
+            },
+            c => {
+                let m = self.bool_mask(c);
+                let ca = self.materialize(s, a);
+                let cr = self.materialize(s, r);
+                let mg = self.mask_geom(s, &m);
+                Val::V(
+                    (0..ca.len())
+                        .map(|i| {
+                            if s == Scalar::Bool {
+                                self.b.ins().bitselect(m[i], ca[i], cr[i])
+                            } else {
+                                self.b.ins().bitselect(mg[i], ca[i], cr[i])
+                            }
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    /// Scalar conversion on uniform representations.
+    fn scalar_cast(&mut self, from: Scalar, to: Scalar, x: Value) -> Value {
+        if from == to {
+            return x;
+        }
+        if to == Scalar::Bool {
+            return match from {
+                Scalar::F32 => {
+                    let z = self.b.ins().f32const(0.0);
+                    self.b.ins().fcmp(FloatCC::NotEqual, x, z)
+                }
+                Scalar::F64 => {
+                    let z = self.b.ins().f64const(0.0);
+                    self.b.ins().fcmp(FloatCC::NotEqual, x, z)
+                }
+                Scalar::F16 => {
+                    let m = self.b.ins().band_imm(x, 0x7fff);
+                    self.b.ins().icmp_imm(IntCC::NotEqual, m, 0)
+                }
+                _ => self.b.ins().icmp_imm(IntCC::NotEqual, x, 0),
+            };
+        }
+        if from == Scalar::Bool {
+            return match to {
+                Scalar::F32 => {
+                    let i = self.b.ins().uextend(types::I32, x);
+                    self.b.ins().fcvt_from_uint(types::F32, i)
+                }
+                Scalar::F64 => {
+                    let i = self.b.ins().uextend(types::I32, x);
+                    self.b.ins().fcvt_from_uint(types::F64, i)
+                }
+                Scalar::F16 => {
+                    let one = self.b.ins().iconst(types::I16, 0x3c00);
+                    let z = self.b.ins().iconst(types::I16, 0);
+                    self.b.ins().select(x, one, z)
+                }
+                _ => self.int_resize(Scalar::U8, to, x),
+            };
+        }
+        match (from.is_float(), to.is_float()) {
+            (false, false) => self.int_resize(from, to, x),
+            (false, true) => {
+                if to == Scalar::F16 {
+                    let w = self.int_resize(from, if from.is_signed() { Scalar::I64 } else { Scalar::U64 }, x);
+                    let name = if from.is_signed() { "xpu_i64_to_f16" } else { "xpu_u64_to_f16" };
+                    let r = self.call(name, &[types::I64], &[types::I32], &[w]).expect("r");
+                    return self.b.ins().ireduce(types::I16, r);
+                }
+                let wide = if from.bits() < 32 {
+                    self.int_resize(from, if from.is_signed() { Scalar::I32 } else { Scalar::U32 }, x)
+                } else {
+                    x
+                };
+                if from.is_signed() {
+                    self.b.ins().fcvt_from_sint(uty(to), wide)
+                } else {
+                    self.b.ins().fcvt_from_uint(uty(to), wide)
+                }
+            }
+            (true, false) => {
+                let xf = if from == Scalar::F16 {
+                    let a = self.b.ins().uextend(types::I32, x);
+                    self.call("xpu_f16_to_f64", &[types::I32], &[types::F64], &[a]).expect("r")
+                } else {
+                    x
+                };
+                match to.bits() {
+                    64 => {
+                        if to.is_signed() {
+                            self.b.ins().fcvt_to_sint_sat(types::I64, xf)
+                        } else {
+                            self.b.ins().fcvt_to_uint_sat(types::I64, xf)
+                        }
+                    }
+                    32 => {
+                        if to.is_signed() {
+                            self.b.ins().fcvt_to_sint_sat(types::I32, xf)
+                        } else {
+                            self.b.ins().fcvt_to_uint_sat(types::I32, xf)
+                        }
+                    }
+                    _ => {
+                        // Saturate through i32, then clamp to the narrow range.
+                        let i = self.b.ins().fcvt_to_sint_sat(types::I32, xf);
+                        let (lo, hi) = match to {
+                            Scalar::I8 => (-128i64, 127i64),
+                            Scalar::U8 => (0, 255),
+                            Scalar::I16 => (-32768, 32767),
+                            _ => (0, 65535),
+                        };
+                        let lo = self.b.ins().iconst(types::I32, lo);
+                        let hi = self.b.ins().iconst(types::I32, hi);
+                        let c = self.b.ins().smax(i, lo);
+                        let c = self.b.ins().smin(c, hi);
+                        self.b.ins().ireduce(uty(to), c)
+                    }
+                }
+            }
+            (true, true) => match (from, to) {
+                (Scalar::F32, Scalar::F64) => self.b.ins().fpromote(types::F64, x),
+                (Scalar::F64, Scalar::F32) => self.b.ins().fdemote(types::F32, x),
+                (Scalar::F16, _) => {
+                    let a = self.b.ins().uextend(types::I32, x);
+                    let d = self.call("xpu_f16_to_f64", &[types::I32], &[types::F64], &[a]).expect("r");
+                    if to == Scalar::F32 {
+                        self.b.ins().fdemote(types::F32, d)
+                    } else {
+                        d
+                    }
+                }
+                (Scalar::F32, _) => {
+                    let r = self.call("xpu_f32_to_f16", &[types::F32], &[types::I32], &[x]).expect("r");
+                    self.b.ins().ireduce(types::I16, r)
+                }
+                _ => {
+                    let r = self.call("xpu_f64_to_f16", &[types::F64], &[types::I32], &[x]).expect("r");
+                    self.b.ins().ireduce(types::I16, r)
+                }
+            },
+        }
+    }
+
+    fn int_resize(&mut self, from: Scalar, to: Scalar, x: Value) -> Value {
+        let (ft, tt) = (uty(from), uty(to));
+        if ft == tt {
+            x
+        } else if ft.bits() > tt.bits() {
+            self.b.ins().ireduce(tt, x)
+        } else if from.is_signed() {
+            self.b.ins().sextend(tt, x)
+        } else {
+            self.b.ins().uextend(tt, x)
+        }
+    }
+
+    fn cast(&mut self, from: Scalar, to: Scalar, a: &Val) -> Val {
+        let class = analysis::cast_class(from, to, false, class_of(a));
+        if let (Val::A(b, k), Class::Affine(_)) = (a, class) {
+            return Val::A(*b, *k);
+        }
+        match a {
+            Val::U(x) => Val::U(self.scalar_cast(from, to, *x)),
+            _ => {
+                if from == to {
+                    return Val::V(self.materialize(from, a));
+                }
+                // Vector forms for the common 32-bit conversions.
+                let c = self.materialize(from, a);
+                match (from, to) {
+                    (Scalar::I32, Scalar::U32) | (Scalar::U32, Scalar::I32) => return Val::V(c),
+                    (Scalar::I32, Scalar::F32) => {
+                        return Val::V(c.iter().map(|&x| self.b.ins().fcvt_from_sint(types::F32X4, x)).collect())
+                    }
+                    (Scalar::U32, Scalar::F32) => {
+                        return Val::V(c.iter().map(|&x| self.b.ins().fcvt_from_uint(types::F32X4, x)).collect())
+                    }
+                    (Scalar::F32, Scalar::I32) => {
+                        return Val::V(c.iter().map(|&x| self.b.ins().fcvt_to_sint_sat(types::I32X4, x)).collect())
+                    }
+                    (Scalar::F32, Scalar::U32) => {
+                        return Val::V(c.iter().map(|&x| self.b.ins().fcvt_to_uint_sat(types::I32X4, x)).collect())
+                    }
+                    _ => {}
+                }
+                let v = Val::V(c);
+                self.map_lanes(to, &[(from, &v)], |me, x| me.scalar_cast(from, to, x[0]))
+            }
+        }
+    }
+
+    fn bitcast(&mut self, from_t: Type, to_t: Type, a: &[Val]) -> Vec<Val> {
+        let fs = scalar_of(from_t);
+        let ts = scalar_of(to_t);
+        let (fc, tc) = (comps_of(from_t), comps_of(to_t));
+        let conv = |me: &mut Self, x: Value, from: Scalar, to: Scalar| -> Value {
+            let (ft, tt) = (uty(from), uty(to));
+            if ft == tt {
+                x
+            } else {
+                me.b.ins().bitcast(tt, le(), x)
+            }
+        };
+        if fc == tc {
+            return a
+                .iter()
+                .map(|v| match v {
+                    Val::U(x) => Val::U(conv(self, *x, fs, ts)),
+                    Val::A(b, k) if uty(fs) == uty(ts) => Val::A(*b, *k),
+                    v => {
+                        let c = self.materialize(fs, v);
+                        if vty(fs) == vty(ts) {
+                            Val::V(c)
+                        } else if fs == Scalar::Bool || ts == Scalar::Bool {
+                            let v = Val::V(c);
+                            self.map_lanes(ts, &[(fs, &v)], |me, x| conv(me, x[0], fs, ts))
+                        } else {
+                            Val::V(c.iter().map(|&x| self.b.ins().bitcast(vty(ts), le(), x)).collect())
+                        }
+                    }
+                })
+                .collect();
+        }
+        // Lane counts differ: go through a byte buffer per lane.
+        let total = fc as u32 * fs.size();
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, total.max(8), 4));
+        let uniform = a.iter().all(|v| matches!(v, Val::U(_)));
+        let nl = if uniform { 1 } else { self.n };
+        let fl: Vec<Vec<Value>> = a.iter().map(|v| if uniform { vec![match v { Val::U(x) => *x, _ => unreachable!() }] } else { self.lanes(fs, v) }).collect();
+        let mut outs: Vec<Vec<Value>> = vec![Vec::new(); tc];
+        for l in 0..nl as usize {
+            for (c, lanes) in fl.iter().enumerate() {
+                self.b.ins().stack_store(types::I64, lanes[l], slot, (c as u32 * fs.size()) as i32);
+            }
+            for (c, out) in outs.iter_mut().enumerate() {
+                let v = self.b.ins().stack_load(types::I64, uty(ts), slot, (c as u32 * ts.size()) as i32);
+                out.push(v);
+            }
+        }
+        outs.into_iter()
+            .map(|o| if uniform { Val::U(o[0]) } else { Val::V(self.from_lanes(ts, &o)) })
+            .collect()
+    }
+
+    fn math(&mut self, fun: MathFn, s: Scalar, ops: &[Val]) -> Val {
+        let uniform = ops.iter().all(|v| matches!(v, Val::U(_)));
+        // Vector forms where Cranelift has the instruction.
+        if !uniform && matches!(s, Scalar::F32 | Scalar::F64) {
+            let cs: Vec<Vec<Value>> = ops.iter().map(|v| self.materialize(s, v)).collect();
+            let n = cs[0].len();
+            let ok = match fun {
+                MathFn::Sqrt | MathFn::Abs | MathFn::Floor | MathFn::Ceil | MathFn::Trunc | MathFn::Min | MathFn::Max | MathFn::Clamp | MathFn::Round => true,
+                MathFn::Fma => self.cfg.fma,
+                _ => false,
+            };
+            if ok {
+                let r = (0..n)
+                    .map(|i| {
+                        let a: Vec<Value> = cs.iter().map(|c| c[i]).collect();
+                        self.float_fn(fun, s, &a, true)
+                    })
+                    .collect();
+                return Val::V(r);
+            }
+        }
+        if !uniform && s.is_int() {
+            let cs: Vec<Vec<Value>> = ops.iter().map(|v| self.materialize(s, v)).collect();
+            let n = cs[0].len();
+            let ok = matches!(fun, MathFn::Min | MathFn::Max | MathFn::Clamp) || (fun == MathFn::Abs && s.is_signed());
+            if ok {
+                let r = (0..n)
+                    .map(|i| {
+                        let a: Vec<Value> = cs.iter().map(|c| c[i]).collect();
+                        self.int_fn(fun, s, &a)
+                    })
+                    .collect();
+                return Val::V(r);
+            }
+        }
+        let refs: Vec<(Scalar, &Val)> = ops.iter().map(|v| (s, v)).collect();
+        if uniform {
+            let xs: Vec<Value> = ops.iter().map(|v| match v { Val::U(x) => *x, _ => unreachable!() }).collect();
+            return Val::U(self.scalar_math(fun, s, &xs));
+        }
+        self.map_lanes(s, &refs, |me, v| me.scalar_math(fun, s, v))
+    }
+
+    fn int_fn(&mut self, fun: MathFn, s: Scalar, a: &[Value]) -> Value {
+        let signed = s.is_signed();
+        let min = |me: &mut Self, x, y| if signed { me.b.ins().smin(x, y) } else { me.b.ins().umin(x, y) };
+        let max = |me: &mut Self, x, y| if signed { me.b.ins().smax(x, y) } else { me.b.ins().umax(x, y) };
+        match fun {
+            MathFn::Min => min(self, a[0], a[1]),
+            MathFn::Max => max(self, a[0], a[1]),
+            MathFn::Clamp => {
+                let m = max(self, a[0], a[1]);
+                min(self, m, a[2])
+            }
+            MathFn::Abs => {
+                if signed {
+                    self.b.ins().iabs(a[0])
+                } else {
+                    a[0]
+                }
+            }
+            _ => a[0],
+        }
+    }
+
+    /// minimumNumber / maximumNumber: Cranelift's fmin/fmax propagate NaN (and order -0 < +0);
+    /// a NaN operand yields the other.
+    fn min_max_num(&mut self, is_min: bool, x: Value, y: Value) -> Value {
+        let r = if is_min { self.b.ins().fmin(x, y) } else { self.b.ins().fmax(x, y) };
+        let xn = self.b.ins().fcmp(FloatCC::Unordered, x, x);
+        let yn = self.b.ins().fcmp(FloatCC::Unordered, y, y);
+        let ty = self.b.func.dfg.value_type(x);
+        if ty.is_vector() {
+            let xbits = self.b.ins().bitcast(ty, le(), xn);
+            let r1 = self.b.ins().bitselect(xbits, y, r);
+            let ybits = self.b.ins().bitcast(ty, le(), yn);
+            self.b.ins().bitselect(ybits, x, r1)
+        } else {
+            let r1 = self.b.ins().select(xn, y, r);
+            self.b.ins().select(yn, x, r1)
+        }
+    }
+
+    fn float_fn(&mut self, fun: MathFn, s: Scalar, a: &[Value], _vector: bool) -> Value {
+        match fun {
+            MathFn::Sqrt => self.b.ins().sqrt(a[0]),
+            MathFn::Abs => self.b.ins().fabs(a[0]),
+            MathFn::Floor => self.b.ins().floor(a[0]),
+            MathFn::Ceil => self.b.ins().ceil(a[0]),
+            MathFn::Trunc => self.b.ins().trunc(a[0]),
+            MathFn::Min => self.min_max_num(true, a[0], a[1]),
+            MathFn::Max => self.min_max_num(false, a[0], a[1]),
+            MathFn::Clamp => {
+                let m = self.min_max_num(false, a[0], a[1]);
+                self.min_max_num(true, m, a[2])
+            }
+            MathFn::Fma => self.b.ins().fma(a[0], a[1], a[2]),
+            MathFn::Round => {
+                // Half-way cases away from zero: trunc, then one more unit when the dropped
+                // fraction is at least one half.
+                let x = a[0];
+                let ty = self.b.func.dfg.value_type(x);
+                let t = self.b.ins().trunc(x);
+                let d = self.b.ins().fsub(x, t);
+                let ad = self.b.ins().fabs(d);
+                let (half, one, zero) = if s == Scalar::F32 {
+                    (self.b.ins().f32const(0.5), self.b.ins().f32const(1.0), self.b.ins().f32const(0.0))
+                } else {
+                    (self.b.ins().f64const(0.5), self.b.ins().f64const(1.0), self.b.ins().f64const(0.0))
+                };
+                let (half, one, zero) = if ty.is_vector() {
+                    (self.b.ins().splat(ty, half), self.b.ins().splat(ty, one), self.b.ins().splat(ty, zero))
+                } else {
+                    (half, one, zero)
+                };
+                let sign = self.b.ins().fcopysign(one, x);
+                let ge = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, ad, half);
+                let step = if ty.is_vector() {
+                    let m = self.b.ins().bitcast(ty, le(), ge);
+                    self.b.ins().bitselect(m, sign, zero)
+                } else {
+                    self.b.ins().select(ge, sign, zero)
+                };
+                self.b.ins().fadd(t, step)
+            }
+            _ => a[0],
+        }
+    }
+
+    fn scalar_math(&mut self, fun: MathFn, s: Scalar, a: &[Value]) -> Value {
+        if s.is_int() {
+            if fun == MathFn::Abs && !s.is_signed() {
+                return a[0];
+            }
+            return self.int_fn(fun, s, a);
+        }
+        if s == Scalar::F16 {
+            use super::rt::f16op;
+            let ext: Vec<Value> = a.iter().map(|&x| self.b.ins().uextend(types::I32, x)).collect();
+            let r = match fun {
+                MathFn::Fma => self.call("xpu_f16_fma", &[types::I32; 3], &[types::I32], &ext).expect("r"),
+                MathFn::Clamp => self.call("xpu_f16_clamp", &[types::I32; 3], &[types::I32], &ext).expect("r"),
+                MathFn::Abs => {
+                    let m = self.b.ins().band_imm(a[0], 0x7fff);
+                    return m;
+                }
+                _ => {
+                    let code = match fun {
+                        MathFn::Pow => f16op::POW,
+                        MathFn::Min => f16op::MIN,
+                        MathFn::Max => f16op::MAX,
+                        MathFn::Sqrt => f16op::SQRT,
+                        MathFn::Rsqrt => f16op::RSQRT,
+                        MathFn::Exp => f16op::EXP,
+                        MathFn::Exp2 => f16op::EXP2,
+                        MathFn::Log => f16op::LOG,
+                        MathFn::Log2 => f16op::LOG2,
+                        MathFn::Sin => f16op::SIN,
+                        MathFn::Cos => f16op::COS,
+                        MathFn::Tanh => f16op::TANH,
+                        MathFn::Floor => f16op::FLOOR,
+                        MathFn::Ceil => f16op::CEIL,
+                        MathFn::Trunc => f16op::TRUNC,
+                        _ => f16op::ROUND,
+                    };
+                    let c = self.b.ins().iconst(types::I32, code as i64);
+                    let y = if ext.len() > 1 { ext[1] } else { ext[0] };
+                    self.call("xpu_f16_op", &[types::I32; 3], &[types::I32], &[c, ext[0], y]).expect("r")
+                }
+            };
+            return self.b.ins().ireduce(types::I16, r);
+        }
+        let t = uty(s);
+        let f32 = s == Scalar::F32;
+        let helper1 = |name32: &'static str, name64: &'static str| if f32 { name32 } else { name64 };
+        match fun {
+            MathFn::Fma if !self.cfg.fma => {
+                let name = helper1("xpu_fma_f32", "xpu_fma_f64");
+                self.call(name, &[t, t, t], &[t], a).expect("r")
+            }
+            MathFn::Sqrt | MathFn::Abs | MathFn::Floor | MathFn::Ceil | MathFn::Trunc | MathFn::Min | MathFn::Max | MathFn::Clamp | MathFn::Fma | MathFn::Round => {
+                self.float_fn(fun, s, a, false)
+            }
+            MathFn::Pow => {
+                let name = helper1("xpu_pow_f32", "xpu_pow_f64");
+                self.call(name, &[t, t], &[t], a).expect("r")
+            }
+            _ => {
+                let name = match fun {
+                    MathFn::Rsqrt => helper1("xpu_rsqrt_f32", "xpu_rsqrt_f64"),
+                    MathFn::Exp => helper1("xpu_exp_f32", "xpu_exp_f64"),
+                    MathFn::Exp2 => helper1("xpu_exp2_f32", "xpu_exp2_f64"),
+                    MathFn::Log => helper1("xpu_log_f32", "xpu_log_f64"),
+                    MathFn::Log2 => helper1("xpu_log2_f32", "xpu_log2_f64"),
+                    MathFn::Sin => helper1("xpu_sin_f32", "xpu_sin_f64"),
+                    MathFn::Cos => helper1("xpu_cos_f32", "xpu_cos_f64"),
+                    _ => helper1("xpu_tanh_f32", "xpu_tanh_f64"),
+                };
+                self.call(name, &[t], &[t], &a[..1]).expect("r")
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Atomics
+
+    fn atomic(&mut self, op: AtomicOp, place: &Place, value: ExprId, compare: Option<ExprId>, ty: Type, span: Span) -> Result<Val, JitError> {
+        let Place::Element { base, index } = *place else {
+            return Err(self.internal("an atomic on a local"));
+        };
+        let idx = self.expr(index)?.vals().remove(0);
+        let cmp = match compare {
+            Some(c) => Some(self.expr(c)?.vals().remove(0)),
+            None => None,
+        };
+        let v = self.expr(value)?.vals().remove(0);
+        let s = scalar_of(ty);
+        let (ptr, len, _, what, _) = self.object(base);
+        let site = self.add_site(span, what);
+        self.bounds(&idx, 1, len, site);
+        let size = s.size() as i64;
+        let t = uty(s);
+        let flags = MemFlagsData::new().with_notrap().with_aligned();
+        let rmw = |me: &mut Self, addr: Value, x: Value, c: Option<Value>| -> Value {
+            let aop = match op {
+                AtomicOp::Add => AtomicRmwOp::Add,
+                AtomicOp::Sub => AtomicRmwOp::Sub,
+                AtomicOp::And => AtomicRmwOp::And,
+                AtomicOp::Or => AtomicRmwOp::Or,
+                AtomicOp::Xor => AtomicRmwOp::Xor,
+                AtomicOp::Exchange => AtomicRmwOp::Xchg,
+                AtomicOp::Min => {
+                    if s.is_signed() {
+                        AtomicRmwOp::Smin
+                    } else {
+                        AtomicRmwOp::Umin
+                    }
+                }
+                AtomicOp::Max => {
+                    if s.is_signed() {
+                        AtomicRmwOp::Smax
+                    } else {
+                        AtomicRmwOp::Umax
+                    }
+                }
+                AtomicOp::CompareExchange => {
+                    return me.b.ins().atomic_cas(flags, addr, c.expect("expected"), x);
+                }
+            };
+            if s == Scalar::F32 {
+                // f32 add: a compare-and-swap loop on the bits.
+                let head = me.b.create_block();
+                let done = me.b.create_block();
+                me.b.append_block_param(head, types::I32);
+                me.b.append_block_param(done, types::I32);
+                let old0 = me.b.ins().atomic_load(types::I32, flags, addr);
+                me.b.ins().jump(head, &[old0.into()]);
+                me.b.switch_to_block(head);
+                let old = me.b.block_params(head)[0];
+                let of = me.b.ins().bitcast(types::F32, le(), old);
+                let nf = me.b.ins().fadd(of, x);
+                let ni = me.b.ins().bitcast(types::I32, le(), nf);
+                let seen = me.b.ins().atomic_cas(flags, addr, old, ni);
+                let ok = me.b.ins().icmp(IntCC::Equal, seen, old);
+                me.b.ins().brif(ok, done, &[old.into()], head, &[seen.into()]);
+                me.b.switch_to_block(done);
+                let r = me.b.block_params(done)[0];
+                return me.b.ins().bitcast(types::F32, le(), r);
+            }
+            me.b.ins().atomic_rmw(t, flags, aop, addr, x)
+        };
+        // Each active lane in lane order (a uniform index and value still update once per
+        // lane, as separate work-items would).
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let il = self.lanes(Scalar::U32, &idx);
+        let vl = self.lanes(s, &v);
+        let cl = cmp.as_ref().map(|c| self.lanes(s, c));
+        let mut outs = Vec::new();
+        for l in 0..self.n as usize {
+            let bit = self.b.ins().ushr_imm(bits, l as i64);
+            let bit = self.b.ins().band_imm(bit, 1);
+            let doit = self.b.create_block();
+            let join = self.b.create_block();
+            self.b.append_block_param(join, t);
+            let zero = self.uconst(s, 0);
+            self.b.ins().brif(bit, doit, &[], join, &[zero.into()]);
+            self.b.switch_to_block(doit);
+            let i64v = self.b.ins().uextend(types::I64, il[l]);
+            let o = self.b.ins().imul_imm(i64v, size);
+            let addr = self.b.ins().iadd(ptr, o);
+            let r = rmw(self, addr, vl[l], cl.as_ref().map(|c| c[l]));
+            self.b.ins().jump(join, &[r.into()]);
+            self.b.switch_to_block(join);
+            outs.push(self.b.block_params(join)[0]);
+        }
+        Ok(Val::V(self.from_lanes(s, &outs)))
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Waves
+
+    fn wave(&mut self, op: WaveOp, s: Scalar, args: &[Vec<Val>], span: Span) -> Result<Vec<Val>, JitError> {
+        let n = self.n as usize;
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let active: Vec<Value> = (0..n)
+            .map(|l| {
+                let b = self.b.ins().ushr_imm(bits, l as i64);
+                let b = self.b.ins().band_imm(b, 1);
+                self.b.ins().ireduce(types::I8, b)
+            })
+            .collect();
+        let _ = span;
+        match op {
+            WaveOp::Reduce(r) | WaveOp::InclusiveScan(r) | WaveOp::ExclusiveScan(r) => {
+                let x = &args[0][0];
+                let xs = self.lanes(s, x);
+                let f = |me: &mut Self, a: Value, b: Value| me.reduce_op(r, s, a, b);
+                let ident = self.reduce_identity(r, s);
+                let mut acc = ident;
+                let f0 = self.b.ins().iconst(types::I8, 0);
+                let mut started = f0;
+                let mut outs = Vec::new();
+                for l in 0..n {
+                    let before = acc;
+                    let comb = f(self, acc, xs[l]);
+                    let nacc = self.b.ins().select(started, comb, xs[l]);
+                    acc = self.b.ins().select(active[l], nacc, acc);
+                    started = self.b.ins().bor(started, active[l]);
+                    match op {
+                        WaveOp::ExclusiveScan(_) => outs.push(before),
+                        _ => outs.push(acc),
+                    }
+                }
+                if let WaveOp::Reduce(_) = op {
+                    return Ok(vec![Val::U(acc)]);
+                }
+                Ok(vec![Val::V(self.from_lanes(s, &outs))])
+            }
+            WaveOp::Ballot | WaveOp::Any | WaveOp::All => {
+                let p = &args[0][0];
+                let pm = self.bool_mask(p);
+                let pbits = self.mask_bits(&pm);
+                let m = self.b.ins().band(pbits, bits);
+                Ok(vec![Val::U(match op {
+                    WaveOp::Ballot => m,
+                    WaveOp::Any => self.b.ins().icmp_imm(IntCC::NotEqual, m, 0),
+                    _ => self.b.ins().icmp(IntCC::Equal, m, bits),
+                })])
+            }
+            WaveOp::Elect => {
+                let low = self.b.ins().ctz(bits);
+                let lanes: Vec<Value> = (0..n).map(|l| self.b.ins().icmp_imm(IntCC::Equal, low, l as i64)).collect();
+                Ok(vec![Val::V(self.from_lanes(Scalar::Bool, &lanes))])
+            }
+            _ => {
+                // Lane exchange: each component through a stack copy of the wave's lanes.
+                let comps = &args[0];
+                let lsrc = &args[1][0];
+                let size = s.size();
+                let slot = self.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, n as u32 * size.max(1) + 16, 4));
+                let src_lanes: Vec<Value> = self.lanes(Scalar::U32, lsrc);
+                let mut out = Vec::new();
+                for x in comps {
+                    let xs = self.lanes(s, x);
+                    for (l, &v) in xs.iter().enumerate() {
+                        self.b.ins().stack_store(types::I64, v, slot, (l as u32 * size) as i32);
+                    }
+                    let base = self.b.ins().stack_addr(types::I64, slot, 0);
+                    let mut res = Vec::new();
+                    for l in 0..n {
+                        let me = self.b.ins().iconst(types::I32, l as i64);
+                        let d = src_lanes[l];
+                        let wm = (n - 1) as i64;
+                        // (source lane, use own value)
+                        let (src, own) = match op {
+                            WaveOp::Broadcast | WaveOp::Shuffle => (self.b.ins().band_imm(d, wm), None),
+                            WaveOp::ShuffleXor => {
+                                let t = self.b.ins().bxor(me, d);
+                                let out_of = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThan, t, wm);
+                                (self.b.ins().band_imm(t, wm), Some(out_of))
+                            }
+                            WaveOp::ShuffleUp => {
+                                let t = self.b.ins().isub(me, d);
+                                let out_of = self.b.ins().icmp(IntCC::UnsignedGreaterThan, d, me);
+                                (self.b.ins().band_imm(t, wm), Some(out_of))
+                            }
+                            WaveOp::ShuffleDown => {
+                                let t = self.b.ins().iadd(me, d);
+                                // me + d >= n, without wrapping: d >= n - me.
+                                let room = self.b.ins().iconst(types::I32, (n - l) as i64);
+                                let out_of = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, d, room);
+                                (self.b.ins().band_imm(t, wm), Some(out_of))
+                            }
+                            _ => {
+                                let t = self.b.ins().iadd(me, d);
+                                (self.b.ins().band_imm(t, wm), None)
+                            }
+                        };
+                        let s64 = self.b.ins().uextend(types::I64, src);
+                        let o = self.b.ins().imul_imm(s64, size as i64);
+                        let a = self.b.ins().iadd(base, o);
+                        let v = self.b.ins().load(uty(s), notrap(), a, 0);
+                        let v = match own {
+                            Some(c) => self.b.ins().select(c, xs[l], v),
+                            None => v,
+                        };
+                        res.push(v);
+                    }
+                    if op == WaveOp::Broadcast {
+                        // Uniform: take the first active lane's result.
+                        let mut acc = res[n - 1];
+                        for l in (0..n).rev() {
+                            acc = self.b.ins().select(active[l], res[l], acc);
+                        }
+                        out.push(Val::U(acc));
+                    } else {
+                        out.push(Val::V(self.from_lanes(s, &res)));
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn reduce_op(&mut self, r: ReduceOp, s: Scalar, a: Value, b: Value) -> Value {
+        match r {
+            ReduceOp::Sum => self.scalar_bin(BinaryOp::Add, s, a, b),
+            ReduceOp::And => self.b.ins().band(a, b),
+            ReduceOp::Or => self.b.ins().bor(a, b),
+            ReduceOp::Xor => self.b.ins().bxor(a, b),
+            ReduceOp::Min => self.scalar_math(MathFn::Min, s, &[a, b]),
+            ReduceOp::Max => self.scalar_math(MathFn::Max, s, &[a, b]),
+        }
+    }
+
+    fn reduce_identity(&mut self, r: ReduceOp, s: Scalar) -> Value {
+        let bits = s.bits();
+        let all = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let v: u64 = match r {
+            ReduceOp::Sum | ReduceOp::Or | ReduceOp::Xor => 0,
+            ReduceOp::And => all,
+            ReduceOp::Min => match s {
+                Scalar::F16 => 0x7c00,
+                Scalar::F32 => f32::INFINITY.to_bits() as u64,
+                Scalar::F64 => f64::INFINITY.to_bits(),
+                s if s.is_signed() => all >> 1,
+                _ => all,
+            },
+            ReduceOp::Max => match s {
+                Scalar::F16 => 0xfc00,
+                Scalar::F32 => f32::NEG_INFINITY.to_bits() as u64,
+                Scalar::F64 => f64::NEG_INFINITY.to_bits(),
+                s if s.is_signed() => 1u64 << (bits - 1),
+                _ => 0,
+            },
+        };
+        self.uconst(s, v)
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Helpers (inlined) and tags
+
+    fn call_helper(&mut self, function: Handle<Function>, args: &[ExprId]) -> Result<Ev, JitError> {
+        let mut vals = Vec::new();
+        for &a in args {
+            vals.push(self.expr(a)?);
+        }
+        self.inline(function, vals)
+    }
+
+    fn inline(&mut self, function: Handle<Function>, vals: Vec<Ev>) -> Result<Ev, JitError> {
+        let g: &'m Function = &self.m.functions[function];
+        if self.frames.len() > 64 {
+            return Err(self.internal("helpers nested too deeply"));
+        }
+        let classes: Vec<Class> = vals
+            .iter()
+            .map(|v| match v {
+                Ev::Vals(vs) if vs.iter().all(|x| matches!(x, Val::U(_))) => Class::Uniform,
+                Ev::Mat(_) => Class::Uniform,
+                _ => Class::Varying,
+            })
+            .collect();
+        let an = self.an.analyse(function, classes.clone());
+        let types = (self.types_of)(function);
+        let mark = self.scope.len();
+        let mut params = Vec::new();
+        for (i, (p, v)) in g.params.iter().zip(vals).enumerate() {
+            let s = scalar_of(p.ty);
+            let comps = comps_of(p.ty);
+            let slot = match (&p.ty, classes[i]) {
+                (Type::Matrix { rows, cols, .. }, _) => {
+                    let n = *rows as u32 * *cols as u32;
+                    let off = self.alloc_state(n * 8);
+                    Slot::Mat { off, n }
+                }
+                (_, Class::Uniform) => Slot::Uni((0..comps).map(|_| self.new_var(uty(s))).collect()),
+                _ => Slot::Var((0..comps).map(|_| (0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect()).collect()),
+            };
+            match v {
+                Ev::Vals(vs) => self.write_slot(&slot, s, &vs, false)?,
+                Ev::Mat(ptr) => self.copy_mat(&slot, ptr),
+                Ev::Void => {}
+            }
+            params.push(slot);
+        }
+        let exit = self.b.create_block();
+        let ret = match g.ret {
+            None => None,
+            Some(Type::Matrix { rows, cols, .. }) => {
+                let n = rows as u32 * cols as u32;
+                let off = self.alloc_state(n * 8);
+                Some(Slot::Mat { off, n })
+            }
+            Some(t) => {
+                let s = scalar_of(t);
+                let comps = comps_of(t);
+                Some(if an.ret_var || an.ret != Class::Uniform {
+                    Slot::Var((0..comps).map(|_| (0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect()).collect())
+                } else {
+                    Slot::Uni((0..comps).map(|_| self.new_var(uty(s))).collect())
+                })
+            }
+        };
+        let saved_exec = self.mask_vars();
+        let e = self.exec();
+        self.def_vars(&saved_exec, &e);
+        let loop_base = self.loops.len();
+        self.frames.push(Frame {
+            func: function,
+            f: g,
+            an,
+            types,
+            params,
+            locals: vec![None; g.locals.len()],
+            ret: ret.clone(),
+            exit: Some(exit),
+            loop_base,
+            is_kernel: false,
+        });
+        self.regions.push(exit);
+        let open = self.block(&g.body)?;
+        self.regions.pop();
+        if open {
+            self.b.ins().jump(exit, &[]);
+        }
+        self.b.switch_to_block(exit);
+        self.frames.pop();
+        let e = self.use_vars(&saved_exec);
+        self.set_exec(&e);
+        let result = match &ret {
+            None => Ev::Void,
+            Some(slot) => {
+                let t = g.ret.unwrap_or(Type::U32);
+                self.read_slot(slot, t)
+            }
+        };
+        self.scope.truncate(mark);
+        let _ = self.frames.last().map(|f| f.func);
+        Ok(result)
+    }
+
+    fn dispatch(&mut self, tag: ExprId, args: &[ExprId], ty: Type) -> Result<Ev, JitError> {
+        let t = self.expr(tag)?.vals().remove(0);
+        let Type::Tag(set) = self.ty(tag) else {
+            return Err(self.internal("dispatch through a non-tag"));
+        };
+        let members = self.m.tag_sets[set].members.clone();
+        let mut vals = Vec::new();
+        for &a in args {
+            vals.push(self.expr(a)?);
+        }
+        let rty = self.m.functions.try_get(*members.first().expect("member")).and_then(|f| f.ret);
+        let s = rty.map(scalar_of).unwrap_or(Scalar::U32);
+        let comps = rty.map(comps_of).unwrap_or(0);
+        let _ = ty;
+        // The result, zero unless a member runs.
+        let res: Vec<Vec<Variable>> = (0..comps).map(|_| (0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect()).collect();
+        for r in &res {
+            let z = self.const_vec(vty(s), &[]);
+            let zs = vec![z; r.len()];
+            self.def_vars(r, &zs);
+        }
+        let saved = self.mask_vars();
+        let e = self.exec();
+        self.def_vars(&saved, &e);
+        let tv = Val::V(self.materialize(Scalar::U32, &t));
+        for (i, &mf) in members.iter().enumerate() {
+            let k = self.b.ins().iconst(types::I32, i as i64);
+            let hit = self.compare(BinaryOp::Eq, Scalar::U32, &tv, &Val::U(k));
+            let hm = self.bool_mask(&hit);
+            let base = self.use_vars(&saved);
+            let m = self.mask_and(&base, &hm);
+            let any = self.mask_any(&m);
+            let run = self.b.create_block();
+            let next = self.b.create_block();
+            self.b.ins().brif(any, run, &[], next, &[]);
+            self.b.switch_to_block(run);
+            self.set_exec(&m);
+            let r = self.inline(mf, vals.clone())?;
+            if let Ev::Vals(rv) = r {
+                for (slot, v) in res.iter().zip(&rv) {
+                    let new = self.materialize(s, v);
+                    let old = self.use_vars(slot);
+                    let bl = self.blend(s, &m, &new, &old);
+                    self.def_vars(slot, &bl);
+                }
+            }
+            self.b.ins().jump(next, &[]);
+            self.b.switch_to_block(next);
+        }
+        let e = self.use_vars(&saved);
+        self.set_exec(&e);
+        if comps == 0 {
+            return Ok(Ev::Void);
+        }
+        Ok(Ev::Vals(res.iter().map(|r| Val::V(self.use_vars(r))).collect()))
+    }
+}
+
+/// Whether a block contains `break`, `continue` or `return` (not counting helpers).
+fn exits(b: &[Stmt]) -> bool {
+    b.iter().any(|s| match &s.kind {
+        StmtKind::Break(_) | StmtKind::Continue(_) | StmtKind::Return(_) => true,
+        StmtKind::If {
+            then_block,
+            else_block,
+            ..
+        } => exits(then_block) || exits(else_block),
+        StmtKind::Loop { body, .. } => exits(body),
+        _ => false,
+    })
+}
+
+fn returns(b: &[Stmt]) -> bool {
+    b.iter().any(|s| match &s.kind {
+        StmtKind::Return(_) => true,
+        k => k.blocks().iter().any(|bl| returns(bl)),
+    })
+}
+
+fn class_of(v: &Val) -> Class {
+    match v {
+        Val::U(_) => Class::Uniform,
+        Val::A(_, k) => Class::Affine(*k),
+        Val::V(_) => Class::Varying,
+    }
+}
