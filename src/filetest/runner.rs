@@ -14,7 +14,8 @@
 //! - `expect ub KIND;` requires the interpreter to report undefined behaviour of that kind
 //!   (`XPU-REF02`); other backends skip the case without launching it (undefined is undefined).
 //! - `expect refused CODE;` requires verification, the kernel lookup or the launch to be refused
-//!   with that code.
+//!   with that code (the interpreter's `XPU-REF01`/`XPU-REF02` are judged on the interpreter
+//!   only, like `expect ub`).
 //!
 //! A case passes when every expectation that applies holds (a block with none passes when its
 //! launch succeeds), is skipped when none applies, and fails otherwise. The report prints one
@@ -291,6 +292,10 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     });
     if ub.is_some() && !on_interp {
         return Outcome::Skip("undefined behaviour is judged on the interpreter only".into());
+    }
+    // `XPU-REF01`/`XPU-REF02` are the interpreter's refusals.
+    if !on_interp && refusal.as_deref().is_some_and(|c| c.starts_with("XPU-REF")) {
+        return Outcome::Skip("the interpreter's refusal is judged on the interpreter only".into());
     }
 
     let Some(function) = kernel_function(program.module(), &spec.kernel) else {
@@ -824,6 +829,7 @@ fn verified(src: &str) -> Arc<crate::ir::VerifiedModule> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::devices::DeviceImpl;
 
     #[test]
     fn splitmix_matches_the_reference_stream() {
@@ -1053,5 +1059,105 @@ run saxpy {
         let m = program.manifest("saxpy").unwrap();
         assert_eq!(m.backend, Backend::Interp);
         assert_eq!(m.registers_per_thread, None);
+    }
+    /// The interpreter behind another backend's name: lets the runner's non-interpreter paths
+    /// (comparison with the oracle, skipped UB and interpreter refusals) run without a JIT.
+    struct Disguised(crate::devices::interp::InterpDevice);
+
+    impl crate::devices::DeviceImpl for Disguised {
+        fn backend(&self) -> Backend {
+            Backend::Cpu
+        }
+        fn facts(&self) -> &crate::facts::DeviceFacts {
+            self.0.facts()
+        }
+        fn alloc(
+            &self,
+            bytes: usize,
+            init: Init,
+        ) -> Result<Arc<dyn crate::devices::DeviceMemory>, DeviceError> {
+            self.0.alloc(bytes, init)
+        }
+        fn write(
+            &self,
+            s: &dyn crate::devices::StreamImpl,
+            m: &Arc<dyn crate::devices::DeviceMemory>,
+            o: usize,
+            src: &[u8],
+        ) -> Result<(), DeviceError> {
+            self.0.write(s, m, o, src)
+        }
+        fn read(
+            &self,
+            s: &dyn crate::devices::StreamImpl,
+            m: &Arc<dyn crate::devices::DeviceMemory>,
+            o: usize,
+            len: usize,
+        ) -> Result<Box<dyn crate::devices::ReadTicket>, DeviceError> {
+            self.0.read(s, m, o, len)
+        }
+        fn copy(
+            &self,
+            s: &dyn crate::devices::StreamImpl,
+            a: &Arc<dyn crate::devices::DeviceMemory>,
+            ao: usize,
+            b: &Arc<dyn crate::devices::DeviceMemory>,
+            bo: usize,
+            len: usize,
+        ) -> Result<(), DeviceError> {
+            self.0.copy(s, a, ao, b, bo, len)
+        }
+        fn create_stream(&self) -> Result<Arc<dyn crate::devices::StreamImpl>, DeviceError> {
+            self.0.create_stream()
+        }
+        fn load(
+            &self,
+            m: &Arc<crate::ir::VerifiedModule>,
+        ) -> Result<Arc<dyn crate::devices::ProgramImpl>, DeviceError> {
+            self.0.load(m)
+        }
+    }
+
+    #[test]
+    fn other_backends_compare_with_the_interpreter_and_skip_its_judgements() {
+        let other = Device::from_impl(Arc::new(Disguised(
+            crate::devices::interp::InterpDevice::new(),
+        )));
+        let runner = Runner::new(vec![other]).unwrap();
+        let src = "
+kernel k(o: buf<u32, rw>, n: u32) {
+    o[global_id.x] = global_id.x * n;
+}
+
+run k { grid = [2]; block = [4]; arg o = fill(8, 0); arg n = 3; expect o = interp; }
+run k { grid = [2]; block = [4]; arg o = fill(4, 0); arg n = 3; expect ub out_of_bounds; }
+run k { grid = [2]; block = [4]; arg o = fill(8, 0); arg n = 3; expect refused XPU-REF01; }
+run k { grid = [2]; block = [4]; arg o = fill(8, 0); arg n = 3; expect o = interp; expect o = iota(8, 0, 3); }
+
+kernel w(o: buf<u32, rw>) {
+    o[global_id.x] = wave_width;
+}
+
+run w { grid = [1]; block = [4]; wave = 16; arg o = fill(4, 0); expect o = interp; }
+";
+        let mut lines = Vec::new();
+        runner
+            .run_source("o.xk", src, &mut |c| {
+                lines.push(c.to_string());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            lines,
+            vec![
+                "PASS  o.xk:6  k  cpu",
+                "SKIP  o.xk:7  k  cpu",
+                "SKIP  o.xk:8  k  cpu",
+                "PASS  o.xk:9  k  cpu",
+                // The backend ran at its own wave (here the disguised interpreter's 32); the
+                // oracle at the block's 16: the comparison sees the difference.
+                "FAIL  o.xk:15  w  cpu\n    o[0]: interp 16, got 32 [4 slots differ in bits]",
+            ]
+        );
     }
 }
