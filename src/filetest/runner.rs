@@ -829,7 +829,6 @@ fn verified(src: &str) -> Arc<crate::ir::VerifiedModule> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::DeviceImpl;
 
     #[test]
     fn splitmix_matches_the_reference_stream() {
