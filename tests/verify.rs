@@ -1161,3 +1161,418 @@ fn garbage_never_panics() {
     let d = m.verify().unwrap_err();
     assert!(d.0.len() > 10);
 }
+/// `(source, code, line, col)`: each source breaks one rule; the first diagnostic is that rule's, there.
+const TEXT_CASES: &[(&str, &str, u32, u32)] = &[
+    (
+        "kernel T<A>() requires A > 1 instantiate <1> { }",
+        "CAJETA_ERROR_TEMPLATE_REQUIREMENT",
+        1,
+        42,
+    ),
+    (
+        "kernel k() {
+    let x: i32 = 1;
+    let y: f32 = 2.0;
+    let z: i32 = x + y;
+}",
+        "XPU-V010",
+        4,
+        18,
+    ),
+    (
+        "device fn f() { }
+kernel k() {
+    let x: i32 = -f();
+}",
+        "XPU-V011",
+        3,
+        18,
+    ),
+    (
+        "kernel k() {
+    let v: vec2<f32> = vec2<f32>(1.0);
+    let e: f32 = v.w;
+}",
+        "XPU-V013",
+        3,
+        18,
+    ),
+    (
+        "kernel k(x: buf<f32>) {
+    let i: i32 = 0;
+    let e: f32 = x[i];
+}",
+        "XPU-V014",
+        3,
+        18,
+    ),
+    (
+        "device fn sq(x: f32) -> f32 { return x * x; }
+kernel k() {
+    let r: f32 = sq(2u32);
+}",
+        "XPU-V015",
+        3,
+        18,
+    ),
+    (
+        "device fn a(x: f32) -> f32 { return x; }
+tagset S = [a];
+kernel k() {
+    let y: f32 = dispatch(S::a, 1u32);
+}",
+        "XPU-V016",
+        4,
+        18,
+    ),
+    (
+        "kernel k(b: buf<f32, rw>) {
+    atomic_max(b[0], 1.0);
+}",
+        "XPU-V017",
+        2,
+        5,
+    ),
+    (
+        "kernel k() {
+    let b: u64 = wave_ballot(1u32);
+}",
+        "XPU-V019",
+        2,
+        18,
+    ),
+    (
+        "kernel k(x: buf<f32>) {
+    let v: vec4<f32> = vload<5>(x, 0);
+}",
+        "XPU-V020",
+        2,
+        24,
+    ),
+    (
+        "kernel k(x: buf<f32>) {
+    let v: vec4<f32> = vload<4>(x, 0, align = 12);
+}",
+        "XPU-V021",
+        2,
+        24,
+    ),
+    (
+        "kernel k() {
+    let d: matrix<acc, f16, 16, 16> = matrix_mma(matrix_fill<a, f16, 16, 8>(0.0), matrix_fill<b, f16, 16, 16>(0.0), matrix_fill<acc, f16, 16, 16>(0.0));
+}",
+        "XPU-V022",
+        2,
+        39,
+    ),
+    (
+        "kernel k(n: u32) {
+    let l: u32 = len(n);
+}",
+        "XPU-V023",
+        2,
+        18,
+    ),
+    (
+        "kernel k() {
+    let x: f32 = 1u32;
+}",
+        "XPU-V031",
+        2,
+        5,
+    ),
+    (
+        "kernel k(n: u32) {
+    if n { }
+}",
+        "XPU-V032",
+        2,
+        5,
+    ),
+    (
+        "device fn f() -> f32 {
+    return 1i32;
+}",
+        "XPU-V033",
+        2,
+        5,
+    ),
+    (
+        "kernel k() {
+    for x: f32 in 0.0..4.0 { }
+}",
+        "XPU-V034",
+        2,
+        5,
+    ),
+    (
+        "kernel k(x: buf<u32>) {
+    x[0] = 1;
+}",
+        "XPU-V035",
+        2,
+        5,
+    ),
+    (
+        "kernel k() {
+    'a: loop {
+        'a: loop { break; }
+        break;
+    }
+}",
+        "XPU-V036",
+        3,
+        9,
+    ),
+    (
+        "kernel k() {
+    break;
+}",
+        "XPU-V037",
+        2,
+        5,
+    ),
+    (
+        "kernel k(out: buf<f32, rw>) {
+    matrix_store(1.0, out, 0, 16);
+}",
+        "XPU-V039",
+        2,
+        5,
+    ),
+    (
+        "device fn f() { g(); }
+device fn g() { f(); }",
+        "XPU-V051",
+        1,
+        1,
+    ),
+    (
+        "kernel k() { }
+kernel m() { k(); }",
+        "XPU-V052",
+        2,
+        14,
+    ),
+    (
+        "kernel k() -> u32 { return 1; }",
+        "XPU-V053",
+        1,
+        1,
+    ),
+    (
+        "device fn h() {
+    shared t: [f32; 4];
+}",
+        "XPU-V054",
+        2,
+        12,
+    ),
+    (
+        "kernel k() {
+    shared a: [f32];
+    shared b: [f32];
+}",
+        "XPU-V055",
+        3,
+        12,
+    ),
+    (
+        "device fn a(x: f32) { }
+device fn b(x: u32) { }
+tagset S = [a, b];",
+        "XPU-V056",
+        3,
+        1,
+    ),
+    (
+        "@wave(32)
+device fn h() { }",
+        "XPU-V057",
+        1,
+        1,
+    ),
+    (
+        "@wave(48)
+kernel k() { }",
+        "XPU-V058",
+        1,
+        1,
+    ),
+    (
+        "@occupancy(max_threads = 256, max_waves = 8)
+kernel k() { }",
+        "XPU-V059",
+        1,
+        1,
+    ),
+    (
+        "@unlowered(backend = \"metal\", tracked = \"P-1\")
+kernel k() { }",
+        "XPU-V060",
+        1,
+        1,
+    ),
+    (
+        "kernel T<A, B>() instantiate <1> { }",
+        "XPU-V070",
+        1,
+        30,
+    ),
+    (
+        "kernel T<A>() instantiate <1>, <2>, <3>, <4>, <5>, <6>, <7>, <8>, <9> { }",
+        "XPU-V071",
+        1,
+        67,
+    ),
+    (
+        "kernel T<A>() instantiate <1>, <1> { }",
+        "XPU-V072",
+        1,
+        32,
+    ),
+    (
+        "kernel T<A>() instantiate <0> {
+    let a: [f32; 4 / A];
+}",
+        "XPU-V073",
+        1,
+        27,
+    ),
+];
+
+#[test]
+fn text_sources_report_each_rule_at_its_node() {
+    for (src, code, line, col) in TEXT_CASES {
+        let m = xpu::ir::parse(src).unwrap_or_else(|d| panic!("{src}\n{d}"));
+        let d = m.verify().expect_err(src);
+        let first = &d.0[0];
+        assert_eq!(
+            (first.code, first.span.line, first.span.col),
+            (*code, *line, *col),
+            "{src}\n{d}"
+        );
+    }
+}
+
+/// Runs `xpu check` on `args`; returns the exit code and stderr.
+fn xpu_check(args: &[&std::path::Path]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("xpu runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn xpu_check_exit_codes_and_format() {
+    let dir = std::env::temp_dir().join(format!("xpu-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let good = dir.join("good.xk");
+    std::fs::write(&good, SAXPY).unwrap();
+    let bad = dir.join("sub/bad.xk");
+    std::fs::write(&bad, "kernel k(n: u32) {\n    if n { }\n}\n").unwrap();
+    std::fs::write(dir.join("sub/notes.txt"), "not a kernel file").unwrap();
+
+    assert_eq!(xpu_check(&[&good]), (0, String::new()));
+    let (code, err) = xpu_check(&[&dir]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "{}:2:5: error[XPU-V032]: an if condition must be bool, not u32",
+            bad.display()
+        )
+    );
+    // A parse error is reported the same way.
+    std::fs::write(&bad, "kernel k( {").unwrap();
+    let (code, err) = xpu_check(&[&bad]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with(&format!("{}:1:11: error[XPU-P", bad.display())),
+        "{err}"
+    );
+    // A missing file is an I/O error, which wins over problems.
+    let (code, err) = xpu_check(&[&bad, &dir.join("missing.xk")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("missing.xk: error:"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every kernel file in the tree verifies, and mangled copies of each never panic the
+/// parser or the verifier.
+#[test]
+fn kernel_files_verify_and_mangled_ones_never_panic() {
+    let mut files = Vec::new();
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "xk") {
+                out.push(p);
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    walk(&root.join("tests/filetests"), &mut files);
+    walk(&root.join("examples"), &mut files);
+    files.sort();
+    assert!(!files.is_empty());
+    // splitmix64: deterministic mutations.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut verified = 0;
+    for path in &files {
+        let src = std::fs::read_to_string(path).unwrap();
+        // Files under ub/ or meant to be refused may fail to verify on purpose.
+        if xpu::ir::parse(&src).and_then(|m| m.verify()).is_ok() {
+            verified += 1;
+        }
+        let bytes = src.as_bytes();
+        for _ in 0..16 {
+            let mut m = bytes.to_vec();
+            let at = (next() % (m.len() as u64 + 1)) as usize;
+            match next() % 4 {
+                0 => {
+                    let end = (at + (next() % 12) as usize).min(m.len());
+                    m.drain(at..end);
+                }
+                1 => {
+                    let from = (next() % (m.len() as u64 + 1)) as usize;
+                    let end = (from + (next() % 24) as usize).min(m.len());
+                    let piece = m[from..end].to_vec();
+                    m.splice(at..at, piece);
+                }
+                2 if at < m.len() => {
+                    m[at] = b"(){};,.<>[]:=+-*0123456789abcxyz'"[(next() % 33) as usize]
+                }
+                _ => m.truncate(at),
+            }
+            if let Ok(text) = std::str::from_utf8(&m) {
+                if let Ok(module) = xpu::ir::parse(text) {
+                    let _ = module.verify();
+                }
+            }
+        }
+    }
+    assert!(
+        verified * 10 >= files.len() * 9,
+        "{verified} of {} verify",
+        files.len()
+    );
+}
