@@ -494,12 +494,11 @@ fn v018_atomic_compare_only_for_compare_exchange() {
             order: MemoryOrder::Relaxed,
             place: Place::Element {
                 base: b.into(),
-                index: i.id(),
+                index: i.into_id(),
             },
-            value: v.id(),
-            compare: Some(c.id()),
+            value: v.into_id(),
+            compare: Some(c.into_id()),
         });
-        std::mem::forget((i, c, v));
         f.eval(a);
     });
     assert_one(m, codes::ATOMIC_COMPARE, 3, 1);

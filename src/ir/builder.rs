@@ -59,6 +59,12 @@ impl Value {
     pub fn id(&self) -> ExprId {
         self.0
     }
+
+    /// Gives up the value for its handle, to place it in an [`Expr`] built by hand (with
+    /// [`FunctionBuilder::expr`]).
+    pub fn into_id(self) -> ExprId {
+        self.0
+    }
 }
 
 /// A parameter of the function being built, by index.

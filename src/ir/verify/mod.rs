@@ -174,8 +174,7 @@ pub fn verify(module: Module) -> Result<VerifiedModule, Diagnostics> {
     // Instantiate the templates that passed, so that their instances' problems are
     // reported beside any others; then fold the constants of concrete functions.
     let mut module = module;
-    let mut origins: Vec<Option<(Handle<Function>, Vec<u32>)>> =
-        vec![None; module.functions.len()];
+    let mut origins: Vec<Option<(Handle<Function>, Vec<u32>)>> = vec![None; module.functions.len()];
     let instances = template::instantiate_all(&module, |h| !broken[h.index()], &mut sink);
     template::fold_concrete(&mut module);
     for (origin, args, f) in instances {
