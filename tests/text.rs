@@ -382,7 +382,8 @@ fn bin(f: &mut Function, op: BinaryOp, lhs: ExprId, rhs: ExprId) -> ExprId {
 
 #[test]
 fn suffixes_are_printed_exactly_where_needed() {
-    let cases: Vec<(Scalar, Box<dyn Fn(&mut Function) -> ExprId>, &str)> = vec![
+    type Build = Box<dyn Fn(&mut Function) -> ExprId>;
+    let cases: Vec<(Scalar, Build, &str)> = vec![
         (
             Scalar::U8,
             Box::new(|f| lit(f, Literal::int(1, Scalar::U8))),
@@ -1248,17 +1249,17 @@ mod gen {
                     return e;
                 }
             }
-            self.fallback(ty, d)
+            self.fallback(ty)
         }
 
-        fn fallback(&mut self, ty: Type, d: u32) -> ExprId {
+        fn fallback(&mut self, ty: Type) -> ExprId {
             match ty {
                 Type::Scalar(s) => {
                     let l = literal(self.src, s);
                     self.add(Expr::Literal(l))
                 }
                 Type::Vector(s, n) => {
-                    let v = self.fallback(Type::Scalar(s), d);
+                    let v = self.fallback(Type::Scalar(s));
                     self.add(Expr::Splat { lanes: n, value: v })
                 }
                 Type::Matrix {
@@ -1267,7 +1268,7 @@ mod gen {
                     rows,
                     cols,
                 } => {
-                    let v = self.fallback(Type::Scalar(scalar), d);
+                    let v = self.fallback(Type::Scalar(scalar));
                     self.add(Expr::MatrixFill {
                         role,
                         scalar,
@@ -1734,12 +1735,11 @@ mod gen {
 
         fn declare(&mut self, ty: Type) -> Handle<Local> {
             let name = self.src.pick(LOCAL_NAMES).to_string();
-            let l = self.f.locals.append(Local {
+            self.f.locals.append(Local {
                 name,
                 ty,
                 span: Span::UNKNOWN,
-            });
-            l
+            })
         }
 
         fn block(&mut self, d: u32) -> Block {
@@ -2184,4 +2184,26 @@ proptest! {
             prop_assert!(false, "{}", e);
         }
     }
+}
+
+#[test]
+fn deepest_accepted_input_fits_a_small_stack() {
+    // Just inside both limits at once: nested blocks around nested parentheses around a
+    // long operator chain, parsed, lowered, printed and re-parsed on a 2 MiB stack (a test
+    // thread's default) in a debug build.
+    let blocks = 120;
+    let parens = 4;
+    let src = format!(
+        "kernel k(a: i32, o: buf<i32, rw>) {{\n{}o[0] = {}a{}{};\n{}}}\n",
+        "if true {\n".repeat(blocks),
+        "(".repeat(parens),
+        " + a".repeat(126),
+        ")".repeat(parens),
+        "}\n".repeat(blocks)
+    );
+    let handle = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || fixed_point(&must_parse(&src)))
+        .unwrap();
+    handle.join().expect("no stack overflow").unwrap();
 }

@@ -77,7 +77,7 @@ pub enum ArgInit {
 impl ArgInit {
     /// The element count of a buffer initialiser (`None` for a scalar). For a list this is
     /// its scalar count; the runner divides by the lane count of a vector buffer.
-    pub fn len(&self) -> Option<usize> {
+    pub fn count(&self) -> Option<usize> {
         match self {
             ArgInit::Scalar(_) => None,
             ArgInit::List(v) => Some(v.len()),

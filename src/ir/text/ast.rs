@@ -94,6 +94,8 @@ pub struct Stmt {
     pub span: Span,
 }
 
+// Statements are built once and walked once; boxing the large variants buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum StmtKind {
     Let {
@@ -133,6 +135,7 @@ pub enum StmtKind {
     Expr(Expr),
 }
 
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum LoopKind {
     Infinite,

@@ -1026,15 +1026,9 @@ impl Lowerer<'_> {
                 }
             }
         };
-        let step = match step {
-            Some(s) => Some(self.expr(cx, s, scalar_of(ty))),
-            None => None,
-        };
+        let step = step.map(|s| self.expr(cx, s, scalar_of(ty)));
         let var = cx.declare(var, ty.unwrap_or(Type::I32), var_span);
-        let step = match step {
-            Some(s) => Some(s?),
-            None => None,
-        };
+        let step = step.transpose()?;
         ty.ok_or(())?;
         Ok(LoopKind::For {
             var,

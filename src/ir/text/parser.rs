@@ -783,7 +783,7 @@ impl Parser {
 
     // ---- types ----
 
-    pub fn ty(&mut self) -> PResult<Type> {
+    fn ty(&mut self) -> PResult<Type> {
         let span = self.span();
         self.enter()?;
         let r = self.ty_inner(span);
@@ -906,7 +906,7 @@ impl Parser {
 
     // ---- expressions ----
 
-    pub fn expr(&mut self) -> PResult<Expr> {
+    fn expr(&mut self) -> PResult<Expr> {
         self.enter()?;
         let r = self.binary(1);
         self.leave();
