@@ -710,6 +710,11 @@ fn diagnostics_have_exact_positions() {
         errors("kernel a() {\n    let x: u32 = ;\n    y = 2;\n}\nkernel b() {\n    z();\n}\n"),
         vec!["2:18 XPU-P003", "6:5 XPU-P005"]
     );
+    // An error just before a block's `}` leaves the `}` to close the block.
+    assert_eq!(
+        errors("kernel a() {\n    let x: u32 = 1 + }\nkernel b() {\n    y = 1;\n}\n"),
+        vec!["2:22 XPU-P003", "4:5 XPU-P004"]
+    );
     assert_eq!(
         errors("kernel a() {\n    let x: u32 = ;\n}\nkernel b() {\n    let q: u32 = (;\n    y = 1;\n}\n"),
         vec!["2:18 XPU-P003", "5:19 XPU-P003"]

@@ -294,18 +294,15 @@ impl Parser {
 
     // ---- recovery ----
 
-    /// Skips to just after the next `;` or to the next `}` of this block.
+    /// Skips to just after the next `;`, or to the `}` that closes this block (left for the
+    /// block to consume), skipping nested braces whole.
     fn recover_stmt(&mut self) {
-        let start = self.pos;
         let mut depth = 0i32;
         while !self.at_eof() {
             match self.tok() {
                 Tok::Punct("{") => depth += 1,
                 Tok::Punct("}") => {
                     if depth == 0 {
-                        if self.pos == start {
-                            self.bump();
-                        }
                         return;
                     }
                     depth -= 1;
