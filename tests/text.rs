@@ -2212,3 +2212,14 @@ fn deepest_accepted_input_fits_a_small_stack() {
         .unwrap();
     handle.join().expect("no stack overflow").unwrap();
 }
+
+#[test]
+fn found_by_the_generator() {
+    // A length literal beyond u32 is a constant expression (for the verifier to judge).
+    let m = must_parse("kernel k<N>() {\n    shared s: [f32; 72057594037927936];\n}\n");
+    let f = &m.functions[Handle::from_index(0)];
+    assert!(matches!(f.shared.iter().next().unwrap().1.len, Some(Len::Const(_))));
+    fixed_point(&m).unwrap();
+    // An array element with a large literal index is an element, not a lane.
+    canonical("kernel k() {\n    let x: [bool; 1];\n    x[4294967295] = true;\n}\n");
+}
