@@ -378,6 +378,7 @@ impl<'p> Machine<'p> {
                         r!(dst + i) = f(r!(a + i));
                     }
                 }
+                Inst::Bin { f, dst, a, b, n: 1 } => r!(*dst) = f(r!(*a), r!(*b)),
                 Inst::Bin { f, dst, a, b, n } => {
                     for i in 0..*n {
                         r!(dst + i) = f(r!(a + i), r!(b + i));
@@ -476,6 +477,28 @@ impl<'p> Machine<'p> {
                             it.regs
                                 .copy_within(src..src + lanes as usize, base + *dst as usize);
                         }
+                        // The common case, a scalar element of a buffer, straight through.
+                        Mem::Buf { id, s, lanes: 1 } => {
+                            let len = self.buf_len[id as usize];
+                            if i >= len {
+                                ub!(
+                                    *span,
+                                    UbKind::OutOfBounds,
+                                    "read of element {i} of {}, which has {len}",
+                                    self.mem_name(*mem)
+                                );
+                            }
+                            let size = s.size() as usize;
+                            let off = i as usize * size;
+                            let who = self.who(it);
+                            let res =
+                                self.bufs[id as usize].access(off, size, Access::Read, who, checks);
+                            if let Err(f) = res {
+                                let (k, m) = self.fault_detail(*mem, i, "read", f);
+                                ub!(*span, k, "{m}");
+                            }
+                            r!(*dst) = value::load_lane(s, &self.bufs[id as usize].bytes[off..]);
+                        }
                         _ => {
                             let (_, len, _) = self.region(*mem);
                             if i >= len {
@@ -529,6 +552,36 @@ impl<'p> Machine<'p> {
                             if checks {
                                 it.defs[d..d + lanes as usize].fill(1);
                             }
+                        }
+                        Mem::Buf { id, s, lanes: 1 } => {
+                            let len = self.buf_len[id as usize];
+                            if i >= len {
+                                ub!(
+                                    *span,
+                                    UbKind::OutOfBounds,
+                                    "write of element {i} of {}, which has {len}",
+                                    self.mem_name(*mem)
+                                );
+                            }
+                            let size = s.size() as usize;
+                            let off = i as usize * size;
+                            let who = self.who(it);
+                            let res = self.bufs[id as usize].access(
+                                off,
+                                size,
+                                Access::Write,
+                                who,
+                                checks,
+                            );
+                            if let Err(f) = res {
+                                let (k, m) = self.fault_detail(*mem, i, "write", f);
+                                ub!(*span, k, "{m}");
+                            }
+                            value::store_lane(
+                                s,
+                                r!(*src),
+                                &mut self.bufs[id as usize].bytes[off..],
+                            );
                         }
                         _ => {
                             let (_, len, _) = self.region(*mem);

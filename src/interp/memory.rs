@@ -186,7 +186,7 @@ pub(crate) fn set_defined(bits: &mut [u64], off: usize, len: usize, value: bool)
 }
 
 /// The race shadow of one byte.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Cell {
     /// The last writer's work-item + 1 (0: none), with [`ATOMIC`] set for an atomic write.
     w_item: u32,
@@ -296,8 +296,17 @@ impl Region {
             return Err(Fault::Uninit);
         }
         if !self.shadow.is_empty() {
-            for cell in &mut self.shadow[off..off + len] {
-                track(cell, how, who).map_err(Fault::Race)?;
+            let cells = &mut self.shadow[off..off + len];
+            // Usually every byte of an element has the same history: track it once.
+            let first = cells[0];
+            if cells.iter().all(|c| *c == first) {
+                let mut c = first;
+                track(&mut c, how, who).map_err(Fault::Race)?;
+                cells.fill(c);
+            } else {
+                for cell in cells {
+                    track(cell, how, who).map_err(Fault::Race)?;
+                }
             }
         }
         if how != Access::Read {

@@ -648,3 +648,51 @@ fn step_limit() {
         Err(InterpError::StepLimit { .. })
     ));
 }
+
+/// A rough speed probe (run with `--release --ignored --nocapture`); the real figures come
+/// from `benches/interp.rs`.
+#[test]
+#[ignore]
+fn speed_probe() {
+    let m = saxpy();
+    let n = 1u32 << 20;
+    let mut y = Buffer::from_values(&vec![1.0f32; n as usize]);
+    let mut x = Buffer::from_values(&vec![2.0f32; n as usize]);
+    for checks in [true, false] {
+        let mut args = [
+            Arg::Buffer(&mut y),
+            Arg::Buffer(&mut x),
+            Arg::Scalar(Literal::float(2.0, Scalar::F32)),
+            Arg::Scalar(Literal::int(n as i128, Scalar::U32)),
+        ];
+        let opts = Options {
+            checks,
+            ..Options::default()
+        };
+        let t = std::time::Instant::now();
+        let r = run(&m, Geometry::linear(n / 256, 256), &mut args, &opts).unwrap();
+        let s = t.elapsed().as_secs_f64();
+        eprintln!(
+            "saxpy 1M checks={checks}: {s:.3} s, {:.1} M steps/s, {:.1} M work-items/s",
+            r.steps as f64 / s / 1e6,
+            r.work_items as f64 / s / 1e6
+        );
+    }
+    let m = reduction(false);
+    let mut inp = Buffer::from_values(&vec![1u32; 1 << 18]);
+    let mut out = Buffer::uninit(4 << 10);
+    let t = std::time::Instant::now();
+    let r = run(
+        &m,
+        Geometry::linear(1 << 10, 256),
+        &mut [Arg::Buffer(&mut inp), Arg::Buffer(&mut out)],
+        &Options::default(),
+    )
+    .unwrap();
+    let s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "reduce 256K: {s:.3} s, {:.1} M steps/s, {:.1} M work-items/s",
+        r.steps as f64 / s / 1e6,
+        r.work_items as f64 / s / 1e6
+    );
+}

@@ -572,10 +572,13 @@ pub(crate) fn reduce_identity(op: ReduceOp, s: Scalar) -> u64 {
 /// Reads a lane of `s` from little-endian bytes.
 #[inline]
 pub(crate) fn load_lane(s: Scalar, bytes: &[u8]) -> u64 {
-    let mut raw = [0u8; 8];
-    let n = s.size() as usize;
-    raw[..n].copy_from_slice(&bytes[..n]);
-    canon(s, u64::from_le_bytes(raw))
+    let raw = match s.size() {
+        1 => u64::from(bytes[0]),
+        2 => u64::from(u16::from_le_bytes([bytes[0], bytes[1]])),
+        4 => u64::from(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])),
+        _ => u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")),
+    };
+    canon(s, raw)
 }
 
 /// Writes a lane of `s` as little-endian bytes.
