@@ -1,0 +1,2 @@
+//! The Vulkan backend (placeholder while the runtime lands).
+pub mod spirv;

@@ -1,0 +1,2529 @@
+//! The SPIR-V emitter: one verified kernel (with the helpers it calls) to a SPIR-V 1.3 compute
+//! module for Vulkan 1.1, built with `rspirv`.
+//!
+//! What it owns and the choices that keep it valid on every driver:
+//!
+//! - **Structured control flow.** `if` becomes a selection construct, every loop a loop
+//!   construct (header with `OpLoopMerge`, a condition block, the body, a continue block that
+//!   runs a `for` loop's step). `break`/`continue` of the innermost loop branch straight to its
+//!   merge or continue block. A labelled jump further out stores a code in a function-scope
+//!   `jump` variable and breaks out of the innermost loop; after each loop whose body routed
+//!   such a jump, a check (a "ladder" rung) either takes the jump (it names this loop) or
+//!   breaks on outward. Helpers are inlined at each call inside a one-trip loop, so their
+//!   `return` is a jump of the same kind; a kernel's `return` is `OpReturn`.
+//! - **Memory layout.** Each buffer parameter is one storage buffer (`Block`, `Offset 0`,
+//!   `ArrayStride` = the scalar size) holding a runtime array of *scalars*: a vector element
+//!   is its lanes, loaded and stored one by one, so no std430 vector alignment applies. Floats
+//!   are stored as unsigned integers of their width and bitcast on access, which lets a `f32`
+//!   `atomic_add` be a compare-exchange loop on the same memory; `bool` is a byte. Scalar
+//!   arguments and every buffer's element count live in one push-constant block, each member
+//!   32 or 64 bits wide (narrower types travel widened and are converted on entry).
+//! - **Specialisation.** The workgroup size is the `WorkgroupSize` built-in made of spec
+//!   constants 0–2; the dynamic shared array's element count is spec constant 3.
+//! - **Semantics** (`docs/semantics.md`): shift amounts masked to the width, saturating
+//!   float→int conversion (NaN → 0), `min`/`max` as `NMin`/`NMax` (minimumNumber), `round`
+//!   half away from zero, integer division with the divisor 0 and the `MIN / -1` case made
+//!   harmless (no hang, wrap to `MIN`), `NoContraction` on every float arithmetic result.
+//! - **Capabilities** are declared only for the types and verbs the kernel uses, and a kernel
+//!   needing one the device does not offer is refused by name ([`Unsupported`]).
+//!
+//! Refused by name: cooperative matrices, 8- and 16-lane vectors (Vulkan has no such vector
+//! types), `f64` transcendental functions (GLSL.std.450 has none), and any construct the
+//! device's features do not cover.
+
+use crate::ir::{
+    AtomicOp, Base, BinaryOp, Builtin, Dim, ElemType, Expr, ExprId, FenceScope, Function, Handle,
+    Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Stmt, StmtKind, Type,
+    UnaryOp, VerifiedModule, WaveOp,
+};
+use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
+use rspirv::spirv::{self, Capability, Op, StorageClass, Word};
+use std::collections::{BTreeSet, HashMap};
+
+/// What the device offers that changes what may be emitted.
+#[derive(Clone, Debug, Default)]
+pub struct Caps {
+    pub int8: bool,
+    pub int16: bool,
+    pub int64: bool,
+    pub float16: bool,
+    pub float64: bool,
+    /// 8-bit integers in storage buffers (`storageBuffer8BitAccess`).
+    pub storage8: bool,
+    /// 16-bit types in storage buffers (`storageBuffer16BitAccess`).
+    pub storage16: bool,
+    pub int64_atomics: bool,
+    /// `VK_EXT_shader_atomic_float` buffer float32 add (then native adds are used).
+    pub float32_atomic_add: bool,
+    /// The subgroup size S.
+    pub subgroup_size: u32,
+    pub subgroup_basic: bool,
+    pub subgroup_vote: bool,
+    pub subgroup_arithmetic: bool,
+    pub subgroup_ballot: bool,
+    pub subgroup_shuffle: bool,
+}
+
+impl Caps {
+    /// Everything on, at subgroup size `s` (validation of emitted modules without a device).
+    pub fn all(s: u32) -> Caps {
+        Caps {
+            int8: true,
+            int16: true,
+            int64: true,
+            float16: true,
+            float64: true,
+            storage8: true,
+            storage16: true,
+            int64_atomics: true,
+            float32_atomic_add: false,
+            subgroup_size: s,
+            subgroup_basic: true,
+            subgroup_vote: true,
+            subgroup_arithmetic: true,
+            subgroup_ballot: true,
+            subgroup_shuffle: true,
+        }
+    }
+}
+
+/// A construct this kernel uses that Vulkan or this device cannot run, by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported(pub String);
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unsupported on this Vulkan device: {}", self.0)
+    }
+}
+
+type R<T> = Result<T, Unsupported>;
+
+fn refuse<T>(what: impl Into<String>) -> R<T> {
+    Err(Unsupported(what.into()))
+}
+
+/// How one kernel parameter reaches the shader.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamSlot {
+    /// A storage buffer at `binding`; its element count is the push-constant `u32` at
+    /// `len_offset`.
+    Buffer { binding: u32, len_offset: u32 },
+    /// A value in the push-constant block at `offset`, widened to `carrier` (32 or 64 bits
+    /// per lane; `f16` travels as `f32`, `bool` and 8/16-bit integers as 32-bit integers).
+    Value { offset: u32, carrier: ElemType },
+}
+
+/// A kernel as SPIR-V, with what the runtime needs to bind and launch it.
+#[derive(Clone, Debug)]
+pub struct Emitted {
+    pub words: Vec<u32>,
+    pub slots: Vec<ParamSlot>,
+    pub push_bytes: u32,
+    /// Bytes per element of the dynamic shared array, where the kernel has one.
+    pub dynamic_shared_elem: Option<u32>,
+    /// The capabilities the module declares, by name.
+    pub capabilities: Vec<String>,
+    /// The entry point's name.
+    pub entry: String,
+}
+
+/// Spec constant ids.
+pub const SPEC_BLOCK: [u32; 3] = [0, 1, 2];
+pub const SPEC_SHARED_LEN: u32 = 3;
+
+/// Emits `kernel` of `module` for a device offering `caps`.
+pub fn emit_kernel(
+    module: &VerifiedModule,
+    kernel: Handle<Function>,
+    caps: &Caps,
+) -> Result<Emitted, Unsupported> {
+    let f = module.function(kernel);
+    if let Some((w, _)) = f.attrs.wave {
+        if w != caps.subgroup_size {
+            return refuse(format!(
+                "@wave({w}) on a device whose subgroup size is {} (virtual waves are not \
+                 implemented; only @wave(S) runs on Vulkan)",
+                caps.subgroup_size
+            ));
+        }
+    }
+    let mut em = Em::new(module, caps);
+    em.emit_entry(kernel)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum TyKey {
+    Void,
+    Bool,
+    Int(u32, bool),
+    Float(u32),
+    Vec(Word, u32),
+    Ptr(StorageClass, Word),
+    Array(Word, Word),
+    Runtime(Word),
+    Struct(Word),
+    Fn(Word),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RegionKind {
+    Loop,
+    Body,
+}
+
+struct Region {
+    kind: RegionKind,
+    label: Option<String>,
+    merge: Word,
+    cont: Word,
+    frame: usize,
+    code: u32,
+    /// A jump past this region was routed through its merge: check after it.
+    routed: bool,
+    /// Something breaks to the merge (directly or routed): the merge is reachable.
+    reached: bool,
+}
+
+struct Frame {
+    func: Handle<Function>,
+    locals: Vec<Option<Word>>,
+    params: Vec<Word>,
+    ret_var: Option<Word>,
+    body_region: Option<usize>,
+}
+
+struct BufferVar {
+    var: Word,
+    /// The storage scalar type's id and its scalar.
+    storage: Word,
+    scalar: Scalar,
+    elem: ElemType,
+}
+
+struct Em<'a> {
+    b: Builder,
+    m: &'a VerifiedModule,
+    caps: &'a Caps,
+    glsl: Word,
+    types: HashMap<TyKey, Word>,
+    consts: HashMap<(Word, u64), Word>,
+    used: BTreeSet<u32>,
+    cap_names: BTreeSet<String>,
+    extensions: BTreeSet<&'static str>,
+    fn_vars: Vec<Instruction>,
+    cur_label: Word,
+    // kernel state
+    buffers: Vec<Option<BufferVar>>,
+    slots: Vec<ParamSlot>,
+    push_var: Word,
+    push_member: Vec<Option<u32>>,
+    len_member: Vec<Option<u32>>,
+    builtins: HashMap<u32, Word>,
+    interface: Vec<Word>,
+    shared: Vec<(Word, ElemType)>,
+    workgroup_size: Word,
+    jump_var: Option<Word>,
+    regions: Vec<Region>,
+    frames: Vec<Frame>,
+    next_code: u32,
+    dyn_shared_elem: Option<u32>,
+    push_bytes: u32,
+    push_members: Vec<Word>,
+    /// Ids already given a layout decoration (a type is decorated once).
+    decorated: BTreeSet<Word>,
+}
+
+fn ids(ws: &[Word]) -> Vec<Operand> {
+    ws.iter().map(|&w| Operand::IdRef(w)).collect()
+}
+
+/// GLSL.std.450 instruction numbers.
+mod glsl {
+    pub const ROUND_EVEN: u32 = 2;
+    pub const TRUNC: u32 = 3;
+    pub const FABS: u32 = 4;
+    pub const SABS: u32 = 5;
+    pub const FSIGN: u32 = 6;
+    pub const FLOOR: u32 = 8;
+    pub const CEIL: u32 = 9;
+    pub const SIN: u32 = 13;
+    pub const COS: u32 = 14;
+    pub const TANH: u32 = 21;
+    pub const POW: u32 = 26;
+    pub const EXP: u32 = 27;
+    pub const LOG: u32 = 28;
+    pub const EXP2: u32 = 29;
+    pub const LOG2: u32 = 30;
+    pub const SQRT: u32 = 31;
+    pub const INVERSE_SQRT: u32 = 32;
+    pub const UMIN: u32 = 38;
+    pub const SMIN: u32 = 39;
+    pub const UMAX: u32 = 41;
+    pub const SMAX: u32 = 42;
+    pub const FMA: u32 = 50;
+    pub const NMIN: u32 = 79;
+    pub const NMAX: u32 = 80;
+}
+
+const SCOPE_DEVICE: u32 = 1;
+const SCOPE_WORKGROUP: u32 = 2;
+const SCOPE_SUBGROUP: u32 = 3;
+const SEM_ACQUIRE: u32 = 0x2;
+const SEM_RELEASE: u32 = 0x4;
+const SEM_ACQ_REL: u32 = 0x8;
+const SEM_UNIFORM: u32 = 0x40;
+const SEM_WORKGROUP: u32 = 0x100;
+
+impl<'a> Em<'a> {
+    fn new(m: &'a VerifiedModule, caps: &'a Caps) -> Self {
+        let mut b = Builder::new();
+        b.set_version(1, 3);
+        let glsl = b.ext_inst_import("GLSL.std.450");
+        b.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::GLSL450);
+        Em {
+            b,
+            m,
+            caps,
+            glsl,
+            types: HashMap::new(),
+            consts: HashMap::new(),
+            used: BTreeSet::new(),
+            cap_names: BTreeSet::new(),
+            extensions: BTreeSet::new(),
+            fn_vars: Vec::new(),
+            cur_label: 0,
+            buffers: Vec::new(),
+            slots: Vec::new(),
+            push_var: 0,
+            push_member: Vec::new(),
+            len_member: Vec::new(),
+            builtins: HashMap::new(),
+            interface: Vec::new(),
+            shared: Vec::new(),
+            workgroup_size: 0,
+            jump_var: None,
+            regions: Vec::new(),
+            frames: Vec::new(),
+            next_code: 1,
+            dyn_shared_elem: None,
+            push_bytes: 0,
+            push_members: Vec::new(),
+            decorated: BTreeSet::new(),
+        }
+    }
+
+    // ---- capabilities and types ----
+
+    fn cap(&mut self, c: Capability) {
+        if self.used.insert(c as u32) {
+            self.b.capability(c);
+            self.cap_names.insert(format!("{c:?}"));
+        }
+    }
+
+    fn ext(&mut self, e: &'static str) {
+        if self.extensions.insert(e) {
+            self.b.extension(e);
+        }
+    }
+
+    fn need_scalar(&mut self, s: Scalar) -> R<()> {
+        let (ok, cap, name) = match s {
+            Scalar::I8 | Scalar::U8 => (
+                self.caps.int8,
+                Some(Capability::Int8),
+                "8-bit integers (shaderInt8)",
+            ),
+            Scalar::I16 | Scalar::U16 => (
+                self.caps.int16,
+                Some(Capability::Int16),
+                "16-bit integers (shaderInt16)",
+            ),
+            Scalar::I64 | Scalar::U64 => (
+                self.caps.int64,
+                Some(Capability::Int64),
+                "64-bit integers (shaderInt64)",
+            ),
+            Scalar::F16 => (
+                self.caps.float16,
+                Some(Capability::Float16),
+                "f16 arithmetic (shaderFloat16)",
+            ),
+            Scalar::F64 => (
+                self.caps.float64,
+                Some(Capability::Float64),
+                "f64 (shaderFloat64)",
+            ),
+            _ => (true, None, ""),
+        };
+        if !ok {
+            return refuse(name);
+        }
+        if let Some(c) = cap {
+            self.cap(c);
+        }
+        Ok(())
+    }
+
+    fn tk(&mut self, key: TyKey) -> Word {
+        if let Some(&w) = self.types.get(&key) {
+            return w;
+        }
+        let w = match key {
+            TyKey::Void => self.b.type_void(),
+            TyKey::Bool => self.b.type_bool(),
+            TyKey::Int(w, s) => self.b.type_int(w, s as u32),
+            TyKey::Float(w) => self.b.type_float(w, None),
+            TyKey::Vec(e, n) => self.b.type_vector(e, n),
+            TyKey::Ptr(sc, t) => self.b.type_pointer(None, sc, t),
+            TyKey::Array(e, len) => self.b.type_array(e, len),
+            TyKey::Runtime(e) => self.b.type_runtime_array(e),
+            TyKey::Struct(_) => unreachable!("structs are made directly"),
+            TyKey::Fn(r) => self.b.type_function(r, vec![]),
+        };
+        self.types.insert(key, w);
+        w
+    }
+
+    fn scalar_ty(&mut self, s: Scalar) -> R<Word> {
+        self.need_scalar(s)?;
+        Ok(self.scalar_ty_raw(s))
+    }
+
+    /// A scalar type without the arithmetic capability check (storage-only uses check their
+    /// own capability).
+    fn scalar_ty_raw(&mut self, s: Scalar) -> Word {
+        match s {
+            Scalar::Bool => self.tk(TyKey::Bool),
+            Scalar::F16 => self.tk(TyKey::Float(16)),
+            Scalar::F32 => self.tk(TyKey::Float(32)),
+            Scalar::F64 => self.tk(TyKey::Float(64)),
+            s => self.tk(TyKey::Int(s.bits(), s.is_signed())),
+        }
+    }
+
+    fn vec_ty(&mut self, s: Scalar, n: u8) -> R<Word> {
+        let e = self.scalar_ty(s)?;
+        if n == 1 {
+            return Ok(e);
+        }
+        if n > 4 {
+            return refuse(format!(
+                "{n}-lane vectors (Vulkan vectors have at most 4 lanes)"
+            ));
+        }
+        Ok(self.tk(TyKey::Vec(e, n as u32)))
+    }
+
+    fn elem_ty(&mut self, e: ElemType) -> R<Word> {
+        self.vec_ty(e.scalar, e.lanes)
+    }
+
+    fn u32t(&mut self) -> Word {
+        self.tk(TyKey::Int(32, false))
+    }
+    fn boolt(&mut self) -> Word {
+        self.tk(TyKey::Bool)
+    }
+
+    fn value_ty(&mut self, t: Type) -> R<Word> {
+        match t {
+            Type::Scalar(s) => self.scalar_ty(s),
+            Type::Vector(s, n) => self.vec_ty(s, n),
+            Type::Tag(_) => Ok(self.u32t()),
+            Type::Array { elem, len } => {
+                let e = self.elem_ty(elem)?;
+                let n = match len {
+                    Len::Fixed(n) => n,
+                    Len::Const(_) => return refuse("a template-sized array left uninstantiated"),
+                };
+                let u = self.u32t();
+                let c = self.konst(u, n as u64);
+                Ok(self.tk(TyKey::Array(e, c)))
+            }
+            Type::Matrix { .. } => refuse(
+                "cooperative matrices (VK_KHR_cooperative_matrix is not used by this backend)",
+            ),
+            Type::Buffer { .. } => refuse("a buffer value outside a kernel parameter"),
+        }
+    }
+
+    /// The unsigned integer type of the same width as a float (how floats are stored).
+    fn storage_scalar(s: Scalar) -> Scalar {
+        match s {
+            // f16 stays f16: 16-bit storage allows no bitcast without Int16.
+            Scalar::F32 => Scalar::U32,
+            Scalar::F64 => Scalar::U64,
+            Scalar::Bool => Scalar::U8,
+            s => s,
+        }
+    }
+
+    fn konst(&mut self, ty: Word, bits: u64) -> Word {
+        if let Some(&w) = self.consts.get(&(ty, bits)) {
+            return w;
+        }
+        let w = self.raw_const(ty, bits);
+        self.consts.insert((ty, bits), w);
+        w
+    }
+
+    fn raw_const(&mut self, ty: Word, bits: u64) -> Word {
+        // Find the width of `ty` from our type table.
+        let key = self.types.iter().find(|(_, &w)| w == ty).map(|(k, _)| *k);
+        match key {
+            Some(TyKey::Bool) => {
+                if bits != 0 {
+                    self.b.constant_true(ty)
+                } else {
+                    self.b.constant_false(ty)
+                }
+            }
+            Some(TyKey::Int(64, _)) | Some(TyKey::Float(64)) => self.b.constant_bit64(ty, bits),
+            Some(TyKey::Vec(e, n)) => {
+                let c = self.konst(e, bits);
+                let parts = vec![c; n as usize];
+                self.b.constant_composite(ty, parts)
+            }
+            Some(TyKey::Int(w, true)) if w < 32 => {
+                // Narrow signed literals are sign-extended to the word.
+                let sh = 64 - w;
+                self.b
+                    .constant_bit32(ty, (((bits << sh) as i64) >> sh) as u32)
+            }
+            Some(TyKey::Int(w, _)) | Some(TyKey::Float(w)) if w < 32 => {
+                self.b.constant_bit32(ty, (bits & ((1u64 << w) - 1)) as u32)
+            }
+            _ => self.b.constant_bit32(ty, bits as u32),
+        }
+    }
+
+    fn cu32(&mut self, v: u32) -> Word {
+        let t = self.u32t();
+        self.konst(t, v as u64)
+    }
+
+    /// A constant of scalar `s` (splatted to `lanes`), from bits.
+    fn const_of(&mut self, s: Scalar, lanes: u8, bits: u64) -> R<Word> {
+        let t = self.vec_ty(s, lanes)?;
+        Ok(self.konst(t, bits))
+    }
+
+    fn float_bits(s: Scalar, v: f64) -> u64 {
+        match s {
+            Scalar::F16 => half::f16::from_f64(v).to_bits() as u64,
+            Scalar::F32 => (v as f32).to_bits() as u64,
+            _ => v.to_bits(),
+        }
+    }
+
+    // ---- instructions ----
+
+    fn op(&mut self, op: Op, ty: Word, args: Vec<Operand>) -> Word {
+        let id = self.b.id();
+        self.b
+            .insert_into_block(
+                InsertPoint::End,
+                Instruction::new(op, Some(ty), Some(id), args),
+            )
+            .expect("a block is open while emitting");
+        id
+    }
+
+    fn op_void(&mut self, op: Op, args: Vec<Operand>) {
+        self.b
+            .insert_into_block(InsertPoint::End, Instruction::new(op, None, None, args))
+            .expect("a block is open while emitting");
+    }
+
+    fn opi(&mut self, op: Op, ty: Word, args: &[Word]) -> Word {
+        self.op(op, ty, ids(args))
+    }
+
+    /// A float arithmetic result, decorated `NoContraction` (semantics: no FMA fusion).
+    fn fop(&mut self, op: Op, ty: Word, args: &[Word]) -> Word {
+        let r = self.opi(op, ty, args);
+        self.b.decorate(r, spirv::Decoration::NoContraction, vec![]);
+        r
+    }
+
+    fn ext_inst(&mut self, ty: Word, inst: u32, args: &[Word]) -> Word {
+        let mut ops = vec![
+            Operand::IdRef(self.glsl),
+            Operand::LiteralExtInstInteger(inst),
+        ];
+        ops.extend(ids(args));
+        self.op(Op::ExtInst, ty, ops)
+    }
+
+    fn terminated(&self) -> bool {
+        self.b.selected_block().is_none()
+    }
+
+    fn block(&mut self, label: Word) {
+        self.b.begin_block(Some(label)).expect("no block left open");
+        self.cur_label = label;
+    }
+
+    fn branch(&mut self, to: Word) {
+        if !self.terminated() {
+            self.b.branch(to).expect("branch in a block");
+        }
+    }
+
+    fn branch_cond(&mut self, c: Word, t: Word, f: Word) {
+        self.b
+            .branch_conditional(c, t, f, vec![])
+            .expect("branch in a block");
+    }
+
+    fn sel_merge(&mut self, m: Word) {
+        self.b
+            .selection_merge(m, spirv::SelectionControl::NONE)
+            .expect("merge in a block");
+    }
+
+    fn fn_var(&mut self, ty: Word) -> Word {
+        let p = self.tk(TyKey::Ptr(StorageClass::Function, ty));
+        let id = self.b.id();
+        self.fn_vars.push(Instruction::new(
+            Op::Variable,
+            Some(p),
+            Some(id),
+            vec![Operand::StorageClass(StorageClass::Function)],
+        ));
+        id
+    }
+
+    fn load(&mut self, ty: Word, ptr: Word) -> Word {
+        self.opi(Op::Load, ty, &[ptr])
+    }
+
+    fn store(&mut self, ptr: Word, v: Word) {
+        self.op_void(Op::Store, ids(&[ptr, v]));
+    }
+
+    // ---- the entry point ----
+
+    fn builtin(&mut self, bi: spirv::BuiltIn, ty: Word) -> Word {
+        if let Some(&v) = self.builtins.get(&(bi as u32)) {
+            return v;
+        }
+        let p = self.tk(TyKey::Ptr(StorageClass::Input, ty));
+        // A module-scope variable, although a block may be open now.
+        let v = self.b.id();
+        self.b
+            .module_mut()
+            .types_global_values
+            .push(Instruction::new(
+                Op::Variable,
+                Some(p),
+                Some(v),
+                vec![Operand::StorageClass(StorageClass::Input)],
+            ));
+        self.b
+            .decorate(v, spirv::Decoration::BuiltIn, vec![Operand::BuiltIn(bi)]);
+        self.builtins.insert(bi as u32, v);
+        self.interface.push(v);
+        v
+    }
+
+    fn emit_entry(&mut self, kh: Handle<Function>) -> R<Emitted> {
+        self.cap(Capability::Shader);
+        let f = self.m.function(kh);
+        // Workgroup size from spec constants 0..2.
+        let u = self.u32t();
+        let mut parts = Vec::new();
+        for (d, id) in SPEC_BLOCK.iter().enumerate() {
+            let c = self.b.spec_constant_bit32(u, 1);
+            self.b.decorate(
+                c,
+                spirv::Decoration::SpecId,
+                vec![Operand::LiteralBit32(*id)],
+            );
+            let _ = d;
+            parts.push(c);
+        }
+        let uv3 = self.tk(TyKey::Vec(u, 3));
+        let wg = self.b.spec_constant_composite(uv3, parts);
+        self.b.decorate(
+            wg,
+            spirv::Decoration::BuiltIn,
+            vec![Operand::BuiltIn(spirv::BuiltIn::WorkgroupSize)],
+        );
+        self.workgroup_size = wg;
+
+        self.declare_params(f)?;
+        self.declare_shared(f)?;
+
+        let void = self.tk(TyKey::Void);
+        let fnty = self.tk(TyKey::Fn(void));
+        let main = self
+            .b
+            .begin_function(void, None, spirv::FunctionControl::NONE, fnty)
+            .expect("one function at a time");
+        let entry = self.b.id();
+        self.block(entry);
+        let params = self.load_params(f)?;
+        self.frames.push(Frame {
+            func: kh,
+            locals: vec![None; f.locals.len()],
+            params,
+            ret_var: None,
+            body_region: None,
+        });
+        self.emit_block(&f.body)?;
+        if !self.terminated() {
+            self.b.ret().expect("return in a block");
+        }
+        self.frames.pop();
+        // Hoist the function-scope variables into the entry block.
+        let fi = self.b.selected_function().expect("the function is open");
+        let vars = std::mem::take(&mut self.fn_vars);
+        let block = &mut self.b.module_mut().functions[fi].blocks[0];
+        for (i, v) in vars.into_iter().enumerate() {
+            block.instructions.insert(i, v);
+        }
+        self.b.end_function().expect("the function is open");
+
+        let name = sanitize(&f.name);
+        let interface = self.interface.clone();
+        self.b.entry_point(
+            spirv::ExecutionModel::GLCompute,
+            main,
+            name.clone(),
+            interface,
+        );
+        let push_bytes = self.push_bytes;
+        let module = std::mem::replace(&mut self.b, Builder::new()).module();
+        use rspirv::binary::Assemble;
+        Ok(Emitted {
+            words: module.assemble(),
+            slots: std::mem::take(&mut self.slots),
+            push_bytes,
+            dynamic_shared_elem: self.dyn_shared_elem,
+            capabilities: self.cap_names.iter().cloned().collect(),
+            entry: name,
+        })
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "main".into()
+    } else {
+        s
+    }
+}
+
+// ---- declarations: buffers, push constants, shared memory ----
+impl Em<'_> {
+    fn carrier(s: Scalar) -> Scalar {
+        match s {
+            Scalar::Bool | Scalar::U8 | Scalar::U16 => Scalar::U32,
+            Scalar::I8 | Scalar::I16 => Scalar::I32,
+            Scalar::F16 => Scalar::F32,
+            s => s,
+        }
+    }
+
+    fn buffer_struct(&mut self, ss: Scalar) -> R<Word> {
+        match ss.bits() {
+            8 => {
+                if !self.caps.storage8 {
+                    return refuse("8-bit buffer elements (storageBuffer8BitAccess)");
+                }
+                self.cap(Capability::StorageBuffer8BitAccess);
+                self.ext("SPV_KHR_8bit_storage");
+            }
+            16 => {
+                if !self.caps.storage16 {
+                    return refuse("16-bit buffer elements (storageBuffer16BitAccess)");
+                }
+                self.cap(Capability::StorageBuffer16BitAccess);
+                self.ext("SPV_KHR_16bit_storage");
+            }
+            64 => {
+                if !self.caps.int64 {
+                    return refuse("64-bit buffer elements (shaderInt64)");
+                }
+                self.cap(Capability::Int64);
+            }
+            _ => {}
+        }
+        let st = self.scalar_ty_raw(ss);
+        let rt = self.tk(TyKey::Runtime(st));
+        if self.decorated.insert(rt) {
+            self.b.decorate(
+                rt,
+                spirv::Decoration::ArrayStride,
+                vec![Operand::LiteralBit32(ss.size())],
+            );
+        }
+        if let Some(&w) = self.types.get(&TyKey::Struct(rt)) {
+            return Ok(w);
+        }
+        let s = self.b.type_struct(vec![rt]);
+        self.types.insert(TyKey::Struct(rt), s);
+        self.b.decorate(s, spirv::Decoration::Block, vec![]);
+        self.b.member_decorate(
+            s,
+            0,
+            spirv::Decoration::Offset,
+            vec![Operand::LiteralBit32(0)],
+        );
+        Ok(s)
+    }
+
+    fn declare_params(&mut self, f: &Function) -> R<()> {
+        let mut binding = 0u32;
+        let mut members: Vec<(Word, u32)> = Vec::new();
+        let mut offset = 0u32;
+        let mut push_member = vec![None; f.params.len()];
+        let mut len_member = vec![None; f.params.len()];
+        let mut slots = Vec::new();
+        let mut add_member = |em: &mut Em, ty: Word, size: u32, align: u32| -> (u32, u32) {
+            offset = offset.div_ceil(align) * align;
+            let at = offset;
+            offset += size;
+            members.push((ty, at));
+            let _ = em;
+            (members.len() as u32 - 1, at)
+        };
+        for p in &f.params {
+            match p.ty {
+                Type::Buffer { elem, access } => {
+                    let ss = Self::storage_scalar(elem.scalar);
+                    let st = self.buffer_struct(ss)?;
+                    let storage = self.scalar_ty_raw(ss);
+                    let ptr = self.tk(TyKey::Ptr(StorageClass::StorageBuffer, st));
+                    let var = self
+                        .b
+                        .variable(ptr, None, StorageClass::StorageBuffer, None);
+                    self.b.decorate(
+                        var,
+                        spirv::Decoration::DescriptorSet,
+                        vec![Operand::LiteralBit32(0)],
+                    );
+                    self.b.decorate(
+                        var,
+                        spirv::Decoration::Binding,
+                        vec![Operand::LiteralBit32(binding)],
+                    );
+                    if access == crate::ir::Access::Read {
+                        self.b.decorate(var, spirv::Decoration::NonWritable, vec![]);
+                    }
+                    self.buffers.push(Some(BufferVar {
+                        var,
+                        storage,
+                        scalar: ss,
+                        elem,
+                    }));
+                    slots.push(ParamSlot::Buffer {
+                        binding,
+                        len_offset: 0,
+                    });
+                    binding += 1;
+                }
+                Type::Scalar(_) | Type::Vector(..) | Type::Tag(_) => {
+                    self.buffers.push(None);
+                    let (s, n) = match p.ty {
+                        Type::Scalar(s) => (s, 1),
+                        Type::Vector(s, n) => (s, n),
+                        _ => (Scalar::U32, 1),
+                    };
+                    if n > 4 {
+                        return refuse(format!("{n}-lane vector parameter {}", p.name));
+                    }
+                    let c = Self::carrier(s);
+                    let ty = self.vec_ty(c, n)?;
+                    let size = c.size() * n as u32;
+                    let align = c.size()
+                        * if n == 1 {
+                            1
+                        } else if n == 2 {
+                            2
+                        } else {
+                            4
+                        };
+                    let (idx, at) = add_member(self, ty, size, align);
+                    push_member[slots.len()] = Some(idx);
+                    slots.push(ParamSlot::Value {
+                        offset: at,
+                        carrier: ElemType::vector(c, n),
+                    });
+                }
+                _ => return refuse(format!("a kernel parameter of type {:?}", p.ty)),
+            }
+        }
+        let u = self.u32t();
+        for (i, p) in f.params.iter().enumerate() {
+            if matches!(p.ty, Type::Buffer { .. }) {
+                let (idx, at) = add_member(self, u, 4, 4);
+                len_member[i] = Some(idx);
+                if let ParamSlot::Buffer { len_offset, .. } = &mut slots[i] {
+                    *len_offset = at;
+                }
+            }
+        }
+        self.push_bytes = offset.div_ceil(4) * 4;
+        if !members.is_empty() {
+            let st = self
+                .b
+                .type_struct(members.iter().map(|m| m.0).collect::<Vec<_>>());
+            self.b.decorate(st, spirv::Decoration::Block, vec![]);
+            for (i, (_, at)) in members.iter().enumerate() {
+                self.b.member_decorate(
+                    st,
+                    i as u32,
+                    spirv::Decoration::Offset,
+                    vec![Operand::LiteralBit32(*at)],
+                );
+            }
+            let ptr = self.tk(TyKey::Ptr(StorageClass::PushConstant, st));
+            self.push_var = self.b.variable(ptr, None, StorageClass::PushConstant, None);
+            self.push_members = members.iter().map(|m| m.0).collect();
+        }
+        self.push_member = push_member;
+        self.len_member = len_member;
+        self.slots = slots;
+        Ok(())
+    }
+
+    fn shared_storage(&mut self, elem: ElemType) -> R<(Word, ElemType)> {
+        let s = match elem.scalar {
+            Scalar::F32 => Scalar::U32,
+            Scalar::F64 => Scalar::U64,
+            s => s,
+        };
+        let e = ElemType::vector(s, elem.lanes);
+        Ok((self.elem_ty(e)?, e))
+    }
+
+    fn declare_shared(&mut self, f: &Function) -> R<()> {
+        for (_, d) in f.shared.iter() {
+            let (et, _) = self.shared_storage(d.elem)?;
+            let u = self.u32t();
+            let len = match d.len {
+                Some(Len::Fixed(n)) => self.konst(u, n.max(1) as u64),
+                Some(Len::Const(_)) => {
+                    return refuse("a template-sized shared array left uninstantiated")
+                }
+                None => {
+                    let c = self.b.spec_constant_bit32(u, 1);
+                    self.b.decorate(
+                        c,
+                        spirv::Decoration::SpecId,
+                        vec![Operand::LiteralBit32(SPEC_SHARED_LEN)],
+                    );
+                    self.dyn_shared_elem = Some(d.elem.size());
+                    c
+                }
+            };
+            let at = self.tk(TyKey::Array(et, len));
+            let ptr = self.tk(TyKey::Ptr(StorageClass::Workgroup, at));
+            let var = self.b.variable(ptr, None, StorageClass::Workgroup, None);
+            self.shared.push((var, d.elem));
+        }
+        Ok(())
+    }
+
+    fn push_load(&mut self, member: u32) -> Word {
+        let ty = self.push_members[member as usize];
+        let ptr = self.tk(TyKey::Ptr(StorageClass::PushConstant, ty));
+        let c = self.cu32(member);
+        let p = self.opi(Op::AccessChain, ptr, &[self.push_var, c]);
+        self.load(ty, p)
+    }
+
+    /// The kernel's value parameters, loaded once in the entry block.
+    fn load_params(&mut self, f: &Function) -> R<Vec<Word>> {
+        let mut out = Vec::new();
+        for (i, p) in f.params.iter().enumerate() {
+            let Some(member) = self.push_member[i] else {
+                out.push(0);
+                continue;
+            };
+            let v = self.push_load(member);
+            let (s, n) = match p.ty {
+                Type::Scalar(s) => (s, 1),
+                Type::Vector(s, n) => (s, n),
+                _ => (Scalar::U32, 1),
+            };
+            let c = Self::carrier(s);
+            let v = if c == s { v } else { self.cast(v, c, s, n)? };
+            out.push(v);
+        }
+        Ok(out)
+    }
+}
+
+// ---- statements and structured control flow ----
+impl Em<'_> {
+    fn frame(&self) -> &Frame {
+        self.frames.last().expect("a frame is open")
+    }
+
+    fn func(&self) -> &Function {
+        self.m.function(self.frame().func)
+    }
+
+    fn local_var(&mut self, h: Handle<crate::ir::Local>) -> R<Word> {
+        if let Some(v) = self.frame().locals[h.index()] {
+            return Ok(v);
+        }
+        let ty = self.func().locals[h].ty;
+        let t = self.value_ty(ty)?;
+        let v = self.fn_var(t);
+        self.frames.last_mut().expect("frame").locals[h.index()] = Some(v);
+        Ok(v)
+    }
+
+    fn local_ty(&self, h: Handle<crate::ir::Local>) -> Type {
+        self.func().locals[h].ty
+    }
+
+    fn emit_block(&mut self, block: &[Stmt]) -> R<()> {
+        for s in block {
+            if self.terminated() {
+                break;
+            }
+            self.stmt(s)?;
+        }
+        Ok(())
+    }
+
+    fn jump_var(&mut self) -> Word {
+        if let Some(v) = self.jump_var {
+            return v;
+        }
+        let u = self.u32t();
+        let zero = self.konst(u, 0);
+        let p = self.tk(TyKey::Ptr(StorageClass::Function, u));
+        let id = self.b.id();
+        self.fn_vars.push(Instruction::new(
+            Op::Variable,
+            Some(p),
+            Some(id),
+            vec![
+                Operand::StorageClass(StorageClass::Function),
+                Operand::IdRef(zero),
+            ],
+        ));
+        self.jump_var = Some(id);
+        id
+    }
+
+    /// Leaves for region `target`: its merge (`continue_ == false`) or its continue block.
+    fn jump(&mut self, target: usize, continue_: bool) {
+        let inner = self.regions.len() - 1;
+        if !continue_ {
+            self.regions[target].reached = true;
+        }
+        if target == inner {
+            let r = &self.regions[target];
+            let to = if continue_ { r.cont } else { r.merge };
+            self.branch(to);
+            return;
+        }
+        let code = self.regions[target].code + continue_ as u32;
+        let jv = self.jump_var();
+        let c = self.cu32(code);
+        self.store(jv, c);
+        for r in &mut self.regions[target + 1..] {
+            r.routed = true;
+            r.reached = true;
+        }
+        let merge = self.regions[inner].merge;
+        self.branch(merge);
+    }
+
+    /// After a region's merge: take a routed jump aimed at the enclosing region, or pass it
+    /// on outward.
+    fn ladder_rung(&mut self) {
+        let jv = self.jump_var();
+        let u = self.u32t();
+        let bt = self.boolt();
+        let zero = self.konst(u, 0);
+        let j = self.load(u, jv);
+        let nz = self.opi(Op::INotEqual, bt, &[j, zero]);
+        let (m, h) = (self.b.id(), self.b.id());
+        self.sel_merge(m);
+        self.branch_cond(nz, h, m);
+        self.block(h);
+        let e = self.regions.len() - 1;
+        let (code, kind, cont, merge) = {
+            let r = &self.regions[e];
+            (r.code, r.kind, r.cont, r.merge)
+        };
+        let cb = self.cu32(code);
+        let cc = self.cu32(code + 1);
+        let is_b = self.opi(Op::IEqual, bt, &[j, cb]);
+        let is_c = self.opi(Op::IEqual, bt, &[j, cc]);
+        let hit = self.opi(Op::LogicalOr, bt, &[is_b, is_c]);
+        let nj = self.opi(Op::Select, u, &[hit, zero, j]);
+        self.store(jv, nj);
+        self.regions[e].reached = true;
+        if kind == RegionKind::Loop {
+            self.branch_cond(is_c, cont, merge);
+        } else {
+            self.branch(merge);
+        }
+        self.block(m);
+    }
+
+    fn push_region(&mut self, kind: RegionKind, label: Option<String>, merge: Word, cont: Word) {
+        let code = self.next_code;
+        self.next_code += 2;
+        self.regions.push(Region {
+            kind,
+            label,
+            merge,
+            cont,
+            frame: self.frames.len() - 1,
+            code,
+            routed: false,
+            reached: false,
+        });
+    }
+
+    /// Opens the merge block of a popped region (unreachable when nothing leaves for it).
+    fn close_region(&mut self, r: Region) {
+        self.block(r.merge);
+        if !r.reached {
+            self.b.unreachable().expect("in a block");
+            return;
+        }
+        if r.routed && !self.regions.is_empty() {
+            self.ladder_rung();
+        }
+    }
+
+    fn find_loop(&self, label: &Option<String>) -> R<usize> {
+        let frame = self.frames.len() - 1;
+        for (i, r) in self.regions.iter().enumerate().rev() {
+            if r.frame != frame || r.kind != RegionKind::Loop {
+                continue;
+            }
+            if label.is_none() || r.label == *label {
+                return Ok(i);
+            }
+        }
+        refuse(format!("a break or continue outside its loop ({label:?})"))
+    }
+
+    fn stmt(&mut self, s: &Stmt) -> R<()> {
+        match &s.kind {
+            StmtKind::Let { local, init } => {
+                let v = self.local_var(*local)?;
+                if let Some(e) = init {
+                    let x = self.expr(*e)?;
+                    self.store(v, x);
+                }
+            }
+            StmtKind::Assign { place, value } => match place {
+                Place::Local(h) => {
+                    let x = self.expr(*value)?;
+                    let v = self.local_var(*h)?;
+                    self.store(v, x);
+                }
+                Place::Lane { local, lane } => {
+                    let x = self.expr(*value)?;
+                    let v = self.local_var(*local)?;
+                    let s = self.local_ty(*local).scalar().unwrap_or(Scalar::U32);
+                    let st = self.scalar_ty(s)?;
+                    let p = self.tk(TyKey::Ptr(StorageClass::Function, st));
+                    let c = self.cu32(*lane as u32);
+                    let ptr = self.opi(Op::AccessChain, p, &[v, c]);
+                    self.store(ptr, x);
+                }
+                Place::Element { base, index } => {
+                    let i = self.expr_u32(*index)?;
+                    let x = self.expr(*value)?;
+                    let elem = self.base_elem(*base)?;
+                    self.store_elem(*base, elem, i, x)?;
+                }
+            },
+            StmtKind::If {
+                cond,
+                then_block,
+                else_block,
+            } => {
+                let c = self.expr(*cond)?;
+                let (t, m) = (self.b.id(), self.b.id());
+                let e = if else_block.is_empty() {
+                    m
+                } else {
+                    self.b.id()
+                };
+                self.sel_merge(m);
+                self.branch_cond(c, t, e);
+                self.block(t);
+                self.emit_block(then_block)?;
+                let then_done = self.terminated();
+                self.branch(m);
+                let mut else_done = false;
+                if !else_block.is_empty() {
+                    self.block(e);
+                    self.emit_block(else_block)?;
+                    else_done = self.terminated();
+                    self.branch(m);
+                }
+                self.block(m);
+                if then_done && else_done {
+                    self.b.unreachable().expect("in a block");
+                }
+            }
+            StmtKind::Loop { label, kind, body } => self.emit_loop(label, kind, body)?,
+            StmtKind::Break(label) => {
+                let t = self.find_loop(label)?;
+                self.jump(t, false);
+            }
+            StmtKind::Continue(label) => {
+                let t = self.find_loop(label)?;
+                self.jump(t, true);
+            }
+            StmtKind::Return(value) => {
+                let v = match value {
+                    Some(e) => Some(self.expr(*e)?),
+                    None => None,
+                };
+                let (ret_var, body) = (self.frame().ret_var, self.frame().body_region);
+                match body {
+                    None => self.b.ret().expect("in a block"),
+                    Some(r) => {
+                        if let (Some(rv), Some(v)) = (ret_var, v) {
+                            self.store(rv, v);
+                        }
+                        self.jump(r, false);
+                    }
+                }
+            }
+            StmtKind::Expr(e) => {
+                self.expr_void(*e)?;
+            }
+            StmtKind::Barrier => {
+                let wg = self.cu32(SCOPE_WORKGROUP);
+                let sem = self.cu32(SEM_ACQ_REL | SEM_WORKGROUP | SEM_UNIFORM);
+                self.op_void(
+                    Op::ControlBarrier,
+                    vec![
+                        Operand::IdScope(wg),
+                        Operand::IdScope(wg),
+                        Operand::IdMemorySemantics(sem),
+                    ],
+                );
+            }
+            StmtKind::Fence(scope) => {
+                let (sc, bits) = match scope {
+                    FenceScope::Workgroup => (SCOPE_WORKGROUP, SEM_WORKGROUP | SEM_UNIFORM),
+                    FenceScope::Device => (SCOPE_DEVICE, SEM_UNIFORM),
+                };
+                let sc = self.cu32(sc);
+                let sem = self.cu32(SEM_ACQ_REL | bits);
+                self.op_void(
+                    Op::MemoryBarrier,
+                    vec![Operand::IdScope(sc), Operand::IdMemorySemantics(sem)],
+                );
+            }
+            StmtKind::VStore {
+                base, index, value, ..
+            } => {
+                let i = self.expr_u32(*index)?;
+                let fh = self.frame().func;
+                let vt = self.m.expr_type(fh, *value);
+                let x = self.expr(*value)?;
+                let (s, n) = match vt {
+                    Some(Type::Vector(s, n)) => (s, n),
+                    Some(Type::Scalar(s)) => (s, 1),
+                    _ => return refuse("vstore of a non-vector value"),
+                };
+                let se = ElemType::scalar(s);
+                for k in 0..n {
+                    let lane = if n == 1 {
+                        x
+                    } else {
+                        let st = self.scalar_ty(s)?;
+                        self.op(
+                            Op::CompositeExtract,
+                            st,
+                            vec![Operand::IdRef(x), Operand::LiteralBit32(k as u32)],
+                        )
+                    };
+                    let kk = self.cu32(k as u32);
+                    let u = self.u32t();
+                    let ik = self.opi(Op::IAdd, u, &[i, kk]);
+                    self.store_elem(*base, se, ik, lane)?;
+                }
+            }
+            StmtKind::MatrixStore { .. } => {
+                return refuse("cooperative matrices (matrix_store)");
+            }
+        }
+        Ok(())
+    }
+
+    fn emit_loop(&mut self, label: &Option<String>, kind: &LoopKind, body: &[Stmt]) -> R<()> {
+        let mut for_state = None;
+        if let LoopKind::For {
+            var,
+            start,
+            end,
+            step,
+        } = kind
+        {
+            let s = self.expr(*start)?;
+            let e = self.expr(*end)?;
+            let st = match step {
+                Some(x) => self.expr(*x)?,
+                None => {
+                    let sc = self.local_ty(*var).scalar().unwrap_or(Scalar::U32);
+                    self.const_of(sc, 1, 1)?
+                }
+            };
+            let v = self.local_var(*var)?;
+            self.store(v, s);
+            for_state = Some((*var, v, e, st));
+        }
+        let (header, condb, bodyb, cont, merge) = (
+            self.b.id(),
+            self.b.id(),
+            self.b.id(),
+            self.b.id(),
+            self.b.id(),
+        );
+        self.branch(header);
+        self.block(header);
+        self.b
+            .loop_merge(merge, cont, spirv::LoopControl::NONE, vec![])
+            .expect("in a block");
+        self.branch(condb);
+        self.block(condb);
+        self.push_region(RegionKind::Loop, label.clone(), merge, cont);
+        match kind {
+            LoopKind::Infinite => self.branch(bodyb),
+            LoopKind::While(c) => {
+                let c = self.expr(*c)?;
+                self.branch_cond(c, bodyb, merge);
+                self.regions.last_mut().expect("region").reached = true;
+            }
+            LoopKind::For { .. } => {
+                let (var, v, e, _) = for_state.expect("for state");
+                let sc = self.local_ty(var).scalar().unwrap_or(Scalar::U32);
+                let t = self.scalar_ty(sc)?;
+                let x = self.load(t, v);
+                let bt = self.boolt();
+                let lt = if sc.is_signed() {
+                    Op::SLessThan
+                } else {
+                    Op::ULessThan
+                };
+                let c = self.opi(lt, bt, &[x, e]);
+                self.branch_cond(c, bodyb, merge);
+                self.regions.last_mut().expect("region").reached = true;
+            }
+        }
+        self.block(bodyb);
+        self.emit_block(body)?;
+        self.branch(cont);
+        self.block(cont);
+        if let Some((var, v, _, st)) = for_state {
+            let sc = self.local_ty(var).scalar().unwrap_or(Scalar::U32);
+            let t = self.scalar_ty(sc)?;
+            let x = self.load(t, v);
+            let y = self.opi(Op::IAdd, t, &[x, st]);
+            self.store(v, y);
+        }
+        self.branch(header);
+        let r = self.regions.pop().expect("region");
+        self.close_region(r);
+        Ok(())
+    }
+
+    /// Inlines helper `h` with argument values `args`; its result, if it has one.
+    fn inline_call(&mut self, h: Handle<Function>, args: Vec<Word>) -> R<Option<Word>> {
+        let helper = self.m.function(h);
+        if self.frames.iter().any(|f| f.func == h) {
+            return refuse(format!("recursive call of {}", helper.name));
+        }
+        if !helper.shared.is_empty() {
+            return refuse(format!("shared memory declared in helper {}", helper.name));
+        }
+        let ret_ty = match helper.ret {
+            Some(t) => Some(self.value_ty(t)?),
+            None => None,
+        };
+        let ret_var = ret_ty.map(|t| self.fn_var(t));
+        let (header, bodyb, cont, merge) = (self.b.id(), self.b.id(), self.b.id(), self.b.id());
+        self.branch(header);
+        self.block(header);
+        self.b
+            .loop_merge(merge, cont, spirv::LoopControl::NONE, vec![])
+            .expect("in a block");
+        self.branch(bodyb);
+        self.block(bodyb);
+        self.frames.push(Frame {
+            func: h,
+            locals: vec![None; helper.locals.len()],
+            params: args,
+            ret_var,
+            body_region: None,
+        });
+        self.push_region(RegionKind::Body, None, merge, cont);
+        let ri = self.regions.len() - 1;
+        self.frames.last_mut().expect("frame").body_region = Some(ri);
+        self.emit_block(&helper.body)?;
+        if !self.terminated() {
+            self.regions[ri].reached = true;
+            self.branch(merge);
+        }
+        self.block(cont);
+        self.branch(header);
+        let mut r = self.regions.pop().expect("region");
+        self.frames.pop();
+        // A helper that never returns still continues its caller's code here (its end is UB).
+        r.reached = true;
+        self.close_region(r);
+        Ok(match (ret_var, ret_ty) {
+            (Some(v), Some(t)) => Some(self.load(t, v)),
+            _ => None,
+        })
+    }
+}
+
+// ---- memory access ----
+impl Em<'_> {
+    fn base_elem(&self, base: Base) -> R<ElemType> {
+        match base {
+            Base::Param(p) => match self.buffers.get(p as usize) {
+                Some(Some(b)) => Ok(b.elem),
+                _ => refuse("an index into a parameter that is not a buffer"),
+            },
+            Base::Shared(h) => Ok(self.shared[h.index()].1),
+            Base::Local(h) => match self.local_ty(h) {
+                Type::Array { elem, .. } => Ok(elem),
+                _ => refuse("an index into a local that is not an array"),
+            },
+        }
+    }
+
+    /// A pointer to scalar `k` of a buffer (a runtime array of storage scalars).
+    fn buffer_ptr(&mut self, p: u32, scalar_index: Word) -> (Word, Word, Scalar) {
+        let (var, storage, scalar) = {
+            let b = self.buffers[p as usize]
+                .as_ref()
+                .expect("a buffer parameter");
+            (b.var, b.storage, b.scalar)
+        };
+        let pt = self.tk(TyKey::Ptr(StorageClass::StorageBuffer, storage));
+        let z = self.cu32(0);
+        let ptr = self.opi(Op::AccessChain, pt, &[var, z, scalar_index]);
+        (ptr, storage, scalar)
+    }
+
+    /// Storage bits → value of scalar `s` (floats are stored as unsigned integers, `bool` as
+    /// a byte in buffers).
+    fn from_storage(&mut self, v: Word, stored: Scalar, s: Scalar, lanes: u8) -> R<Word> {
+        if stored == s {
+            return Ok(v);
+        }
+        let t = self.vec_ty(s, lanes)?;
+        if s == Scalar::Bool {
+            let u = if lanes == 1 {
+                self.u32t()
+            } else {
+                let u = self.u32t();
+                self.tk(TyKey::Vec(u, lanes as u32))
+            };
+            let w = self.opi(Op::UConvert, u, &[v]);
+            let z = self.konst(u, 0);
+            return Ok(self.opi(Op::INotEqual, t, &[w, z]));
+        }
+        Ok(self.opi(Op::Bitcast, t, &[v]))
+    }
+
+    fn to_storage(&mut self, v: Word, s: Scalar, stored: Scalar, stored_ty: Word) -> Word {
+        if stored == s {
+            return v;
+        }
+        if s == Scalar::Bool {
+            let u = self.u32t();
+            let one = self.konst(u, 1);
+            let zero = self.konst(u, 0);
+            let w = self.opi(Op::Select, u, &[v, one, zero]);
+            return self.opi(Op::UConvert, stored_ty, &[w]);
+        }
+        self.opi(Op::Bitcast, stored_ty, &[v])
+    }
+
+    fn elem_ptr_other(&mut self, base: Base, index: Word) -> R<(Word, Word, ElemType)> {
+        match base {
+            Base::Shared(h) => {
+                let (var, elem) = self.shared[h.index()];
+                let (st, se) = self.shared_storage(elem)?;
+                let pt = self.tk(TyKey::Ptr(StorageClass::Workgroup, st));
+                Ok((self.opi(Op::AccessChain, pt, &[var, index]), st, se))
+            }
+            Base::Local(h) => {
+                let var = self.local_var(h)?;
+                let elem = self.base_elem(base)?;
+                let et = self.elem_ty(elem)?;
+                let pt = self.tk(TyKey::Ptr(StorageClass::Function, et));
+                Ok((self.opi(Op::AccessChain, pt, &[var, index]), et, elem))
+            }
+            Base::Param(_) => unreachable!("buffers take buffer_ptr"),
+        }
+    }
+
+    /// Element `index` of `base`, whose elements are `elem` (for `vload`, the scalar).
+    fn load_elem(&mut self, base: Base, elem: ElemType, index: Word) -> R<Word> {
+        match base {
+            Base::Param(p) => {
+                let mut lanes = Vec::new();
+                let u = self.u32t();
+                let first = if elem.lanes == 1 {
+                    index
+                } else {
+                    let n = self.cu32(elem.lanes as u32);
+                    self.opi(Op::IMul, u, &[index, n])
+                };
+                for k in 0..elem.lanes {
+                    let at = if k == 0 {
+                        first
+                    } else {
+                        let kk = self.cu32(k as u32);
+                        self.opi(Op::IAdd, u, &[first, kk])
+                    };
+                    let (ptr, st, ss) = self.buffer_ptr(p, at);
+                    let raw = self.load(st, ptr);
+                    lanes.push(self.from_storage(raw, ss, elem.scalar, 1)?);
+                }
+                if elem.lanes == 1 {
+                    Ok(lanes[0])
+                } else {
+                    let t = self.elem_ty(elem)?;
+                    Ok(self.opi(Op::CompositeConstruct, t, &lanes))
+                }
+            }
+            _ => {
+                let (ptr, st, se) = self.elem_ptr_other(base, index)?;
+                let raw = self.load(st, ptr);
+                self.from_storage(raw, se.scalar, elem.scalar, elem.lanes)
+            }
+        }
+    }
+
+    fn store_elem(&mut self, base: Base, elem: ElemType, index: Word, value: Word) -> R<()> {
+        match base {
+            Base::Param(p) => {
+                let u = self.u32t();
+                let first = if elem.lanes == 1 {
+                    index
+                } else {
+                    let n = self.cu32(elem.lanes as u32);
+                    self.opi(Op::IMul, u, &[index, n])
+                };
+                for k in 0..elem.lanes {
+                    let at = if k == 0 {
+                        first
+                    } else {
+                        let kk = self.cu32(k as u32);
+                        self.opi(Op::IAdd, u, &[first, kk])
+                    };
+                    let lane = if elem.lanes == 1 {
+                        value
+                    } else {
+                        let st = self.scalar_ty(elem.scalar)?;
+                        self.op(
+                            Op::CompositeExtract,
+                            st,
+                            vec![Operand::IdRef(value), Operand::LiteralBit32(k as u32)],
+                        )
+                    };
+                    let (ptr, st, ss) = self.buffer_ptr(p, at);
+                    let w = self.to_storage(lane, elem.scalar, ss, st);
+                    self.store(ptr, w);
+                }
+                Ok(())
+            }
+            _ => {
+                let (ptr, st, se) = self.elem_ptr_other(base, index)?;
+                let w = self.to_storage(value, elem.scalar, se.scalar, st);
+                self.store(ptr, w);
+                Ok(())
+            }
+        }
+    }
+}
+
+// ---- expressions ----
+impl Em<'_> {
+    fn ty_of(&self, e: ExprId) -> Option<Type> {
+        self.m.expr_type(self.frame().func, e)
+    }
+
+    fn sl(&self, e: ExprId) -> (Scalar, u8) {
+        match self.ty_of(e) {
+            Some(Type::Scalar(s)) => (s, 1),
+            Some(Type::Vector(s, n)) => (s, n),
+            _ => (Scalar::U32, 1),
+        }
+    }
+
+    fn expr_void(&mut self, e: ExprId) -> R<()> {
+        let fh = self.frame().func;
+        let expr = &self.m.function(fh).exprs[e];
+        if let Expr::Call { function, args } = expr {
+            let vals = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+            self.inline_call(*function, vals)?;
+            return Ok(());
+        }
+        if let Expr::Dispatch { tag, args } = expr {
+            self.dispatch(*tag, args, None)?;
+            return Ok(());
+        }
+        self.expr(e)?;
+        Ok(())
+    }
+
+    /// An integer expression as a `u32` (an index, a lane).
+    fn expr_u32(&mut self, e: ExprId) -> R<Word> {
+        let (s, _) = self.sl(e);
+        let v = self.expr(e)?;
+        self.cast(v, s, Scalar::U32, 1)
+    }
+
+    fn builtin_vec(&mut self, bi: spirv::BuiltIn, d: Dim) -> Word {
+        let u = self.u32t();
+        let uv3 = self.tk(TyKey::Vec(u, 3));
+        let var = self.builtin(bi, uv3);
+        let v = self.load(uv3, var);
+        self.op(
+            Op::CompositeExtract,
+            u,
+            vec![Operand::IdRef(v), Operand::LiteralBit32(d.index() as u32)],
+        )
+    }
+
+    fn subgroup_scalar(&mut self, bi: spirv::BuiltIn) -> R<Word> {
+        if !self.caps.subgroup_basic {
+            return refuse("subgroup operations (VK_SUBGROUP_FEATURE_BASIC)");
+        }
+        self.cap(Capability::GroupNonUniform);
+        let u = self.u32t();
+        let var = self.builtin(bi, u);
+        Ok(self.load(u, var))
+    }
+
+    fn expr(&mut self, e: ExprId) -> R<Word> {
+        let fh = self.frame().func;
+        let f = self.m.function(fh);
+        let ty = self.ty_of(e);
+        let expr = f.exprs[e].clone();
+        Ok(match expr {
+            Expr::Literal(l) => match l {
+                Literal::Bool(b) => {
+                    let t = self.boolt();
+                    self.konst(t, b as u64)
+                }
+                Literal::Int { bits, ty } => self.const_of(ty, 1, bits)?,
+                Literal::Float { value, ty } => {
+                    self.const_of(ty, 1, Self::float_bits(ty, value))?
+                }
+            },
+            Expr::Param(i) => self.frame().params[i as usize],
+            Expr::Local(h) => {
+                let v = self.local_var(h)?;
+                let t = self.value_ty(self.local_ty(h))?;
+                self.load(t, v)
+            }
+            Expr::TemplateParam(_) => return refuse("a template parameter left uninstantiated"),
+            Expr::Builtin(b) => match b {
+                Builtin::GlobalId(d) => self.builtin_vec(spirv::BuiltIn::GlobalInvocationId, d),
+                Builtin::LocalId(d) => self.builtin_vec(spirv::BuiltIn::LocalInvocationId, d),
+                Builtin::GroupId(d) => self.builtin_vec(spirv::BuiltIn::WorkgroupId, d),
+                Builtin::NumGroups(d) => self.builtin_vec(spirv::BuiltIn::NumWorkgroups, d),
+                Builtin::GroupSize(d) => {
+                    let u = self.u32t();
+                    let wg = self.workgroup_size;
+                    self.op(
+                        Op::CompositeExtract,
+                        u,
+                        vec![Operand::IdRef(wg), Operand::LiteralBit32(d.index() as u32)],
+                    )
+                }
+                Builtin::WaveWidth => self.subgroup_scalar(spirv::BuiltIn::SubgroupSize)?,
+                Builtin::LaneId => {
+                    self.subgroup_scalar(spirv::BuiltIn::SubgroupLocalInvocationId)?
+                }
+            },
+            Expr::Unary { op, arg } => {
+                let (s, n) = self.sl(arg);
+                let t = self.vec_ty(s, n)?;
+                let a = self.expr(arg)?;
+                match (op, s) {
+                    (UnaryOp::Neg, s) if s.is_float() => self.fop(Op::FNegate, t, &[a]),
+                    (UnaryOp::Neg, _) => self.opi(Op::SNegate, t, &[a]),
+                    (UnaryOp::Not, Scalar::Bool) => self.opi(Op::LogicalNot, t, &[a]),
+                    (UnaryOp::Not, _) => self.opi(Op::Not, t, &[a]),
+                }
+            }
+            Expr::Binary { op, lhs, rhs } => self.binary(op, lhs, rhs)?,
+            Expr::Cast { to, arg } => {
+                let (s, n) = self.sl(arg);
+                let a = self.expr(arg)?;
+                self.cast(a, s, to, n)?
+            }
+            Expr::Bitcast { to, arg } => {
+                let (s, _) = self.sl(arg);
+                if s == Scalar::Bool || to.scalar() == Some(Scalar::Bool) {
+                    return refuse("bitcast of bool");
+                }
+                let a = self.expr(arg)?;
+                let t = self.value_ty(to)?;
+                self.opi(Op::Bitcast, t, &[a])
+            }
+            Expr::Select {
+                cond,
+                accept,
+                reject,
+            } => {
+                let c = self.expr(cond)?;
+                let (_, cn) = self.sl(cond);
+                let a = self.expr(accept)?;
+                let r = self.expr(reject)?;
+                let t = self.value_ty(ty.unwrap_or(Type::U32))?;
+                let lanes = ty.and_then(|t| t.lanes()).unwrap_or(1);
+                let c = if cn == 1 && lanes > 1 {
+                    let bt = self.boolt();
+                    let bv = self.tk(TyKey::Vec(bt, lanes as u32));
+                    self.opi(Op::CompositeConstruct, bv, &vec![c; lanes as usize])
+                } else {
+                    c
+                };
+                self.opi(Op::Select, t, &[c, a, r])
+            }
+            Expr::Compose {
+                scalar,
+                lanes,
+                parts,
+            } => {
+                let vs = parts.iter().map(|p| self.expr(*p)).collect::<R<Vec<_>>>()?;
+                let t = self.vec_ty(scalar, lanes)?;
+                self.opi(Op::CompositeConstruct, t, &vs)
+            }
+            Expr::Splat { lanes, value } => {
+                let (s, _) = self.sl(value);
+                let v = self.expr(value)?;
+                let t = self.vec_ty(s, lanes)?;
+                self.opi(Op::CompositeConstruct, t, &vec![v; lanes as usize])
+            }
+            Expr::Extract { vector, lane } => {
+                let (s, _) = self.sl(vector);
+                let v = self.expr(vector)?;
+                let t = self.scalar_ty(s)?;
+                self.op(
+                    Op::CompositeExtract,
+                    t,
+                    vec![Operand::IdRef(v), Operand::LiteralBit32(lane as u32)],
+                )
+            }
+            Expr::Swizzle { vector, lanes } => {
+                let (s, _) = self.sl(vector);
+                let v = self.expr(vector)?;
+                let t = self.vec_ty(s, lanes.len() as u8)?;
+                let mut ops = ids(&[v, v]);
+                ops.extend(lanes.iter().map(|&l| Operand::LiteralBit32(l as u32)));
+                self.op(Op::VectorShuffle, t, ops)
+            }
+            Expr::Index { base, index } => {
+                let i = self.expr_u32(index)?;
+                let elem = self.base_elem(base)?;
+                self.load_elem(base, elem, i)?
+            }
+            Expr::Len(p) => match self.len_member.get(p as usize).copied().flatten() {
+                Some(m) => self.push_load(m),
+                None => return refuse("len of a parameter that is not a buffer"),
+            },
+            Expr::Call { function, args } => {
+                let vals = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+                match self.inline_call(function, vals)? {
+                    Some(v) => v,
+                    None => return refuse("the value of a helper that returns nothing"),
+                }
+            }
+            Expr::Tag { index, .. } => self.cu32(index),
+            Expr::Dispatch { tag, args } => {
+                let t = self.value_ty(ty.unwrap_or(Type::U32))?;
+                self.dispatch(tag, &args, Some(t))?
+                    .expect("a typed dispatch yields a value")
+            }
+            Expr::Math { fun, args } => self.math(fun, &args, ty)?,
+            Expr::Atomic {
+                op,
+                order,
+                place,
+                value,
+                compare,
+            } => self.atomic(op, order, place, value, compare)?,
+            Expr::Wave { op, args } => self.wave(op, &args, ty)?,
+            Expr::VLoad {
+                base, index, lanes, ..
+            } => {
+                let i = self.expr_u32(index)?;
+                let elem = self.base_elem(base)?;
+                let se = ElemType::scalar(elem.scalar);
+                let u = self.u32t();
+                let mut vs = Vec::new();
+                for k in 0..lanes {
+                    let kk = self.cu32(k as u32);
+                    let ik = self.opi(Op::IAdd, u, &[i, kk]);
+                    vs.push(self.load_elem(base, se, ik)?);
+                }
+                let t = self.vec_ty(elem.scalar, lanes)?;
+                self.opi(Op::CompositeConstruct, t, &vs)
+            }
+            Expr::MatrixFill { .. } | Expr::MatrixLoad { .. } | Expr::MatrixMma { .. } => {
+                return refuse(
+                    "cooperative matrices (VK_KHR_cooperative_matrix is not used by this backend)",
+                )
+            }
+        })
+    }
+
+    /// `dispatch(tag, args)`: one selection per member; an out-of-range tag leaves the zero.
+    fn dispatch(&mut self, tag: ExprId, args: &[ExprId], ty: Option<Word>) -> R<Option<Word>> {
+        let set = match self.ty_of(tag) {
+            Some(Type::Tag(s)) => s,
+            _ => return refuse("dispatch through a value that is not a tag"),
+        };
+        let t = self.expr(tag)?;
+        let vals = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        let res = ty.map(|ty| {
+            let v = self.fn_var(ty);
+            let z = self.b.constant_null(ty);
+            self.store(v, z);
+            v
+        });
+        let members = self.m.module().tag_sets[set].members.clone();
+        let bt = self.boolt();
+        for (k, h) in members.into_iter().enumerate() {
+            let kk = self.cu32(k as u32);
+            let c = self.opi(Op::IEqual, bt, &[t, kk]);
+            let (then, m) = (self.b.id(), self.b.id());
+            self.sel_merge(m);
+            self.branch_cond(c, then, m);
+            self.block(then);
+            let r = self.inline_call(h, vals.clone())?;
+            if let (Some(v), Some(r)) = (res, r) {
+                self.store(v, r);
+            }
+            self.branch(m);
+            self.block(m);
+        }
+        Ok(match (res, ty) {
+            (Some(v), Some(ty)) => Some(self.load(ty, v)),
+            _ => None,
+        })
+    }
+
+    fn binary(&mut self, op: BinaryOp, lhs: ExprId, rhs: ExprId) -> R<Word> {
+        let (s, n) = self.sl(lhs);
+        let bt = self.boolt();
+        let bty = if n == 1 {
+            bt
+        } else {
+            self.tk(TyKey::Vec(bt, n as u32))
+        };
+        if matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr) {
+            let a = self.expr(lhs)?;
+            if n > 1 {
+                let b = self.expr(rhs)?;
+                let o = if op == BinaryOp::LogicalAnd {
+                    Op::LogicalAnd
+                } else {
+                    Op::LogicalOr
+                };
+                return Ok(self.opi(o, bty, &[a, b]));
+            }
+            // Short circuit: the right operand runs only when it decides the result.
+            let from = self.cur_label;
+            let (rb, m) = (self.b.id(), self.b.id());
+            self.sel_merge(m);
+            if op == BinaryOp::LogicalAnd {
+                self.branch_cond(a, rb, m);
+            } else {
+                self.branch_cond(a, m, rb);
+            }
+            self.block(rb);
+            let b = self.expr(rhs)?;
+            let rend = self.cur_label;
+            self.branch(m);
+            self.block(m);
+            return Ok(self.op(Op::Phi, bt, ids(&[a, from, b, rend])));
+        }
+        let t = self.vec_ty(s, n)?;
+        let a = self.expr(lhs)?;
+        let mut b = self.expr(rhs)?;
+        let (rs, _) = self.sl(rhs);
+        let float = s.is_float();
+        let signed = s.is_signed();
+        Ok(match op {
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul if float => {
+                let o = match op {
+                    BinaryOp::Add => Op::FAdd,
+                    BinaryOp::Sub => Op::FSub,
+                    _ => Op::FMul,
+                };
+                self.fop(o, t, &[a, b])
+            }
+            BinaryOp::Add => self.opi(Op::IAdd, t, &[a, b]),
+            BinaryOp::Sub => self.opi(Op::ISub, t, &[a, b]),
+            BinaryOp::Mul => self.opi(Op::IMul, t, &[a, b]),
+            BinaryOp::Div if float => self.fop(Op::FDiv, t, &[a, b]),
+            BinaryOp::Rem if float => self.fop(Op::FRem, t, &[a, b]),
+            BinaryOp::Div | BinaryOp::Rem => {
+                // Division by zero is UB but must not hang or fault: divide by 1 instead.
+                // `MIN / -1` wraps to `MIN` and `MIN % -1` is 0 (SPIR-V leaves both undefined).
+                let zero = self.konst(t, 0);
+                let one = self.konst(t, 1);
+                let bz = self.opi(Op::IEqual, bty, &[b, zero]);
+                if signed {
+                    let m1 = self.konst(t, u64::MAX);
+                    let bm = self.opi(Op::IEqual, bty, &[b, m1]);
+                    let bad = self.opi(Op::LogicalOr, bty, &[bz, bm]);
+                    let safe = self.opi(Op::Select, t, &[bad, one, b]);
+                    if op == BinaryOp::Div {
+                        let q = self.opi(Op::SDiv, t, &[a, safe]);
+                        let neg = self.opi(Op::SNegate, t, &[a]);
+                        self.opi(Op::Select, t, &[bm, neg, q])
+                    } else {
+                        let r = self.opi(Op::SRem, t, &[a, safe]);
+                        self.opi(Op::Select, t, &[bm, zero, r])
+                    }
+                } else {
+                    let safe = self.opi(Op::Select, t, &[bz, one, b]);
+                    let o = if op == BinaryOp::Div {
+                        Op::UDiv
+                    } else {
+                        Op::UMod
+                    };
+                    self.opi(o, t, &[a, safe])
+                }
+            }
+            BinaryOp::BitAnd if s == Scalar::Bool => self.opi(Op::LogicalAnd, t, &[a, b]),
+            BinaryOp::BitOr if s == Scalar::Bool => self.opi(Op::LogicalOr, t, &[a, b]),
+            BinaryOp::BitXor if s == Scalar::Bool => self.opi(Op::LogicalNotEqual, t, &[a, b]),
+            BinaryOp::BitAnd => self.opi(Op::BitwiseAnd, t, &[a, b]),
+            BinaryOp::BitOr => self.opi(Op::BitwiseOr, t, &[a, b]),
+            BinaryOp::BitXor => self.opi(Op::BitwiseXor, t, &[a, b]),
+            BinaryOp::Shl | BinaryOp::Shr => {
+                if rs != s {
+                    b = self.cast(b, rs, s, n)?;
+                }
+                // The amount is taken modulo the width (semantics.md, Integers).
+                let mask = self.konst(t, (s.bits() - 1) as u64);
+                let amt = self.opi(Op::BitwiseAnd, t, &[b, mask]);
+                let o = match (op, signed) {
+                    (BinaryOp::Shl, _) => Op::ShiftLeftLogical,
+                    (_, true) => Op::ShiftRightArithmetic,
+                    _ => Op::ShiftRightLogical,
+                };
+                self.opi(o, t, &[a, amt])
+            }
+            BinaryOp::Eq
+            | BinaryOp::Ne
+            | BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge => {
+                let o = match (op, s) {
+                    (BinaryOp::Eq, Scalar::Bool) => Op::LogicalEqual,
+                    (BinaryOp::Ne, Scalar::Bool) => Op::LogicalNotEqual,
+                    (BinaryOp::Eq, s) if s.is_float() => Op::FOrdEqual,
+                    (BinaryOp::Ne, s) if s.is_float() => Op::FUnordNotEqual,
+                    (BinaryOp::Lt, s) if s.is_float() => Op::FOrdLessThan,
+                    (BinaryOp::Le, s) if s.is_float() => Op::FOrdLessThanEqual,
+                    (BinaryOp::Gt, s) if s.is_float() => Op::FOrdGreaterThan,
+                    (BinaryOp::Ge, s) if s.is_float() => Op::FOrdGreaterThanEqual,
+                    (BinaryOp::Eq, _) => Op::IEqual,
+                    (BinaryOp::Ne, _) => Op::INotEqual,
+                    (BinaryOp::Lt, s) if s.is_signed() => Op::SLessThan,
+                    (BinaryOp::Le, s) if s.is_signed() => Op::SLessThanEqual,
+                    (BinaryOp::Gt, s) if s.is_signed() => Op::SGreaterThan,
+                    (BinaryOp::Ge, s) if s.is_signed() => Op::SGreaterThanEqual,
+                    (BinaryOp::Lt, _) => Op::ULessThan,
+                    (BinaryOp::Le, _) => Op::ULessThanEqual,
+                    (BinaryOp::Gt, _) => Op::UGreaterThan,
+                    _ => Op::UGreaterThanEqual,
+                };
+                if s == Scalar::Bool && !matches!(op, BinaryOp::Eq | BinaryOp::Ne) {
+                    return refuse("ordering comparison of bool");
+                }
+                self.opi(o, bty, &[a, b])
+            }
+            BinaryOp::LogicalAnd | BinaryOp::LogicalOr => unreachable!("handled above"),
+        })
+    }
+
+    /// A value conversion per semantics.md (Conversions).
+    fn cast(&mut self, v: Word, from: Scalar, to: Scalar, n: u8) -> R<Word> {
+        if from == to {
+            return Ok(v);
+        }
+        let t = self.vec_ty(to, n)?;
+        let bt = self.boolt();
+        let bty = if n == 1 {
+            bt
+        } else {
+            self.tk(TyKey::Vec(bt, n as u32))
+        };
+        if from == Scalar::Bool {
+            let one_bits = if to.is_float() {
+                Self::float_bits(to, 1.0)
+            } else {
+                1
+            };
+            let one = self.konst(t, one_bits);
+            let zero = self.konst(t, 0);
+            return Ok(self.opi(Op::Select, t, &[v, one, zero]));
+        }
+        let ft = self.vec_ty(from, n)?;
+        if to == Scalar::Bool {
+            let zero = self.konst(ft, 0);
+            let o = if from.is_float() {
+                Op::FUnordNotEqual
+            } else {
+                Op::INotEqual
+            };
+            return Ok(self.opi(o, bty, &[v, zero]));
+        }
+        Ok(match (from.is_float(), to.is_float()) {
+            (false, false) => {
+                if from.bits() == to.bits() {
+                    self.opi(Op::Bitcast, t, &[v])
+                } else if from.bits() < to.bits() && from.is_signed() {
+                    // Sign-extend by the source's signedness, then reinterpret.
+                    let wide = match to.bits() {
+                        16 => Scalar::I16,
+                        32 => Scalar::I32,
+                        _ => Scalar::I64,
+                    };
+                    let wt = self.vec_ty(wide, n)?;
+                    let w = self.opi(Op::SConvert, wt, &[v]);
+                    if wide == to {
+                        w
+                    } else {
+                        self.opi(Op::Bitcast, t, &[w])
+                    }
+                } else {
+                    let unsigned = match to.bits() {
+                        8 => Scalar::U8,
+                        16 => Scalar::U16,
+                        32 => Scalar::U32,
+                        _ => Scalar::U64,
+                    };
+                    let src = if from.is_signed() {
+                        let us = match from.bits() {
+                            8 => Scalar::U8,
+                            16 => Scalar::U16,
+                            32 => Scalar::U32,
+                            _ => Scalar::U64,
+                        };
+                        let ut = self.vec_ty(us, n)?;
+                        self.opi(Op::Bitcast, ut, &[v])
+                    } else {
+                        v
+                    };
+                    let ut = self.vec_ty(unsigned, n)?;
+                    let w = self.opi(Op::UConvert, ut, &[src]);
+                    if unsigned == to {
+                        w
+                    } else {
+                        self.opi(Op::Bitcast, t, &[w])
+                    }
+                }
+            }
+            (false, true) => {
+                let o = if from.is_signed() {
+                    Op::ConvertSToF
+                } else {
+                    Op::ConvertUToF
+                };
+                self.opi(o, t, &[v])
+            }
+            (true, true) => self.opi(Op::FConvert, t, &[v]),
+            (true, false) => {
+                // Saturating, NaN → 0: clamp into range, convert, then fix the top end (the
+                // bound itself is often not representable in the source type) and NaN.
+                let bits = to.bits();
+                let (lo, hi) = if to.is_signed() {
+                    (-(2f64.powi(bits as i32 - 1)), 2f64.powi(bits as i32 - 1))
+                } else {
+                    (0.0, 2f64.powi(bits as i32))
+                };
+                let below = |s: Scalar, x: f64| -> u64 {
+                    match s {
+                        Scalar::F16 => {
+                            let h = half::f16::from_f64(x);
+                            let h = if h.to_f64() >= x {
+                                half::f16::from_bits(h.to_bits() - 1)
+                            } else {
+                                h
+                            };
+                            h.to_bits() as u64
+                        }
+                        Scalar::F32 => {
+                            let f = x as f32;
+                            let f = if f as f64 >= x {
+                                f32::from_bits(f.to_bits() - 1)
+                            } else {
+                                f
+                            };
+                            f.to_bits() as u64
+                        }
+                        _ => {
+                            let f = if x >= x {
+                                f64::from_bits(x.to_bits() - 1)
+                            } else {
+                                x
+                            };
+                            f.to_bits()
+                        }
+                    }
+                };
+                let lo_c = {
+                    let lo_v = match from {
+                        Scalar::F16 => lo.max(-65504.0),
+                        _ => lo,
+                    };
+                    self.konst(ft, Self::float_bits(from, lo_v))
+                };
+                let hi_below = self.konst(ft, below(from, hi));
+                let hi_c = self.konst(ft, Self::float_bits(from, hi));
+                let c1 = self.ext_inst(ft, glsl::NMAX, &[v, lo_c]);
+                let c2 = self.ext_inst(ft, glsl::NMIN, &[c1, hi_below]);
+                let o = if to.is_signed() {
+                    Op::ConvertFToS
+                } else {
+                    Op::ConvertFToU
+                };
+                let r = self.opi(o, t, &[c2]);
+                let max = if to.is_signed() {
+                    (1u64 << (bits - 1)) - 1
+                } else if bits == 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                };
+                let maxc = self.konst(t, max);
+                let over = self.opi(Op::FOrdGreaterThanEqual, bty, &[v, hi_c]);
+                let r = self.opi(Op::Select, t, &[over, maxc, r]);
+                let nan = self.opi(Op::IsNan, bty, &[v]);
+                let zero = self.konst(t, 0);
+                self.opi(Op::Select, t, &[nan, zero, r])
+            }
+        })
+    }
+
+    fn math(&mut self, fun: MathFn, args: &[ExprId], ty: Option<Type>) -> R<Word> {
+        let (s, _) = self.sl(args[0]);
+        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        let t = self.value_ty(ty.unwrap_or(Type::F32))?;
+        let transcendental = matches!(
+            fun,
+            MathFn::Exp
+                | MathFn::Exp2
+                | MathFn::Log
+                | MathFn::Log2
+                | MathFn::Sin
+                | MathFn::Cos
+                | MathFn::Tanh
+                | MathFn::Pow
+        );
+        if transcendental && s == Scalar::F64 {
+            return refuse(format!(
+                "{} on f64 (GLSL.std.450 has no 64-bit transcendental functions)",
+                fun.name()
+            ));
+        }
+        let g = |em: &mut Self, i: u32, a: &[Word]| em.ext_inst(t, i, a);
+        Ok(match fun {
+            MathFn::Sqrt => g(self, glsl::SQRT, &vs),
+            MathFn::Rsqrt => g(self, glsl::INVERSE_SQRT, &vs),
+            MathFn::Exp => g(self, glsl::EXP, &vs),
+            MathFn::Exp2 => g(self, glsl::EXP2, &vs),
+            MathFn::Log => g(self, glsl::LOG, &vs),
+            MathFn::Log2 => g(self, glsl::LOG2, &vs),
+            MathFn::Sin => g(self, glsl::SIN, &vs),
+            MathFn::Cos => g(self, glsl::COS, &vs),
+            MathFn::Tanh => g(self, glsl::TANH, &vs),
+            MathFn::Pow => g(self, glsl::POW, &vs),
+            MathFn::Fma => g(self, glsl::FMA, &vs),
+            MathFn::Floor => g(self, glsl::FLOOR, &vs),
+            MathFn::Ceil => g(self, glsl::CEIL, &vs),
+            MathFn::Trunc => g(self, glsl::TRUNC, &vs),
+            MathFn::Round => {
+                // Half-way cases away from zero (GLSL Round leaves ties to the driver).
+                let tr = g(self, glsl::TRUNC, &vs);
+                let d = self.fop(Op::FSub, t, &[vs[0], tr]);
+                let ad = g(self, glsl::FABS, &[d]);
+                let half = self.konst(t, Self::float_bits(s, 0.5));
+                let bty = self.bool_like(ty)?;
+                let ge = self.opi(Op::FOrdGreaterThanEqual, bty, &[ad, half]);
+                let sg = g(self, glsl::FSIGN, &vs);
+                let up = self.fop(Op::FAdd, t, &[tr, sg]);
+                let _ = glsl::ROUND_EVEN;
+                self.opi(Op::Select, t, &[ge, up, tr])
+            }
+            MathFn::Min | MathFn::Max | MathFn::Clamp => {
+                let (mn, mx) = if s.is_float() {
+                    (glsl::NMIN, glsl::NMAX)
+                } else if s.is_signed() {
+                    (glsl::SMIN, glsl::SMAX)
+                } else {
+                    (glsl::UMIN, glsl::UMAX)
+                };
+                match fun {
+                    MathFn::Min => g(self, mn, &vs),
+                    MathFn::Max => g(self, mx, &vs),
+                    _ => {
+                        let a = g(self, mx, &[vs[0], vs[1]]);
+                        g(self, mn, &[a, vs[2]])
+                    }
+                }
+            }
+            MathFn::Abs => {
+                if s.is_float() {
+                    g(self, glsl::FABS, &vs)
+                } else if s.is_signed() {
+                    g(self, glsl::SABS, &vs)
+                } else {
+                    vs[0]
+                }
+            }
+        })
+    }
+
+    fn bool_like(&mut self, ty: Option<Type>) -> R<Word> {
+        let bt = self.boolt();
+        Ok(match ty.and_then(|t| t.lanes()) {
+            Some(n) if n > 1 => self.tk(TyKey::Vec(bt, n as u32)),
+            _ => bt,
+        })
+    }
+}
+
+// ---- atomics and wave verbs ----
+impl Em<'_> {
+    fn atomic(
+        &mut self,
+        op: AtomicOp,
+        order: MemoryOrder,
+        place: Place,
+        value: ExprId,
+        compare: Option<ExprId>,
+    ) -> R<Word> {
+        let Place::Element { base, index } = place else {
+            return refuse("an atomic on a local");
+        };
+        let (s, _) = self.sl(value);
+        if s.bits() == 64 {
+            if !self.caps.int64_atomics {
+                return refuse("64-bit integer atomics (shaderBufferInt64Atomics)");
+            }
+            self.cap(Capability::Int64Atomics);
+        }
+        let i = self.expr_u32(index)?;
+        let cmp = match compare {
+            Some(c) => Some(self.expr(c)?),
+            None => None,
+        };
+        let v = self.expr(value)?;
+        let (ptr, st, stored, scope, storage_bits) = match base {
+            Base::Param(p) => {
+                let (ptr, st, ss) = self.buffer_ptr(p, i);
+                (ptr, st, ss, SCOPE_DEVICE, SEM_UNIFORM)
+            }
+            Base::Shared(_) => {
+                let (ptr, st, se) = self.elem_ptr_other(base, i)?;
+                (ptr, st, se.scalar, SCOPE_WORKGROUP, SEM_WORKGROUP)
+            }
+            Base::Local(_) => return refuse("an atomic on a private array"),
+        };
+        let order_bits = match order {
+            MemoryOrder::Relaxed => 0,
+            MemoryOrder::Acquire => SEM_ACQUIRE,
+            MemoryOrder::Release => SEM_RELEASE,
+            MemoryOrder::AcqRel | MemoryOrder::SeqCst => SEM_ACQ_REL,
+        };
+        let sem_bits = if order_bits == 0 {
+            0
+        } else {
+            order_bits | storage_bits
+        };
+        let scope_c = self.cu32(scope);
+        let sem = self.cu32(sem_bits);
+        let t = self.scalar_ty(s)?;
+        if s.is_float() {
+            if op != AtomicOp::Add {
+                return refuse(format!("{} on a float", op.name()));
+            }
+            // A compare-exchange loop on the element's bits (floats are stored as integers).
+            let (header, body, cont, merge) = (self.b.id(), self.b.id(), self.b.id(), self.b.id());
+            self.branch(header);
+            self.block(header);
+            self.b
+                .loop_merge(merge, cont, spirv::LoopControl::NONE, vec![])
+                .expect("in a block");
+            self.branch(body);
+            self.block(body);
+            let relaxed = self.cu32(0);
+            let old = self.op(
+                Op::AtomicLoad,
+                st,
+                vec![
+                    Operand::IdRef(ptr),
+                    Operand::IdScope(scope_c),
+                    Operand::IdMemorySemantics(relaxed),
+                ],
+            );
+            let oldf = self.opi(Op::Bitcast, t, &[old]);
+            let sum = self.fop(Op::FAdd, t, &[oldf, v]);
+            let new = self.opi(Op::Bitcast, st, &[sum]);
+            let neq_sem = self.cu32(
+                sem_bits & !(SEM_RELEASE | SEM_ACQ_REL)
+                    | if sem_bits & SEM_ACQ_REL != 0 {
+                        SEM_ACQUIRE
+                    } else {
+                        0
+                    },
+            );
+            let got = self.op(
+                Op::AtomicCompareExchange,
+                st,
+                vec![
+                    Operand::IdRef(ptr),
+                    Operand::IdScope(scope_c),
+                    Operand::IdMemorySemantics(sem),
+                    Operand::IdMemorySemantics(neq_sem),
+                    Operand::IdRef(new),
+                    Operand::IdRef(old),
+                ],
+            );
+            let bt = self.boolt();
+            let ok = self.opi(Op::IEqual, bt, &[got, old]);
+            self.branch_cond(ok, merge, cont);
+            self.block(cont);
+            self.branch(header);
+            self.block(merge);
+            let _ = stored;
+            return Ok(oldf);
+        }
+        let o = match op {
+            AtomicOp::Add => Op::AtomicIAdd,
+            AtomicOp::Sub => Op::AtomicISub,
+            AtomicOp::Min if s.is_signed() => Op::AtomicSMin,
+            AtomicOp::Min => Op::AtomicUMin,
+            AtomicOp::Max if s.is_signed() => Op::AtomicSMax,
+            AtomicOp::Max => Op::AtomicUMax,
+            AtomicOp::And => Op::AtomicAnd,
+            AtomicOp::Or => Op::AtomicOr,
+            AtomicOp::Xor => Op::AtomicXor,
+            AtomicOp::Exchange => Op::AtomicExchange,
+            AtomicOp::CompareExchange => {
+                let neq = sem_bits & !(SEM_RELEASE | SEM_ACQ_REL)
+                    | if sem_bits & SEM_ACQ_REL != 0 {
+                        SEM_ACQUIRE
+                    } else {
+                        0
+                    };
+                let neq = if neq & (SEM_ACQUIRE) == 0 { 0 } else { neq };
+                let neq_c = self.cu32(neq);
+                let c = cmp.expect("compare_exchange has an expected value");
+                return Ok(self.op(
+                    Op::AtomicCompareExchange,
+                    t,
+                    vec![
+                        Operand::IdRef(ptr),
+                        Operand::IdScope(scope_c),
+                        Operand::IdMemorySemantics(sem),
+                        Operand::IdMemorySemantics(neq_c),
+                        Operand::IdRef(v),
+                        Operand::IdRef(c),
+                    ],
+                ));
+            }
+        };
+        Ok(self.op(
+            o,
+            t,
+            vec![
+                Operand::IdRef(ptr),
+                Operand::IdScope(scope_c),
+                Operand::IdMemorySemantics(sem),
+                Operand::IdRef(v),
+            ],
+        ))
+    }
+
+    fn shuffle(&mut self, t: Word, x: Word, lane: Word) -> R<Word> {
+        if !self.caps.subgroup_shuffle {
+            return refuse("subgroup shuffles (VK_SUBGROUP_FEATURE_SHUFFLE)");
+        }
+        self.cap(Capability::GroupNonUniformShuffle);
+        let sc = self.cu32(SCOPE_SUBGROUP);
+        Ok(self.op(
+            Op::GroupNonUniformShuffle,
+            t,
+            vec![
+                Operand::IdScope(sc),
+                Operand::IdRef(x),
+                Operand::IdRef(lane),
+            ],
+        ))
+    }
+
+    fn wave(&mut self, op: WaveOp, args: &[ExprId], ty: Option<Type>) -> R<Word> {
+        if !self.caps.subgroup_basic {
+            return refuse("subgroup operations (VK_SUBGROUP_FEATURE_BASIC)");
+        }
+        self.cap(Capability::GroupNonUniform);
+        let sc = self.cu32(SCOPE_SUBGROUP);
+        let t = self.value_ty(ty.unwrap_or(Type::BOOL))?;
+        let (s, _) = if args.is_empty() {
+            (Scalar::Bool, 1)
+        } else {
+            self.sl(args[0])
+        };
+        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        let u = self.u32t();
+        let bt = self.boolt();
+        Ok(match op {
+            WaveOp::Reduce(r) | WaveOp::InclusiveScan(r) | WaveOp::ExclusiveScan(r) => {
+                if !self.caps.subgroup_arithmetic {
+                    return refuse("subgroup arithmetic (VK_SUBGROUP_FEATURE_ARITHMETIC)");
+                }
+                self.cap(Capability::GroupNonUniformArithmetic);
+                let group = match op {
+                    WaveOp::Reduce(_) => spirv::GroupOperation::Reduce,
+                    WaveOp::InclusiveScan(_) => spirv::GroupOperation::InclusiveScan,
+                    _ => spirv::GroupOperation::ExclusiveScan,
+                };
+                let o = match (r, s) {
+                    (ReduceOp::Sum, s) if s.is_float() => Op::GroupNonUniformFAdd,
+                    (ReduceOp::Sum, _) => Op::GroupNonUniformIAdd,
+                    (ReduceOp::Min, s) if s.is_float() => Op::GroupNonUniformFMin,
+                    (ReduceOp::Min, s) if s.is_signed() => Op::GroupNonUniformSMin,
+                    (ReduceOp::Min, _) => Op::GroupNonUniformUMin,
+                    (ReduceOp::Max, s) if s.is_float() => Op::GroupNonUniformFMax,
+                    (ReduceOp::Max, s) if s.is_signed() => Op::GroupNonUniformSMax,
+                    (ReduceOp::Max, _) => Op::GroupNonUniformUMax,
+                    (ReduceOp::And, Scalar::Bool) => Op::GroupNonUniformLogicalAnd,
+                    (ReduceOp::Or, Scalar::Bool) => Op::GroupNonUniformLogicalOr,
+                    (ReduceOp::Xor, Scalar::Bool) => Op::GroupNonUniformLogicalXor,
+                    (ReduceOp::And, _) => Op::GroupNonUniformBitwiseAnd,
+                    (ReduceOp::Or, _) => Op::GroupNonUniformBitwiseOr,
+                    (ReduceOp::Xor, _) => Op::GroupNonUniformBitwiseXor,
+                };
+                let r = self.op(
+                    o,
+                    t,
+                    vec![
+                        Operand::IdScope(sc),
+                        Operand::GroupOperation(group),
+                        Operand::IdRef(vs[0]),
+                    ],
+                );
+                if s.is_float() {
+                    self.b.decorate(r, spirv::Decoration::NoContraction, vec![]);
+                }
+                r
+            }
+            WaveOp::Broadcast | WaveOp::Shuffle => {
+                let (ls, _) = self.sl(args[1]);
+                let l = self.cast(vs[1], ls, Scalar::U32, 1)?;
+                self.shuffle(t, vs[0], l)?
+            }
+            WaveOp::ShuffleXor | WaveOp::ShuffleUp | WaveOp::ShuffleDown | WaveOp::Rotate => {
+                let (ls, _) = self.sl(args[1]);
+                let d = self.cast(vs[1], ls, Scalar::U32, 1)?;
+                let lane = self.subgroup_scalar(spirv::BuiltIn::SubgroupLocalInvocationId)?;
+                let width = self.subgroup_scalar(spirv::BuiltIn::SubgroupSize)?;
+                let src = match op {
+                    WaveOp::ShuffleXor => {
+                        let x = self.opi(Op::BitwiseXor, u, &[lane, d]);
+                        let ok = self.opi(Op::ULessThan, bt, &[x, width]);
+                        self.opi(Op::Select, u, &[ok, x, lane])
+                    }
+                    WaveOp::ShuffleUp => {
+                        let ok = self.opi(Op::ULessThanEqual, bt, &[d, lane]);
+                        let x = self.opi(Op::ISub, u, &[lane, d]);
+                        self.opi(Op::Select, u, &[ok, x, lane])
+                    }
+                    WaveOp::ShuffleDown => {
+                        let room = self.opi(Op::ISub, u, &[width, lane]);
+                        let ok = self.opi(Op::ULessThan, bt, &[d, room]);
+                        let x = self.opi(Op::IAdd, u, &[lane, d]);
+                        self.opi(Op::Select, u, &[ok, x, lane])
+                    }
+                    _ => {
+                        let one = self.cu32(1);
+                        let mask = self.opi(Op::ISub, u, &[width, one]);
+                        let x = self.opi(Op::IAdd, u, &[lane, d]);
+                        self.opi(Op::BitwiseAnd, u, &[x, mask])
+                    }
+                };
+                self.shuffle(t, vs[0], src)?
+            }
+            WaveOp::Ballot => {
+                if !self.caps.subgroup_ballot {
+                    return refuse("subgroup ballots (VK_SUBGROUP_FEATURE_BALLOT)");
+                }
+                self.cap(Capability::GroupNonUniformBallot);
+                let uv4 = self.tk(TyKey::Vec(u, 4));
+                let b = self.op(
+                    Op::GroupNonUniformBallot,
+                    uv4,
+                    vec![Operand::IdScope(sc), Operand::IdRef(vs[0])],
+                );
+                let uv2 = self.tk(TyKey::Vec(u, 2));
+                let lo = self.op(
+                    Op::VectorShuffle,
+                    uv2,
+                    vec![
+                        Operand::IdRef(b),
+                        Operand::IdRef(b),
+                        Operand::LiteralBit32(0),
+                        Operand::LiteralBit32(1),
+                    ],
+                );
+                self.opi(Op::Bitcast, t, &[lo])
+            }
+            WaveOp::Any | WaveOp::All => {
+                if !self.caps.subgroup_vote {
+                    return refuse("subgroup votes (VK_SUBGROUP_FEATURE_VOTE)");
+                }
+                self.cap(Capability::GroupNonUniformVote);
+                let o = if op == WaveOp::Any {
+                    Op::GroupNonUniformAny
+                } else {
+                    Op::GroupNonUniformAll
+                };
+                self.op(o, bt, vec![Operand::IdScope(sc), Operand::IdRef(vs[0])])
+            }
+            WaveOp::Elect => self.op(Op::GroupNonUniformElect, bt, vec![Operand::IdScope(sc)]),
+        })
+    }
+}
