@@ -31,6 +31,8 @@ pub mod cuda;
 pub mod llvm;
 #[cfg(feature = "cuda")]
 pub mod ptxas;
+// The Vulkan backend (engineer G): SPIR-V from the IR, run through ash.
+pub mod vulkan;
 
 use crate::facts::DeviceFacts;
 use crate::ir::{ElemType, Function, VerifiedModule};
