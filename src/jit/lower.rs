@@ -1374,6 +1374,11 @@ impl<'a, 'm> Lower<'a, 'm> {
             c => c,
         };
         match cond {
+            None if divergent => {
+                let e = self.exec();
+                let any = self.mask_any(&e);
+                self.b.ins().brif(any, body_block, &[], exit, &[]);
+            }
             None => {
                 self.b.ins().jump(body_block, &[]);
             }
@@ -3050,15 +3055,30 @@ impl<'a, 'm> Lower<'a, 'm> {
                 } else {
                     (half, one, zero)
                 };
-                let sign = self.b.ins().fcopysign(one, x);
-                let ge = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, ad, half);
-                let step = if ty.is_vector() {
-                    let m = self.b.ins().bitcast(ty, le(), ge);
-                    self.b.ins().bitselect(m, sign, zero)
+                // copysign(1, x) by bits (Cranelift has no vector fcopysign on x86).
+                let ity = ty.as_int();
+                let xi = self.b.ins().bitcast(ity, le(), x);
+                let oi = self.b.ins().bitcast(ity, le(), one);
+                let sm = if s == Scalar::F32 { 0x8000_0000u64 } else { 0x8000_0000_0000_0000u64 };
+                let sm = if ty.is_vector() {
+                    let c = self.b.ins().iconst(ity.lane_type(), sm as i64);
+                    self.b.ins().splat(ity, c)
                 } else {
-                    self.b.ins().select(ge, sign, zero)
+                    self.b.ins().iconst(ity, sm as i64)
                 };
-                self.b.ins().fadd(t, step)
+                let sb = self.b.ins().band(xi, sm);
+                let si = self.b.ins().bor(oi, sb);
+                let sign = self.b.ins().bitcast(ty, le(), si);
+                let ge = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, ad, half);
+                let _ = zero;
+                // trunc itself when no step is due (keeps -0.0 for -0.3).
+                let up = self.b.ins().fadd(t, sign);
+                if ty.is_vector() {
+                    let m = self.b.ins().bitcast(ty, le(), ge);
+                    self.b.ins().bitselect(m, up, t)
+                } else {
+                    self.b.ins().select(ge, up, t)
+                }
             }
             _ => a[0],
         }
