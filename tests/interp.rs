@@ -759,3 +759,160 @@ fn ub_corpus_reports_kind_location_and_work_item() {
         "every UB kind has a corpus file"
     );
 }
+
+#[test]
+fn dynamic_shared_memory_and_3d_geometry() {
+    let m = module(
+        r#"
+kernel k(out: buf<u32, rw>) {
+    shared dyn: [u32];
+    let l: u32 = local_id.x + local_id.y * group_size.x + local_id.z * group_size.x * group_size.y;
+    dyn[l] = l * 10;
+    barrier();
+    let n: u32 = group_size.x * group_size.y * group_size.z;
+    let g: u32 = group_id.x + group_id.y * num_groups.x + group_id.z * num_groups.x * num_groups.y;
+    out[g * n + l] = dyn[n - 1 - l] + global_id.z * 1000;
+}
+"#,
+    );
+    let geo = Geometry {
+        grid: [2, 1, 2],
+        block: [2, 3, 2],
+        shared_bytes: 12 * 4,
+    };
+    let mut out = Buffer::uninit(48 * 4);
+    interp::launch(
+        &m,
+        "k",
+        &geo,
+        &mut [Arg::Buffer(&mut out)],
+        &Options::default(),
+    )
+    .unwrap();
+    let v = u32s(&out);
+    for g in 0..4u32 {
+        for l in 0..12u32 {
+            let gz = g / 2; // group_id.z
+            let lz = l / 6; // local_id.z
+            assert_eq!(
+                v[(g * 12 + l) as usize],
+                (11 - l) * 10 + (gz * 2 + lz) * 1000
+            );
+        }
+    }
+    // Too little dynamic shared memory: the index runs off its end.
+    let small = Geometry {
+        shared_bytes: 8 * 4,
+        ..geo
+    };
+    let u = ub(interp::launch(
+        &m,
+        "k",
+        &small,
+        &mut [Arg::Buffer(&mut out)],
+        &Options::default(),
+    ));
+    assert_eq!(u.kind, UbKind::OutOfBounds);
+}
+
+#[test]
+fn partial_waves_and_wave_verbs_inside_helpers() {
+    let m = module(
+        r#"
+device fn count(p: bool) -> u32 {
+    let c: u32 = 0;
+    for i: u32 in 0..2 {
+        c = c + wave_reduce_sum(select(p, 1u32, 0u32));
+    }
+    return c;
+}
+kernel k(out: buf<u32, rw>) {
+    out[global_id.x] = count(true) * 100 + count(lane_id == 0);
+}
+"#,
+    );
+    // 10 work-items at width 4: waves of 4, 4 and a partial wave of 2.
+    let mut out = Buffer::uninit(40);
+    let opts = Options {
+        wave_width: Some(4),
+        ..Options::default()
+    };
+    interp::launch(
+        &m,
+        "k",
+        &Geometry::linear(1, 10),
+        &mut [Arg::Buffer(&mut out)],
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(
+        u32s(&out),
+        vec![802, 802, 802, 802, 802, 802, 802, 802, 402, 402]
+    );
+}
+
+#[test]
+fn vector_elements_in_buffers() {
+    let m = module(
+        r#"
+kernel k(v: buf<vec4<f32>, rw>, s: buf<vec2<i32>>) {
+    let i: u32 = global_id.x;
+    let p: vec2<i32> = s[i];
+    v[i] = v[i] + vec4<f32>((p.x + p.y) as f32);
+}
+"#,
+    );
+    let mut v = Buffer::from_values(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    let mut s = Buffer::from_values(&[1i32, 2, -10, 0]);
+    interp::launch(
+        &m,
+        "k",
+        &Geometry::linear(1, 2),
+        &mut [Arg::Buffer(&mut v), Arg::Buffer(&mut s)],
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        v.to_values::<f32>(),
+        vec![4.0, 5.0, 6.0, 7.0, -5.0, -4.0, -3.0, -2.0]
+    );
+}
+
+#[test]
+fn labelled_break_and_continue_keep_waves_converged() {
+    let m = module(
+        r#"
+kernel k(out: buf<u32, rw>) {
+    let n: u32 = 0;
+    'outer: for i: u32 in 0..4 {
+        for j: u32 in 0..4 {
+            if j == lane_id {
+                continue 'outer;
+            }
+            if i == 3 {
+                break 'outer;
+            }
+            n = n + 1;
+        }
+    }
+    out[global_id.x] = n * 100 + wave_reduce_sum(1u32);
+}
+"#,
+    );
+    let mut out = Buffer::uninit(16);
+    let opts = Options {
+        wave_width: Some(4),
+        ..Options::default()
+    };
+    interp::launch(
+        &m,
+        "k",
+        &Geometry::linear(1, 4),
+        &mut [Arg::Buffer(&mut out)],
+        &opts,
+    )
+    .unwrap();
+    // Lane l counts l per outer iteration for i = 0..2 (it continues 'outer at j == l), and
+    // in i = 3 breaks at j = 0 unless it continues first (lane 0); all meet after the loop.
+    assert_eq!(u32s(&out), vec![4, 304, 604, 904]);
+}
