@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod bench;
+mod build;
 mod check;
 mod fmt;
 mod run;
@@ -35,6 +36,8 @@ enum Command {
     Run(run::RunArgs),
     /// GPU benchmarks against peers measured in the same run (`xpu bench cuda`).
     Bench(bench::BenchArgs),
+    /// Lower a file's kernels ahead of time and report their footprint (`--backend cuda`).
+    Build(build::BuildArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -51,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Fmt { file } => fmt::fmt(&file),
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),
+        Command::Build(args) => build::build(&args),
     }
 }
 

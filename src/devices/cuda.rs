@@ -230,12 +230,23 @@ impl CudaDevice {
     }
 }
 
-/// The compiler part of a device key: the lowering's version, LLVM's, and this crate's.
+/// The compiler part of a device key: LLVM's version, the lowering's version, this crate's,
+/// and a hash of the lowering's own source, so that any change to the walk or the NVPTX
+/// target invalidates cached PTX even when nobody bumps a version number.
 pub fn compiler_id() -> String {
+    static SOURCES: [&str; 4] = [
+        include_str!("llvm/mod.rs"),
+        include_str!("llvm/math.rs"),
+        include_str!("llvm/nvptx.rs"),
+        include_str!("llvm/target.rs"),
+    ];
+    let parts: Vec<&[u8]> = SOURCES.iter().map(|s| s.as_bytes()).collect();
+    let h = hash_hex(&parts);
     format!(
-        "llvm19-l{}-xpu{}",
+        "llvm19-l{}-xpu{}-{}",
         llvm::LOWERING_VERSION,
-        env!("CARGO_PKG_VERSION")
+        env!("CARGO_PKG_VERSION"),
+        &h[..12]
     )
 }
 

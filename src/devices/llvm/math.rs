@@ -13,14 +13,23 @@
 //! - `sin`, `cos`: `x = k·π/2 + r` in three fma steps (accurate while |x| is below about
 //!   2^30; beyond that the reduction loses bits), degree-17/16 polynomials on |r| ≤ π/4.
 //! - `tanh`: `expm1(2|x|) / (expm1(2|x|) + 2)` with a series `expm1` below 1, sign copied.
-//! - `pow` (f32 and f16 only): `exp(y·log|x|)` in f64 with C's special cases; an `f64` `pow`
-//!   would need a double-double logarithm and is refused by name instead.
+//! - `pow`: `exp(y·log|x|)` with C's special cases; for `f64` the logarithm and the product
+//!   are carried in double-double (fma residuals), so the error stays near 1 ulp for large
+//!   `|y·log x|`.
+//!
+//! - `rsqrt` (f32): `1/sqrt` in f64, rounded once (so it agrees with the interpreter's).
+//! - `%` on floats: C `fmod`, exact, by musl's integer shift-and-subtract on the significands
+//!   (a loop of one step per bit of exponent difference); `f16` goes through `f32`, which is
+//!   exact. LLVM's `frem` is not used: NVPTX expands it as `x − trunc(x/y)·y`, which is wrong
+//!   for large quotients (`1e10 % 3` gave 256).
 //!
 //! Measured against the interpreter the `f32` results are within 1 ulp; `f64` within 2 ulp
 //! (1 for `exp`, `sin`, `cos` on moderate arguments).
 
 use super::{codes, FnCx, LResult};
 use crate::ir::{MathFn, Scalar};
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::IntValue;
 use inkwell::values::{BasicValueEnum, InstructionOpcode as O};
 use inkwell::{FloatPredicate as F, IntPredicate};
 
@@ -289,15 +298,91 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.cx.call_value("llvm.copysign", &[t64], &[t, x])
     }
 
-    /// pow with C's special cases, evaluated as exp(y·log|x|) in f64.
+    /// `log|x|` as a double-double `(hi, lo)` for a positive finite x (pow's logarithm):
+    /// `s = f/(2+f)` carried to double-double with fma residuals, `log m = 2s + T(s)`.
+    fn log_dd(
+        &self,
+        x: BasicValueEnum<'ctx>,
+    ) -> LResult<(BasicValueEnum<'ctx>, BasicValueEnum<'ctx>)> {
+        let (e, _) = self.log_parts(x)?;
+        // Recover m = x / 2^e exactly (log_parts chose e so that m is in [√½, √2)).
+        let neg_e = self.b().build_float_neg(e.into_float_value(), "")?.into();
+        let m = self.ldexp(x, neg_e)?;
+        let f = self.f2(O::FSub, m, self.d(1.0))?;
+        // u = 2 + f as hi + lo (two-sum).
+        let u_hi = self.f2(O::FAdd, self.d(2.0), f)?;
+        let u_lo = self.f2(O::FAdd, self.f2(O::FSub, self.d(2.0), u_hi)?, f)?;
+        let s_hi = self.f2(O::FDiv, f, u_hi)?;
+        let neg_s = self
+            .b()
+            .build_float_neg(s_hi.into_float_value(), "")?
+            .into();
+        let r = self.fma64(neg_s, u_hi, f)?;
+        let r = self.fma64(neg_s, u_lo, r)?;
+        let s_lo = self.f2(O::FDiv, r, u_hi)?;
+        let z = self.f2(O::FMul, s_hi, s_hi)?;
+        let coeffs: Vec<f64> = (1..=11).rev().map(|n| 1.0 / (2 * n + 1) as f64).collect();
+        let rz = self.poly(z, &coeffs)?;
+        let two_s = self.f2(O::FMul, s_hi, self.d(2.0))?;
+        let t = self.f2(O::FMul, self.f2(O::FMul, two_s, z)?, rz)?;
+        let lo1 = self.fma64(s_lo, self.d(2.0), t)?;
+        // e·ln2_hi is exact; add 2s_hi by two-sum, collect the low parts.
+        let a = self.f2(O::FMul, e, self.d(LN2_HI))?;
+        let hi = self.f2(O::FAdd, a, two_s)?;
+        let bb = self.f2(O::FSub, hi, a)?;
+        let err = self.f2(
+            O::FAdd,
+            self.f2(O::FSub, a, self.f2(O::FSub, hi, bb)?)?,
+            self.f2(O::FSub, two_s, bb)?,
+        )?;
+        let lo = self.f2(O::FAdd, err, lo1)?;
+        let lo = self.fma64(e, self.d(LN2_LO), lo)?;
+        // Renormalise: the low part above can be far larger than an ulp of the high part.
+        let h2 = self.f2(O::FAdd, hi, lo)?;
+        let l2 = self.f2(O::FSub, lo, self.f2(O::FSub, h2, hi)?)?;
+        Ok((h2, l2))
+    }
+
+    /// pow with C's special cases: exp(y·log|x|), the product carried in double-double when
+    /// `precise` (f64), plain f64 otherwise (f32 and f16 need no more).
     fn pow64(
         &self,
         x: BasicValueEnum<'ctx>,
         y: BasicValueEnum<'ctx>,
+        precise: bool,
     ) -> LResult<BasicValueEnum<'ctx>> {
         let ax = self.un64("llvm.fabs", x)?;
-        let l = self.log64(ax)?;
-        let r = self.exp64(self.f2(O::FMul, y, l)?)?;
+        let r = if precise {
+            let (l_hi, l_lo) = self.log_dd(ax)?;
+            let p_hi = self.f2(O::FMul, y, l_hi)?;
+            let neg_p = self
+                .b()
+                .build_float_neg(p_hi.into_float_value(), "")?
+                .into();
+            let p_lo = self.fma64(y, l_hi, neg_p)?;
+            let p_lo = self.fma64(y, l_lo, p_lo)?;
+            // Renormalise p so that exp(p_hi)·(1 + p_lo) is accurate to first order.
+            let p2 = self.f2(O::FAdd, p_hi, p_lo)?;
+            let p_lo = self.f2(O::FSub, p_lo, self.f2(O::FSub, p2, p_hi)?)?;
+            let p_hi = p2;
+            let e = self.exp64(p_hi)?;
+            let corr = self.fma64(e, p_lo, e)?;
+            // exp(p_hi) overflowed or underflowed, or p is not finite: the plain value.
+            let fin = self.fcmp(F::ONE, self.un64("llvm.fabs", corr)?, self.d(f64::INFINITY))?;
+            let sane = self.fcmp(F::ORD, p_lo, p_lo)?;
+            let ok = self.binop(O::And, fin, sane)?;
+            // log of 0 or inf: fall back to the plain evaluation below.
+            let l = self.log64(ax)?;
+            let plain = self.exp64(self.f2(O::FMul, y, l)?)?;
+            let finite_x = self.fcmp(F::ONE, ax, self.d(f64::INFINITY))?;
+            let nonzero_x = self.fcmp(F::ONE, ax, self.d(0.0))?;
+            let regular = self.binop(O::And, finite_x, nonzero_x)?;
+            let ok = self.binop(O::And, ok, regular)?;
+            self.select(ok, corr, plain)?
+        } else {
+            let l = self.log64(ax)?;
+            self.exp64(self.f2(O::FMul, y, l)?)?
+        };
         let ty = self.un64("llvm.trunc", y)?;
         let y_int = self.fcmp(F::OEQ, ty, y)?;
         let half = self.f2(O::FMul, y, self.d(0.5))?;
@@ -330,15 +415,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         args: &[BasicValueEnum<'ctx>],
     ) -> LResult<BasicValueEnum<'ctx>> {
         let f64t = self.cx.context.f64_type();
-        if s == Scalar::F64 && fun == MathFn::Pow {
-            return self.err(
-                codes::UNSUPPORTED,
-                format!(
-                    "`pow` on f64 is not lowered for {} (f32 and f16 are)",
-                    self.t.name()
-                ),
-            );
-        }
         let wide: Vec<BasicValueEnum> = if s == Scalar::F64 {
             args.to_vec()
         } else {
@@ -355,7 +431,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             MathFn::Sin => self.sin_cos64(x, false)?,
             MathFn::Cos => self.sin_cos64(x, true)?,
             MathFn::Tanh => self.tanh64(x)?,
-            MathFn::Pow => self.pow64(x, wide[1])?,
+            MathFn::Pow => self.pow64(x, wide[1], s == Scalar::F64)?,
             _ => {
                 return self.err(
                     codes::INPUT,
@@ -368,5 +444,211 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         } else {
             Ok(self.b().build_cast(O::FPTrunc, r, args[0].get_type(), "")?)
         }
+    }
+}
+
+impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    /// `rsqrt` on scalars of `s`: f32 (and f16, widened) through f64 with one rounding.
+    pub(super) fn rsqrt(
+        &self,
+        s: Scalar,
+        x: BasicValueEnum<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        let f64t = self.cx.context.f64_type();
+        let wide = if s == Scalar::F64 {
+            x
+        } else {
+            self.b().build_cast(O::FPExt, x, f64t, "")?
+        };
+        let r = self.un64("llvm.sqrt", wide)?;
+        let q = self.f2(O::FDiv, self.d(1.0), r)?;
+        if s == Scalar::F64 {
+            Ok(q)
+        } else {
+            Ok(self.b().build_cast(O::FPTrunc, q, x.get_type(), "")?)
+        }
+    }
+
+    /// C `fmod` on scalars or vectors of `s`, exact.
+    pub(super) fn fmod(
+        &mut self,
+        s: Scalar,
+        a: BasicValueEnum<'ctx>,
+        b: BasicValueEnum<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        if let BasicValueEnum::VectorValue(av) = a {
+            let bv = b.into_vector_value();
+            let mut out = av.get_type().get_undef();
+            for k in 0..av.get_type().get_size() as u64 {
+                let x = self.b().build_extract_element(av, self.cx.i32(k), "")?;
+                let y = self.b().build_extract_element(bv, self.cx.i32(k), "")?;
+                let r = self.fmod(s, x, y)?;
+                out = self.b().build_insert_element(out, r, self.cx.i32(k), "")?;
+            }
+            return Ok(out.into());
+        }
+        if s == Scalar::F16 {
+            let f32t = self.cx.context.f32_type();
+            let x = self.b().build_cast(O::FPExt, a, f32t, "")?;
+            let y = self.b().build_cast(O::FPExt, b, f32t, "")?;
+            let r = self.fmod(Scalar::F32, x, y)?;
+            return Ok(self.b().build_cast(O::FPTrunc, r, a.get_type(), "")?);
+        }
+        self.fmod_bits(a, b, s == Scalar::F64)
+    }
+
+    /// musl's `fmod`/`fmodf` on the bit patterns, with its normalisation loops done by ctlz.
+    fn fmod_bits(
+        &mut self,
+        x: BasicValueEnum<'ctx>,
+        y: BasicValueEnum<'ctx>,
+        wide: bool,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        let ctx = self.cx.context;
+        let (bits, mant, emask): (u64, u64, u64) = if wide {
+            (64, 52, 0x7ff)
+        } else {
+            (32, 23, 0xff)
+        };
+        let it = if wide { ctx.i64_type() } else { ctx.i32_type() };
+        let ft = x.get_type();
+        let c = |v: u64| it.const_int(v, false);
+        let b = self.b();
+        let ux = b.build_bit_cast(x, it, "")?.into_int_value();
+        let uy = b.build_bit_cast(y, it, "")?.into_int_value();
+        let ex = b.build_and(b.build_right_shift(ux, c(mant), false, "")?, c(emask), "")?;
+        let ey = b.build_and(b.build_right_shift(uy, c(mant), false, "")?, c(emask), "")?;
+        let sx = b.build_and(ux, c(1u64 << (bits - 1)), "")?;
+        let ux2 = b.build_left_shift(ux, c(1), "")?;
+        let uy2 = b.build_left_shift(uy, c(1), "")?;
+
+        // Special cases: y = ±0, y NaN, x inf/NaN → NaN; |x| < |y| → x; |x| = |y| → ±0.
+        let nan_case = {
+            let y0 = b.build_int_compare(IntPredicate::EQ, uy2, c(0), "")?;
+            let ynan = self.fcmp(F::UNO, y, y)?.into_int_value();
+            let xinf = b.build_int_compare(IntPredicate::EQ, ex, c(emask), "")?;
+            let t = b.build_or(y0, ynan, "")?;
+            b.build_or(t, xinf, "")?
+        };
+        let small = b.build_int_compare(IntPredicate::ULT, ux2, uy2, "")?;
+        let equal = b.build_int_compare(IntPredicate::EQ, ux2, uy2, "")?;
+        let zero_x = self.binop(O::FMul, ft.const_zero(), x)?;
+
+        let llfn = self.llfn;
+        let general = ctx.append_basic_block(llfn, "fmod.general");
+        let done = ctx.append_basic_block(llfn, "fmod.done");
+        let entry_bb = self.b().get_insert_block().expect("positioned");
+        let early = self.b().build_or(nan_case, small, "")?;
+        let early = self.b().build_or(early, equal, "")?;
+        // The early result: NaN, x, or ±0.
+        let nan = match ft {
+            BasicTypeEnum::FloatType(f) => f.const_float(f64::NAN).into(),
+            _ => return self.err(codes::INPUT, "fmod of a non-float"),
+        };
+        let r_eq = self.select(equal.into(), zero_x, x)?;
+        let early_v = self.select(nan_case.into(), nan, r_eq)?;
+        self.b().build_conditional_branch(early, done, general)?;
+
+        // General case: normalise both significands (subnormals by ctlz).
+        self.b().position_at_end(general);
+        let norm = |this: &Self,
+                    u: IntValue<'ctx>,
+                    e: IntValue<'ctx>|
+         -> LResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+            let b = this.b();
+            let sub = b.build_int_compare(IntPredicate::EQ, e, c(0), "")?;
+            // Subnormal: lz = ctlz(u << (bits - mant)); e = -lz; u <<= lz + 1.
+            let shifted = b.build_left_shift(u, c(bits - mant), "")?;
+            let lz = this
+                .cx
+                .call_value(
+                    "llvm.ctlz",
+                    &[it.into()],
+                    &[shifted.into(), ctx.bool_type().const_zero().into()],
+                )?
+                .into_int_value();
+            let e_sub = b.build_int_sub(c(0), lz, "")?;
+            let u_sub = b.build_left_shift(u, b.build_int_add(lz, c(1), "")?, "")?;
+            // Normal: keep the significand, add the hidden bit.
+            let u_norm = b.build_and(u, c((1u64 << mant) - 1), "")?;
+            let u_norm = b.build_or(u_norm, c(1u64 << mant), "")?;
+            let u2 = this
+                .select(sub.into(), u_sub.into(), u_norm.into())?
+                .into_int_value();
+            let e2 = this
+                .select(sub.into(), e_sub.into(), e.into())?
+                .into_int_value();
+            Ok((u2, e2))
+        };
+        let (mx, ex) = norm(self, ux, ex)?;
+        let (my, ey) = norm(self, uy, ey)?;
+        // Loop: for (; ex > ey; ex--) { i = mx - my; if i >= 0 { mx = i } mx <<= 1 }, with an
+        // exact zero leaving early.
+        let head = ctx.append_basic_block(llfn, "fmod.loop");
+        let body = ctx.append_basic_block(llfn, "fmod.step");
+        let tail = ctx.append_basic_block(llfn, "fmod.tail");
+        let pre = self.b().get_insert_block().expect("positioned");
+        self.b().build_unconditional_branch(head)?;
+        self.b().position_at_end(head);
+        let mx_phi = self.b().build_phi(it, "mx")?;
+        let ex_phi = self.b().build_phi(it, "ex")?;
+        mx_phi.add_incoming(&[(&mx, pre)]);
+        ex_phi.add_incoming(&[(&ex, pre)]);
+        let mxv = mx_phi.as_basic_value().into_int_value();
+        let exv = ex_phi.as_basic_value().into_int_value();
+        let more = self.b().build_int_compare(IntPredicate::SGT, exv, ey, "")?;
+        self.b().build_conditional_branch(more, body, tail)?;
+        self.b().position_at_end(body);
+        let i = self.b().build_int_sub(mxv, my, "")?;
+        let nonneg = self.b().build_int_compare(IntPredicate::SGE, i, c(0), "")?;
+        let m = self
+            .select(nonneg.into(), i.into(), mxv.into())?
+            .into_int_value();
+        let m = self.b().build_left_shift(m, c(1), "")?;
+        let e1 = self.b().build_int_sub(exv, c(1), "")?;
+        mx_phi.add_incoming(&[(&m, body)]);
+        ex_phi.add_incoming(&[(&e1, body)]);
+        self.b().build_unconditional_branch(head)?;
+        // Tail: one more step, then renormalise and rebuild the float.
+        self.b().position_at_end(tail);
+        let b = self.b();
+        let i = b.build_int_sub(mxv, my, "")?;
+        let nonneg = b.build_int_compare(IntPredicate::SGE, i, c(0), "")?;
+        let m = self
+            .select(nonneg.into(), i.into(), mxv.into())?
+            .into_int_value();
+        let b = self.b();
+        let is_zero = b.build_int_compare(IntPredicate::EQ, m, c(0), "")?;
+        // Shift until the hidden bit is set: by ctlz(m) − (bits − 1 − mant).
+        let lz = self
+            .cx
+            .call_value(
+                "llvm.ctlz",
+                &[it.into()],
+                &[m.into(), ctx.bool_type().const_zero().into()],
+            )?
+            .into_int_value();
+        let b = self.b();
+        let sh = b.build_int_sub(lz, c(bits - 1 - mant), "")?;
+        let m = b.build_left_shift(m, sh, "")?;
+        let e = b.build_int_sub(exv, sh, "")?;
+        let normal = b.build_int_compare(IntPredicate::SGT, e, c(0), "")?;
+        let m_norm = b.build_int_sub(m, c(1u64 << mant), "")?;
+        let m_norm = b.build_or(m_norm, b.build_left_shift(e, c(mant), "")?, "")?;
+        let sub_sh = b.build_int_sub(c(1), e, "")?;
+        let m_sub = b.build_right_shift(m, sub_sh, false, "")?;
+        let r = self
+            .select(normal.into(), m_norm.into(), m_sub.into())?
+            .into_int_value();
+        let b = self.b();
+        let r = b.build_or(r, sx, "")?;
+        let rf = b.build_bit_cast(r, ft, "")?;
+        let general_v = self.select(is_zero.into(), zero_x, rf)?;
+        let general_end = self.b().get_insert_block().expect("positioned");
+        self.b().build_unconditional_branch(done)?;
+        self.b().position_at_end(done);
+        let phi = self.b().build_phi(ft, "fmod")?;
+        phi.add_incoming(&[(&early_v, entry_bb), (&general_v, general_end)]);
+        Ok(phi.as_basic_value())
     }
 }

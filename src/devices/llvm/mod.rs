@@ -1810,7 +1810,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             BinaryOp::Sub => self.binop(if f { O::FSub } else { O::Sub }, a, b)?,
             BinaryOp::Mul => self.binop(if f { O::FMul } else { O::Mul }, a, b)?,
             BinaryOp::Div if f => self.binop(O::FDiv, a, b)?,
-            BinaryOp::Rem if f => self.binop(O::FRem, a, b)?,
+            BinaryOp::Rem if f => self.fmod(s, a, b)?,
             BinaryOp::Div | BinaryOp::Rem => self.int_div(op == BinaryOp::Div, s, a, b)?,
             BinaryOp::BitAnd => self.binop(O::And, a, b)?,
             BinaryOp::BitOr => self.binop(O::Or, a, b)?,
@@ -2121,10 +2121,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let one = |name: &str| self.cx.call_value(name, &[t], &[args[0]]);
         match fun {
             MathFn::Sqrt => one("llvm.sqrt"),
-            MathFn::Rsqrt => {
-                let r = one("llvm.sqrt")?;
-                self.binop(O::FDiv, self.const_float(t, 1.0), r)
-            }
+            MathFn::Rsqrt => self.rsqrt(s, args[0]),
             MathFn::Fma => self.cx.call_value("llvm.fma", &[t], args),
             MathFn::Min => self.cx.call_value("llvm.minnum", &[t], &[args[0], args[1]]),
             MathFn::Max => self.cx.call_value("llvm.maxnum", &[t], &[args[0], args[1]]),

@@ -1,0 +1,181 @@
+//! `xpu build FILE --backend cuda [--arch sm_NN] [--emit DIR]`: lowers every kernel of a
+//! file ahead of time and reports each one's footprint, with no GPU needed.
+//!
+//! For `cuda`: PTX per kernel from the shared LLVM walk for `--arch` (default `sm_90`), and,
+//! when `ptxas` is installed, its `-v` report (registers, spills, stack, shared memory).
+//! `--emit DIR` writes `DIR/<kernel>.ptx` and `DIR/<kernel>.manifest` (one `key = value` per
+//! line; a fact nobody measured is written `absent`). Exit codes as everywhere: 0 built, 1 a
+//! problem in the input (diagnostics printed) or a kernel refused, 2 usage or I/O.
+//! Other backends' ahead-of-time builds belong to their engineers and say so here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+pub struct BuildArgs {
+    /// The kernel file.
+    pub file: PathBuf,
+    /// The backend to build for (`cuda`).
+    #[arg(long, default_value = "cuda")]
+    pub backend: String,
+    /// The NVIDIA architecture (`sm_90`, `sm_80`, `86`).
+    #[arg(long, default_value = "sm_90")]
+    pub arch: String,
+    /// Write each kernel's device code and manifest here.
+    #[arg(long)]
+    pub emit: Option<PathBuf>,
+}
+
+pub fn build(args: &BuildArgs) -> ExitCode {
+    match args.backend.as_str() {
+        "cuda" => imp::build_cuda(args),
+        other => {
+            eprintln!("xpu build: no ahead-of-time build for the `{other}` backend in this binary");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+mod imp {
+    use std::process::ExitCode;
+
+    pub fn build_cuda(_: &super::BuildArgs) -> ExitCode {
+        eprintln!("xpu build --backend cuda: this binary was built without the `cuda` feature");
+        ExitCode::from(2)
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod imp {
+    use super::BuildArgs;
+    use crate::devices::llvm::{self, nvptx::Nvptx, KernelRef};
+    use crate::devices::ptxas;
+    use std::fmt::Write as _;
+    use std::process::ExitCode;
+
+    fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+        v.map_or("absent".into(), |v| v.to_string())
+    }
+
+    pub fn build_cuda(args: &BuildArgs) -> ExitCode {
+        let path = args.file.display().to_string();
+        let Some(arch) = Nvptx::parse_arch(&args.arch) else {
+            eprintln!(
+                "xpu build: `{}` is not an NVIDIA architecture (sm_90, 86, 9.0)",
+                args.arch
+            );
+            return ExitCode::from(2);
+        };
+        let src = match std::fs::read_to_string(&args.file) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("xpu build: {path}: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let module = match crate::ir::parse(&src).and_then(|m| m.verify()) {
+            Ok(m) => m,
+            Err(d) => {
+                eprintln!("{}", d.render(&path));
+                return ExitCode::from(1);
+            }
+        };
+        if let Some(dir) = &args.emit {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                eprintln!("xpu build: {}: {e}", dir.display());
+                return ExitCode::from(2);
+            }
+        }
+        let target = Nvptx::new(arch);
+        let sm = format!("sm_{}", target.sm());
+        let have_ptxas = ptxas::find().is_some();
+        if !have_ptxas {
+            eprintln!("xpu build: note: ptxas not found; registers and spills are absent");
+        }
+        let mut failed = false;
+        for (h, f) in module.kernels() {
+            let t0 = std::time::Instant::now();
+            let out = match llvm::lower(
+                module.module(),
+                &[KernelRef::plain(h)],
+                &target,
+                &Default::default(),
+            ) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("{}", e.to_diagnostic().render(&path));
+                    failed = true;
+                    continue;
+                }
+            };
+            let lower_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let abi = &out.kernels[0];
+            let ptx = out.text();
+            let report = if have_ptxas {
+                match ptxas::assemble(&ptx, &sm) {
+                    Ok(r) => r.function(&abi.symbol).cloned(),
+                    Err(e) => {
+                        eprintln!(
+                            "{path}: error[{}]: kernel {}: {e}",
+                            llvm::codes::LLVM,
+                            f.name
+                        );
+                        failed = true;
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let r = report.unwrap_or_default();
+            let mut m = String::new();
+            let _ = writeln!(m, "kernel = {}", f.name);
+            let _ = writeln!(m, "backend = cuda");
+            let _ = writeln!(m, "arch = {sm}");
+            let _ = writeln!(m, "symbol = {}", abi.symbol);
+            let _ = writeln!(m, "built_wave = {}", abi.wave_width);
+            let _ = writeln!(m, "declared_wave = {}", opt(abi.declared_wave));
+            let _ = writeln!(m, "max_threads = {}", opt(abi.bounds.max_threads));
+            let _ = writeln!(m, "min_resident = {}", opt(abi.bounds.min_resident));
+            let _ = writeln!(m, "max_registers = {}", opt(abi.bounds.max_registers));
+            let _ = writeln!(m, "registers = {}", opt(r.registers));
+            let _ = writeln!(m, "spill_store_bytes = {}", opt(r.spill_store_bytes));
+            let _ = writeln!(m, "spill_load_bytes = {}", opt(r.spill_load_bytes));
+            let _ = writeln!(m, "stack_frame_bytes = {}", opt(r.stack_frame_bytes));
+            let _ = writeln!(
+                m,
+                "static_shared_bytes = {}",
+                opt(r
+                    .shared_bytes
+                    .map(u64::from)
+                    .or(Some(abi.static_shared_bytes)))
+            );
+            let _ = writeln!(m, "dynamic_shared = {}", abi.dynamic_shared_elem.is_some());
+            let _ = writeln!(m, "ptx_bytes = {}", ptx.len());
+            print!("{path}: {}: {sm}, lowered in {lower_ms:.1} ms", f.name);
+            println!(
+                ", registers {}, spill {}/{} bytes, stack {}, shared {}",
+                opt(r.registers),
+                opt(r.spill_store_bytes),
+                opt(r.spill_load_bytes),
+                opt(r.stack_frame_bytes),
+                opt(r.shared_bytes)
+            );
+            if let Some(dir) = &args.emit {
+                let base = dir.join(&abi.symbol);
+                let w1 = std::fs::write(base.with_extension("ptx"), &ptx);
+                let w2 = std::fs::write(base.with_extension("manifest"), &m);
+                if let Err(e) = w1.and(w2) {
+                    eprintln!("xpu build: {}: {e}", dir.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        if failed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        }
+    }
+}
