@@ -23,14 +23,17 @@ pub mod cpu;
 pub mod host;
 pub mod interp;
 // The NVIDIA backend and the LLVM lowering it shares with AMDGPU (engineer F).
-#[cfg(feature = "cuda")]
+#[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod cache;
 #[cfg(feature = "cuda")]
 pub mod cuda;
-#[cfg(feature = "cuda")]
+#[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod llvm;
 #[cfg(feature = "cuda")]
 pub mod ptxas;
+// The AMD backend (engineer H): AMDGPU code objects linked with ld.lld, run through HIP.
+#[cfg(feature = "hip")]
+pub mod codeobj;
 // The Vulkan backend (engineer G): SPIR-V from the IR, run through ash.
 pub mod vulkan;
 
@@ -366,9 +369,8 @@ fn open_backend(backend: Backend) -> Result<Arc<dyn DeviceImpl>, DeviceError> {
         // (A guard, so that the catch-all arm below still names Cuda for builds without it.)
         #[cfg(feature = "cuda")]
         Backend::Cuda if cfg!(feature = "cuda") => Ok(Arc::new(cuda::CudaDevice::open(0)?)),
-        Backend::Cuda | Backend::Hip | Backend::Vulkan => {
-            Err(DeviceError::NotCompiled { backend })
-        }
+        Backend::Vulkan => Ok(Arc::new(vulkan::VulkanDevice::open()?)),
+        Backend::Cuda | Backend::Hip => Err(DeviceError::NotCompiled { backend }),
     }
 }
 

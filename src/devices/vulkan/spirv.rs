@@ -126,6 +126,8 @@ pub struct Emitted {
     pub capabilities: Vec<String>,
     /// The entry point's name.
     pub entry: String,
+    /// The subgroup size S the kernel was built for (its wave width).
+    pub subgroup_size: u32,
 }
 
 /// Spec constant ids.
@@ -705,6 +707,7 @@ impl<'a> Em<'a> {
             dynamic_shared_elem: self.dyn_shared_elem,
             capabilities: self.cap_names.iter().cloned().collect(),
             entry: name,
+            subgroup_size: self.caps.subgroup_size,
         })
     }
 }
@@ -1892,6 +1895,30 @@ impl Em<'_> {
             BinaryOp::Sub => self.opi(Op::ISub, t, &[a, b]),
             BinaryOp::Mul => self.opi(Op::IMul, t, &[a, b]),
             BinaryOp::Div if float => self.fop(Op::FDiv, t, &[a, b]),
+            BinaryOp::Rem if float && s == Scalar::F32 && self.caps.float64 => {
+                // C fmod, computed in f64 where drivers' `x - y * trunc(x / y)` is exact for
+                // every f32 pair whose quotient fits 29 bits.
+                self.cap(Capability::Float64);
+                let dt = self.vec_ty(Scalar::F64, n)?;
+                let (da, db) = (
+                    self.opi(Op::FConvert, dt, &[a]),
+                    self.opi(Op::FConvert, dt, &[b]),
+                );
+                let r = self.fop(Op::FRem, dt, &[da, db]);
+                let r = self.opi(Op::FConvert, t, &[r]);
+                // The result has the dividend's sign, zeros included.
+                let ut = self.vec_ty(Scalar::U32, n)?;
+                let (ru, au) = (
+                    self.opi(Op::Bitcast, ut, &[r]),
+                    self.opi(Op::Bitcast, ut, &[a]),
+                );
+                let mag = self.konst(ut, 0x7fff_ffff);
+                let sign = self.konst(ut, 0x8000_0000);
+                let m = self.opi(Op::BitwiseAnd, ut, &[ru, mag]);
+                let sg = self.opi(Op::BitwiseAnd, ut, &[au, sign]);
+                let o = self.opi(Op::BitwiseOr, ut, &[m, sg]);
+                self.opi(Op::Bitcast, t, &[o])
+            }
             BinaryOp::Rem if float => self.fop(Op::FRem, t, &[a, b]),
             BinaryOp::Div | BinaryOp::Rem => {
                 // Division by zero is UB but must not hang or fault: divide by 1 instead.
@@ -2130,6 +2157,14 @@ impl Em<'_> {
                 let maxc = self.konst(t, max);
                 let over = self.opi(Op::FOrdGreaterThanEqual, bty, &[v, hi_c]);
                 let r = self.opi(Op::Select, t, &[over, maxc, r]);
+                let r = if to.is_signed() {
+                    // Below a bound the source type cannot hold (f16 → i32): the minimum.
+                    let under = self.opi(Op::FOrdLessThan, bty, &[v, lo_c]);
+                    let minc = self.konst(t, 1u64 << (bits - 1));
+                    self.opi(Op::Select, t, &[under, minc, r])
+                } else {
+                    r
+                };
                 let nan = self.opi(Op::IsNan, bty, &[v]);
                 let zero = self.konst(t, 0);
                 self.opi(Op::Select, t, &[nan, zero, r])
@@ -2159,6 +2194,33 @@ impl Em<'_> {
             ));
         }
         let g = |em: &mut Self, i: u32, a: &[Word]| em.ext_inst(t, i, a);
+        // Vulkan allows `Fma` to round twice and `Sqrt` 3 ulps; f32 ones are computed in f64
+        // where the device has it (the f64 product is exact; one more rounding to f32).
+        let lanes = ty.and_then(|t| t.lanes()).unwrap_or(1);
+        if s == Scalar::F32
+            && self.caps.float64
+            && matches!(fun, MathFn::Fma | MathFn::Sqrt | MathFn::Rsqrt)
+        {
+            self.cap(Capability::Float64);
+            let dt = self.vec_ty(Scalar::F64, lanes)?;
+            let ds: Vec<Word> = vs
+                .iter()
+                .map(|&v| self.opi(Op::FConvert, dt, &[v]))
+                .collect();
+            let r = match fun {
+                MathFn::Fma => {
+                    let p = self.fop(Op::FMul, dt, &[ds[0], ds[1]]);
+                    self.fop(Op::FAdd, dt, &[p, ds[2]])
+                }
+                MathFn::Sqrt => self.ext_inst(dt, glsl::SQRT, &ds),
+                _ => {
+                    let q = self.ext_inst(dt, glsl::SQRT, &ds);
+                    let one = self.konst(dt, 1f64.to_bits());
+                    self.fop(Op::FDiv, dt, &[one, q])
+                }
+            };
+            return Ok(self.opi(Op::FConvert, t, &[r]));
+        }
         Ok(match fun {
             MathFn::Sqrt => g(self, glsl::SQRT, &vs),
             MathFn::Rsqrt => g(self, glsl::INVERSE_SQRT, &vs),
