@@ -310,6 +310,11 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     let (kernel, buffers) = match launched {
         Err(Failure::Spec(message)) => return Outcome::Fail(message),
         Err(Failure::Launch(e)) => {
+            // A backend that refuses a construct by capability ("unsupported on this ...
+            // device": a wave width, a type or verb the device lacks) has not failed the case.
+            if !on_interp && refusal.is_none() && is_capability_refusal(&e) {
+                return Outcome::Skip(e.to_string());
+            }
             return judge_refusal(e, refusal.as_deref(), ub.as_deref());
         }
         Ok(done) => done,
@@ -388,6 +393,16 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
         return Outcome::Skip("`expect = interp` on the interpreter itself".into());
     }
     Outcome::Pass
+}
+
+/// Whether a launch error is a backend's refusal by capability (see [`run_case`]).
+fn is_capability_refusal(e: &LaunchError) -> bool {
+    match e {
+        LaunchError::NoCode { reason, .. } | LaunchError::WaveWidth { reason, .. } => {
+            reason.contains("unsupported on this")
+        }
+        _ => false,
+    }
 }
 
 fn judge_refusal(e: LaunchError, refusal: Option<&str>, ub: Option<&str>) -> Outcome {
