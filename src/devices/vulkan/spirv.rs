@@ -1437,7 +1437,7 @@ impl Em<'_> {
 
     /// Storage bits → value of scalar `s` (floats are stored as unsigned integers, `bool` as
     /// a byte in buffers).
-    fn from_storage(&mut self, v: Word, stored: Scalar, s: Scalar, lanes: u8) -> R<Word> {
+    fn stored_to_value(&mut self, v: Word, stored: Scalar, s: Scalar, lanes: u8) -> R<Word> {
         if stored == s {
             return Ok(v);
         }
@@ -1456,7 +1456,7 @@ impl Em<'_> {
         Ok(self.opi(Op::Bitcast, t, &[v]))
     }
 
-    fn to_storage(&mut self, v: Word, s: Scalar, stored: Scalar, stored_ty: Word) -> Word {
+    fn value_to_stored(&mut self, v: Word, s: Scalar, stored: Scalar, stored_ty: Word) -> Word {
         if stored == s {
             return v;
         }
@@ -1510,7 +1510,7 @@ impl Em<'_> {
                     };
                     let (ptr, st, ss) = self.buffer_ptr(p, at);
                     let raw = self.load(st, ptr);
-                    lanes.push(self.from_storage(raw, ss, elem.scalar, 1)?);
+                    lanes.push(self.stored_to_value(raw, ss, elem.scalar, 1)?);
                 }
                 if elem.lanes == 1 {
                     Ok(lanes[0])
@@ -1522,7 +1522,7 @@ impl Em<'_> {
             _ => {
                 let (ptr, st, se) = self.elem_ptr_other(base, index)?;
                 let raw = self.load(st, ptr);
-                self.from_storage(raw, se.scalar, elem.scalar, elem.lanes)
+                self.stored_to_value(raw, se.scalar, elem.scalar, elem.lanes)
             }
         }
     }
@@ -1555,14 +1555,14 @@ impl Em<'_> {
                         )
                     };
                     let (ptr, st, ss) = self.buffer_ptr(p, at);
-                    let w = self.to_storage(lane, elem.scalar, ss, st);
+                    let w = self.value_to_stored(lane, elem.scalar, ss, st);
                     self.store(ptr, w);
                 }
                 Ok(())
             }
             _ => {
                 let (ptr, st, se) = self.elem_ptr_other(base, index)?;
-                let w = self.to_storage(value, elem.scalar, se.scalar, st);
+                let w = self.value_to_stored(value, elem.scalar, se.scalar, st);
                 self.store(ptr, w);
                 Ok(())
             }
@@ -2121,11 +2121,8 @@ impl Em<'_> {
                             f.to_bits() as u64
                         }
                         _ => {
-                            let f = if x >= x {
-                                f64::from_bits(x.to_bits() - 1)
-                            } else {
-                                x
-                            };
+                            // A power of two: the float just below it.
+                            let f = f64::from_bits(x.to_bits() - 1);
                             f.to_bits()
                         }
                     }
