@@ -331,38 +331,40 @@ fn main() {
     let peers = peer_records;
     println!("\nvs Oclgrind 21.10, one thread (oclgrind_bench.py; its time = work-items / rate)");
     println!(
-        "{:<8} {:<26} {:>10} {:>10} {:>12} {:>12} {:>10}",
+        "{:<8} {:<20} {:>9} {:>9} {:>11} {:>11} {:>10} {:>10} {:>8}",
         "kernel",
-        "ours vs oclgrind checks",
-        "ours (s)",
-        "ocl (s)",
-        "ours Mit/s",
-        "ocl Mit/s",
-        "time ratio"
+        "ours / oclgrind",
+        "ours s",
+        "ocl s",
+        "ours kit/s",
+        "ocl kit/s",
+        "ours Mst/s",
+        "ocl Min/s",
+        "time x"
     );
     for (name, _, on, off) in &ours {
         for (r, mode, label) in [
-            (off, "default", "off vs default"),
-            (on, "races+uninit", "on vs races+uninit"),
+            (off, "default", "off / default"),
+            (on, "races+uninit", "on / races+uninit"),
         ] {
             let Some(p) = peers.iter().find(|p| p.kernel == *name && p.checks == mode) else {
-                println!("{name:<8} {label:<26} (no Oclgrind record)");
+                println!("{name:<8} {label:<20} (no Oclgrind record)");
                 continue;
             };
             let ocl_secs = p.work_items / p.work_items_per_s;
-            let ours_rate = r.work_items as f64 / r.secs;
             println!(
-                "{:<8} {:<26} {:>10.4} {:>10.4} {:>12.3} {:>12.3} {:>10.3}",
+                "{:<8} {:<20} {:>9.4} {:>9.3} {:>11.1} {:>11.2} {:>10.1} {:>10.2} {:>8.4}",
                 name,
                 label,
                 r.secs,
                 ocl_secs,
-                ours_rate / 1e6,
-                p.work_items_per_s / 1e6,
+                r.work_items as f64 / r.secs / 1e3,
+                p.work_items_per_s / 1e3,
+                r.steps as f64 / r.secs / 1e6,
+                p.insts_per_s / 1e6,
                 r.secs / ocl_secs
             );
-            let _ = p.insts_per_s;
         }
     }
-    println!("(time ratio = ours / Oclgrind: below 1 means the interpreter is faster)");
+    println!("(time x = ours / Oclgrind, below 1: the interpreter is faster; kit/s = thousand work-items per second; Mst/s = million bytecode steps, Min/s = million LLVM IR instructions per second)");
 }
