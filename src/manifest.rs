@@ -32,6 +32,11 @@ pub struct KernelManifest {
     pub backend: Backend,
     /// Registers a work-item uses.
     pub registers_per_thread: Option<u32>,
+    /// Scalar (wave-uniform) registers a wave uses, where the device has them (AMDGPU SGPRs).
+    pub scalar_registers: Option<u32>,
+    /// The largest block the device code accepts, as the toolchain recorded it (AMDGPU's
+    /// `.max_flat_workgroup_size`).
+    pub max_block_threads: Option<u32>,
     /// Bytes spilled to scratch (stores), per work-item.
     pub spill_store_bytes: Option<u32>,
     /// Bytes reloaded from scratch, per work-item.
@@ -72,6 +77,8 @@ impl KernelManifest {
             kernel: kernel.into(),
             backend,
             registers_per_thread: None,
+            scalar_registers: None,
+            max_block_threads: None,
             spill_store_bytes: None,
             spill_load_bytes: None,
             stack_frame_bytes: None,

@@ -177,3 +177,309 @@ fn occupancy_becomes_nvvm_annotations() {
     assert!(ptx.contains(".minnctapersm 2"), "{ptx}");
     assert!(ptx.contains(".maxnreg 64"), "{ptx}");
 }
+
+/// The AMD backend's lowering (engineer H; feature `hip` as well as `cuda`): every filetest
+/// kernel becomes an AMDGPU code object for gfx90a (wave 64) and gfx1100 (wave 32), linked
+/// by `ld.lld` and measured from its metadata note; simple kernels have no scratch; a few
+/// kernels' assembly is kept under `tests/out/amdgpu/` (`XPU_BLESS=1` rewrites it); the wave
+/// and occupancy refusals. Without `ld.lld` the linking steps are skipped with a message.
+#[cfg(feature = "hip")]
+mod amd {
+    use super::modules;
+    use std::path::Path;
+    use xpu::devices::codeobj::{self, BuildError, BuildOptions, CodeObject};
+    use xpu::devices::llvm::{self, amdgpu::Amdgpu, KernelRef};
+
+    fn build_src(src: &str, arch: &str) -> Result<Vec<CodeObject>, BuildError> {
+        let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        codeobj::build(
+            vm.module(),
+            &refs,
+            &Amdgpu::new(arch).unwrap(),
+            &BuildOptions::default(),
+        )
+    }
+
+    fn one(src: &str, arch: &str) -> codeobj::BuiltKernel {
+        let objs = build_src(src, arch).unwrap_or_else(|e| panic!("{e}"));
+        objs[0].kernels[0].clone()
+    }
+
+    #[test]
+    fn every_filetest_kernel_becomes_a_code_object_with_a_manifest() {
+        let have_lld = codeobj::find_linker().is_some();
+        if !have_lld {
+            eprintln!("ld.lld not found (XPU_LLD, beside LLVM, PATH): lowering only");
+        }
+        for (arch, wave) in [("gfx90a", 64), ("gfx1100", 32)] {
+            let target = Amdgpu::new(arch).unwrap();
+            let mut failures = Vec::new();
+            let mut refused = Vec::new();
+            let mut built = 0;
+            for (path, vm) in modules() {
+                for k in llvm::kernel_refs(vm.module()) {
+                    let name = format!("{}::{}", path.display(), k.name(vm.module()));
+                    let objs = match codeobj::build(
+                        vm.module(),
+                        std::slice::from_ref(&k),
+                        &target,
+                        &BuildOptions::default(),
+                    ) {
+                        Ok(o) => o,
+                        Err(BuildError::Lower(e))
+                            if e.code == llvm::codes::UNSUPPORTED || e.code == llvm::codes::WAVE =>
+                        {
+                            refused.push(format!("{name}: {e}"));
+                            continue;
+                        }
+                        Err(e) => {
+                            failures.push(format!("{name}: {e}"));
+                            continue;
+                        }
+                    };
+                    built += 1;
+                    let declared = vm.module().functions[k.function].attrs.wave.map(|w| w.0);
+                    let o = &objs[0];
+                    let m = &o.kernels[0].manifest;
+                    let want = declared.unwrap_or(wave);
+                    if m.built_wave != Some(want) || o.wave != want {
+                        failures.push(format!("{name}: built at {:?}, want {want}", m.built_wave));
+                    }
+                    if have_lld {
+                        let ok = m.registers_per_thread.is_some()
+                            && m.scalar_registers.is_some()
+                            && m.stack_frame_bytes.is_some()
+                            && m.static_shared_bytes.is_some()
+                            && m.max_block_threads.is_some()
+                            && o.kernels[0].descriptor.as_ref().and_then(|d| d.wavefront_size)
+                                == Some(want);
+                        if !ok {
+                            failures.push(format!("{name}: incomplete manifest {m:?}"));
+                        }
+                    }
+                }
+            }
+            for r in &refused {
+                eprintln!("{arch}: refused by name: {r}");
+            }
+            eprintln!("{arch}: {built} kernels built, {} refused", refused.len());
+            assert!(built > 0, "no filetest kernel was built for {arch}");
+            assert!(
+                failures.is_empty(),
+                "{arch}: {} failures:\n{}",
+                failures.len(),
+                failures.join("\n")
+            );
+        }
+    }
+
+    #[test]
+    fn simple_kernels_have_no_scratch() {
+        if codeobj::find_linker().is_none() {
+            eprintln!("ld.lld not found: skipped");
+            return;
+        }
+        let mut seen = 0;
+        for (_, vm) in modules() {
+            for (h, f) in vm.kernels() {
+                if !["saxpy", "triad", "reduce_wave", "reduce_shared"].contains(&f.name.as_str()) {
+                    continue;
+                }
+                for arch in ["gfx90a", "gfx942", "gfx1100"] {
+                    let objs = codeobj::build(
+                        vm.module(),
+                        &[KernelRef::plain(h)],
+                        &Amdgpu::new(arch).unwrap(),
+                        &BuildOptions::default(),
+                    )
+                    .unwrap_or_else(|e| panic!("{}: {e}", f.name));
+                    let k = &objs[0].kernels[0];
+                    let d = k.descriptor.as_ref().unwrap();
+                    assert_eq!(
+                        d.private_segment_fixed_size,
+                        Some(0),
+                        "{} on {arch} has scratch: {d:?}",
+                        f.name
+                    );
+                    assert_eq!(d.vgpr_spill_count.unwrap_or(0), 0, "{}: {d:?}", f.name);
+                    seen += 1;
+                }
+            }
+        }
+        assert_eq!(seen, 12);
+    }
+
+    #[test]
+    fn amdgpu_assembly_snapshots() {
+        let bless = std::env::var_os("XPU_BLESS").is_some_and(|v| v == "1");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/out/amdgpu");
+        let wanted = ["saxpy", "reduce_wave", "reduce_shared"];
+        let mut seen = 0;
+        for (_, vm) in modules() {
+            for (h, f) in vm.kernels() {
+                if !wanted.contains(&f.name.as_str()) {
+                    continue;
+                }
+                for arch in ["gfx90a", "gfx1100"] {
+                    let opts = BuildOptions {
+                        assembly: true,
+                        ..Default::default()
+                    };
+                    let objs = codeobj::build(
+                        vm.module(),
+                        &[KernelRef::plain(h)],
+                        &Amdgpu::new(arch).unwrap(),
+                        &opts,
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    let text = objs[0].assembly.clone().unwrap();
+                    let file = dir.join(format!("{}.{arch}.s", f.name));
+                    if bless || !file.exists() {
+                        std::fs::create_dir_all(&dir).unwrap();
+                        std::fs::write(&file, &text).unwrap();
+                    } else {
+                        let old = std::fs::read_to_string(&file).unwrap();
+                        assert_eq!(
+                            old,
+                            text,
+                            "{} changed; review and rerun with XPU_BLESS=1",
+                            file.display()
+                        );
+                    }
+                    seen += 1;
+                }
+            }
+        }
+        assert_eq!(seen, wanted.len() * 2, "a snapshot kernel is missing");
+    }
+
+    const WAVE_K: &str = "kernel k(o: buf<u32, rw>) {\n    o[global_id.x] = wave_width;\n}\n";
+
+    #[test]
+    fn declared_wave_widths_build_or_are_refused_by_name() {
+        // gfx90a has no wave 32: refused, never built at 64.
+        let e = build_src(&format!("@wave(32)\n{WAVE_K}"), "gfx90a").unwrap_err();
+        assert_eq!(e.code(), llvm::codes::WAVE, "{e}");
+        // A width no AMD part has.
+        let e = build_src(&format!("@wave(16)\n{WAVE_K}"), "gfx1100").unwrap_err();
+        assert_eq!(e.code(), llvm::codes::WAVE, "{e}");
+        // gfx1100 builds both, each pinned by its target feature.
+        let has_lld = codeobj::find_linker().is_some();
+        for (decl, arch, want) in [
+            ("@wave(32)\n", "gfx1100", 32),
+            ("@wave(64)\n", "gfx1100", 64),
+            ("@wave(64)\n", "gfx90a", 64),
+            ("", "gfx942", 64),
+            ("", "gfx1100", 32),
+        ] {
+            let k = one(&format!("{decl}{WAVE_K}"), arch);
+            assert_eq!(k.manifest.built_wave, Some(want), "{decl}{arch}");
+            if has_lld {
+                let d = k.descriptor.unwrap();
+                assert_eq!(d.wavefront_size, Some(want), "{decl}{arch}");
+            }
+        }
+    }
+
+    #[test]
+    fn kernels_of_two_widths_make_two_code_objects() {
+        let src = format!("@wave(64)\n{WAVE_K}\nkernel j(o: buf<u32, rw>) {{\n    o[0] = 1;\n}}\n");
+        let objs = build_src(&src, "gfx1100").unwrap();
+        let waves: Vec<u32> = objs.iter().map(|o| o.wave).collect();
+        assert_eq!(waves, vec![64, 32]);
+        assert_eq!(objs[0].kernels[0].abi.name, "k");
+        assert_eq!(objs[1].kernels[0].abi.name, "j");
+    }
+
+    #[test]
+    fn occupancy_lowers_to_flat_workgroup_size_and_waves_per_eu() {
+        let k = "kernel k(o: buf<u32, rw>) {\n    o[global_id.x] = 1;\n}\n";
+        let src = format!("@occupancy(max_threads = 128, min_resident = 2)\n{k}");
+        let vm = xpu::ir::parse(&src).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        let opts = llvm::Options {
+            keep_llvm_ir: true,
+            ..Default::default()
+        };
+        let ir = llvm::lower(vm.module(), &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
+            .unwrap()
+            .llvm_ir
+            .unwrap();
+        assert!(ir.contains("\"amdgpu-flat-work-group-size\"=\"1,128\""), "{ir}");
+        // 2 blocks of 2 waves over 4 SIMDs.
+        assert!(ir.contains("\"amdgpu-waves-per-eu\"=\"1\""), "{ir}");
+        assert!(ir.contains("amdgpu_kernel void @k"), "{ir}");
+        if codeobj::find_linker().is_some() {
+            let m = one(&src, "gfx90a").manifest;
+            assert_eq!(m.max_block_threads, Some(128));
+            // max_waves is finished once the wave is known: 4 waves of 64, or of 32.
+            let src = format!("@occupancy(max_waves = 4)\n{k}");
+            assert_eq!(one(&src, "gfx90a").manifest.max_block_threads, Some(256));
+            assert_eq!(one(&src, "gfx1100").manifest.max_block_threads, Some(128));
+            // Without a bound, the part's ceiling.
+            assert_eq!(one(k, "gfx90a").manifest.max_block_threads, Some(1024));
+        }
+    }
+
+    #[test]
+    fn max_threads_and_max_waves_together_are_refused() {
+        let src = "@occupancy(max_threads = 256, max_waves = 4)\nkernel k(o: buf<u32, rw>) {\n    o[0] = 1;\n}\n";
+        let parsed = xpu::ir::parse(src);
+        let refused = match parsed {
+            Err(_) => true,
+            Ok(m) => m.verify().is_err(),
+        };
+        assert!(refused, "max_threads with max_waves was accepted");
+    }
+
+    #[test]
+    fn barriers_are_fenced_at_workgroup_scope() {
+        let src = "kernel k(o: buf<u32, rw>) {\n    shared t: [u32; 64];\n    t[local_id.x] = local_id.x;\n    barrier();\n    o[global_id.x] = t[63 - local_id.x];\n}\n";
+        let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        let opts = llvm::Options {
+            keep_llvm_ir: true,
+            ..Default::default()
+        };
+        let ir = llvm::lower(vm.module(), &refs, &Amdgpu::new("gfx942").unwrap(), &opts)
+            .unwrap()
+            .llvm_ir
+            .unwrap();
+        let rel = ir.find("fence syncscope(\"workgroup\") release").expect(&ir);
+        let bar = ir.find("call void @llvm.amdgcn.s.barrier()").expect(&ir);
+        let acq = ir.find("fence syncscope(\"workgroup\") acquire").expect(&ir);
+        assert!(rel < bar && bar < acq, "{ir}");
+        assert!(ir.contains("addrspace(3)"), "{ir}");
+        if codeobj::find_linker().is_some() {
+            let m = one(src, "gfx942").manifest;
+            assert_eq!(m.static_shared_bytes, Some(256));
+        }
+    }
+
+    #[test]
+    fn a_machine_without_the_linker_gets_a_note_not_a_failure() {
+        let vm = xpu::ir::parse(WAVE_K).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        let opts = BuildOptions {
+            linker: Some("/nonexistent/ld.lld".into()),
+            ..Default::default()
+        };
+        let objs =
+            codeobj::build(vm.module(), &refs, &Amdgpu::new("gfx90a").unwrap(), &opts).unwrap();
+        let o = &objs[0];
+        assert!(o.code.is_none());
+        assert!(!o.object.is_empty());
+        assert_eq!(o.note.as_ref().map(|n| n.code()), Some(codeobj::codes::NO_LINKER));
+        assert!(o.note.as_ref().unwrap().to_string().contains("no assembler/linker"));
+        let m = &o.kernels[0].manifest;
+        assert_eq!((m.registers_per_thread, m.stack_frame_bytes), (None, None));
+        assert_eq!(m.built_wave, Some(64));
+    }
+
+    #[test]
+    fn metadata_of_a_non_elf_is_an_error_not_a_panic() {
+        assert!(codeobj::read_metadata(b"not an elf").is_err());
+        assert!(codeobj::read_metadata(&[]).is_err());
+    }
+}

@@ -1,0 +1,187 @@
+	.text
+	.amdgcn_target "amdgcn-amd-amdhsa--gfx1100"
+	.amdhsa_code_object_version 5
+	.globl	reduce_shared
+	.p2align	8
+	.type	reduce_shared,@function
+reduce_shared:
+	s_load_b32 s0, s[0:1], 0x4
+	s_load_b32 s1, s[2:3], 0x2c
+	s_mov_b32 s4, s15
+	s_waitcnt lgkmcnt(0)
+	s_and_b32 s0, s0, 0xffff
+	s_delay_alu instid0(SALU_CYCLE_1) | instskip(SKIP_1) | instid1(VALU_DEP_2)
+	v_mad_u64_u32 v[1:2], null, s4, s0, v[0:1]
+	v_mov_b32_e32 v2, 0
+	v_cmp_gt_u32_e32 vcc_lo, s1, v1
+	s_and_saveexec_b32 s1, vcc_lo
+	s_cbranch_execz .LBB0_2
+	s_load_b64 s[6:7], s[2:3], 0x20
+	v_mov_b32_e32 v2, 0
+	s_delay_alu instid0(VALU_DEP_1) | instskip(SKIP_1) | instid1(VALU_DEP_1)
+	v_lshlrev_b64 v[1:2], 2, v[1:2]
+	s_waitcnt lgkmcnt(0)
+	v_add_co_u32 v1, vcc_lo, s6, v1
+	s_delay_alu instid0(VALU_DEP_2)
+	v_add_co_ci_u32_e32 v2, vcc_lo, s7, v2, vcc_lo
+	global_load_b32 v2, v[1:2], off
+.LBB0_2:
+	s_or_b32 exec_lo, exec_lo, s1
+	v_lshlrev_b32_e32 v1, 2, v0
+	s_cmp_lt_u32 s0, 2
+	s_waitcnt vmcnt(0)
+	ds_store_b32 v1, v2
+	s_waitcnt lgkmcnt(0)
+	s_barrier
+	buffer_gl0_inv
+	s_cbranch_scc1 .LBB0_7
+	s_lshr_b32 s0, s0, 1
+	s_branch .LBB0_5
+	.p2align	6
+.LBB0_4:
+	s_or_b32 exec_lo, exec_lo, s1
+	s_lshr_b32 s1, s0, 1
+	s_cmp_lt_u32 s0, 2
+	s_mov_b32 s0, s1
+	s_waitcnt lgkmcnt(0)
+	s_barrier
+	buffer_gl0_inv
+	s_cbranch_scc1 .LBB0_7
+.LBB0_5:
+	s_mov_b32 s1, exec_lo
+	v_cmpx_gt_u32_e64 s0, v0
+	s_cbranch_execz .LBB0_4
+	v_lshl_add_u32 v2, s0, 2, v1
+	ds_load_b32 v3, v1
+	ds_load_b32 v2, v2
+	s_waitcnt lgkmcnt(0)
+	v_add_nc_u32_e32 v2, v2, v3
+	ds_store_b32 v1, v2
+	s_branch .LBB0_4
+.LBB0_7:
+	s_mov_b32 s5, 0
+	s_mov_b32 s0, exec_lo
+	v_cmpx_eq_u32_e32 0, v0
+	s_cbranch_execz .LBB0_10
+	v_mov_b32_e32 v0, 0
+	s_load_b64 s[6:7], s[2:3], 0x0
+	s_mov_b32 s0, exec_lo
+	s_lshl_b64 s[4:5], s[4:5], 2
+	v_mbcnt_lo_u32_b32 v2, s0, 0
+	ds_load_b32 v1, v0
+	v_cmp_eq_u32_e32 vcc_lo, 0, v2
+	s_waitcnt lgkmcnt(0)
+	s_add_u32 s4, s6, s4
+	s_addc_u32 s5, s7, s5
+	s_and_b32 s1, exec_lo, vcc_lo
+	global_store_b32 v0, v1, s[4:5]
+	s_mov_b32 exec_lo, s1
+	s_cbranch_execz .LBB0_10
+	s_load_b64 s[2:3], s[2:3], 0x10
+	s_bcnt1_i32_b32 s0, s0
+	s_delay_alu instid0(SALU_CYCLE_1)
+	v_mul_lo_u32 v1, v1, s0
+	s_waitcnt lgkmcnt(0)
+	global_atomic_add_u32 v0, v1, s[2:3]
+.LBB0_10:
+	s_nop 0
+	s_sendmsg sendmsg(MSG_DEALLOC_VGPRS)
+	s_endpgm
+	.section	.rodata,"a",@progbits
+	.p2align	6, 0x0
+	.amdhsa_kernel reduce_shared
+		.amdhsa_group_segment_fixed_size 1024
+		.amdhsa_private_segment_fixed_size 0
+		.amdhsa_kernarg_size 48
+		.amdhsa_user_sgpr_count 15
+		.amdhsa_user_sgpr_dispatch_ptr 1
+		.amdhsa_user_sgpr_queue_ptr 0
+		.amdhsa_user_sgpr_kernarg_segment_ptr 1
+		.amdhsa_user_sgpr_dispatch_id 0
+		.amdhsa_user_sgpr_private_segment_size 0
+		.amdhsa_wavefront_size32 1
+		.amdhsa_uses_dynamic_stack 0
+		.amdhsa_enable_private_segment 0
+		.amdhsa_system_sgpr_workgroup_id_x 1
+		.amdhsa_system_sgpr_workgroup_id_y 0
+		.amdhsa_system_sgpr_workgroup_id_z 0
+		.amdhsa_system_sgpr_workgroup_info 0
+		.amdhsa_system_vgpr_workitem_id 0
+		.amdhsa_next_free_vgpr 4
+		.amdhsa_next_free_sgpr 16
+		.amdhsa_reserve_vcc 1
+		.amdhsa_float_round_mode_32 0
+		.amdhsa_float_round_mode_16_64 0
+		.amdhsa_float_denorm_mode_32 3
+		.amdhsa_float_denorm_mode_16_64 3
+		.amdhsa_dx10_clamp 1
+		.amdhsa_ieee_mode 1
+		.amdhsa_fp16_overflow 0
+		.amdhsa_workgroup_processor_mode 1
+		.amdhsa_memory_ordered 1
+		.amdhsa_forward_progress 0
+		.amdhsa_shared_vgpr_count 0
+		.amdhsa_exception_fp_ieee_invalid_op 0
+		.amdhsa_exception_fp_denorm_src 0
+		.amdhsa_exception_fp_ieee_div_zero 0
+		.amdhsa_exception_fp_ieee_overflow 0
+		.amdhsa_exception_fp_ieee_underflow 0
+		.amdhsa_exception_fp_ieee_inexact 0
+		.amdhsa_exception_int_div_zero 0
+	.end_amdhsa_kernel
+	.text
+.Lfunc_end0:
+	.size	reduce_shared, .Lfunc_end0-reduce_shared
+
+	.p2alignl 7, 3214868480
+	.fill 96, 4, 3214868480
+	.section	".note.GNU-stack","",@progbits
+	.amdgpu_metadata
+---
+amdhsa.kernels:
+  - .args:
+      - .address_space:  global
+        .offset:         0
+        .size:           8
+        .value_kind:     global_buffer
+      - .offset:         8
+        .size:           4
+        .value_kind:     by_value
+      - .address_space:  global
+        .offset:         16
+        .size:           8
+        .value_kind:     global_buffer
+      - .offset:         24
+        .size:           4
+        .value_kind:     by_value
+      - .address_space:  global
+        .offset:         32
+        .size:           8
+        .value_kind:     global_buffer
+      - .offset:         40
+        .size:           4
+        .value_kind:     by_value
+      - .offset:         44
+        .size:           4
+        .value_kind:     by_value
+    .group_segment_fixed_size: 1024
+    .kernarg_segment_align: 8
+    .kernarg_segment_size: 48
+    .max_flat_workgroup_size: 1024
+    .name:           reduce_shared
+    .private_segment_fixed_size: 0
+    .sgpr_count:     18
+    .sgpr_spill_count: 0
+    .symbol:         reduce_shared.kd
+    .uses_dynamic_stack: false
+    .vgpr_count:     4
+    .vgpr_spill_count: 0
+    .wavefront_size: 32
+    .workgroup_processor_mode: 1
+amdhsa.target:   amdgcn-amd-amdhsa--gfx1100
+amdhsa.version:
+  - 1
+  - 2
+...
+
+	.end_amdgpu_metadata
