@@ -134,17 +134,6 @@ fn vulkan_availability_never_panics() {
     }
 }
 
-/// Cases known to fail on Mesa's lavapipe (22.3), by `file:line kernel`: compare-exchange
-/// retry loops on storage buffers lose updates once a workgroup has several subgroups (a
-/// 64-item CAS-increment loop counts 8; one subgroup alone counts right), and lavapipe's f32
-/// `exp`/`pow` are 6 ulps off where the file allows 4 (Vulkan's own bounds are wider,
-/// docs/semantics.md).
-const KNOWN_LAVAPIPE: [&str; 3] = [
-    "atomics/float_add.xk:21",
-    "atomics/global_u32.xk:33",
-    "math/f32_transcendental.xk:23",
-];
-
 #[test]
 fn filetests_on_the_vulkan_device_agree_with_the_interpreter() {
     let device = match xpu::Device::open(Backend::Vulkan) {
@@ -155,11 +144,6 @@ fn filetests_on_the_vulkan_device_agree_with_the_interpreter() {
         }
     };
     std::env::set_var("CAJETA_XPU_POISON", "1");
-    let lavapipe = device
-        .facts()
-        .name
-        .as_deref()
-        .is_some_and(|n| n.contains("llvmpipe"));
     let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
     let mut report = Vec::new();
     let summary = runner
@@ -167,15 +151,12 @@ fn filetests_on_the_vulkan_device_agree_with_the_interpreter() {
         .unwrap();
     let report = String::from_utf8_lossy(&report);
     println!("{report}");
-    let unexpected: Vec<&str> = report
-        .lines()
-        .filter(|l| l.starts_with("FAIL"))
-        .filter(|l| !(lavapipe && KNOWN_LAVAPIPE.iter().any(|k| l.contains(k))))
-        .collect();
+    let failures: Vec<&str> = report.lines().filter(|l| l.starts_with("FAIL")).collect();
     assert!(
-        unexpected.is_empty(),
-        "unexpected failures:\n{}",
-        unexpected.join("\n")
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
     );
     assert!(summary.passed >= 90, "only {} cases passed", summary.passed);
 }

@@ -29,6 +29,7 @@ pub struct BuildArgs {
 pub fn build(args: &BuildArgs) -> ExitCode {
     match args.backend.as_str() {
         "cuda" => imp::build_cuda(args),
+        "vulkan" => crate::devices::vulkan::aot::build(&args.file, args.emit.as_deref()),
         other => {
             eprintln!("xpu build: no ahead-of-time build for the `{other}` backend in this binary");
             ExitCode::from(2)

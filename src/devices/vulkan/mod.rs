@@ -22,6 +22,7 @@
 //! - **Timing**: the Unavailable tier of `KernelTimer` (contract §5.3): callers time on the
 //!   host.
 
+pub mod aot;
 pub mod spirv;
 
 use super::{
@@ -626,6 +627,9 @@ impl VulkanDevice {
             subgroup_arithmetic: compute_ops && ops.contains(vk::SubgroupFeatureFlags::ARITHMETIC),
             subgroup_ballot: compute_ops && ops.contains(vk::SubgroupFeatureFlags::BALLOT),
             subgroup_shuffle: compute_ops && ops.contains(vk::SubgroupFeatureFlags::SHUFFLE),
+            barrier_suspends: props
+                .device_name_as_c_str()
+                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
         };
 
         // Enable exactly what is offered and used by the emitter.

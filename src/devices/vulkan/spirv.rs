@@ -62,6 +62,13 @@ pub struct Caps {
     pub subgroup_arithmetic: bool,
     pub subgroup_ballot: bool,
     pub subgroup_shuffle: bool,
+    /// Mesa's lavapipe (llvmpipe): a memory barrier, including the one implied by an atomic's
+    /// non-relaxed memory semantics, suspends the invocation like a control barrier, so one
+    /// inside a loop whose trip count differs between the subgroups of a workgroup drops the
+    /// other subgroups' remaining work (shown with glslang-compiled shaders; see
+    /// docs/vulkan-backend.md). Its atomics are sequentially consistent LLVM atomics whatever
+    /// the semantics operand says, so there atomics are emitted relaxed and lose nothing.
+    pub barrier_suspends: bool,
 }
 
 impl Caps {
@@ -83,6 +90,7 @@ impl Caps {
             subgroup_arithmetic: true,
             subgroup_ballot: true,
             subgroup_shuffle: true,
+            barrier_suspends: false,
         }
     }
 }
@@ -126,8 +134,33 @@ pub struct Emitted {
     pub capabilities: Vec<String>,
     /// The entry point's name.
     pub entry: String,
-    /// The subgroup size S the kernel was built for (its wave width).
+    /// The subgroup size S the kernel was built for.
     pub subgroup_size: u32,
+    /// The kernel's wave width W (S unless the kernel declares `@wave(W)`).
+    pub wave_width: u32,
+    /// How waves of W map onto subgroups of S.
+    pub wave_mode: WaveMode,
+}
+
+/// How a kernel's waves (width W) map onto the device's subgroups (size S), §3.2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaveMode {
+    /// W = S: one wave is one subgroup, wave verbs are subgroup operations.
+    Native,
+    /// W > S: each invocation runs `W / S` slots (work-items) of a virtual wave.
+    Virtual { slots: u32 },
+    /// W < S: a subgroup holds `S / W` waves; wave verbs work on clusters of W lanes.
+    Narrow,
+}
+
+impl std::fmt::Display for WaveMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaveMode::Native => write!(f, "native"),
+            WaveMode::Virtual { slots } => write!(f, "virtual, {slots} slots per invocation"),
+            WaveMode::Narrow => write!(f, "narrow"),
+        }
+    }
 }
 
 /// Spec constant ids.
@@ -264,6 +297,8 @@ mod glsl {
     pub const UMAX: u32 = 41;
     pub const SMAX: u32 = 42;
     pub const FMA: u32 = 50;
+    pub const FREXP: u32 = 51;
+    pub const LDEXP: u32 = 53;
     pub const NMIN: u32 = 79;
     pub const NMAX: u32 = 80;
 }
@@ -708,6 +743,8 @@ impl<'a> Em<'a> {
             capabilities: self.cap_names.iter().cloned().collect(),
             entry: name,
             subgroup_size: self.caps.subgroup_size,
+            wave_width: self.caps.subgroup_size,
+            wave_mode: WaveMode::Native,
         })
     }
 }
@@ -2218,6 +2255,22 @@ impl Em<'_> {
             };
             return Ok(self.opi(Op::FConvert, t, &[r]));
         }
+        if s == Scalar::F32
+            && self.caps.float64
+            && matches!(
+                fun,
+                MathFn::Exp
+                    | MathFn::Exp2
+                    | MathFn::Log
+                    | MathFn::Log2
+                    | MathFn::Pow
+                    | MathFn::Tanh
+                    | MathFn::Sin
+                    | MathFn::Cos
+            )
+        {
+            return self.transcendental_f64(fun, &vs, t, lanes);
+        }
         Ok(match fun {
             MathFn::Sqrt => g(self, glsl::SQRT, &vs),
             MathFn::Rsqrt => g(self, glsl::INVERSE_SQRT, &vs),
@@ -2275,6 +2328,278 @@ impl Em<'_> {
         })
     }
 
+    /// An `f64` constant of type `dt` (splatted across its lanes).
+    fn fconst(&mut self, dt: Word, v: f64) -> Word {
+        self.konst(dt, v.to_bits())
+    }
+
+    /// `c[0] + x·(c[1] + x·(c[2] + …))`, unfused.
+    fn horner(&mut self, dt: Word, x: Word, c: &[f64]) -> Word {
+        let mut acc = self.fconst(dt, c[c.len() - 1]);
+        for &k in c[..c.len() - 1].iter().rev() {
+            let m = self.fop(Op::FMul, dt, &[acc, x]);
+            let kk = self.fconst(dt, k);
+            acc = self.fop(Op::FAdd, dt, &[m, kk]);
+        }
+        acc
+    }
+
+    /// `2^k · e^r` for `f64` `k` (an integer value) and `|r| ≤ ln2/2 + ε`: a degree-13 Taylor
+    /// polynomial (truncation below 2^-60) and an exact scaling.
+    fn exp_core(&mut self, dt: Word, it: Word, k: Word, r: Word) -> Word {
+        let mut c = [1.0f64; 14];
+        for i in 1..14 {
+            c[i] = c[i - 1] / i as f64;
+        }
+        let p = self.horner(dt, r, &c);
+        let ki = self.opi(Op::ConvertFToS, it, &[k]);
+        self.ext_inst(dt, glsl::LDEXP, &[p, ki])
+    }
+
+    /// `e^t` in `f64` for the range an `f32` result needs (`t` clamped to ±200, so the
+    /// scaling never overflows; NaN is the caller's).
+    fn exp_f64(&mut self, dt: Word, it: Word, t: Word) -> Word {
+        let (lo, hi) = (self.fconst(dt, -200.0), self.fconst(dt, 200.0));
+        let t = self.ext_inst(dt, glsl::NMAX, &[t, lo]);
+        let t = self.ext_inst(dt, glsl::NMIN, &[t, hi]);
+        let inv_ln2 = self.fconst(dt, std::f64::consts::LOG2_E);
+        let q = self.fop(Op::FMul, dt, &[t, inv_ln2]);
+        let k = self.ext_inst(dt, glsl::ROUND_EVEN, &[q]);
+        // Cody–Waite: ln2 in two parts, the first with 32 significant bits so k·hi is exact.
+        let hi = self.fconst(dt, 6.931_471_803_691_238_164_90e-1);
+        let lo = self.fconst(dt, 1.908_214_929_270_587_700_02e-10);
+        let kh = self.fop(Op::FMul, dt, &[k, hi]);
+        let r = self.fop(Op::FSub, dt, &[t, kh]);
+        let kl = self.fop(Op::FMul, dt, &[k, lo]);
+        let r = self.fop(Op::FSub, dt, &[r, kl]);
+        self.exp_core(dt, it, k, r)
+    }
+
+    /// `(e, ln m)` with `x = m · 2^e`, `m ∈ [√½, √2)`, for finite `x > 0`: `ln m` from the
+    /// atanh series in `s = (m-1)/(m+1)` (|s| < 0.172, 12 terms, error below 2^-60).
+    fn log_parts(&mut self, dt: Word, it: Word, x: Word, lanes: u8) -> (Word, Word) {
+        let ev = self.fn_var(it);
+        let m = self.op(
+            Op::ExtInst,
+            dt,
+            vec![
+                Operand::IdRef(self.glsl),
+                Operand::LiteralExtInstInteger(glsl::FREXP),
+                Operand::IdRef(x),
+                Operand::IdRef(ev),
+            ],
+        );
+        let e = self.load(it, ev);
+        let bt = self.boolt();
+        let bty = if lanes > 1 {
+            self.tk(TyKey::Vec(bt, lanes as u32))
+        } else {
+            bt
+        };
+        let half = self.fconst(dt, std::f64::consts::FRAC_1_SQRT_2);
+        let small = self.opi(Op::FOrdLessThan, bty, &[m, half]);
+        let two = self.fconst(dt, 2.0);
+        let m2 = self.fop(Op::FMul, dt, &[m, two]);
+        let m = self.opi(Op::Select, dt, &[small, m2, m]);
+        let i32t = self.scalar_ty_raw(Scalar::I32);
+        let one_i = self.konst(i32t, 1);
+        let one_i = if lanes > 1 {
+            self.opi(Op::CompositeConstruct, it, &vec![one_i; lanes as usize])
+        } else {
+            one_i
+        };
+        let e1 = self.opi(Op::ISub, it, &[e, one_i]);
+        let e = self.opi(Op::Select, it, &[small, e1, e]);
+        let ef = self.opi(Op::ConvertSToF, dt, &[e]);
+        let one = self.fconst(dt, 1.0);
+        let num = self.fop(Op::FSub, dt, &[m, one]);
+        let den = self.fop(Op::FAdd, dt, &[m, one]);
+        let sv = self.fop(Op::FDiv, dt, &[num, den]);
+        let s2 = self.fop(Op::FMul, dt, &[sv, sv]);
+        let c: Vec<f64> = (0..12).map(|j| 1.0 / (2 * j + 1) as f64).collect();
+        let p = self.horner(dt, s2, &c);
+        let sp = self.fop(Op::FMul, dt, &[sv, p]);
+        let lnm = self.fop(Op::FAdd, dt, &[sp, sp]);
+        (ef, lnm)
+    }
+
+    /// `ln x` in `f64` for finite `x > 0`.
+    fn ln_f64(&mut self, dt: Word, it: Word, x: Word, lanes: u8) -> Word {
+        let (e, lnm) = self.log_parts(dt, it, x, lanes);
+        let hi = self.fconst(dt, 6.931_471_803_691_238_164_90e-1);
+        let lo = self.fconst(dt, 1.908_214_929_270_587_700_02e-10);
+        let eh = self.fop(Op::FMul, dt, &[e, hi]);
+        let el = self.fop(Op::FMul, dt, &[e, lo]);
+        let t = self.fop(Op::FAdd, dt, &[el, lnm]);
+        self.fop(Op::FAdd, dt, &[eh, t])
+    }
+
+    /// `f32` `exp exp2 log log2 pow tanh sin cos` computed in `f64` and rounded once, so they
+    /// meet the native backends' bounds (GLSL.std.450's `f32` functions are allowed 3 + 2|x|
+    /// ulps and worse, and are only `f32`). Inputs outside a function's main domain (`log` of
+    /// x ≤ 0, `pow` of x ≤ 0, `sin`/`cos` beyond ±65536, infinities, NaN) take GLSL.std.450.
+    fn transcendental_f64(&mut self, fun: MathFn, vs: &[Word], t: Word, lanes: u8) -> R<Word> {
+        self.cap(Capability::Float64);
+        let dt = self.vec_ty(Scalar::F64, lanes)?;
+        let it = self.vec_ty(Scalar::I32, lanes)?;
+        let bt = self.boolt();
+        let bty = if lanes > 1 {
+            self.tk(TyKey::Vec(bt, lanes as u32))
+        } else {
+            bt
+        };
+        let x32 = vs[0];
+        let x = self.opi(Op::FConvert, dt, &[x32]);
+        let g32 = |em: &mut Self, i: u32| em.ext_inst(t, i, vs);
+        // A lane is "in domain" where the f64 path is used; elsewhere the GLSL result is kept.
+        let (r64, fallback, in_domain) = match fun {
+            MathFn::Exp | MathFn::Exp2 | MathFn::Tanh => {
+                let r = match fun {
+                    MathFn::Exp => self.exp_f64(dt, it, x),
+                    MathFn::Exp2 => {
+                        // k = round(x) exactly, r = (x - k)·ln2: exact powers of two stay exact.
+                        let (lo, hi) = (self.fconst(dt, -300.0), self.fconst(dt, 300.0));
+                        let xc = self.ext_inst(dt, glsl::NMAX, &[x, lo]);
+                        let xc = self.ext_inst(dt, glsl::NMIN, &[xc, hi]);
+                        let k = self.ext_inst(dt, glsl::ROUND_EVEN, &[xc]);
+                        let f = self.fop(Op::FSub, dt, &[xc, k]);
+                        let ln2 = self.fconst(dt, std::f64::consts::LN_2);
+                        let r = self.fop(Op::FMul, dt, &[f, ln2]);
+                        self.exp_core(dt, it, k, r)
+                    }
+                    _ => {
+                        // tanh = (e^2x - 1)/(e^2x + 1); below 2^-13 the series x - x³/3 + 2x⁵/15
+                        // (the subtraction would lose relative accuracy there).
+                        let (lo, hi) = (self.fconst(dt, -20.0), self.fconst(dt, 20.0));
+                        let xc = self.ext_inst(dt, glsl::NMAX, &[x, lo]);
+                        let xc = self.ext_inst(dt, glsl::NMIN, &[xc, hi]);
+                        let x2 = self.fop(Op::FAdd, dt, &[xc, xc]);
+                        let e = self.exp_f64(dt, it, x2);
+                        let one = self.fconst(dt, 1.0);
+                        let n = self.fop(Op::FSub, dt, &[e, one]);
+                        let d = self.fop(Op::FAdd, dt, &[e, one]);
+                        let big = self.fop(Op::FDiv, dt, &[n, d]);
+                        let sq = self.fop(Op::FMul, dt, &[xc, xc]);
+                        let p = self.horner(dt, sq, &[1.0, -1.0 / 3.0, 2.0 / 15.0]);
+                        let small = self.fop(Op::FMul, dt, &[xc, p]);
+                        let a = self.ext_inst(dt, glsl::FABS, &[xc]);
+                        let lim = self.fconst(dt, 1.0 / 8192.0);
+                        let is_small = self.opi(Op::FOrdLessThan, bty, &[a, lim]);
+                        self.opi(Op::Select, dt, &[is_small, small, big])
+                    }
+                };
+                // NaN is the only input the f64 path does not carry: GLSL passes it on.
+                let nan = self.opi(Op::IsNan, bty, &[x]);
+                let ok = self.opi(Op::LogicalNot, bty, &[nan]);
+                let fb = match fun {
+                    MathFn::Exp => g32(self, glsl::EXP),
+                    MathFn::Exp2 => g32(self, glsl::EXP2),
+                    _ => g32(self, glsl::TANH),
+                };
+                (r, fb, ok)
+            }
+            MathFn::Log | MathFn::Log2 | MathFn::Pow => {
+                let zero = self.fconst(dt, 0.0);
+                let inf = self.fconst(dt, f64::INFINITY);
+                let pos = self.opi(Op::FOrdGreaterThan, bty, &[x, zero]);
+                let fin = self.opi(Op::FOrdLessThan, bty, &[x, inf]);
+                let mut ok = self.opi(Op::LogicalAnd, bty, &[pos, fin]);
+                let r = match fun {
+                    MathFn::Log => self.ln_f64(dt, it, x, lanes),
+                    MathFn::Log2 => {
+                        let (e, lnm) = self.log_parts(dt, it, x, lanes);
+                        let inv = self.fconst(dt, std::f64::consts::LOG2_E);
+                        let l = self.fop(Op::FMul, dt, &[lnm, inv]);
+                        self.fop(Op::FAdd, dt, &[e, l])
+                    }
+                    _ => {
+                        let y = self.opi(Op::FConvert, dt, &[vs[1]]);
+                        let ay = self.ext_inst(dt, glsl::FABS, &[y]);
+                        let yfin = self.opi(Op::FOrdLessThan, bty, &[ay, inf]);
+                        ok = self.opi(Op::LogicalAnd, bty, &[ok, yfin]);
+                        let l = self.ln_f64(dt, it, x, lanes);
+                        let tt = self.fop(Op::FMul, dt, &[y, l]);
+                        self.exp_f64(dt, it, tt)
+                    }
+                };
+                let fb = match fun {
+                    MathFn::Log => g32(self, glsl::LOG),
+                    MathFn::Log2 => g32(self, glsl::LOG2),
+                    _ => g32(self, glsl::POW),
+                };
+                (r, fb, ok)
+            }
+            _ => {
+                // sin/cos: k = round(x·2/π), r = x - k·π/2 with π/2 in two parts (the first
+                // 33 bits, so k·hi is exact for |k| < 2^20), then Taylor polynomials on
+                // |r| ≤ π/4 (degree 17/16, truncation below 2^-55) and the quadrant.
+                let a = self.ext_inst(dt, glsl::FABS, &[x]);
+                let lim = self.fconst(dt, 65536.0);
+                let ok = self.opi(Op::FOrdLessThanEqual, bty, &[a, lim]);
+                let two_pi = self.fconst(dt, std::f64::consts::FRAC_2_PI);
+                let q = self.fop(Op::FMul, dt, &[x, two_pi]);
+                let k = self.ext_inst(dt, glsl::ROUND_EVEN, &[q]);
+                let hi = self.fconst(dt, 1.570_796_326_734_125_614_17);
+                let lo = self.fconst(dt, 6.077_100_506_506_192_249_32e-11);
+                let kh = self.fop(Op::FMul, dt, &[k, hi]);
+                let r = self.fop(Op::FSub, dt, &[x, kh]);
+                let kl = self.fop(Op::FMul, dt, &[k, lo]);
+                let r = self.fop(Op::FSub, dt, &[r, kl]);
+                let r2 = self.fop(Op::FMul, dt, &[r, r]);
+                let mut cs = Vec::new();
+                let mut cc = Vec::new();
+                let mut fact = 1.0f64;
+                for n in 0..18u32 {
+                    if n > 0 {
+                        fact *= n as f64;
+                    }
+                    let sign = if (n / 2) % 2 == 0 { 1.0 } else { -1.0 };
+                    if n % 2 == 0 {
+                        cc.push(sign / fact);
+                    } else {
+                        cs.push(sign / fact);
+                    }
+                }
+                let ps = self.horner(dt, r2, &cs);
+                let sin_r = self.fop(Op::FMul, dt, &[r, ps]);
+                let cos_r = self.horner(dt, r2, &cc);
+                let ki = self.opi(Op::ConvertFToS, it, &[k]);
+                let i32t = self.scalar_ty_raw(Scalar::I32);
+                let splat = |em: &mut Self, v: u64| {
+                    let c = em.konst(i32t, v);
+                    if lanes > 1 {
+                        em.opi(Op::CompositeConstruct, it, &vec![c; lanes as usize])
+                    } else {
+                        c
+                    }
+                };
+                let (one, two, zero) = (splat(self, 1), splat(self, 2), splat(self, 0));
+                let is_cos = fun == MathFn::Cos;
+                let kq = if is_cos {
+                    self.opi(Op::IAdd, it, &[ki, one])
+                } else {
+                    ki
+                };
+                // sin(x) by quadrant q: s, c, -s, -c; cos(x) = sin(x + π/2): quadrant q + 1.
+                let odd_bits = self.opi(Op::BitwiseAnd, it, &[kq, one]);
+                let odd = self.opi(Op::INotEqual, bty, &[odd_bits, zero]);
+                let neg_bits = self.opi(Op::BitwiseAnd, it, &[kq, two]);
+                let neg = self.opi(Op::INotEqual, bty, &[neg_bits, zero]);
+                let v = self.opi(Op::Select, dt, &[odd, cos_r, sin_r]);
+                let nv = self.fop(Op::FNegate, dt, &[v]);
+                let r = self.opi(Op::Select, dt, &[neg, nv, v]);
+                let fb = if is_cos {
+                    g32(self, glsl::COS)
+                } else {
+                    g32(self, glsl::SIN)
+                };
+                (r, fb, ok)
+            }
+        };
+        let r32 = self.opi(Op::FConvert, t, &[r64]);
+        Ok(self.opi(Op::Select, t, &[in_domain, r32, fallback]))
+    }
+
     fn bool_like(&mut self, ty: Option<Type>) -> R<Word> {
         let bt = self.boolt();
         Ok(match ty.and_then(|t| t.lanes()) {
@@ -2327,7 +2652,7 @@ impl Em<'_> {
             MemoryOrder::Release => SEM_RELEASE,
             MemoryOrder::AcqRel | MemoryOrder::SeqCst => SEM_ACQ_REL,
         };
-        let sem_bits = if order_bits == 0 {
+        let sem_bits = if order_bits == 0 || self.caps.barrier_suspends {
             0
         } else {
             order_bits | storage_bits
