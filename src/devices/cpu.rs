@@ -179,20 +179,22 @@ impl CpuProgram {
         if let Some(k) = self.kernels.lock().get(name) {
             return Ok(k.clone());
         }
-        let handle = self.module.kernel(name).ok_or_else(|| LaunchError::NoCode {
-            kernel: name.to_string(),
-            backend: Backend::Cpu,
-            reason: "the program has no kernel of that name".into(),
-        })?;
+        let handle = self
+            .module
+            .kernel(name)
+            .ok_or_else(|| LaunchError::NoCode {
+                kernel: name.to_string(),
+                backend: Backend::Cpu,
+                reason: "the program has no kernel of that name".into(),
+            })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
-        let probe = compile(&self.module, handle, PROBE_BLOCK, wave).map_err(|e| {
-            LaunchError::NoCode {
+        let probe =
+            compile(&self.module, handle, PROBE_BLOCK, wave).map_err(|e| LaunchError::NoCode {
                 kernel: name.to_string(),
                 backend: Backend::Cpu,
                 reason: e.to_string(),
-            }
-        })?;
+            })?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
         manifest.built_wave = Some(wave);
         manifest.code_bytes = Some(probe.code_bytes);
@@ -349,15 +351,7 @@ impl KernelImpl for CpuKernel {
         }
         // SAFETY: every buffer points into an allocation locked for this call, with its
         // length in elements; the kernel's accesses are bounds-checked against it.
-        let r = unsafe {
-            code.launch(
-                launch.grid,
-                launch.shared_bytes,
-                &bufs,
-                &values,
-                self.cap,
-            )
-        };
+        let r = unsafe { code.launch(launch.grid, launch.shared_bytes, &bufs, &values, self.cap) };
         drop(locked);
         r.map_err(|f| self.fault(f))
     }

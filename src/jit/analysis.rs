@@ -133,7 +133,9 @@ pub fn binary_class(
 pub fn unary_class(op: UnaryOp, s: Scalar, vector: bool, a: Class) -> Class {
     match (op, a) {
         (_, Class::Uniform) => Class::Uniform,
-        (UnaryOp::Neg, Class::Affine(x)) if !vector && s.is_int() => Class::Affine(x.wrapping_neg()),
+        (UnaryOp::Neg, Class::Affine(x)) if !vector && s.is_int() => {
+            Class::Affine(x.wrapping_neg())
+        }
         _ => Class::Varying,
     }
 }
@@ -176,7 +178,10 @@ impl Analysis {
     }
 
     pub fn local(&self, l: Handle<crate::ir::Local>) -> Class {
-        self.locals.get(l.index()).copied().unwrap_or(Class::Varying)
+        self.locals
+            .get(l.index())
+            .copied()
+            .unwrap_or(Class::Varying)
     }
 
     pub fn loop_divergent(&self, s: &Stmt) -> bool {
@@ -260,7 +265,10 @@ impl<'m> Analyzer<'m> {
         // The result: one `return` at the very end of the body keeps its value's class;
         // anything else goes through a blended variable.
         let single_final = w.returns == 1
-            && matches!(f.body.last().map(|s| &s.kind), Some(StmtKind::Return(Some(_))));
+            && matches!(
+                f.body.last().map(|s| &s.kind),
+                Some(StmtKind::Return(Some(_)))
+            );
         if !single_final {
             w.res.ret_var = true;
             w.res.ret = Class::Varying;
@@ -405,7 +413,8 @@ impl Walk<'_, '_> {
                             self.set_local(vi, cs);
                             let vc = self.res.locals[vi];
                             let s = self.f.locals[*var].ty.scalar().unwrap_or(Scalar::U32);
-                            let stepped = binary_class(BinaryOp::Add, s, false, vc, cst, None, None);
+                            let stepped =
+                                binary_class(BinaryOp::Add, s, false, vc, cst, None, None);
                             self.set_local(vi, stepped);
                             let vc = self.res.locals[vi];
                             if vc != Class::Uniform || ce != Class::Uniform {
@@ -433,7 +442,10 @@ impl Walk<'_, '_> {
             StmtKind::Break(label) | StmtKind::Continue(label) => {
                 let target = match label {
                     None => self.loops.len().checked_sub(1),
-                    Some(l) => self.loops.iter().rposition(|c| c.label.as_deref() == Some(l)),
+                    Some(l) => self
+                        .loops
+                        .iter()
+                        .rposition(|c| c.label.as_deref() == Some(l)),
                 };
                 if let Some(t) = target {
                     for j in t..self.loops.len() {
@@ -497,8 +509,17 @@ impl Walk<'_, '_> {
             Expr::Literal(_) | Expr::TemplateParam(_) | Expr::Len(_) | Expr::Tag { .. } => {
                 Class::Uniform
             }
-            Expr::Param(i) => self.params.get(*i as usize).copied().unwrap_or(Class::Uniform),
-            Expr::Local(l) => self.res.locals.get(l.index()).copied().unwrap_or(Class::Varying),
+            Expr::Param(i) => self
+                .params
+                .get(*i as usize)
+                .copied()
+                .unwrap_or(Class::Uniform),
+            Expr::Local(l) => self
+                .res
+                .locals
+                .get(l.index())
+                .copied()
+                .unwrap_or(Class::Varying),
             Expr::Builtin(b) => match b {
                 Builtin::GroupId(_)
                 | Builtin::GroupSize(_)
@@ -532,7 +553,10 @@ impl Walk<'_, '_> {
             }
             Expr::Cast { to, arg } => {
                 let a = self.expr(*arg);
-                let from = self.ty(*arg).and_then(|t| t.scalar()).unwrap_or(Scalar::Bool);
+                let from = self
+                    .ty(*arg)
+                    .and_then(|t| t.scalar())
+                    .unwrap_or(Scalar::Bool);
                 cast_class(from, *to, vector, a)
             }
             Expr::Bitcast { to, arg } => {
@@ -656,15 +680,39 @@ mod tests {
         assert_eq!(Affine(1).join(Affine(2)), Varying);
         assert_eq!(Uniform.join(Affine(1)), Varying);
         assert_eq!(
-            binary_class(BinaryOp::Mul, Scalar::U32, false, Affine(1), Uniform, None, Some(4)),
+            binary_class(
+                BinaryOp::Mul,
+                Scalar::U32,
+                false,
+                Affine(1),
+                Uniform,
+                None,
+                Some(4)
+            ),
             Affine(4)
         );
         assert_eq!(
-            binary_class(BinaryOp::Mul, Scalar::U32, false, Affine(1), Uniform, None, None),
+            binary_class(
+                BinaryOp::Mul,
+                Scalar::U32,
+                false,
+                Affine(1),
+                Uniform,
+                None,
+                None
+            ),
             Varying
         );
         assert_eq!(
-            binary_class(BinaryOp::Add, Scalar::F32, false, Affine(1), Uniform, None, None),
+            binary_class(
+                BinaryOp::Add,
+                Scalar::F32,
+                false,
+                Affine(1),
+                Uniform,
+                None,
+                None
+            ),
             Varying
         );
     }

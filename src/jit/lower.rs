@@ -24,8 +24,8 @@ use super::lanes::{chunks, per_chunk, uty, vty, Val};
 use super::{ctx_off, err, JitError, Site};
 use crate::ir::{
     AtomicOp, Base, BinaryOp, Builtin, ElemType, Expr, ExprId, Function, Handle, Len, Literal,
-    Local, LoopKind, MathFn, Module, Place, ReduceOp, Scalar, Span, Stmt, StmtKind, Type,
-    UnaryOp, WaveOp,
+    Local, LoopKind, MathFn, Module, Place, ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp,
+    WaveOp,
 };
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -53,7 +53,6 @@ pub struct Lowered {
     pub sites: Vec<Site>,
     pub state_bytes: u32,
     pub static_shared: u32,
-    pub shared_offsets: Vec<u32>,
     pub waves: u32,
     pub barriers: u32,
 }
@@ -120,7 +119,11 @@ struct LoopFrame {
 }
 
 enum KParam {
-    Buf { ptr: Value, len: Value, elem: ElemType },
+    Buf {
+        ptr: Value,
+        len: Value,
+        elem: ElemType,
+    },
     Val(Vec<Val>),
 }
 
@@ -249,7 +252,9 @@ fn stmt_calls(f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
         if guard > 100_000 {
             break;
         }
-        let Some(x) = f.exprs.try_get(e) else { continue };
+        let Some(x) = f.exprs.try_get(e) else {
+            continue;
+        };
         if let Expr::Call { function, .. } = x {
             out.push(*function);
         }
@@ -273,7 +278,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let ctx = b.block_params(entry)[0];
-        let driver = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4));
+        let driver =
+            b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4));
         let zero = b.ins().iconst(types::I32, 0);
         let geometry = GeometryClass::new(cfg.block, cfg.wave);
         let mut s = Lower {
@@ -345,10 +351,12 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.kparams.push(kp);
         }
         for d in 0..3 {
-            self.group[d] =
-                self.b
-                    .ins()
-                    .load(types::I32, notrap(), self.ctx, ctx_off::GROUP + 4 * d as i32);
+            self.group[d] = self.b.ins().load(
+                types::I32,
+                notrap(),
+                self.ctx,
+                ctx_off::GROUP + 4 * d as i32,
+            );
             self.ngroups[d] =
                 self.b
                     .ins()
@@ -393,13 +401,18 @@ impl<'a, 'm> Lower<'a, 'm> {
             Scalar::I64 | Scalar::U64 => raw,
             Scalar::Bool => {
                 let x = self.b.ins().ireduce(types::I8, raw);
-                self.b.ins().band_imm(x, 1)
+                self.b.ins().band_imm_u(x, 1)
             }
             _ => self.b.ins().ireduce(uty(s), raw),
         }
     }
 
-    fn func_ref(&mut self, name: &'static str, params: &[types::Type], ret: &[types::Type]) -> FuncRef {
+    fn func_ref(
+        &mut self,
+        name: &'static str,
+        params: &[types::Type],
+        ret: &[types::Type],
+    ) -> FuncRef {
         if let Some(f) = self.funcs.get(name) {
             return *f;
         }
@@ -415,7 +428,13 @@ impl<'a, 'm> Lower<'a, 'm> {
         fr
     }
 
-    fn call(&mut self, name: &'static str, params: &[types::Type], ret: &[types::Type], args: &[Value]) -> Option<Value> {
+    fn call(
+        &mut self,
+        name: &'static str,
+        params: &[types::Type],
+        ret: &[types::Type],
+        args: &[Value],
+    ) -> Option<Value> {
         let fr = self.func_ref(name, params, ret);
         let inst = self.b.ins().call(fr, args);
         self.b.inst_results(inst).first().copied()
@@ -448,21 +467,39 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.ins().jump(wave_head, &[]);
 
         self.b.switch_to_block(wave_head);
-        let w = self.b.ins().stack_load(types::I64, types::I32, self.driver, 0);
-        let done = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThanOrEqual, w, waves as i64);
+        let w = self
+            .b
+            .ins()
+            .stack_load(types::I64, types::I32, self.driver, 0);
+        let done = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, w, waves as i64);
         self.b.ins().brif(done, region_end, &[], wave_body, &[]);
 
         self.b.switch_to_block(wave_body);
-        let w = self.b.ins().stack_load(types::I64, types::I32, self.driver, 0);
-        let stride = self.b.ins().load(types::I64, notrap(), self.ctx, ctx_off::STATE_STRIDE);
-        let base = self.b.ins().load(types::I64, notrap(), self.ctx, ctx_off::STATE);
+        let w = self
+            .b
+            .ins()
+            .stack_load(types::I64, types::I32, self.driver, 0);
+        let stride = self
+            .b
+            .ins()
+            .load(types::I64, notrap(), self.ctx, ctx_off::STATE_STRIDE);
+        let base = self
+            .b
+            .ins()
+            .load(types::I64, notrap(), self.ctx, ctx_off::STATE);
         let w64 = self.b.ins().uextend(types::I64, w);
         let off = self.b.ins().imul(w64, stride);
         self.state = self.b.ins().iadd(base, off);
-        self.wave_lin = self.b.ins().imul_imm(w, self.n as i64);
+        self.wave_lin = self.b.ins().imul_imm_s(w, self.n as i64);
         self.local_ids_for_wave();
         let init_mask = self.initial_mask(volume);
-        let resume = self.b.ins().stack_load(types::I64, types::I32, self.driver, 4);
+        let resume = self
+            .b
+            .ins()
+            .stack_load(types::I64, types::I32, self.driver, 4);
 
         // The exec mask: declared first, so it is in scope (spilled) at every barrier.
         let nmask = chunks(Scalar::Bool, self.n);
@@ -475,7 +512,9 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.b.def_var(v, m);
         }
         let types = (self.types_of)(kernel);
-        let an = self.an.analyse(kernel, vec![Class::Uniform; f.params.len()]);
+        let an = self
+            .an
+            .analyse(kernel, vec![Class::Uniform; f.params.len()]);
         self.frames.push(Frame {
             func: kernel,
             f,
@@ -512,14 +551,20 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
 
         self.b.switch_to_block(wave_next);
-        let w = self.b.ins().stack_load(types::I64, types::I32, self.driver, 0);
-        let w1 = self.b.ins().iadd_imm(w, 1);
+        let w = self
+            .b
+            .ins()
+            .stack_load(types::I64, types::I32, self.driver, 0);
+        let w1 = self.b.ins().iadd_imm_s(w, 1);
         self.b.ins().stack_store(types::I64, w1, self.driver, 0);
         self.b.ins().jump(wave_head, &[]);
 
         self.b.switch_to_block(region_end);
-        let next = self.b.ins().stack_load(types::I64, types::I32, self.driver, 8);
-        let fin = self.b.ins().icmp_imm(IntCC::Equal, next, FINISHED);
+        let next = self
+            .b
+            .ins()
+            .stack_load(types::I64, types::I32, self.driver, 8);
+        let fin = self.b.ins().icmp_imm_s(IntCC::Equal, next, FINISHED);
         let ret = self.b.create_block();
         let again = self.b.create_block();
         self.b.ins().brif(fin, ret, &[], again, &[]);
@@ -533,8 +578,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.seal_all_blocks();
         let barriers = self.resumes.len() as u32;
         let state_bytes = self.state_size.div_ceil(16) * 16;
-        let shared_offsets = self.shared_offsets.clone();
-        let static_shared = *shared_offsets.last().unwrap_or(&0);
+        let static_shared = *self.shared_offsets.last().unwrap_or(&0);
         let sites = std::mem::take(&mut self.sites);
         let tc = self.jm.target_config();
         self.b.finalize(tc);
@@ -542,7 +586,6 @@ impl<'a, 'm> Lower<'a, 'm> {
             sites,
             state_bytes,
             static_shared,
-            shared_offsets,
             waves,
             barriers,
         })
@@ -551,9 +594,12 @@ impl<'a, 'm> Lower<'a, 'm> {
     /// Records that this wave stopped at `id` (a barrier, or `FINISHED`); every wave of a
     /// region must stop at the same one.
     fn record(&mut self, id: i64) {
-        let next = self.b.ins().stack_load(types::I64, types::I32, self.driver, 8);
-        let is_none = self.b.ins().icmp_imm(IntCC::Equal, next, NONE);
-        let same = self.b.ins().icmp_imm(IntCC::Equal, next, id);
+        let next = self
+            .b
+            .ins()
+            .stack_load(types::I64, types::I32, self.driver, 8);
+        let is_none = self.b.ins().icmp_imm_s(IntCC::Equal, next, NONE);
+        let same = self.b.ins().icmp_imm_s(IntCC::Equal, next, id);
         let ok = self.b.ins().bor(is_none, same);
         let bad = self.b.create_block();
         let good = self.b.create_block();
@@ -579,17 +625,17 @@ impl<'a, 'm> Lower<'a, 'm> {
                     let base = if by * bz == 1 {
                         lin
                     } else {
-                        self.b.ins().urem_imm(lin, bx as i64)
+                        self.b.ins().urem_imm_u(lin, bx as i64)
                     };
                     Val::A(base, 1)
                 }
                 Class::Uniform => {
                     let v = match d {
                         1 if by > 1 => {
-                            let q = self.b.ins().udiv_imm(lin, bx as i64);
-                            self.b.ins().urem_imm(q, by as i64)
+                            let q = self.b.ins().udiv_imm_u(lin, bx as i64);
+                            self.b.ins().urem_imm_u(q, by as i64)
                         }
-                        2 if bz > 1 => self.b.ins().udiv_imm(lin, (bx * by) as i64),
+                        2 if bz > 1 => self.b.ins().udiv_imm_u(lin, (bx * by) as i64),
                         _ => self.b.ins().iconst(types::I32, 0),
                     };
                     Val::U(v)
@@ -597,14 +643,14 @@ impl<'a, 'm> Lower<'a, 'm> {
                 Class::Varying => {
                     let mut lanes = Vec::new();
                     for l in 0..self.n {
-                        let li = self.b.ins().iadd_imm(lin, l as i64);
+                        let li = self.b.ins().iadd_imm_s(lin, l as i64);
                         let v = match d {
-                            0 => self.b.ins().urem_imm(li, bx as i64),
+                            0 => self.b.ins().urem_imm_u(li, bx as i64),
                             1 => {
-                                let q = self.b.ins().udiv_imm(li, bx as i64);
-                                self.b.ins().urem_imm(q, by as i64)
+                                let q = self.b.ins().udiv_imm_u(li, bx as i64);
+                                self.b.ins().urem_imm_u(q, by as i64)
                             }
-                            _ => self.b.ins().udiv_imm(li, (bx * by) as i64),
+                            _ => self.b.ins().udiv_imm_u(li, (bx * by) as i64),
                         };
                         lanes.push(v);
                     }
@@ -676,8 +722,12 @@ impl<'a, 'm> Lower<'a, 'm> {
         let s = self.b.ins().iconst(types::I32, site as i64);
         self.b.ins().store(notrap(), c, self.ctx, ctx_off::ERR_CODE);
         self.b.ins().store(notrap(), s, self.ctx, ctx_off::ERR_SITE);
-        self.b.ins().store(notrap(), index, self.ctx, ctx_off::ERR_INDEX);
-        self.b.ins().store(notrap(), len, self.ctx, ctx_off::ERR_LEN);
+        self.b
+            .ins()
+            .store(notrap(), index, self.ctx, ctx_off::ERR_INDEX);
+        self.b
+            .ins()
+            .store(notrap(), len, self.ctx, ctx_off::ERR_LEN);
         let one = self.b.ins().iconst(types::I32, 1);
         self.b.ins().return_(&[one]);
     }
@@ -761,14 +811,17 @@ impl<'a, 'm> Lower<'a, 'm> {
             Val::U(x) => *x,
             Val::A(base, stride) => {
                 let k = (l as i64).wrapping_mul(*stride);
-                self.b.ins().iadd_imm(*base, k)
+                self.b.ins().iadd_imm_s(*base, k)
             }
             Val::V(c) => {
                 let pc = per_chunk(s);
-                let x = self.b.ins().extractlane(c[(l / pc) as usize], (l % pc) as u8);
+                let x = self
+                    .b
+                    .ins()
+                    .extractlane(c[(l / pc) as usize], (l % pc) as u8);
                 if s == Scalar::Bool {
                     let t = self.b.ins().ireduce(types::I8, x);
-                    self.b.ins().band_imm(t, 1)
+                    self.b.ins().band_imm_u(t, 1)
                 } else {
                     x
                 }
@@ -803,7 +856,12 @@ impl<'a, 'm> Lower<'a, 'm> {
         out
     }
 
-    fn map_lanes(&mut self, s_out: Scalar, n_in: &[(Scalar, &Val)], mut f: impl FnMut(&mut Self, &[Value]) -> Value) -> Val {
+    fn map_lanes(
+        &mut self,
+        s_out: Scalar,
+        n_in: &[(Scalar, &Val)],
+        mut f: impl FnMut(&mut Self, &[Value]) -> Value,
+    ) -> Val {
         let ins: Vec<Vec<Value>> = n_in.iter().map(|(s, v)| self.lanes(*s, v)).collect();
         let mut outs = Vec::new();
         for l in 0..self.n as usize {
@@ -814,7 +872,11 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     fn exec(&mut self) -> Vec<Value> {
-        self.exec.clone().iter().map(|&v| self.b.use_var(v)).collect()
+        self.exec
+            .clone()
+            .iter()
+            .map(|&v| self.b.use_var(v))
+            .collect()
     }
 
     fn set_exec(&mut self, m: &[Value]) {
@@ -834,7 +896,9 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     fn mask_vars(&mut self) -> Vec<Variable> {
-        (0..chunks(Scalar::Bool, self.n)).map(|_| self.new_var(types::I32X4)).collect()
+        (0..chunks(Scalar::Bool, self.n))
+            .map(|_| self.new_var(types::I32X4))
+            .collect()
     }
 
     fn zero_mask(&mut self) -> Vec<Value> {
@@ -843,13 +907,22 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     fn mask_and(&mut self, a: &[Value], b: &[Value]) -> Vec<Value> {
-        a.iter().zip(b).map(|(&x, &y)| self.b.ins().band(x, y)).collect()
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| self.b.ins().band(x, y))
+            .collect()
     }
     fn mask_or(&mut self, a: &[Value], b: &[Value]) -> Vec<Value> {
-        a.iter().zip(b).map(|(&x, &y)| self.b.ins().bor(x, y)).collect()
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| self.b.ins().bor(x, y))
+            .collect()
     }
     fn mask_andnot(&mut self, a: &[Value], b: &[Value]) -> Vec<Value> {
-        a.iter().zip(b).map(|(&x, &y)| self.b.ins().band_not(x, y)).collect()
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| self.b.ins().band_not(x, y))
+            .collect()
     }
 
     /// The mask as an `i64` bit set (bit `l` = lane `l`).
@@ -857,25 +930,32 @@ impl<'a, 'm> Lower<'a, 'm> {
         let mut acc = self.b.ins().iconst(types::I64, 0);
         for (c, &x) in m.iter().enumerate() {
             let bits = self.b.ins().vhigh_bits(types::I64, x);
-            let sh = if c == 0 { bits } else { self.b.ins().ishl_imm(bits, (c * 4) as i64) };
+            let sh = if c == 0 {
+                bits
+            } else {
+                self.b.ins().ishl_imm_u(bits, (c * 4) as i64)
+            };
             acc = self.b.ins().bor(acc, sh);
         }
         if self.n < 64 {
-            acc = self.b.ins().band_imm(acc, ((1u64 << self.n) - 1) as i64);
+            acc = self.b.ins().band_imm_u(acc, ((1u64 << self.n) - 1) as i64);
         }
         acc
     }
 
     fn mask_any(&mut self, m: &[Value]) -> Value {
         let bits = self.mask_bits(m);
-        self.b.ins().icmp_imm(IntCC::NotEqual, bits, 0)
+        self.b.ins().icmp_imm_s(IntCC::NotEqual, bits, 0)
     }
 
     /// A varying bool (mask geometry) as `s`'s geometry: lanes of all ones / zero.
     fn mask_geom(&mut self, s: Scalar, m: &[Value]) -> Vec<Value> {
         match vty(s) {
             types::I32X4 => m.to_vec(),
-            types::F32X4 => m.iter().map(|&x| self.b.ins().bitcast(types::F32X4, le(), x)).collect(),
+            types::F32X4 => m
+                .iter()
+                .map(|&x| self.b.ins().bitcast(types::F32X4, le(), x))
+                .collect(),
             types::I64X2 | types::F64X2 => {
                 let mut out = Vec::new();
                 for &x in m {
@@ -886,7 +966,10 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
                 out.truncate(chunks(s, self.n) as usize);
                 if vty(s) == types::F64X2 {
-                    out = out.iter().map(|&x| self.b.ins().bitcast(types::F64X2, le(), x)).collect();
+                    out = out
+                        .iter()
+                        .map(|&x| self.b.ins().bitcast(types::F64X2, le(), x))
+                        .collect();
                 }
                 out
             }
@@ -915,7 +998,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         let n = chunks(Scalar::Bool, self.n) as usize;
         match vty(s) {
             types::I32X4 => v.to_vec(),
-            types::F32X4 => v.iter().map(|&x| self.b.ins().bitcast(types::I32X4, le(), x)).collect(),
+            types::F32X4 => v
+                .iter()
+                .map(|&x| self.b.ins().bitcast(types::I32X4, le(), x))
+                .collect(),
             types::I64X2 | types::F64X2 => {
                 let ints: Vec<Value> = v
                     .iter()
@@ -938,7 +1024,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                     // Low 32 bits of each 64-bit lane: i32 lanes 0, 2 of a and of b.
                     let a8 = self.b.ins().bitcast(types::I8X16, le(), a);
                     let b8 = self.b.ins().bitcast(types::I8X16, le(), b);
-                    let idx: Vec<u8> = [0u8, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27].to_vec();
+                    let idx: Vec<u8> =
+                        [0u8, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27].to_vec();
                     let imm = self.b.func.dfg.immediates.push(ConstantData::from(idx));
                     let sh = self.b.ins().shuffle(a8, b8, imm);
                     out.push(self.b.ins().bitcast(types::I32X4, le(), sh));
@@ -992,7 +1079,12 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     fn ty(&self, e: ExprId) -> Type {
-        self.frame().types.get(e.index()).copied().flatten().unwrap_or(Type::U32)
+        self.frame()
+            .types
+            .get(e.index())
+            .copied()
+            .flatten()
+            .unwrap_or(Type::U32)
     }
 
     /// Lowers a block; returns whether its end is reachable (no unconditional jump away).
@@ -1035,7 +1127,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                     Class::Affine(k) if comps == 1 => Slot::Aff(self.new_var(uty(s)), k),
                     _ => Slot::Var(
                         (0..comps)
-                            .map(|_| (0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect())
+                            .map(|_| {
+                                (0..chunks(s, self.n))
+                                    .map(|_| self.new_var(vty(s)))
+                                    .collect()
+                            })
                             .collect(),
                     ),
                 }
@@ -1058,7 +1154,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             Slot::Uni(vs) => Ev::Vals(vs.iter().map(|&v| Val::U(self.b.use_var(v))).collect()),
             Slot::Aff(v, k) => Ev::Vals(vec![Val::A(self.b.use_var(*v), *k)]),
             Slot::Var(cs) => Ev::Vals(cs.iter().map(|c| Val::V(self.use_vars(c))).collect()),
-            Slot::Mat { off, .. } => Ev::Mat(self.b.ins().iadd_imm(self.state, *off as i64)),
+            Slot::Mat { off, .. } => Ev::Mat(self.b.ins().iadd_imm_s(self.state, *off as i64)),
             Slot::Arr { .. } => {
                 let _ = ty;
                 Ev::Void
@@ -1067,7 +1163,13 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     /// Writes `vals` to a local; `blend`: only the lanes of the exec mask.
-    fn write_slot(&mut self, slot: &Slot, s: Scalar, vals: &[Val], blend: bool) -> Result<(), JitError> {
+    fn write_slot(
+        &mut self,
+        slot: &Slot,
+        s: Scalar,
+        vals: &[Val],
+        blend: bool,
+    ) -> Result<(), JitError> {
         match slot {
             Slot::Uni(vs) => {
                 for (v, x) in vs.iter().zip(vals) {
@@ -1152,7 +1254,7 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     fn copy_mat(&mut self, slot: &Slot, src: Value) {
         if let Slot::Mat { off, n } = slot {
-            let dst = self.b.ins().iadd_imm(self.state, *off as i64);
+            let dst = self.b.ins().iadd_imm_s(self.state, *off as i64);
             for i in 0..*n {
                 let v = self.b.ins().load(types::I64, notrap(), src, (i * 8) as i32);
                 self.b.ins().store(notrap(), v, dst, (i * 8) as i32);
@@ -1162,7 +1264,12 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     /// Whether an assignment to `l` must keep the lanes outside the exec mask.
     fn needs_blend(&self, l: Handle<Local>) -> bool {
-        self.frame().an.blended.get(l.index()).copied().unwrap_or(true)
+        self.frame()
+            .an
+            .blended
+            .get(l.index())
+            .copied()
+            .unwrap_or(true)
     }
 
     fn assign(&mut self, place: &Place, value: ExprId, span: Span) -> Result<(), JitError> {
@@ -1183,7 +1290,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let s = scalar_of(ty);
                 let blend = self.needs_blend(local);
                 let v = self.expr(value)?.vals();
-                let Some(x) = v.into_iter().next() else { return Ok(()) };
+                let Some(x) = v.into_iter().next() else {
+                    return Ok(());
+                };
                 let sub = match &slot {
                     Slot::Uni(vs) => Slot::Uni(vec![vs[lane as usize]]),
                     Slot::Var(cs) => Slot::Var(vec![cs[lane as usize].clone()]),
@@ -1195,15 +1304,28 @@ impl<'a, 'm> Lower<'a, 'm> {
             Place::Element { base, index } => {
                 let idx = self.expr(index)?.vals();
                 let v = self.expr(value)?.vals();
-                let idx = idx.into_iter().next().unwrap_or(Val::U(self.b.ins().iconst(types::I32, 0)));
+                let idx = idx
+                    .into_iter()
+                    .next()
+                    .unwrap_or(Val::U(self.b.ins().iconst(types::I32, 0)));
                 self.store_elem(base, &idx, &v, span, 1)?;
             }
         }
         Ok(())
     }
 
-    fn if_stmt(&mut self, cond: ExprId, then_b: &'m [Stmt], else_b: &'m [Stmt]) -> Result<bool, JitError> {
-        let c = self.expr(cond)?.vals().into_iter().next().expect("a condition");
+    fn if_stmt(
+        &mut self,
+        cond: ExprId,
+        then_b: &'m [Stmt],
+        else_b: &'m [Stmt],
+    ) -> Result<bool, JitError> {
+        let c = self
+            .expr(cond)?
+            .vals()
+            .into_iter()
+            .next()
+            .expect("a condition");
         match c {
             Val::U(c) => {
                 let tb = self.b.create_block();
@@ -1223,7 +1345,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.b.switch_to_block(merge);
                 if !t_open && !e_open {
                     // Unreachable merge: give it a terminator and report the end closed.
-                    self.b.ins().trap(cranelift_codegen::ir::TrapCode::unwrap_user(1));
+                    self.b
+                        .ins()
+                        .trap(cranelift_codegen::ir::TrapCode::unwrap_user(1));
                     return Ok(false);
                 }
                 self.after_divergent_exit(then_b, else_b);
@@ -1297,7 +1421,9 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     fn check_empty(&mut self) {
-        let Some(&target) = self.regions.last() else { return };
+        let Some(&target) = self.regions.last() else {
+            return;
+        };
         let e = self.exec();
         let any = self.mask_any(&e);
         let cont = self.b.create_block();
@@ -1305,7 +1431,13 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.switch_to_block(cont);
     }
 
-    fn loop_stmt(&mut self, st: &'m Stmt, label: &Option<String>, kind: &LoopKind, body: &'m [Stmt]) -> Result<bool, JitError> {
+    fn loop_stmt(
+        &mut self,
+        st: &'m Stmt,
+        label: &Option<String>,
+        kind: &LoopKind,
+        body: &'m [Stmt],
+    ) -> Result<bool, JitError> {
         let divergent = self.frame().an.loop_divergent(st);
         let mark = self.scope.len();
         let header = self.b.create_block();
@@ -1313,7 +1445,13 @@ impl<'a, 'm> Lower<'a, 'm> {
         let exit = self.b.create_block();
         // `for`: bounds evaluated once.
         let mut for_parts = None;
-        if let LoopKind::For { var, start, end, step } = kind {
+        if let LoopKind::For {
+            var,
+            start,
+            end,
+            step,
+        } = kind
+        {
             let s = scalar_of(self.frame().f.locals[*var].ty);
             let slot = self.declare_local(*var);
             let v0 = self.expr(*start)?.vals();
@@ -1450,7 +1588,9 @@ impl<'a, 'm> Lower<'a, 'm> {
         let slot = match &v {
             Val::U(_) => Slot::Uni(vec![self.new_var(uty(s))]),
             Val::A(_, k) => Slot::Aff(self.new_var(uty(s)), *k),
-            Val::V(_) => Slot::Var(vec![(0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect()]),
+            Val::V(_) => Slot::Var(vec![(0..chunks(s, self.n))
+                .map(|_| self.new_var(vty(s)))
+                .collect()]),
         };
         let _ = self.write_slot(&slot, s, &[v], false);
         (slot, s)
@@ -1464,7 +1604,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         let base = self.frame().loop_base;
         let t = match label {
             None => self.loops.len().checked_sub(1),
-            Some(l) => self.loops.iter().rposition(|x| x.label.as_deref() == Some(l)),
+            Some(l) => self
+                .loops
+                .iter()
+                .rposition(|x| x.label.as_deref() == Some(l)),
         };
         let Some(t) = t.filter(|&t| t >= base) else {
             return Err(self.internal("break outside a loop"));
@@ -1473,7 +1616,11 @@ impl<'a, 'm> Lower<'a, 'm> {
         // a mask update.
         let any_divergent = self.loops[t..].iter().any(|l| l.divergent);
         if !any_divergent {
-            let target = if is_break { self.loops[t].exit } else { self.loops[t].latch };
+            let target = if is_break {
+                self.loops[t].exit
+            } else {
+                self.loops[t].latch
+            };
             self.b.ins().jump(target, &[]);
             return Ok(false);
         }
@@ -1592,9 +1739,15 @@ impl<'a, 'm> Lower<'a, 'm> {
         match base {
             Base::Param(i) => {
                 let f = self.frames[0].f;
-                let name = f.params.get(i as usize).map(|p| p.name.clone()).unwrap_or_default();
+                let name = f
+                    .params
+                    .get(i as usize)
+                    .map(|p| p.name.clone())
+                    .unwrap_or_default();
                 match &self.kparams[i as usize] {
-                    KParam::Buf { ptr, len, elem } => (*ptr, *len, *elem, format!("buffer {name}"), false),
+                    KParam::Buf { ptr, len, elem } => {
+                        (*ptr, *len, *elem, format!("buffer {name}"), false)
+                    }
                     KParam::Val(_) => {
                         let z = self.b.ins().iconst(types::I64, 0);
                         (z, z, ElemType::scalar(Scalar::U32), name, false)
@@ -1605,7 +1758,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let f = self.frames[0].f;
                 let sd = &f.shared[h];
                 let off = self.shared_offsets[h.index()];
-                let ptr = self.b.ins().iadd_imm(self.shared, off as i64);
+                let ptr = self.b.ins().iadd_imm_s(self.shared, off as i64);
                 let len = match self.shared_lens[h.index()] {
                     Some(n) => self.b.ins().iconst(types::I64, n as i64),
                     None => self.dyn_len,
@@ -1617,7 +1770,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let name = self.frame().f.locals[l].name.clone();
                 match slot {
                     Slot::Arr { off, elem, len } => {
-                        let ptr = self.b.ins().iadd_imm(self.state, off as i64);
+                        let ptr = self.b.ins().iadd_imm_s(self.state, off as i64);
                         let len = self.b.ins().iconst(types::I64, len as i64);
                         (ptr, len, elem, format!("array {name}"), true)
                     }
@@ -1635,8 +1788,11 @@ impl<'a, 'm> Lower<'a, 'm> {
         match idx {
             Val::U(i) => {
                 let i64v = self.b.ins().uextend(types::I64, *i);
-                let last = self.b.ins().iadd_imm(i64v, extra as i64 - 1);
-                let bad = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, last, len);
+                let last = self.b.ins().iadd_imm_s(i64v, extra as i64 - 1);
+                let bad = self
+                    .b
+                    .ins()
+                    .icmp(IntCC::SignedGreaterThanOrEqual, last, len);
                 self.check(bad, err::OOB, site, |_| last, len);
             }
             _ => {
@@ -1647,10 +1803,13 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let mut first = self.b.ins().iconst(types::I64, 0);
                 for (l, &i) in lanes.iter().enumerate().rev() {
                     let i64v = self.b.ins().uextend(types::I64, i);
-                    let last = self.b.ins().iadd_imm(i64v, extra as i64 - 1);
-                    let oob = self.b.ins().icmp(IntCC::SignedGreaterThanOrEqual, last, len);
-                    let bit = self.b.ins().ushr_imm(bits, l as i64);
-                    let bit = self.b.ins().band_imm(bit, 1);
+                    let last = self.b.ins().iadd_imm_s(i64v, extra as i64 - 1);
+                    let oob = self
+                        .b
+                        .ins()
+                        .icmp(IntCC::SignedGreaterThanOrEqual, last, len);
+                    let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+                    let bit = self.b.ins().band_imm_u(bit, 1);
                     let act = self.b.ins().ireduce(types::I8, bit);
                     let bad = self.b.ins().band(oob, act);
                     bad_any = self.b.ins().bor(bad_any, bad);
@@ -1665,12 +1824,22 @@ impl<'a, 'm> Lower<'a, 'm> {
     fn mask_full(&mut self) -> Value {
         let e = self.exec();
         let bits = self.mask_bits(&e);
-        let full = if self.n == 64 { -1i64 } else { ((1u64 << self.n) - 1) as i64 };
-        self.b.ins().icmp_imm(IntCC::Equal, bits, full)
+        let full = if self.n == 64 {
+            -1i64
+        } else {
+            ((1u64 << self.n) - 1) as i64
+        };
+        self.b.ins().icmp_imm_s(IntCC::Equal, bits, full)
     }
 
     /// Reads element `idx` (component-wise) of an object.
-    fn load_elem(&mut self, base: Base, idx: &Val, span: Span, count: u32) -> Result<Vec<Val>, JitError> {
+    fn load_elem(
+        &mut self,
+        base: Base,
+        idx: &Val,
+        span: Span,
+        count: u32,
+    ) -> Result<Vec<Val>, JitError> {
         let (ptr, len, elem, what, private) = self.object(base);
         let s = elem.scalar;
         let size = s.size() as i64;
@@ -1682,12 +1851,16 @@ impl<'a, 'm> Lower<'a, 'm> {
         if private {
             return Ok(self.private_load(ptr, elem, idx, comps));
         }
-        let esize = if count > 1 { size } else { size * elem.lanes as i64 };
+        let esize = if count > 1 {
+            size
+        } else {
+            size * elem.lanes as i64
+        };
         let mut out = Vec::new();
         match idx {
             Val::U(i) => {
                 let i64v = self.b.ins().uextend(types::I64, *i);
-                let off = self.b.ins().imul_imm(i64v, esize);
+                let off = self.b.ins().imul_imm_s(i64v, esize);
                 let addr = self.b.ins().iadd(ptr, off);
                 for c in 0..comps {
                     let v = self.load_scalar(s, addr, (c as i64 * size) as i32);
@@ -1698,7 +1871,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 // Contiguous: whole chunks when every lane is active (bounds checked above).
                 let full = self.mask_full();
                 let i64v = self.b.ins().uextend(types::I64, *bv);
-                let off = self.b.ins().imul_imm(i64v, size);
+                let off = self.b.ins().imul_imm_s(i64v, size);
                 let addr = self.b.ins().iadd(ptr, off);
                 let vec_b = self.b.create_block();
                 let lane_b = self.b.create_block();
@@ -1712,11 +1885,13 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let vs: Vec<Value> = (0..nc)
                     .map(|c| self.b.ins().load(vty(s), notrap(), addr, (c * 16) as i32))
                     .collect();
-                let args: Vec<cranelift_codegen::ir::BlockArg> = vs.iter().map(|&v| v.into()).collect();
+                let args: Vec<cranelift_codegen::ir::BlockArg> =
+                    vs.iter().map(|&v| v.into()).collect();
                 self.b.ins().jump(join, &args);
                 self.b.switch_to_block(lane_b);
                 let vs = self.gather(s, ptr, esize, idx, 0);
-                let args: Vec<cranelift_codegen::ir::BlockArg> = vs.iter().map(|&v| v.into()).collect();
+                let args: Vec<cranelift_codegen::ir::BlockArg> =
+                    vs.iter().map(|&v| v.into()).collect();
                 self.b.ins().jump(join, &args);
                 self.b.switch_to_block(join);
                 out.push(Val::V(self.b.block_params(join).to_vec()));
@@ -1739,10 +1914,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         let mut vals = Vec::new();
         for (l, &i) in lanes.iter().enumerate() {
             let i64v = self.b.ins().uextend(types::I64, i);
-            let o = self.b.ins().imul_imm(i64v, esize);
+            let o = self.b.ins().imul_imm_s(i64v, esize);
             let a = self.b.ins().iadd(ptr, o);
-            let bit = self.b.ins().ushr_imm(bits, l as i64);
-            let bit = self.b.ins().band_imm(bit, 1);
+            let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+            let bit = self.b.ins().band_imm_u(bit, 1);
             let a = self.b.ins().select(bit, a, self.scratch);
             let offv = self.b.ins().iconst(types::I64, off as i64);
             let zero = self.b.ins().iconst(types::I64, 0);
@@ -1756,13 +1931,20 @@ impl<'a, 'm> Lower<'a, 'm> {
     fn load_scalar(&mut self, s: Scalar, addr: Value, off: i32) -> Value {
         let v = self.b.ins().load(uty(s), notrap(), addr, off);
         if s == Scalar::Bool {
-            self.b.ins().band_imm(v, 1)
+            self.b.ins().band_imm_u(v, 1)
         } else {
             v
         }
     }
 
-    fn store_elem(&mut self, base: Base, idx: &Val, vals: &[Val], span: Span, count: u32) -> Result<(), JitError> {
+    fn store_elem(
+        &mut self,
+        base: Base,
+        idx: &Val,
+        vals: &[Val],
+        span: Span,
+        count: u32,
+    ) -> Result<(), JitError> {
         let (ptr, len, elem, what, private) = self.object(base);
         let s = elem.scalar;
         let size = s.size() as i64;
@@ -1774,16 +1956,22 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.private_store(ptr, elem, idx, vals);
             return Ok(());
         }
-        let esize = if count > 1 { size } else { size * elem.lanes as i64 };
+        let esize = if count > 1 {
+            size
+        } else {
+            size * elem.lanes as i64
+        };
         let all_uniform = vals.iter().all(|v| matches!(v, Val::U(_)));
         match idx {
             Val::U(i) if all_uniform => {
                 let i64v = self.b.ins().uextend(types::I64, *i);
-                let off = self.b.ins().imul_imm(i64v, esize);
+                let off = self.b.ins().imul_imm_s(i64v, esize);
                 let addr = self.b.ins().iadd(ptr, off);
                 for (c, v) in vals.iter().enumerate() {
                     if let Val::U(x) = v {
-                        self.b.ins().store(notrap(), *x, addr, (c as i64 * size) as i32);
+                        self.b
+                            .ins()
+                            .store(notrap(), *x, addr, (c as i64 * size) as i32);
                     }
                 }
             }
@@ -1795,7 +1983,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.b.ins().brif(full, vec_b, &[], lane_b, &[]);
                 self.b.switch_to_block(vec_b);
                 let i64v = self.b.ins().uextend(types::I64, *bv);
-                let off = self.b.ins().imul_imm(i64v, size);
+                let off = self.b.ins().imul_imm_s(i64v, size);
                 let addr = self.b.ins().iadd(ptr, off);
                 let cs = self.materialize(s, &vals[0]);
                 for (c, &x) in cs.iter().enumerate() {
@@ -1826,10 +2014,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         let offv = self.b.ins().iconst(types::I64, off as i64);
         for (l, &i) in lanes.iter().enumerate() {
             let i64v = self.b.ins().uextend(types::I64, i);
-            let o = self.b.ins().imul_imm(i64v, esize);
+            let o = self.b.ins().imul_imm_s(i64v, esize);
             let a = self.b.ins().iadd(ptr, o);
-            let bit = self.b.ins().ushr_imm(bits, l as i64);
-            let bit = self.b.ins().band_imm(bit, 1);
+            let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+            let bit = self.b.ins().band_imm_u(bit, 1);
             let a = self.b.ins().select(bit, a, self.scratch);
             let o2 = self.b.ins().select(bit, offv, zero);
             let a = self.b.ins().iadd(a, o2);
@@ -1850,11 +2038,15 @@ impl<'a, 'm> Lower<'a, 'm> {
         match idx {
             Val::U(i) if s != Scalar::Bool => {
                 let i64v = self.b.ins().uextend(types::I64, *i);
-                let off = self.b.ins().imul_imm(i64v, row * k);
+                let off = self.b.ins().imul_imm_s(i64v, row * k);
                 let addr = self.b.ins().iadd(ptr, off);
                 for c in 0..comps as i64 {
                     let cs: Vec<Value> = (0..chunks(s, self.n) as i64)
-                        .map(|j| self.b.ins().load(vty(s), notrap(), addr, (c * row + j * 16) as i32))
+                        .map(|j| {
+                            self.b
+                                .ins()
+                                .load(vty(s), notrap(), addr, (c * row + j * 16) as i32)
+                        })
                         .collect();
                     out.push(Val::V(cs));
                 }
@@ -1867,12 +2059,15 @@ impl<'a, 'm> Lower<'a, 'm> {
                     let mut vals = Vec::new();
                     for (l, &i) in lanes.iter().enumerate() {
                         let i64v = self.b.ins().uextend(types::I64, i);
-                        let o = self.b.ins().imul_imm(i64v, row * k);
+                        let o = self.b.ins().imul_imm_s(i64v, row * k);
                         let a = self.b.ins().iadd(ptr, o);
-                        let bit = self.b.ins().ushr_imm(bits, l as i64);
-                        let bit = self.b.ins().band_imm(bit, 1);
+                        let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+                        let bit = self.b.ins().band_imm_u(bit, 1);
                         let a = self.b.ins().select(bit, a, self.scratch);
-                        let o2 = self.b.ins().iconst(types::I64, c * row + l as i64 * s.size() as i64);
+                        let o2 = self
+                            .b
+                            .ins()
+                            .iconst(types::I64, c * row + l as i64 * s.size() as i64);
                         let z = self.b.ins().iconst(types::I64, 0);
                         let o2 = self.b.ins().select(bit, o2, z);
                         let a = self.b.ins().iadd(a, o2);
@@ -1896,12 +2091,15 @@ impl<'a, 'm> Lower<'a, 'm> {
             let vl = self.lanes(s, v);
             for (l, &i) in lanes.iter().enumerate() {
                 let i64v = self.b.ins().uextend(types::I64, i);
-                let o = self.b.ins().imul_imm(i64v, row * k);
+                let o = self.b.ins().imul_imm_s(i64v, row * k);
                 let a = self.b.ins().iadd(ptr, o);
-                let bit = self.b.ins().ushr_imm(bits, l as i64);
-                let bit = self.b.ins().band_imm(bit, 1);
+                let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+                let bit = self.b.ins().band_imm_u(bit, 1);
                 let a = self.b.ins().select(bit, a, self.scratch);
-                let o2 = self.b.ins().iconst(types::I64, c as i64 * row + l as i64 * s.size() as i64);
+                let o2 = self
+                    .b
+                    .ins()
+                    .iconst(types::I64, c as i64 * row + l as i64 * s.size() as i64);
                 let z = self.b.ins().iconst(types::I64, 0);
                 let o2 = self.b.ins().select(bit, o2, z);
                 let a = self.b.ins().iadd(a, o2);
@@ -1923,11 +2121,11 @@ impl<'a, 'm> Lower<'a, 'm> {
         let mut first = self.b.ins().iconst(types::I64, 0);
         for (l, &i) in lanes.iter().enumerate().rev() {
             let i64v = self.b.ins().uextend(types::I64, i);
-            let bytes = self.b.ins().imul_imm(i64v, s.size() as i64);
-            let r = self.b.ins().band_imm(bytes, a as i64 - 1);
-            let mis = self.b.ins().icmp_imm(IntCC::NotEqual, r, 0);
-            let bit = self.b.ins().ushr_imm(bits, l as i64);
-            let bit = self.b.ins().band_imm(bit, 1);
+            let bytes = self.b.ins().imul_imm_s(i64v, s.size() as i64);
+            let r = self.b.ins().band_imm_u(bytes, a as i64 - 1);
+            let mis = self.b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
+            let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+            let bit = self.b.ins().band_imm_u(bit, 1);
             let act = self.b.ins().ireduce(types::I8, bit);
             let bad = self.b.ins().band(mis, act);
             bad_any = self.b.ins().bor(bad_any, bad);
@@ -1937,7 +2135,14 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.check(bad_any, err::ALIGN, site, |_| first, av);
     }
 
-    fn vstore(&mut self, base: Base, index: ExprId, value: ExprId, align: Option<u8>, span: Span) -> Result<(), JitError> {
+    fn vstore(
+        &mut self,
+        base: Base,
+        index: ExprId,
+        value: ExprId,
+        align: Option<u8>,
+        span: Span,
+    ) -> Result<(), JitError> {
         let idx = self.expr(index)?.vals().remove(0);
         let v = self.expr(value)?.vals();
         let s = scalar_of(self.ty(value));
@@ -1956,8 +2161,8 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     fn add_const(&mut self, v: &Val, k: i64) -> Val {
         match v {
-            Val::U(x) => Val::U(self.b.ins().iadd_imm(*x, k)),
-            Val::A(x, st) => Val::A(self.b.ins().iadd_imm(*x, k), *st),
+            Val::U(x) => Val::U(self.b.ins().iadd_imm_s(*x, k)),
+            Val::A(x, st) => Val::A(self.b.ins().iadd_imm_s(*x, k), *st),
             Val::V(c) => {
                 let kk = self.b.ins().iconst(types::I32, k);
                 let sp = self.b.ins().splat(types::I32X4, kk);
@@ -1966,7 +2171,15 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
     }
 
-    fn matrix_access(&mut self, value: ExprId, base: Base, offset: ExprId, stride: ExprId, store: bool, span: Span) -> Result<(), JitError> {
+    fn matrix_access(
+        &mut self,
+        value: ExprId,
+        base: Base,
+        offset: ExprId,
+        stride: ExprId,
+        store: bool,
+        span: Span,
+    ) -> Result<(), JitError> {
         let frag = match self.expr(value)? {
             Ev::Mat(p) => p,
             _ => return Err(self.internal("matrix_store of a non-fragment")),
@@ -1976,8 +2189,20 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn matrix_io(&mut self, frag: Value, t: Type, base: Base, offset: ExprId, stride: ExprId, store: bool, span: Span) -> Result<(), JitError> {
-        let Type::Matrix { scalar, rows, cols, .. } = t else {
+    fn matrix_io(
+        &mut self,
+        frag: Value,
+        t: Type,
+        base: Base,
+        offset: ExprId,
+        stride: ExprId,
+        store: bool,
+        span: Span,
+    ) -> Result<(), JitError> {
+        let Type::Matrix {
+            scalar, rows, cols, ..
+        } = t
+        else {
             return Err(self.internal("a matrix access without a fragment type"));
         };
         let off = self.expr(offset)?.vals().remove(0);
@@ -1989,7 +2214,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         let site = self.add_site(span, what);
         let off64 = self.b.ins().uextend(types::I64, off);
         let st64 = self.b.ins().uextend(types::I64, st);
-        let shape = rows as u64 | (cols as u64) << 16 | (super::rt::code_of(scalar) as u64) << 32 | (store as u64) << 40;
+        let shape = rows as u64
+            | (cols as u64) << 16
+            | (super::rt::code_of(scalar) as u64) << 32
+            | (store as u64) << 40;
         let shape = self.b.ins().iconst(types::I64, shape as i64);
         let r = self
             .call(
@@ -1999,8 +2227,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                 &[frag, ptr, len, off64, st64, shape],
             )
             .expect("result");
-        let bad = self.b.ins().icmp_imm(IntCC::NotEqual, r, 0);
-        self.check(bad, err::OOB, site, |s| s.b.ins().iadd_imm(r, -1), len);
+        let bad = self.b.ins().icmp_imm_s(IntCC::NotEqual, r, 0);
+        self.check(bad, err::OOB, site, |s| s.b.ins().iadd_imm_s(r, -1), len);
         Ok(())
     }
 
@@ -2013,8 +2241,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let lanes = self.lanes(s, v);
                 let mut acc = lanes[lanes.len() - 1];
                 for l in (0..lanes.len()).rev() {
-                    let bit = self.b.ins().ushr_imm(bits, l as i64);
-                    let bit = self.b.ins().band_imm(bit, 1);
+                    let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+                    let bit = self.b.ins().band_imm_u(bit, 1);
                     acc = self.b.ins().select(bit, lanes[l], acc);
                 }
                 acc
@@ -2083,7 +2311,10 @@ impl<'a, 'm> Lower<'a, 'm> {
                     _ => {
                         let a = self.expr(*lhs)?.vals();
                         let b = self.expr(*rhs)?.vals();
-                        let (la, lb) = (analysis::literal_int(f, *lhs), analysis::literal_int(f, *rhs));
+                        let (la, lb) = (
+                            analysis::literal_int(f, *lhs),
+                            analysis::literal_int(f, *rhs),
+                        );
                         let mut out = Vec::new();
                         for (x, y) in a.iter().zip(&b) {
                             out.push(self.binary(*op, s, x, y, la, lb, span)?);
@@ -2102,7 +2333,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let a = self.expr(*arg)?.vals();
                 Ev::Vals(self.bitcast(from_t, *to, &a))
             }
-            Expr::Select { cond, accept, reject } => {
+            Expr::Select {
+                cond,
+                accept,
+                reject,
+            } => {
                 let c = self.expr(*cond)?.vals();
                 let a = self.expr(*accept)?.vals();
                 let r = self.expr(*reject)?.vals();
@@ -2137,7 +2372,12 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let i = self.expr(*index)?.vals().remove(0);
                 Ev::Vals(self.load_elem(*base, &i, span, 1)?)
             }
-            Expr::VLoad { base, index, lanes, align } => {
+            Expr::VLoad {
+                base,
+                index,
+                lanes,
+                align,
+            } => {
                 let i = self.expr(*index)?.vals().remove(0);
                 let s = scalar_of(ty);
                 self.check_align(&i, s, *align, span);
@@ -2153,7 +2393,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 Ev::Vals(vec![Val::U(self.b.ins().ireduce(types::I32, c))])
             }
             Expr::Call { function, args } => self.call_helper(*function, args)?,
-            Expr::Tag { index, .. } => Ev::Vals(vec![Val::U(self.b.ins().iconst(types::I32, *index as i64))]),
+            Expr::Tag { index, .. } => {
+                Ev::Vals(vec![Val::U(self.b.ins().iconst(types::I32, *index as i64))])
+            }
             Expr::Dispatch { tag, args } => self.dispatch(*tag, args, ty)?,
             Expr::Math { fun, args } => {
                 let mut vs = Vec::new();
@@ -2168,33 +2410,54 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
                 Ev::Vals(out)
             }
-            Expr::Atomic { op, place, value, compare, .. } => {
-                Ev::Vals(vec![self.atomic(*op, place, *value, *compare, ty, span)?])
-            }
+            Expr::Atomic {
+                op,
+                place,
+                value,
+                compare,
+                ..
+            } => Ev::Vals(vec![self.atomic(*op, place, *value, *compare, ty, span)?]),
             Expr::Wave { op, args } => {
                 let mut vs = Vec::new();
                 for &a in args {
                     vs.push(self.expr(a)?.vals());
                 }
-                let s = if args.is_empty() { Scalar::Bool } else { scalar_of(self.ty(args[0])) };
+                let s = if args.is_empty() {
+                    Scalar::Bool
+                } else {
+                    scalar_of(self.ty(args[0]))
+                };
                 Ev::Vals(self.wave(*op, s, &vs, span)?)
             }
-            Expr::MatrixFill { rows, cols, value, scalar, .. } => {
+            Expr::MatrixFill {
+                rows,
+                cols,
+                value,
+                scalar,
+                ..
+            } => {
                 let v = self.expr(*value)?.vals().remove(0);
                 let x = self.first_active(*scalar, &v);
                 let raw = self.to_u64(*scalar, x);
                 let n = *rows as u32 * *cols as u32;
                 let off = self.alloc_state(n * 8);
-                let p = self.b.ins().iadd_imm(self.state, off as i64);
+                let p = self.b.ins().iadd_imm_s(self.state, off as i64);
                 for i in 0..n {
                     self.b.ins().store(notrap(), raw, p, (i * 8) as i32);
                 }
                 Ev::Mat(p)
             }
-            Expr::MatrixLoad { rows, cols, base, offset, stride, .. } => {
+            Expr::MatrixLoad {
+                rows,
+                cols,
+                base,
+                offset,
+                stride,
+                ..
+            } => {
                 let n = *rows as u32 * *cols as u32;
                 let off = self.alloc_state(n * 8);
-                let p = self.b.ins().iadd_imm(self.state, off as i64);
+                let p = self.b.ins().iadd_imm_s(self.state, off as i64);
                 self.matrix_io(p, ty, *base, *offset, *stride, false, span)?;
                 Ev::Mat(p)
             }
@@ -2206,19 +2469,39 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let (Ev::Mat(pa), Ev::Mat(pb), Ev::Mat(pc)) = (pa, pb, pc) else {
                     return Err(self.internal("matrix_mma of non-fragments"));
                 };
-                let (Type::Matrix { scalar: sa, rows: m, cols: k, .. }, Type::Matrix { scalar: sc, cols: nn, .. }) = (ta, tc) else {
+                let (
+                    Type::Matrix {
+                        scalar: sa,
+                        rows: m,
+                        cols: k,
+                        ..
+                    },
+                    Type::Matrix {
+                        scalar: sc,
+                        cols: nn,
+                        ..
+                    },
+                ) = (ta, tc)
+                else {
                     return Err(self.internal("matrix_mma types"));
                 };
                 let n = m as u32 * nn as u32;
                 let off = self.alloc_state(n * 8);
-                let d = self.b.ins().iadd_imm(self.state, off as i64);
+                let d = self.b.ins().iadd_imm_s(self.state, off as i64);
                 let dims = m as u64 | (nn as u64) << 16 | (k as u64) << 32;
                 let dims = self.b.ins().iconst(types::I64, dims as i64);
                 let codes = super::rt::code_of(sa) | super::rt::code_of(sc) << 8;
                 let codes = self.b.ins().iconst(types::I32, codes as i64);
                 self.call(
                     "xpu_matrix_mma",
-                    &[types::I64, types::I64, types::I64, types::I64, types::I64, types::I32],
+                    &[
+                        types::I64,
+                        types::I64,
+                        types::I64,
+                        types::I64,
+                        types::I64,
+                        types::I32,
+                    ],
                     &[],
                     &[d, pa, pb, pc, dims, codes],
                 );
@@ -2226,7 +2509,11 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
         };
         // Keep the class the analysis promised (the lowering may know less).
-        if let (Ev::Vals(vs), Some(s)) = (&ev, ty.scalar().or(matches!(ty, Type::Tag(_)).then_some(Scalar::U32))) {
+        if let (Ev::Vals(vs), Some(s)) = (
+            &ev,
+            ty.scalar()
+                .or(matches!(ty, Type::Tag(_)).then_some(Scalar::U32)),
+        ) {
             let fixed: Vec<Val> = vs
                 .iter()
                 .map(|v| match (class, v) {
@@ -2257,12 +2544,19 @@ impl<'a, 'm> Lower<'a, 'm> {
             Builtin::LocalId(d) => self.local_ids[d.index()].clone(),
             Builtin::GlobalId(d) => {
                 let i = d.index();
-                let gs = self.b.ins().imul_imm(self.group[i], self.cfg.block[i] as i64);
+                let gs = self
+                    .b
+                    .ins()
+                    .imul_imm_s(self.group[i], self.cfg.block[i] as i64);
                 let l = self.local_ids[i].clone();
                 self.arith(BinaryOp::Add, Scalar::U32, &Val::U(gs), &l, None, None)
             }
             Builtin::GroupId(d) => Val::U(self.group[d.index()]),
-            Builtin::GroupSize(d) => Val::U(self.b.ins().iconst(types::I32, self.cfg.block[d.index()] as i64)),
+            Builtin::GroupSize(d) => Val::U(
+                self.b
+                    .ins()
+                    .iconst(types::I32, self.cfg.block[d.index()] as i64),
+            ),
             Builtin::NumGroups(d) => Val::U(self.ngroups[d.index()]),
             Builtin::WaveWidth => Val::U(self.b.ins().iconst(types::I32, self.n as i64)),
             Builtin::LaneId => {
@@ -2283,7 +2577,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let rclass = self.frame().an.expr(rhs);
                 let uniform = rclass == Class::Uniform;
                 let pty = if uniform { types::I8 } else { types::I32X4 };
-                let np = if uniform { 1 } else { chunks(Scalar::Bool, self.n) as usize };
+                let np = if uniform {
+                    1
+                } else {
+                    chunks(Scalar::Bool, self.n) as usize
+                };
                 for _ in 0..np {
                     self.b.append_block_param(join, pty);
                 }
@@ -2292,7 +2590,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                 } else {
                     self.splat(Scalar::Bool, a)
                 };
-                let args: Vec<cranelift_codegen::ir::BlockArg> = short.iter().map(|&v| v.into()).collect();
+                let args: Vec<cranelift_codegen::ir::BlockArg> =
+                    short.iter().map(|&v| v.into()).collect();
                 if is_and {
                     self.b.ins().brif(a, rb, &[], join, &args);
                 } else {
@@ -2304,7 +2603,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                     Val::U(x) if uniform => vec![*x],
                     _ => self.bool_mask(&r),
                 };
-                let args: Vec<cranelift_codegen::ir::BlockArg> = rv.iter().map(|&v| v.into()).collect();
+                let args: Vec<cranelift_codegen::ir::BlockArg> =
+                    rv.iter().map(|&v| v.into()).collect();
                 self.b.ins().jump(join, &args);
                 self.b.switch_to_block(join);
                 let ps = self.b.block_params(join).to_vec();
@@ -2361,7 +2661,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     if vector {
                         me.b.ins().bnot(x)
                     } else {
-                        me.b.ins().bxor_imm(x, 1)
+                        me.b.ins().bxor_imm_s(x, 1)
                     }
                 }
                 (UnaryOp::Not, _) => me.b.ins().bnot(x),
@@ -2371,7 +2671,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                         let k = me.b.ins().splat(types::I16X8, k);
                         me.b.ins().bxor(x, k)
                     } else {
-                        me.b.ins().bxor_imm(x, 0x8000u16 as i16 as i64)
+                        me.b.ins().bxor_imm_s(x, 0x8000u16 as i16 as i64)
                     }
                 }
                 (UnaryOp::Neg, s) if s.is_float() => me.b.ins().fneg(x),
@@ -2388,7 +2688,15 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     /// `+ - *` and the others that never trap, with affine bookkeeping.
-    fn arith(&mut self, op: BinaryOp, s: Scalar, a: &Val, b: &Val, la: Option<i64>, lb: Option<i64>) -> Val {
+    fn arith(
+        &mut self,
+        op: BinaryOp,
+        s: Scalar,
+        a: &Val,
+        b: &Val,
+        la: Option<i64>,
+        lb: Option<i64>,
+    ) -> Val {
         let class = analysis::binary_class(op, s, false, class_of(a), class_of(b), la, lb);
         if let Class::Affine(k) = class {
             let base = |v: &Val| match v {
@@ -2401,7 +2709,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 BinaryOp::Sub => self.b.ins().isub(ba, bb),
                 BinaryOp::Mul => self.b.ins().imul(ba, bb),
                 BinaryOp::Shl => {
-                    let m = self.b.ins().band_imm(bb, (s.bits() - 1) as i64);
+                    let m = self.b.ins().band_imm_u(bb, (s.bits() - 1) as i64);
                     self.b.ins().ishl(ba, m)
                 }
                 _ => unreachable!("affine op"),
@@ -2414,7 +2722,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         // Shifts by a uniform amount stay vector ops.
         if matches!(op, BinaryOp::Shl | BinaryOp::Shr) {
             if let Val::U(y) = b {
-                let m = self.b.ins().band_imm(*y, (s.bits() - 1) as i64);
+                let m = self.b.ins().band_imm_u(*y, (s.bits() - 1) as i64);
                 let ca = self.materialize(s, a);
                 let r: Vec<Value> = ca
                     .iter()
@@ -2426,7 +2734,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                     .collect();
                 return Val::V(r);
             }
-            return self.map_lanes(s, &[(s, a), (s, b)], |me, v| me.scalar_bin(op, s, v[0], v[1]));
+            return self.map_lanes(s, &[(s, a), (s, b)], |me, v| {
+                me.scalar_bin(op, s, v[0], v[1])
+            });
         }
         let vector_ok = match s {
             Scalar::F16 => false,
@@ -2435,7 +2745,9 @@ impl<'a, 'm> Lower<'a, 'm> {
             _ => true,
         };
         if !vector_ok {
-            return self.map_lanes(s, &[(s, a), (s, b)], |me, v| me.scalar_bin(op, s, v[0], v[1]));
+            return self.map_lanes(s, &[(s, a), (s, b)], |me, v| {
+                me.scalar_bin(op, s, v[0], v[1])
+            });
         }
         let ca = self.materialize(s, a);
         let cb = self.materialize(s, b);
@@ -2481,8 +2793,17 @@ impl<'a, 'm> Lower<'a, 'm> {
             let c = self.b.ins().iconst(types::I32, code as i64);
             let xa = self.b.ins().uextend(types::I32, x);
             let ya = self.b.ins().uextend(types::I32, y);
-            let r = self.call("xpu_f16_op", &[types::I32; 3], &[types::I32], &[c, xa, ya]).expect("r");
-            return self.b.ins().ireduce(if op.is_comparison() { types::I8 } else { types::I16 }, r);
+            let r = self
+                .call("xpu_f16_op", &[types::I32; 3], &[types::I32], &[c, xa, ya])
+                .expect("r");
+            return self.b.ins().ireduce(
+                if op.is_comparison() {
+                    types::I8
+                } else {
+                    types::I16
+                },
+                r,
+            );
         }
         if s.is_float() {
             return match op {
@@ -2491,7 +2812,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                 B::Mul => self.b.ins().fmul(x, y),
                 B::Div => self.b.ins().fdiv(x, y),
                 B::Rem => {
-                    let (name, t) = if s == Scalar::F32 { ("xpu_fmod_f32", types::F32) } else { ("xpu_fmod_f64", types::F64) };
+                    let (name, t) = if s == Scalar::F32 {
+                        ("xpu_fmod_f32", types::F32)
+                    } else {
+                        ("xpu_fmod_f64", types::F64)
+                    };
                     self.call(name, &[t, t], &[t], &[x, y]).expect("r")
                 }
                 B::Eq => self.b.ins().fcmp(FloatCC::Equal, x, y),
@@ -2512,11 +2837,11 @@ impl<'a, 'm> Lower<'a, 'm> {
             B::BitOr | B::LogicalOr => self.b.ins().bor(x, y),
             B::BitXor => self.b.ins().bxor(x, y),
             B::Shl => {
-                let m = self.b.ins().band_imm(y, (s.bits() - 1) as i64);
+                let m = self.b.ins().band_imm_u(y, (s.bits() - 1) as i64);
                 self.b.ins().ishl(x, m)
             }
             B::Shr => {
-                let m = self.b.ins().band_imm(y, (s.bits() - 1) as i64);
+                let m = self.b.ins().band_imm_u(y, (s.bits() - 1) as i64);
                 if signed {
                     self.b.ins().sshr(x, m)
                 } else {
@@ -2525,16 +2850,57 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
             B::Eq => self.b.ins().icmp(IntCC::Equal, x, y),
             B::Ne => self.b.ins().icmp(IntCC::NotEqual, x, y),
-            B::Lt => self.b.ins().icmp(if signed { IntCC::SignedLessThan } else { IntCC::UnsignedLessThan }, x, y),
-            B::Le => self.b.ins().icmp(if signed { IntCC::SignedLessThanOrEqual } else { IntCC::UnsignedLessThanOrEqual }, x, y),
-            B::Gt => self.b.ins().icmp(if signed { IntCC::SignedGreaterThan } else { IntCC::UnsignedGreaterThan }, x, y),
-            B::Ge => self.b.ins().icmp(if signed { IntCC::SignedGreaterThanOrEqual } else { IntCC::UnsignedGreaterThanOrEqual }, x, y),
+            B::Lt => self.b.ins().icmp(
+                if signed {
+                    IntCC::SignedLessThan
+                } else {
+                    IntCC::UnsignedLessThan
+                },
+                x,
+                y,
+            ),
+            B::Le => self.b.ins().icmp(
+                if signed {
+                    IntCC::SignedLessThanOrEqual
+                } else {
+                    IntCC::UnsignedLessThanOrEqual
+                },
+                x,
+                y,
+            ),
+            B::Gt => self.b.ins().icmp(
+                if signed {
+                    IntCC::SignedGreaterThan
+                } else {
+                    IntCC::UnsignedGreaterThan
+                },
+                x,
+                y,
+            ),
+            B::Ge => self.b.ins().icmp(
+                if signed {
+                    IntCC::SignedGreaterThanOrEqual
+                } else {
+                    IntCC::UnsignedGreaterThanOrEqual
+                },
+                x,
+                y,
+            ),
             B::Div | B::Rem => x,
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn binary(&mut self, op: BinaryOp, s: Scalar, a: &Val, b: &Val, la: Option<i64>, lb: Option<i64>, span: Span) -> Result<Val, JitError> {
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        s: Scalar,
+        a: &Val,
+        b: &Val,
+        la: Option<i64>,
+        lb: Option<i64>,
+        span: Span,
+    ) -> Result<Val, JitError> {
         if op.is_comparison() {
             return Ok(self.compare(op, s, a, b));
         }
@@ -2593,7 +2959,9 @@ impl<'a, 'm> Lower<'a, 'm> {
             return Val::V(r);
         }
         if s == Scalar::F16 {
-            return self.map_lanes(Scalar::Bool, &[(s, a), (s, b)], |me, v| me.scalar_bin(op, s, v[0], v[1]));
+            return self.map_lanes(Scalar::Bool, &[(s, a), (s, b)], |me, v| {
+                me.scalar_bin(op, s, v[0], v[1])
+            });
         }
         let ca = self.materialize(s, a);
         let cb = self.materialize(s, b);
@@ -2642,7 +3010,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let zero = self.b.ins().iconst(t, 0);
         let op1 = |me: &mut Self, x: Value, y: Value| -> Value {
             // A zero divisor (inactive lane) divides by one; MIN / -1 wraps, MIN % -1 is 0.
-            let is0 = me.b.ins().icmp_imm(IntCC::Equal, y, 0);
+            let is0 = me.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
             let y1 = me.b.ins().select(is0, one, y);
             if s.is_signed() {
                 let ism1 = me.b.ins().icmp(IntCC::Equal, y1, m1);
@@ -2663,7 +3031,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         };
         match (a, b) {
             (Val::U(x), Val::U(y)) => {
-                let is0 = self.b.ins().icmp_imm(IntCC::Equal, *y, 0);
+                let is0 = self.b.ins().icmp_imm_s(IntCC::Equal, *y, 0);
                 self.check(is0, err::DIV_ZERO, site, |_| zero_l, zero_l);
                 Val::U(op1(self, *x, *y))
             }
@@ -2673,9 +3041,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let yl = self.lanes(s, b);
                 let mut bad_any = self.b.ins().iconst(types::I8, 0);
                 for (l, &y) in yl.iter().enumerate() {
-                    let is0 = self.b.ins().icmp_imm(IntCC::Equal, y, 0);
-                    let bit = self.b.ins().ushr_imm(bits, l as i64);
-                    let bit = self.b.ins().band_imm(bit, 1);
+                    let is0 = self.b.ins().icmp_imm_s(IntCC::Equal, y, 0);
+                    let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+                    let bit = self.b.ins().band_imm_u(bit, 1);
                     let act = self.b.ins().ireduce(types::I8, bit);
                     let bad = self.b.ins().band(is0, act);
                     bad_any = self.b.ins().bor(bad_any, bad);
@@ -2693,7 +3061,12 @@ impl<'a, 'm> Lower<'a, 'm> {
                 _ => {
                     let ca = self.materialize(s, a);
                     let cr = self.materialize(s, r);
-                    Val::V(ca.iter().zip(&cr).map(|(&x, &y)| self.b.ins().select(*c, x, y)).collect())
+                    Val::V(
+                        ca.iter()
+                            .zip(&cr)
+                            .map(|(&x, &y)| self.b.ins().select(*c, x, y))
+                            .collect(),
+                    )
                 }
             },
             c => {
@@ -2732,10 +3105,10 @@ impl<'a, 'm> Lower<'a, 'm> {
                     self.b.ins().fcmp(FloatCC::NotEqual, x, z)
                 }
                 Scalar::F16 => {
-                    let m = self.b.ins().band_imm(x, 0x7fff);
-                    self.b.ins().icmp_imm(IntCC::NotEqual, m, 0)
+                    let m = self.b.ins().band_imm_u(x, 0x7fff);
+                    self.b.ins().icmp_imm_s(IntCC::NotEqual, m, 0)
                 }
-                _ => self.b.ins().icmp_imm(IntCC::NotEqual, x, 0),
+                _ => self.b.ins().icmp_imm_s(IntCC::NotEqual, x, 0),
             };
         }
         if from == Scalar::Bool {
@@ -2760,13 +3133,35 @@ impl<'a, 'm> Lower<'a, 'm> {
             (false, false) => self.int_resize(from, to, x),
             (false, true) => {
                 if to == Scalar::F16 {
-                    let w = self.int_resize(from, if from.is_signed() { Scalar::I64 } else { Scalar::U64 }, x);
-                    let name = if from.is_signed() { "xpu_i64_to_f16" } else { "xpu_u64_to_f16" };
-                    let r = self.call(name, &[types::I64], &[types::I32], &[w]).expect("r");
+                    let w = self.int_resize(
+                        from,
+                        if from.is_signed() {
+                            Scalar::I64
+                        } else {
+                            Scalar::U64
+                        },
+                        x,
+                    );
+                    let name = if from.is_signed() {
+                        "xpu_i64_to_f16"
+                    } else {
+                        "xpu_u64_to_f16"
+                    };
+                    let r = self
+                        .call(name, &[types::I64], &[types::I32], &[w])
+                        .expect("r");
                     return self.b.ins().ireduce(types::I16, r);
                 }
                 let wide = if from.bits() < 32 {
-                    self.int_resize(from, if from.is_signed() { Scalar::I32 } else { Scalar::U32 }, x)
+                    self.int_resize(
+                        from,
+                        if from.is_signed() {
+                            Scalar::I32
+                        } else {
+                            Scalar::U32
+                        },
+                        x,
+                    )
                 } else {
                     x
                 };
@@ -2779,7 +3174,8 @@ impl<'a, 'm> Lower<'a, 'm> {
             (true, false) => {
                 let xf = if from == Scalar::F16 {
                     let a = self.b.ins().uextend(types::I32, x);
-                    self.call("xpu_f16_to_f64", &[types::I32], &[types::F64], &[a]).expect("r")
+                    self.call("xpu_f16_to_f64", &[types::I32], &[types::F64], &[a])
+                        .expect("r")
                 } else {
                     x
                 };
@@ -2820,7 +3216,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 (Scalar::F64, Scalar::F32) => self.b.ins().fdemote(types::F32, x),
                 (Scalar::F16, _) => {
                     let a = self.b.ins().uextend(types::I32, x);
-                    let d = self.call("xpu_f16_to_f64", &[types::I32], &[types::F64], &[a]).expect("r");
+                    let d = self
+                        .call("xpu_f16_to_f64", &[types::I32], &[types::F64], &[a])
+                        .expect("r");
                     if to == Scalar::F32 {
                         self.b.ins().fdemote(types::F32, d)
                     } else {
@@ -2828,11 +3226,15 @@ impl<'a, 'm> Lower<'a, 'm> {
                     }
                 }
                 (Scalar::F32, _) => {
-                    let r = self.call("xpu_f32_to_f16", &[types::F32], &[types::I32], &[x]).expect("r");
+                    let r = self
+                        .call("xpu_f32_to_f16", &[types::F32], &[types::I32], &[x])
+                        .expect("r");
                     self.b.ins().ireduce(types::I16, r)
                 }
                 _ => {
-                    let r = self.call("xpu_f64_to_f16", &[types::F64], &[types::I32], &[x]).expect("r");
+                    let r = self
+                        .call("xpu_f64_to_f16", &[types::F64], &[types::I32], &[x])
+                        .expect("r");
                     self.b.ins().ireduce(types::I16, r)
                 }
             },
@@ -2868,16 +3270,32 @@ impl<'a, 'm> Lower<'a, 'm> {
                 match (from, to) {
                     (Scalar::I32, Scalar::U32) | (Scalar::U32, Scalar::I32) => return Val::V(c),
                     (Scalar::I32, Scalar::F32) => {
-                        return Val::V(c.iter().map(|&x| self.b.ins().fcvt_from_sint(types::F32X4, x)).collect())
+                        return Val::V(
+                            c.iter()
+                                .map(|&x| self.b.ins().fcvt_from_sint(types::F32X4, x))
+                                .collect(),
+                        )
                     }
                     (Scalar::U32, Scalar::F32) => {
-                        return Val::V(c.iter().map(|&x| self.b.ins().fcvt_from_uint(types::F32X4, x)).collect())
+                        return Val::V(
+                            c.iter()
+                                .map(|&x| self.b.ins().fcvt_from_uint(types::F32X4, x))
+                                .collect(),
+                        )
                     }
                     (Scalar::F32, Scalar::I32) => {
-                        return Val::V(c.iter().map(|&x| self.b.ins().fcvt_to_sint_sat(types::I32X4, x)).collect())
+                        return Val::V(
+                            c.iter()
+                                .map(|&x| self.b.ins().fcvt_to_sint_sat(types::I32X4, x))
+                                .collect(),
+                        )
                     }
                     (Scalar::F32, Scalar::U32) => {
-                        return Val::V(c.iter().map(|&x| self.b.ins().fcvt_to_uint_sat(types::I32X4, x)).collect())
+                        return Val::V(
+                            c.iter()
+                                .map(|&x| self.b.ins().fcvt_to_uint_sat(types::I32X4, x))
+                                .collect(),
+                        )
                     }
                     _ => {}
                 }
@@ -2913,7 +3331,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                             let v = Val::V(c);
                             self.map_lanes(ts, &[(fs, &v)], |me, x| conv(me, x[0], fs, ts))
                         } else {
-                            Val::V(c.iter().map(|&x| self.b.ins().bitcast(vty(ts), le(), x)).collect())
+                            Val::V(
+                                c.iter()
+                                    .map(|&x| self.b.ins().bitcast(vty(ts), le(), x))
+                                    .collect(),
+                            )
                         }
                     }
                 })
@@ -2921,22 +3343,51 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
         // Lane counts differ: go through a byte buffer per lane.
         let total = fc as u32 * fs.size();
-        let slot = self.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, total.max(8), 4));
+        let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            total.max(8),
+            4,
+        ));
         let uniform = a.iter().all(|v| matches!(v, Val::U(_)));
         let nl = if uniform { 1 } else { self.n };
-        let fl: Vec<Vec<Value>> = a.iter().map(|v| if uniform { vec![match v { Val::U(x) => *x, _ => unreachable!() }] } else { self.lanes(fs, v) }).collect();
+        let fl: Vec<Vec<Value>> = a
+            .iter()
+            .map(|v| {
+                if uniform {
+                    vec![match v {
+                        Val::U(x) => *x,
+                        _ => unreachable!(),
+                    }]
+                } else {
+                    self.lanes(fs, v)
+                }
+            })
+            .collect();
         let mut outs: Vec<Vec<Value>> = vec![Vec::new(); tc];
         for l in 0..nl as usize {
             for (c, lanes) in fl.iter().enumerate() {
-                self.b.ins().stack_store(types::I64, lanes[l], slot, (c as u32 * fs.size()) as i32);
+                self.b
+                    .ins()
+                    .stack_store(types::I64, lanes[l], slot, (c as u32 * fs.size()) as i32);
             }
             for (c, out) in outs.iter_mut().enumerate() {
-                let v = self.b.ins().stack_load(types::I64, uty(ts), slot, (c as u32 * ts.size()) as i32);
+                let v = self.b.ins().stack_load(
+                    types::I64,
+                    uty(ts),
+                    slot,
+                    (c as u32 * ts.size()) as i32,
+                );
                 out.push(v);
             }
         }
         outs.into_iter()
-            .map(|o| if uniform { Val::U(o[0]) } else { Val::V(self.from_lanes(ts, &o)) })
+            .map(|o| {
+                if uniform {
+                    Val::U(o[0])
+                } else {
+                    Val::V(self.from_lanes(ts, &o))
+                }
+            })
             .collect()
     }
 
@@ -2947,7 +3398,15 @@ impl<'a, 'm> Lower<'a, 'm> {
             let cs: Vec<Vec<Value>> = ops.iter().map(|v| self.materialize(s, v)).collect();
             let n = cs[0].len();
             let ok = match fun {
-                MathFn::Sqrt | MathFn::Abs | MathFn::Floor | MathFn::Ceil | MathFn::Trunc | MathFn::Min | MathFn::Max | MathFn::Clamp | MathFn::Round => true,
+                MathFn::Sqrt
+                | MathFn::Abs
+                | MathFn::Floor
+                | MathFn::Ceil
+                | MathFn::Trunc
+                | MathFn::Min
+                | MathFn::Max
+                | MathFn::Clamp
+                | MathFn::Round => true,
                 MathFn::Fma => self.cfg.fma,
                 _ => false,
             };
@@ -2964,7 +3423,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         if !uniform && s.is_int() {
             let cs: Vec<Vec<Value>> = ops.iter().map(|v| self.materialize(s, v)).collect();
             let n = cs[0].len();
-            let ok = matches!(fun, MathFn::Min | MathFn::Max | MathFn::Clamp) || (fun == MathFn::Abs && s.is_signed());
+            let ok = matches!(fun, MathFn::Min | MathFn::Max | MathFn::Clamp)
+                || (fun == MathFn::Abs && s.is_signed());
             if ok {
                 let r = (0..n)
                     .map(|i| {
@@ -2977,7 +3437,13 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
         let refs: Vec<(Scalar, &Val)> = ops.iter().map(|v| (s, v)).collect();
         if uniform {
-            let xs: Vec<Value> = ops.iter().map(|v| match v { Val::U(x) => *x, _ => unreachable!() }).collect();
+            let xs: Vec<Value> = ops
+                .iter()
+                .map(|v| match v {
+                    Val::U(x) => *x,
+                    _ => unreachable!(),
+                })
+                .collect();
             return Val::U(self.scalar_math(fun, s, &xs));
         }
         self.map_lanes(s, &refs, |me, v| me.scalar_math(fun, s, v))
@@ -2985,8 +3451,20 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     fn int_fn(&mut self, fun: MathFn, s: Scalar, a: &[Value]) -> Value {
         let signed = s.is_signed();
-        let min = |me: &mut Self, x, y| if signed { me.b.ins().smin(x, y) } else { me.b.ins().umin(x, y) };
-        let max = |me: &mut Self, x, y| if signed { me.b.ins().smax(x, y) } else { me.b.ins().umax(x, y) };
+        let min = |me: &mut Self, x, y| {
+            if signed {
+                me.b.ins().smin(x, y)
+            } else {
+                me.b.ins().umin(x, y)
+            }
+        };
+        let max = |me: &mut Self, x, y| {
+            if signed {
+                me.b.ins().smax(x, y)
+            } else {
+                me.b.ins().umax(x, y)
+            }
+        };
         match fun {
             MathFn::Min => min(self, a[0], a[1]),
             MathFn::Max => max(self, a[0], a[1]),
@@ -3008,7 +3486,11 @@ impl<'a, 'm> Lower<'a, 'm> {
     /// minimumNumber / maximumNumber: Cranelift's fmin/fmax propagate NaN (and order -0 < +0);
     /// a NaN operand yields the other.
     fn min_max_num(&mut self, is_min: bool, x: Value, y: Value) -> Value {
-        let r = if is_min { self.b.ins().fmin(x, y) } else { self.b.ins().fmax(x, y) };
+        let r = if is_min {
+            self.b.ins().fmin(x, y)
+        } else {
+            self.b.ins().fmax(x, y)
+        };
         let xn = self.b.ins().fcmp(FloatCC::Unordered, x, x);
         let yn = self.b.ins().fcmp(FloatCC::Unordered, y, y);
         let ty = self.b.func.dfg.value_type(x);
@@ -3046,12 +3528,24 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let d = self.b.ins().fsub(x, t);
                 let ad = self.b.ins().fabs(d);
                 let (half, one, zero) = if s == Scalar::F32 {
-                    (self.b.ins().f32const(0.5), self.b.ins().f32const(1.0), self.b.ins().f32const(0.0))
+                    (
+                        self.b.ins().f32const(0.5),
+                        self.b.ins().f32const(1.0),
+                        self.b.ins().f32const(0.0),
+                    )
                 } else {
-                    (self.b.ins().f64const(0.5), self.b.ins().f64const(1.0), self.b.ins().f64const(0.0))
+                    (
+                        self.b.ins().f64const(0.5),
+                        self.b.ins().f64const(1.0),
+                        self.b.ins().f64const(0.0),
+                    )
                 };
                 let (half, one, zero) = if ty.is_vector() {
-                    (self.b.ins().splat(ty, half), self.b.ins().splat(ty, one), self.b.ins().splat(ty, zero))
+                    (
+                        self.b.ins().splat(ty, half),
+                        self.b.ins().splat(ty, one),
+                        self.b.ins().splat(ty, zero),
+                    )
                 } else {
                     (half, one, zero)
                 };
@@ -3059,7 +3553,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let ity = ty.as_int();
                 let xi = self.b.ins().bitcast(ity, le(), x);
                 let oi = self.b.ins().bitcast(ity, le(), one);
-                let sm = if s == Scalar::F32 { 0x8000_0000u64 } else { 0x8000_0000_0000_0000u64 };
+                let sm = if s == Scalar::F32 {
+                    0x8000_0000u64
+                } else {
+                    0x8000_0000_0000_0000u64
+                };
                 let sm = if ty.is_vector() {
                     let c = self.b.ins().iconst(ity.lane_type(), sm as i64);
                     self.b.ins().splat(ity, c)
@@ -3093,12 +3591,19 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
         if s == Scalar::F16 {
             use super::rt::f16op;
-            let ext: Vec<Value> = a.iter().map(|&x| self.b.ins().uextend(types::I32, x)).collect();
+            let ext: Vec<Value> = a
+                .iter()
+                .map(|&x| self.b.ins().uextend(types::I32, x))
+                .collect();
             let r = match fun {
-                MathFn::Fma => self.call("xpu_f16_fma", &[types::I32; 3], &[types::I32], &ext).expect("r"),
-                MathFn::Clamp => self.call("xpu_f16_clamp", &[types::I32; 3], &[types::I32], &ext).expect("r"),
+                MathFn::Fma => self
+                    .call("xpu_f16_fma", &[types::I32; 3], &[types::I32], &ext)
+                    .expect("r"),
+                MathFn::Clamp => self
+                    .call("xpu_f16_clamp", &[types::I32; 3], &[types::I32], &ext)
+                    .expect("r"),
                 MathFn::Abs => {
-                    let m = self.b.ins().band_imm(a[0], 0x7fff);
+                    let m = self.b.ins().band_imm_u(a[0], 0x7fff);
                     return m;
                 }
                 _ => {
@@ -3122,22 +3627,36 @@ impl<'a, 'm> Lower<'a, 'm> {
                     };
                     let c = self.b.ins().iconst(types::I32, code as i64);
                     let y = if ext.len() > 1 { ext[1] } else { ext[0] };
-                    self.call("xpu_f16_op", &[types::I32; 3], &[types::I32], &[c, ext[0], y]).expect("r")
+                    self.call(
+                        "xpu_f16_op",
+                        &[types::I32; 3],
+                        &[types::I32],
+                        &[c, ext[0], y],
+                    )
+                    .expect("r")
                 }
             };
             return self.b.ins().ireduce(types::I16, r);
         }
         let t = uty(s);
         let f32 = s == Scalar::F32;
-        let helper1 = |name32: &'static str, name64: &'static str| if f32 { name32 } else { name64 };
+        let helper1 =
+            |name32: &'static str, name64: &'static str| if f32 { name32 } else { name64 };
         match fun {
             MathFn::Fma if !self.cfg.fma => {
                 let name = helper1("xpu_fma_f32", "xpu_fma_f64");
                 self.call(name, &[t, t, t], &[t], a).expect("r")
             }
-            MathFn::Sqrt | MathFn::Abs | MathFn::Floor | MathFn::Ceil | MathFn::Trunc | MathFn::Min | MathFn::Max | MathFn::Clamp | MathFn::Fma | MathFn::Round => {
-                self.float_fn(fun, s, a, false)
-            }
+            MathFn::Sqrt
+            | MathFn::Abs
+            | MathFn::Floor
+            | MathFn::Ceil
+            | MathFn::Trunc
+            | MathFn::Min
+            | MathFn::Max
+            | MathFn::Clamp
+            | MathFn::Fma
+            | MathFn::Round => self.float_fn(fun, s, a, false),
             MathFn::Pow => {
                 let name = helper1("xpu_pow_f32", "xpu_pow_f64");
                 self.call(name, &[t, t], &[t], a).expect("r")
@@ -3161,7 +3680,15 @@ impl<'a, 'm> Lower<'a, 'm> {
     // -----------------------------------------------------------------------------------
     // Atomics
 
-    fn atomic(&mut self, op: AtomicOp, place: &Place, value: ExprId, compare: Option<ExprId>, ty: Type, span: Span) -> Result<Val, JitError> {
+    fn atomic(
+        &mut self,
+        op: AtomicOp,
+        place: &Place,
+        value: ExprId,
+        compare: Option<ExprId>,
+        ty: Type,
+        span: Span,
+    ) -> Result<Val, JitError> {
         let Place::Element { base, index } = *place else {
             return Err(self.internal("an atomic on a local"));
         };
@@ -3219,7 +3746,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let ni = me.b.ins().bitcast(types::I32, le(), nf);
                 let seen = me.b.ins().atomic_cas(flags, addr, old, ni);
                 let ok = me.b.ins().icmp(IntCC::Equal, seen, old);
-                me.b.ins().brif(ok, done, &[old.into()], head, &[seen.into()]);
+                me.b.ins()
+                    .brif(ok, done, &[old.into()], head, &[seen.into()]);
                 me.b.switch_to_block(done);
                 let r = me.b.block_params(done)[0];
                 return me.b.ins().bitcast(types::F32, le(), r);
@@ -3235,8 +3763,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         let cl = cmp.as_ref().map(|c| self.lanes(s, c));
         let mut outs = Vec::new();
         for l in 0..self.n as usize {
-            let bit = self.b.ins().ushr_imm(bits, l as i64);
-            let bit = self.b.ins().band_imm(bit, 1);
+            let bit = self.b.ins().ushr_imm_u(bits, l as i64);
+            let bit = self.b.ins().band_imm_u(bit, 1);
             let doit = self.b.create_block();
             let join = self.b.create_block();
             self.b.append_block_param(join, t);
@@ -3244,7 +3772,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.b.ins().brif(bit, doit, &[], join, &[zero.into()]);
             self.b.switch_to_block(doit);
             let i64v = self.b.ins().uextend(types::I64, il[l]);
-            let o = self.b.ins().imul_imm(i64v, size);
+            let o = self.b.ins().imul_imm_s(i64v, size);
             let addr = self.b.ins().iadd(ptr, o);
             let r = rmw(self, addr, vl[l], cl.as_ref().map(|c| c[l]));
             self.b.ins().jump(join, &[r.into()]);
@@ -3257,14 +3785,20 @@ impl<'a, 'm> Lower<'a, 'm> {
     // -----------------------------------------------------------------------------------
     // Waves
 
-    fn wave(&mut self, op: WaveOp, s: Scalar, args: &[Vec<Val>], span: Span) -> Result<Vec<Val>, JitError> {
+    fn wave(
+        &mut self,
+        op: WaveOp,
+        s: Scalar,
+        args: &[Vec<Val>],
+        span: Span,
+    ) -> Result<Vec<Val>, JitError> {
         let n = self.n as usize;
         let e = self.exec();
         let bits = self.mask_bits(&e);
         let active: Vec<Value> = (0..n)
             .map(|l| {
-                let b = self.b.ins().ushr_imm(bits, l as i64);
-                let b = self.b.ins().band_imm(b, 1);
+                let b = self.b.ins().ushr_imm_u(bits, l as i64);
+                let b = self.b.ins().band_imm_u(b, 1);
                 self.b.ins().ireduce(types::I8, b)
             })
             .collect();
@@ -3302,13 +3836,15 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let m = self.b.ins().band(pbits, bits);
                 Ok(vec![Val::U(match op {
                     WaveOp::Ballot => m,
-                    WaveOp::Any => self.b.ins().icmp_imm(IntCC::NotEqual, m, 0),
+                    WaveOp::Any => self.b.ins().icmp_imm_s(IntCC::NotEqual, m, 0),
                     _ => self.b.ins().icmp(IntCC::Equal, m, bits),
                 })])
             }
             WaveOp::Elect => {
                 let low = self.b.ins().ctz(bits);
-                let lanes: Vec<Value> = (0..n).map(|l| self.b.ins().icmp_imm(IntCC::Equal, low, l as i64)).collect();
+                let lanes: Vec<Value> = (0..n)
+                    .map(|l| self.b.ins().icmp_imm_s(IntCC::Equal, low, l as i64))
+                    .collect();
                 Ok(vec![Val::V(self.from_lanes(Scalar::Bool, &lanes))])
             }
             _ => {
@@ -3316,13 +3852,19 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let comps = &args[0];
                 let lsrc = &args[1][0];
                 let size = s.size();
-                let slot = self.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, n as u32 * size.max(1) + 16, 4));
+                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    n as u32 * size.max(1) + 16,
+                    4,
+                ));
                 let src_lanes: Vec<Value> = self.lanes(Scalar::U32, lsrc);
                 let mut out = Vec::new();
                 for x in comps {
                     let xs = self.lanes(s, x);
                     for (l, &v) in xs.iter().enumerate() {
-                        self.b.ins().stack_store(types::I64, v, slot, (l as u32 * size) as i32);
+                        self.b
+                            .ins()
+                            .stack_store(types::I64, v, slot, (l as u32 * size) as i32);
                     }
                     let base = self.b.ins().stack_addr(types::I64, slot, 0);
                     let mut res = Vec::new();
@@ -3332,31 +3874,37 @@ impl<'a, 'm> Lower<'a, 'm> {
                         let wm = (n - 1) as i64;
                         // (source lane, use own value)
                         let (src, own) = match op {
-                            WaveOp::Broadcast | WaveOp::Shuffle => (self.b.ins().band_imm(d, wm), None),
+                            WaveOp::Broadcast | WaveOp::Shuffle => {
+                                (self.b.ins().band_imm_u(d, wm), None)
+                            }
                             WaveOp::ShuffleXor => {
                                 let t = self.b.ins().bxor(me, d);
-                                let out_of = self.b.ins().icmp_imm(IntCC::UnsignedGreaterThan, t, wm);
-                                (self.b.ins().band_imm(t, wm), Some(out_of))
+                                let out_of =
+                                    self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, t, wm);
+                                (self.b.ins().band_imm_u(t, wm), Some(out_of))
                             }
                             WaveOp::ShuffleUp => {
                                 let t = self.b.ins().isub(me, d);
                                 let out_of = self.b.ins().icmp(IntCC::UnsignedGreaterThan, d, me);
-                                (self.b.ins().band_imm(t, wm), Some(out_of))
+                                (self.b.ins().band_imm_u(t, wm), Some(out_of))
                             }
                             WaveOp::ShuffleDown => {
                                 let t = self.b.ins().iadd(me, d);
                                 // me + d >= n, without wrapping: d >= n - me.
                                 let room = self.b.ins().iconst(types::I32, (n - l) as i64);
-                                let out_of = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, d, room);
-                                (self.b.ins().band_imm(t, wm), Some(out_of))
+                                let out_of =
+                                    self.b
+                                        .ins()
+                                        .icmp(IntCC::UnsignedGreaterThanOrEqual, d, room);
+                                (self.b.ins().band_imm_u(t, wm), Some(out_of))
                             }
                             _ => {
                                 let t = self.b.ins().iadd(me, d);
-                                (self.b.ins().band_imm(t, wm), None)
+                                (self.b.ins().band_imm_u(t, wm), None)
                             }
                         };
                         let s64 = self.b.ins().uextend(types::I64, src);
-                        let o = self.b.ins().imul_imm(s64, size as i64);
+                        let o = self.b.ins().imul_imm_s(s64, size as i64);
                         let a = self.b.ins().iadd(base, o);
                         let v = self.b.ins().load(uty(s), notrap(), a, 0);
                         let v = match own {
@@ -3394,7 +3942,11 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     fn reduce_identity(&mut self, r: ReduceOp, s: Scalar) -> Value {
         let bits = s.bits();
-        let all = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let all = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
         let v: u64 = match r {
             ReduceOp::Sum | ReduceOp::Or | ReduceOp::Xor => 0,
             ReduceOp::And => all,
@@ -3453,8 +4005,18 @@ impl<'a, 'm> Lower<'a, 'm> {
                     let off = self.alloc_state(n * 8);
                     Slot::Mat { off, n }
                 }
-                (_, Class::Uniform) => Slot::Uni((0..comps).map(|_| self.new_var(uty(s))).collect()),
-                _ => Slot::Var((0..comps).map(|_| (0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect()).collect()),
+                (_, Class::Uniform) => {
+                    Slot::Uni((0..comps).map(|_| self.new_var(uty(s))).collect())
+                }
+                _ => Slot::Var(
+                    (0..comps)
+                        .map(|_| {
+                            (0..chunks(s, self.n))
+                                .map(|_| self.new_var(vty(s)))
+                                .collect()
+                        })
+                        .collect(),
+                ),
             };
             match v {
                 Ev::Vals(vs) => self.write_slot(&slot, s, &vs, false)?,
@@ -3475,7 +4037,15 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let s = scalar_of(t);
                 let comps = comps_of(t);
                 Some(if an.ret_var || an.ret != Class::Uniform {
-                    Slot::Var((0..comps).map(|_| (0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect()).collect())
+                    Slot::Var(
+                        (0..comps)
+                            .map(|_| {
+                                (0..chunks(s, self.n))
+                                    .map(|_| self.new_var(vty(s)))
+                                    .collect()
+                            })
+                            .collect(),
+                    )
                 } else {
                     Slot::Uni((0..comps).map(|_| self.new_var(uty(s))).collect())
                 })
@@ -3529,12 +4099,22 @@ impl<'a, 'm> Lower<'a, 'm> {
         for &a in args {
             vals.push(self.expr(a)?);
         }
-        let rty = self.m.functions.try_get(*members.first().expect("member")).and_then(|f| f.ret);
+        let rty = self
+            .m
+            .functions
+            .try_get(*members.first().expect("member"))
+            .and_then(|f| f.ret);
         let s = rty.map(scalar_of).unwrap_or(Scalar::U32);
         let comps = rty.map(comps_of).unwrap_or(0);
         let _ = ty;
         // The result, zero unless a member runs.
-        let res: Vec<Vec<Variable>> = (0..comps).map(|_| (0..chunks(s, self.n)).map(|_| self.new_var(vty(s))).collect()).collect();
+        let res: Vec<Vec<Variable>> = (0..comps)
+            .map(|_| {
+                (0..chunks(s, self.n))
+                    .map(|_| self.new_var(vty(s)))
+                    .collect()
+            })
+            .collect();
         for r in &res {
             let z = self.const_vec(vty(s), &[]);
             let zs = vec![z; r.len()];
@@ -3573,7 +4153,9 @@ impl<'a, 'm> Lower<'a, 'm> {
         if comps == 0 {
             return Ok(Ev::Void);
         }
-        Ok(Ev::Vals(res.iter().map(|r| Val::V(self.use_vars(r))).collect()))
+        Ok(Ev::Vals(
+            res.iter().map(|r| Val::V(self.use_vars(r))).collect(),
+        ))
     }
 }
 

@@ -235,8 +235,12 @@ impl CompiledKernel {
             });
         }
         let mut flags = settings::builder();
-        flags.set("opt_level", "speed").map_err(|e| codegen(e.to_string()))?;
-        flags.set("is_pic", "false").map_err(|e| codegen(e.to_string()))?;
+        flags
+            .set("opt_level", "speed")
+            .map_err(|e| codegen(e.to_string()))?;
+        flags
+            .set("is_pic", "false")
+            .map_err(|e| codegen(e.to_string()))?;
         let isa = cranelift_native::builder()
             .map_err(|e| codegen(e.to_string()))?
             .finish(settings::Flags::new(flags))
@@ -276,7 +280,8 @@ impl CompiledKernel {
             .map(|c| c.code_info().total_size as u64)
             .unwrap_or(0);
         jm.clear_context(&mut ctx);
-        jm.finalize_definitions().map_err(|e| codegen(e.to_string()))?;
+        jm.finalize_definitions()
+            .map_err(|e| codegen(e.to_string()))?;
         let ptr = jm.get_finalized_function(id);
         // SAFETY: the function was built with exactly this signature (one pointer, one i32
         // result) in the host's default calling convention, which is `extern "C"`.
@@ -349,7 +354,11 @@ impl CompiledKernel {
             _ => 0,
         };
         let shared_total = self.static_shared as usize + shared_bytes as usize;
-        let state_stride = if self.barriers > 0 { self.state_bytes as u64 } else { 0 };
+        let state_stride = if self.barriers > 0 {
+            self.state_bytes as u64
+        } else {
+            0
+        };
         let state_total = if self.barriers > 0 {
             self.state_bytes as usize * self.waves as usize
         } else {

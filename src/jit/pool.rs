@@ -75,8 +75,9 @@ pub fn run(threads: usize, work: &(dyn Fn(usize) + Sync)) {
     }
     // SAFETY of the lifetime extension: every job is finished (the latch reaches zero)
     // before this function returns, so `work` outlives every use.
-    let work_static: &'static (dyn Fn(usize) + Sync) =
-        unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(work) };
+    let work_static: &'static (dyn Fn(usize) + Sync) = unsafe {
+        std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(work)
+    };
     let job: Job = Arc::new(move |i| work_static(i));
     let p = pool();
     let senders = p.senders.lock();

@@ -185,7 +185,9 @@ pub extern "C" fn xpu_f16_op(op: i32, a: i32, b: i32) -> i32 {
 }
 
 pub extern "C" fn xpu_f16_fma(a: i32, b: i32, c: i32) -> i32 {
-    hb(f16::from_f64(h(a).to_f64().mul_add(h(b).to_f64(), h(c).to_f64())))
+    hb(f16::from_f64(
+        h(a).to_f64().mul_add(h(b).to_f64(), h(c).to_f64()),
+    ))
 }
 
 pub extern "C" fn xpu_f16_clamp(x: i32, lo: i32, hi: i32) -> i32 {
@@ -308,10 +310,10 @@ fn add(s: Scalar, a: u64, b: u64) -> u64 {
     match s {
         Scalar::F32 => (f32::from_bits(a as u32) + f32::from_bits(b as u32)).to_bits() as u64,
         Scalar::F64 => (f64::from_bits(a) + f64::from_bits(b)).to_bits(),
-        Scalar::F16 => f16::from_f32(
-            f16::from_bits(a as u16).to_f32() + f16::from_bits(b as u16).to_f32(),
-        )
-        .to_bits() as u64,
+        Scalar::F16 => {
+            f16::from_f32(f16::from_bits(a as u16).to_f32() + f16::from_bits(b as u16).to_f32())
+                .to_bits() as u64
+        }
         Scalar::Bool => a | b,
         _ => canon(s, a.wrapping_add(b)),
     }
@@ -321,10 +323,10 @@ fn mul(s: Scalar, a: u64, b: u64) -> u64 {
     match s {
         Scalar::F32 => (f32::from_bits(a as u32) * f32::from_bits(b as u32)).to_bits() as u64,
         Scalar::F64 => (f64::from_bits(a) * f64::from_bits(b)).to_bits(),
-        Scalar::F16 => f16::from_f32(
-            f16::from_bits(a as u16).to_f32() * f16::from_bits(b as u16).to_f32(),
-        )
-        .to_bits() as u64,
+        Scalar::F16 => {
+            f16::from_f32(f16::from_bits(a as u16).to_f32() * f16::from_bits(b as u16).to_f32())
+                .to_bits() as u64
+        }
         Scalar::Bool => a & b,
         _ => canon(s, a.wrapping_mul(b)),
     }
@@ -487,7 +489,14 @@ mod tests {
         let code = scalar_code(Scalar::F32);
         // SAFETY: 2×2 fragments.
         unsafe {
-            xpu_matrix_mma(d.as_mut_ptr(), a.as_ptr(), b.as_ptr(), c.as_ptr(), 2 | 2 << 16 | 2 << 32, code | code << 8)
+            xpu_matrix_mma(
+                d.as_mut_ptr(),
+                a.as_ptr(),
+                b.as_ptr(),
+                c.as_ptr(),
+                2 | 2 << 16 | 2 << 32,
+                code | code << 8,
+            )
         };
         let d: Vec<f32> = d.iter().map(|&v| f32::from_bits(v as u32)).collect();
         assert_eq!(d, vec![19.0, 22.0, 43.0, 50.0]);

@@ -1,0 +1,840 @@
+//! The CPU backend against the reference interpreter.
+//!
+//! - Targeted cases: out-of-bounds accesses fail the launch naming kernel, line and index and
+//!   touch nothing; integer division by zero fails the launch (never a SIGFPE); the UB corpus
+//!   (`tests/ub/`) never crashes the process; worker caps; barriers in loops.
+//! - A differential fuzzer: random *valid* kernels (arithmetic on every type, divergent `if`s,
+//!   loops with labelled `break`/`continue`, early returns, device helpers, private arrays,
+//!   vectors, shared memory with barriers, wave verbs, atomics, random geometry and `@wave`)
+//!   run on both; integers and floats must agree bit for bit (the CPU computes exactly the
+//!   interpreter's operations in the same order; any NaN equals any NaN). Kernels the
+//!   interpreter reports undefined behaviour for are discarded. `XPU_FUZZ_CASES` sets the
+//!   count (default 1000).
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use xpu::{args, Backend, Device, KernelBuffer, KernelStream, Launch, LaunchError};
+
+fn devices() -> (Device, Device) {
+    (
+        Device::open(Backend::Interp).expect("interp"),
+        Device::open(Backend::Cpu).expect("cpu"),
+    )
+}
+
+fn load(device: &Device, src: &str) -> xpu::Program {
+    let m = xpu::ir::parse(src)
+        .unwrap_or_else(|e| panic!("parse: {e}\n{src}"))
+        .verify()
+        .unwrap_or_else(|e| panic!("verify: {e}\n{src}"));
+    device.load(m).expect("load")
+}
+
+#[test]
+fn out_of_bounds_fails_the_launch_and_touches_nothing() {
+    let (_, cpu) = devices();
+    let src = "kernel oob(out: buf<u32, rw>, n: u32) {\n    let i: u32 = global_id.x;\n    out[i + n] = i;\n}\n";
+    let p = load(&cpu, src);
+    let k = p.kernel("oob").unwrap();
+    let stream = KernelStream::current(&cpu);
+    let mut big = cpu.upload(&[7u32; 40]).unwrap();
+    let mut out = big.slice(0..32).unwrap();
+    let e = k
+        .launch(
+            &stream,
+            Launch::grid([1]).block([32]),
+            args![&mut out, 4u32],
+        )
+        .unwrap_err();
+    match &e {
+        LaunchError::OutOfBounds {
+            kernel,
+            line,
+            index,
+            len,
+            ..
+        } => {
+            assert_eq!(kernel, "oob");
+            assert_eq!(*line, 3);
+            assert_eq!(*len, 32);
+            assert!(*index >= 32, "{e}");
+        }
+        e => panic!("expected out of bounds, got {e}"),
+    }
+    // Nothing past the view was written.
+    let all = big.download().unwrap();
+    assert_eq!(&all[32..], &[7u32; 8]);
+    drop(out);
+    let _ = &mut big;
+}
+
+#[test]
+fn division_by_zero_is_an_error_and_min_over_minus_one_wraps() {
+    let (_, cpu) = devices();
+    let src = "kernel div(out: buf<i32, rw>, a: buf<i32>, b: buf<i32>) {\n    let i: u32 = global_id.x;\n    out[i] = a[i] / b[i] + a[i] % b[i];\n}\n";
+    let p = load(&cpu, src);
+    let k = p.kernel("div").unwrap();
+    let stream = KernelStream::current(&cpu);
+    let a = cpu.upload(&[i32::MIN, 7, -7, 9]).unwrap();
+    let b = cpu.upload(&[-1, 2, 2, 3]).unwrap();
+    let mut out = cpu.upload(&[0i32; 4]).unwrap();
+    k.launch(
+        &stream,
+        Launch::grid([1]).block([4]),
+        args![&mut out, &a, &b],
+    )
+    .unwrap();
+    assert_eq!(out.download().unwrap(), vec![i32::MIN, 4, -4, 3]);
+    let z = cpu.upload(&[1, 1, 0, 1]).unwrap();
+    let e = k
+        .launch(
+            &stream,
+            Launch::grid([1]).block([4]),
+            args![&mut out, &a, &z],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("division by zero"), "{e}");
+}
+
+#[test]
+fn ub_corpus_never_crashes() {
+    // Every run block of tests/ub on the CPU: an error or a result, never a crash.
+    let (_, cpu) = devices();
+    let interp = Device::open(Backend::Interp).unwrap();
+    let mut ran = 0;
+    for entry in std::fs::read_dir("tests/ub").unwrap() {
+        let path = entry.unwrap().path();
+        let src = std::fs::read_to_string(&path).unwrap();
+        let Ok((m, specs)) = xpu::ir::parse_file(&src) else {
+            continue;
+        };
+        let Ok(m) = m.verify() else { continue };
+        let pc = cpu.load(m.clone()).unwrap();
+        let pi = interp.load(m).unwrap();
+        for spec in &specs {
+            // The runner skips UB cases on the CPU; launch them anyway, ignoring the verdict.
+            let mut spec = spec.clone();
+            spec.expects.clear();
+            let _ = xpu::filetest::runner::run_case(&spec, &pc, &pi);
+            ran += 1;
+        }
+    }
+    assert!(ran > 0);
+}
+
+#[test]
+fn worker_cap_and_many_groups() {
+    let (_, cpu) = devices();
+    let src = "kernel count(c: buf<u32, rw>) {\n    atomic_add(c[group_id.x % 4], 1);\n}\n";
+    let p = load(&cpu, src);
+    let k = p.kernel("count").unwrap();
+    let stream = KernelStream::current(&cpu);
+    let mut c = cpu.upload(&[0u32; 4]).unwrap();
+    if let Some(d) = cpu
+        .implementation()
+        .as_any_device()
+        .and_then(|a| a.downcast_ref::<xpu::devices::cpu::CpuDevice>())
+    {
+        d.set_worker_cap(1);
+        assert_eq!(d.worker_cap(), 1);
+        d.set_worker_cap(0);
+    }
+    k.launch(&stream, Launch::grid([1000]).block([33]), args![&mut c])
+        .unwrap();
+    assert_eq!(c.download().unwrap(), vec![250 * 33; 4]);
+}
+
+/// Polls `as_any` through the trait object (a helper trait keeps the test independent of
+/// whether `DeviceImpl` exposes `Any`).
+trait AsAnyDevice {
+    fn as_any_device(&self) -> Option<&dyn std::any::Any>;
+}
+impl AsAnyDevice for std::sync::Arc<dyn xpu::devices::DeviceImpl> {
+    fn as_any_device(&self) -> Option<&dyn std::any::Any> {
+        let d: &dyn xpu::devices::DeviceImpl = self.as_ref();
+        Some(d as &dyn std::any::Any)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The differential fuzzer
+
+/// splitmix64, for reproducible programs from one seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+const TYPES: [&str; 9] = [
+    "i32", "u32", "f32", "i64", "u64", "u8", "i16", "f64", "bool",
+];
+
+struct Gen {
+    rng: Rng,
+    out: String,
+    /// Variables in scope: name, type, assignable.
+    vars: Vec<(String, &'static str, bool)>,
+    next: usize,
+    indent: usize,
+    loop_depth: usize,
+    labels: Vec<String>,
+    /// Statements still allowed (keeps kernels small).
+    budget: i32,
+    block: u32,
+    helpers: Vec<(String, &'static str, &'static str)>,
+    top_level: bool,
+    waves: bool,
+    /// Inside a device helper: no kernel locals, buffers or shared memory.
+    helper: bool,
+}
+
+impl Gen {
+    fn fresh(&mut self, p: &str) -> String {
+        self.next += 1;
+        format!("{p}{}", self.next)
+    }
+
+    fn line(&mut self, s: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn lit(&mut self, ty: &str) -> String {
+        let r = &mut self.rng;
+        match ty {
+            "bool" => if r.chance(50) { "true" } else { "false" }.into(),
+            "f32" | "f64" => {
+                let v = *r.pick(&[
+                    "0.0", "-0.0", "1.0", "-2.5", "0.5", "3.0e3", "1.0e-3", "7.0", "-100.25",
+                    "inf", "nan",
+                ]);
+                format!("{v}{}", if ty == "f64" { "f64" } else { "" })
+            }
+            "u8" => format!("{}u8", r.below(256)),
+            "i16" => format!("{}i16", r.below(2000) as i64 - 1000),
+            "u32" => format!(
+                "{}u32",
+                *r.pick(&[0u64, 1, 2, 3, 7, 31, 32, 100, 0xffff_ffff, 0x8000_0000])
+            ),
+            "u64" => format!(
+                "{}u64",
+                *r.pick(&[0u64, 1, 5, 64, 0xffff_ffff_ffff, u64::MAX])
+            ),
+            "i64" => format!(
+                "{}i64",
+                *r.pick(&[0i64, 1, -1, 17, -12345678901, i64::MAX, i64::MIN + 1])
+            ),
+            _ => format!(
+                "{}i32",
+                *r.pick(&[0i64, 1, -1, 2, 5, -7, 100, 2147483647, -2147483647, 65536])
+            ),
+        }
+    }
+
+    fn var_of(&mut self, ty: &str) -> Option<String> {
+        let c: Vec<String> = self
+            .vars
+            .iter()
+            .filter(|v| v.1 == ty)
+            .map(|v| v.0.clone())
+            .collect();
+        if c.is_empty() {
+            None
+        } else {
+            Some(self.rng.pick(&c).clone())
+        }
+    }
+
+    fn leaf(&mut self, ty: &str) -> String {
+        if self.rng.chance(70) {
+            if let Some(v) = self.var_of(ty) {
+                return v;
+            }
+        }
+        if ty == "u32" && self.rng.chance(50) {
+            let names: &[&str] = if self.helper {
+                &["lane_id", "wave_width", "group_id.x", "local_id.x"]
+            } else {
+                &["gid", "lid", "lane_id", "wave_width", "group_id.x", "n"]
+            };
+            return self.rng.pick(names).to_string();
+        }
+        self.lit(ty)
+    }
+
+    fn expr(&mut self, ty: &'static str, depth: u32) -> String {
+        if depth == 0 || self.rng.chance(25) {
+            return self.leaf(ty);
+        }
+        let d = depth - 1;
+        let is_int = !matches!(ty, "f32" | "f64" | "bool");
+        let is_float = matches!(ty, "f32" | "f64");
+        match self.rng.below(10) {
+            0 | 1 | 2 if is_int => {
+                let op = *self
+                    .rng
+                    .pick(&["+", "-", "*", "&", "|", "^", "<<", ">>", "/", "%"]);
+                let a = self.expr(ty, d);
+                let b = self.expr(ty, d);
+                if op == "/" || op == "%" {
+                    // Rarely zero (those cases are discarded as UB).
+                    format!("({a} {op} ({b} | {}))", self.lit_one(ty))
+                } else {
+                    format!("({a} {op} {b})")
+                }
+            }
+            0 | 1 | 2 if is_float => {
+                let op = *self.rng.pick(&["+", "-", "*", "/", "%"]);
+                format!("({} {op} {})", self.expr(ty, d), self.expr(ty, d))
+            }
+            0 | 1 | 2 => {
+                // bool
+                match self.rng.below(4) {
+                    0 => {
+                        let t = *self.rng.pick(&TYPES[..8]);
+                        let op = *self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]);
+                        format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
+                    }
+                    1 => format!("({} && {})", self.expr("bool", d), self.expr("bool", d)),
+                    2 => format!("({} || {})", self.expr("bool", d), self.expr("bool", d)),
+                    _ => format!("!{}", self.expr("bool", d)),
+                }
+            }
+            3 => {
+                let from = *self.rng.pick(&TYPES);
+                format!("({} as {ty})", self.expr(from, d))
+            }
+            4 => format!(
+                "select({}, {}, {})",
+                self.expr("bool", d),
+                self.expr(ty, d),
+                self.expr(ty, d)
+            ),
+            5 if ty != "bool" => {
+                let f = if is_float {
+                    *self.rng.pick(&[
+                        "min", "max", "abs", "floor", "ceil", "round", "trunc", "sqrt", "fma",
+                        "clamp", "exp", "sin", "log2", "tanh", "pow", "rsqrt",
+                    ])
+                } else {
+                    *self.rng.pick(&["min", "max", "abs", "clamp"])
+                };
+                let n = match f {
+                    "min" | "max" | "pow" => 2,
+                    "fma" | "clamp" => 3,
+                    _ => 1,
+                };
+                let args: Vec<String> = (0..n).map(|_| self.expr(ty, d)).collect();
+                format!("{f}({})", args.join(", "))
+            }
+            6 if self.waves && ty != "bool" && ty != "f64" => {
+                let op = *self.rng.pick(&[
+                    "reduce_sum",
+                    "reduce_min",
+                    "reduce_max",
+                    "inclusive_scan_sum",
+                    "exclusive_scan_max",
+                    "shuffle_xor",
+                    "shuffle_down",
+                    "shuffle_up",
+                    "rotate",
+                ]);
+                let x = self.expr(ty, d);
+                match op {
+                    "shuffle_xor" | "shuffle_down" | "shuffle_up" | "rotate" => {
+                        let k = self.rng.below(5);
+                        format!("wave_{op}({x}, {k}u32)")
+                    }
+                    _ => format!("wave_{op}({x})"),
+                }
+            }
+            6 if self.waves && ty == "bool" => {
+                let op = *self.rng.pick(&["any", "all"]);
+                format!("wave_{op}({})", self.expr("bool", d))
+            }
+            7 if self.waves && ty == "u64" => format!("wave_ballot({})", self.expr("bool", d)),
+            7 if self.waves && ty == "bool" => "wave_elect()".into(),
+            8 if !self.helpers.is_empty() => {
+                let (name, a, r) =
+                    self.helpers[self.rng.below(self.helpers.len() as u64) as usize].clone();
+                let arg = self.expr(a, d);
+                let call = format!("{name}({arg})");
+                if r == ty {
+                    call
+                } else {
+                    format!("({call} as {ty})")
+                }
+            }
+            9 if ty == "f32" => {
+                // Through a vector.
+                let a = self.expr("f32", d);
+                let b = self.expr("f32", d);
+                let lane = *self.rng.pick(&["x", "y", "z", "w"]);
+                format!("(vec4<f32>({a}, {b}, 1.5, {a}) * vec4<f32>({b})).{lane}")
+            }
+            _ => {
+                if is_int && self.rng.chance(30) {
+                    format!("(-({}))", self.expr(ty, d))
+                } else {
+                    self.leaf(ty)
+                }
+            }
+        }
+    }
+
+    fn lit_one(&mut self, ty: &str) -> String {
+        match ty {
+            "u8" => "1u8".into(),
+            "i16" => "1i16".into(),
+            "u32" => "1u32".into(),
+            "u64" => "1u64".into(),
+            "i64" => "1i64".into(),
+            _ => "1i32".into(),
+        }
+    }
+
+    fn stmts(&mut self, n: usize) {
+        let mark = self.vars.len();
+        for _ in 0..n {
+            if self.budget <= 0 {
+                break;
+            }
+            self.budget -= 1;
+            self.stmt();
+        }
+        self.vars.truncate(mark);
+    }
+
+    fn stmt(&mut self) {
+        let choice = self.rng.below(16);
+        match choice {
+            0..=3 => {
+                let ty = *self.rng.pick(&TYPES);
+                let name = self.fresh("v");
+                let e = self.expr(ty, 3);
+                self.line(&format!("let {name}: {ty} = {e};"));
+                self.vars.push((name, ty, true));
+            }
+            4..=6 => {
+                let assignable: Vec<(String, &'static str)> = self
+                    .vars
+                    .iter()
+                    .filter(|v| v.2)
+                    .map(|v| (v.0.clone(), v.1))
+                    .collect();
+                if assignable.is_empty() {
+                    return;
+                }
+                let (name, ty) = self.rng.pick(&assignable).clone();
+                let e = self.expr(ty, 3);
+                if ty != "bool" && ty != "f64" && self.rng.chance(30) {
+                    self.line(&format!("{name} += {e};"));
+                } else {
+                    self.line(&format!("{name} = {e};"));
+                }
+            }
+            7 | 8 => {
+                let c = self.expr("bool", 2);
+                self.line(&format!("if {c} {{"));
+                self.nested(|g| g.stmts(3));
+                if self.rng.chance(50) {
+                    self.line("} else {");
+                    self.nested(|g| g.stmts(3));
+                }
+                self.line("}");
+            }
+            9 | 10 if self.loop_depth < 2 => {
+                let var = self.fresh("it");
+                let bound = match (self.rng.below(3), self.helper) {
+                    (0, _) => format!("{}u32", self.rng.below(5)),
+                    (1, false) => "(n % 4u32)".to_string(),
+                    (_, false) => "(gid % 5u32)".to_string(),
+                    (_, true) => "(lane_id % 5u32)".to_string(),
+                };
+                let label = if self.rng.chance(30) {
+                    let l = self.fresh("l");
+                    self.line(&format!("'{l}: for {var}: u32 in 0u32..{bound} {{"));
+                    Some(l)
+                } else {
+                    self.line(&format!("for {var}: u32 in 0u32..{bound} {{"));
+                    None
+                };
+                self.loop_depth += 1;
+                self.labels.push(label.clone().unwrap_or_default());
+                self.vars.push((var, "u32", false));
+                self.nested(|g| {
+                    g.stmts(3);
+                    if g.rng.chance(40) {
+                        let c = g.expr("bool", 2);
+                        let kw = if g.rng.chance(50) {
+                            "break"
+                        } else {
+                            "continue"
+                        };
+                        let target = g
+                            .labels
+                            .iter()
+                            .filter(|l| !l.is_empty())
+                            .cloned()
+                            .collect::<Vec<_>>();
+                        let lab = if !target.is_empty() && g.rng.chance(40) {
+                            format!(" '{}", g.rng.pick(&target))
+                        } else {
+                            String::new()
+                        };
+                        g.line(&format!("if {c} {{ {kw}{lab}; }}"));
+                        g.stmts(2);
+                    }
+                });
+                self.vars.pop();
+                self.labels.pop();
+                self.loop_depth -= 1;
+                self.line("}");
+            }
+            11 if self.loop_depth < 2 => {
+                // A bounded while loop.
+                let w = self.fresh("w");
+                self.line(&format!("let {w}: u32 = 0u32;"));
+                let c = self.expr("bool", 1);
+                self.line(&format!("while {w} < 3u32 && ({c} || {w} < 1u32) {{"));
+                self.loop_depth += 1;
+                self.labels.push(String::new());
+                self.nested(|g| {
+                    g.line(&format!("{w} += 1u32;"));
+                    g.stmts(2);
+                });
+                self.labels.pop();
+                self.loop_depth -= 1;
+                self.line("}");
+                self.vars.push((w, "u32", false));
+            }
+            12 if !self.helper => {
+                // Atomics whose final values do not depend on the order.
+                // (One operator per element: different operators on one element do not
+                // commute.)
+                let slot = self.rng.below(4);
+                let op = ["atomic_add", "atomic_max", "atomic_min", "atomic_xor"][slot as usize];
+                let v = self.expr("u32", 2);
+                self.line(&format!("{op}(cnt[{slot}u32], {v});"));
+            }
+            13 => {
+                // A private array, filled then read at a varying index.
+                let a = self.fresh("arr");
+                self.line(&format!("let {a}: [i32; 4];"));
+                let k = self.fresh("k");
+                let e = self.expr("i32", 2);
+                self.line(&format!(
+                    "for {k}: u32 in 0u32..4u32 {{ {a}[{k}] = {e} + ({k} as i32); }}"
+                ));
+                let i = self.expr("u32", 2);
+                let v = self.fresh("v");
+                self.line(&format!("let {v}: i32 = {a}[({i}) % 4u32];"));
+                self.vars.push((v, "i32", true));
+            }
+            14 if self.top_level => {
+                // Shared memory across a barrier (top level only: uniform control flow).
+                let e = self.expr("i32", 2);
+                let v = self.fresh("s");
+                let off = self.rng.below(self.block as u64 + 1);
+                self.line(&format!("sh[lid] = {e};"));
+                self.line("barrier();");
+                self.line(&format!(
+                    "let {v}: i32 = sh[(lid + {off}u32) % {}u32];",
+                    self.block
+                ));
+                self.line("barrier();");
+                self.vars.push((v, "i32", true));
+            }
+            15 if !self.helper && self.loop_depth == 0 && self.rng.chance(30) => {
+                let c = self.expr("bool", 2);
+                self.line(&format!("if {c} {{"));
+                self.nested(|g| {
+                    g.line("out_i[gid] = 77i32;");
+                    g.line("return;");
+                });
+                self.line("}");
+            }
+            _ => {}
+        }
+    }
+
+    fn nested(&mut self, f: impl FnOnce(&mut Self)) {
+        let top = self.top_level;
+        self.top_level = false;
+        self.indent += 1;
+        let mark = self.vars.len();
+        f(self);
+        self.vars.truncate(mark);
+        self.indent -= 1;
+        self.top_level = top;
+    }
+}
+
+struct Case {
+    src: String,
+    grid: u32,
+    block: u32,
+}
+
+fn generate(seed: u64) -> Case {
+    let mut rng = Rng(seed);
+    let block = *rng.pick(&[1u32, 3, 8, 13, 16, 32, 33, 64]);
+    let grid = 1 + rng.below(3) as u32;
+    let wave_attr = if rng.chance(30) {
+        Some(*rng.pick(&[1u32, 2, 4, 8, 16, 32, 64]))
+    } else {
+        None
+    };
+    let mut g = Gen {
+        rng,
+        out: String::new(),
+        vars: Vec::new(),
+        next: 0,
+        indent: 0,
+        loop_depth: 0,
+        labels: Vec::new(),
+        budget: 14,
+        block,
+        helpers: Vec::new(),
+        top_level: true,
+        waves: true,
+        helper: false,
+    };
+    // Device helpers (no waves inside: they may be called under any mask).
+    let nh = g.rng.below(3);
+    for _ in 0..nh {
+        let name = g.fresh("h");
+        let a = *g.rng.pick(&["i32", "f32", "u32"]);
+        let r = *g.rng.pick(&["i32", "f32", "u32"]);
+        let _ = writeln!(g.out, "device fn {name}(p: {a}) -> {r} {{");
+        g.indent = 1;
+        g.vars = vec![("p".into(), a, false)];
+        g.waves = false;
+        g.helper = true;
+        g.top_level = false;
+        g.budget = 4;
+        let c = g.expr("bool", 2);
+        let early = g.expr(r, 2);
+        g.line(&format!("if {c} {{ return {early}; }}"));
+        g.stmts(3);
+        let e = g.expr(r, 3);
+        g.line(&format!("return {e};"));
+        g.out.push_str("}\n\n");
+        g.helpers.push((name, a, r));
+    }
+    g.waves = true;
+    g.helper = false;
+    g.top_level = true;
+    g.indent = 1;
+    g.budget = 14;
+    if let Some(w) = wave_attr {
+        let _ = writeln!(g.out, "@wave({w})");
+    }
+    g.out.push_str("kernel k(out_i: buf<i32, rw>, out_f: buf<f32, rw>, out_l: buf<u64, rw>, cnt: buf<u32, rw>, in_i: buf<i32>, in_f: buf<f32>, n: u32) {\n");
+    let _ = writeln!(g.out, "    shared sh: [i32; {block}];");
+    g.out.push_str("    let gid: u32 = global_id.x;\n    let lid: u32 = local_id.x;\n    let a: i32 = in_i[gid];\n    let f: f32 = in_f[gid];\n");
+    g.vars = vec![("a".into(), "i32", true), ("f".into(), "f32", true)];
+    g.stmts(10);
+    let ei = g.expr("i32", 3);
+    let ef = g.expr("f32", 3);
+    let el = g.expr("u64", 2);
+    g.line(&format!("out_i[gid] = {ei};"));
+    g.line(&format!("out_f[gid] = {ef};"));
+    g.line(&format!("out_l[gid] = {el};"));
+    g.out.push_str("}\n");
+    Case {
+        src: g.out,
+        grid,
+        block,
+    }
+}
+
+enum Verdict {
+    Agree,
+    /// The interpreter reported undefined behaviour: no meaning to compare.
+    Discard,
+}
+
+fn run_on(
+    device: &Device,
+    program: &xpu::Program,
+    case: &Case,
+    wave: Option<u32>,
+    seed: u64,
+) -> Result<Vec<Vec<u64>>, LaunchError> {
+    let total = (case.grid * case.block) as usize;
+    let mut rng = Rng(seed ^ 0x5151);
+    let in_i: Vec<i32> = (0..total)
+        .map(|_| (rng.next() as i32) >> (rng.below(30) as u32))
+        .collect();
+    let in_f: Vec<f32> = (0..total)
+        .map(|_| {
+            if rng.chance(10) {
+                *rng.pick(&[0.0f32, -0.0, f32::INFINITY, f32::NAN, 1.0e-40])
+            } else {
+                (rng.below(2001) as f32 - 1000.0) / 8.0
+            }
+        })
+        .collect();
+    let stream = KernelStream::current(device);
+    let mut out_i: KernelBuffer<i32> = device.upload(&vec![-1i32; total]).unwrap();
+    let mut out_f: KernelBuffer<f32> = device.upload(&vec![-1.0f32; total]).unwrap();
+    let mut out_l: KernelBuffer<u64> = device.upload(&vec![1u64; total]).unwrap();
+    let mut cnt: KernelBuffer<u32> = device.upload(&[0u32, 0, u32::MAX, 0]).unwrap();
+    let xi = device.upload(&in_i).unwrap();
+    let xf = device.upload(&in_f).unwrap();
+    let k = program.kernel("k")?;
+    let mut launch = Launch::grid([case.grid]).block([case.block]);
+    if let Some(w) = wave {
+        launch = launch.wave(w);
+    }
+    k.launch(
+        &stream,
+        launch,
+        args![
+            &mut out_i,
+            &mut out_f,
+            &mut out_l,
+            &mut cnt,
+            &xi,
+            &xf,
+            (seed % 7) as u32
+        ],
+    )?;
+    Ok(vec![
+        out_i
+            .download()
+            .unwrap()
+            .iter()
+            .map(|&x| x as u32 as u64)
+            .collect(),
+        out_f
+            .download()
+            .unwrap()
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    u64::MAX
+                } else {
+                    x.to_bits() as u64
+                }
+            })
+            .collect(),
+        out_l.download().unwrap(),
+        cnt.download().unwrap().iter().map(|&x| x as u64).collect(),
+    ])
+}
+
+fn check_case(seed: u64) -> Result<Verdict, String> {
+    let case = generate(seed);
+    let (interp, cpu) = devices();
+    let m = xpu::ir::parse(&case.src)
+        .map_err(|e| format!("generated kernel does not parse: {e}\n{}", case.src))?
+        .verify()
+        .map_err(|e| format!("generated kernel does not verify: {e}\n{}", case.src))?;
+    let pi = interp.load(m.clone()).unwrap();
+    let pc = cpu.load(m).unwrap();
+    let wave = pc
+        .kernel("k")
+        .map_err(|e| format!("{e}\n{}", case.src))?
+        .manifest()
+        .built_wave;
+    let reference = match run_on(&interp, &pi, &case, wave, seed) {
+        Ok(r) => r,
+        Err(LaunchError::Undefined { .. }) => return Ok(Verdict::Discard),
+        Err(e) => return Err(format!("interpreter: {e}\n{}", case.src)),
+    };
+    let got = run_on(&cpu, &pc, &case, None, seed).map_err(|e| {
+        format!(
+            "cpu failed where the interpreter ran: {e}\nseed {seed}, grid {} block {}\n{}",
+            case.grid, case.block, case.src
+        )
+    })?;
+    let names = ["out_i", "out_f", "out_l", "cnt"];
+    for (b, (r, g)) in reference.iter().zip(&got).enumerate() {
+        if let Some(i) = (0..r.len()).find(|&i| r[i] != g[i]) {
+            return Err(format!(
+                "{}[{i}]: interp {:#x}, cpu {:#x} (seed {seed}, grid {} block {}, wave {:?})\n{}",
+                names[b], r[i], g[i], case.grid, case.block, wave, case.src
+            ));
+        }
+    }
+    Ok(Verdict::Agree)
+}
+
+#[test]
+fn differential_fuzz_against_the_interpreter() {
+    let cases: u32 = std::env::var("XPU_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    if let Some(seed) = std::env::var("XPU_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        println!("{}", generate(seed).src);
+        match check_case(seed) {
+            Ok(Verdict::Agree) => println!("agree"),
+            Ok(Verdict::Discard) => println!("discarded"),
+            Err(e) => panic!("{e}"),
+        }
+        return;
+    }
+    let agreed = AtomicUsize::new(0);
+    let discarded = AtomicUsize::new(0);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: Some(Box::new(
+            proptest::test_runner::FileFailurePersistence::WithSource("regressions"),
+        )),
+        ..Config::default()
+    });
+    let result = runner.run(&any::<u64>(), |seed| {
+        match check_case(seed) {
+            Ok(Verdict::Agree) => {
+                agreed.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Verdict::Discard) => {
+                discarded.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => return Err(TestCaseError::fail(e)),
+        }
+        Ok(())
+    });
+    let (a, d) = (
+        agreed.load(Ordering::Relaxed),
+        discarded.load(Ordering::Relaxed),
+    );
+    println!(
+        "differential fuzz: {} generated kernels, {a} agreed, {d} discarded (undefined behaviour)",
+        a + d
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    assert!(
+        a * 2 >= (a + d),
+        "too many kernels discarded: {d} of {}",
+        a + d
+    );
+}
