@@ -318,6 +318,8 @@ pub(crate) struct Program {
     /// Whether the kernel or a helper it reaches has a barrier or a wave verb: without any,
     /// each work-item simply runs to completion.
     pub synchronises: bool,
+    /// Whether it has a wave verb (the scheduler's wave pass is skipped otherwise).
+    pub waves: bool,
 }
 
 /// Compiles `kernel` of `module` and every helper it reaches. `checks` adds the poison
@@ -336,7 +338,8 @@ pub(crate) fn compile(
         queue: Vec::new(),
         funcs: Vec::new(),
         tag_sets: vec![Vec::new(); module.tag_sets.len()],
-        synchronises: false,
+        barriers: false,
+        waves: false,
     };
     b.func_index(kernel)?;
     let mut next = 0;
@@ -372,7 +375,8 @@ pub(crate) fn compile(
         funcs: b.funcs,
         tag_sets: b.tag_sets,
         shared,
-        synchronises: b.synchronises,
+        synchronises: b.barriers || b.waves,
+        waves: b.waves,
     })
 }
 
@@ -384,7 +388,8 @@ struct ProgBuilder<'m> {
     queue: Vec<Handle<Function>>,
     funcs: Vec<CFunc>,
     tag_sets: Vec<Vec<u32>>,
-    synchronises: bool,
+    barriers: bool,
+    waves: bool,
 }
 
 impl<'m> ProgBuilder<'m> {
@@ -814,7 +819,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 self.expr_any(*e)?;
             }
             StmtKind::Barrier => {
-                self.pb.synchronises = true;
+                self.pb.barriers = true;
                 self.emit(Inst::Barrier { span: s.span });
             }
             // Fences order nothing the interpreter could observe: it runs one work-item at a
@@ -866,7 +871,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                         "matrix_store to memory that does not hold the fragment's scalar",
                     );
                 }
-                self.pb.synchronises = true;
+                self.pb.waves = true;
                 let v = self.expr(*value)?;
                 let off = self.expr(*offset)?;
                 let stride = self.expr(*stride)?;
@@ -1362,7 +1367,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 Opnd { slot: dst, n: 1 }
             }
             Expr::Wave { op, args } => {
-                self.pb.synchronises = true;
+                self.pb.waves = true;
                 let (s, n) = match op {
                     WaveOp::Elect | WaveOp::Any | WaveOp::All | WaveOp::Ballot => (Scalar::Bool, 1),
                     _ => match args.first() {
@@ -1421,7 +1426,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
             Expr::MatrixFill {
                 rows, cols, value, ..
             } => {
-                self.pb.synchronises = true;
+                self.pb.waves = true;
                 let n = u32::from(*rows) * u32::from(*cols);
                 let dst = self.alloc(n);
                 let v = self.expr(*value)?;
@@ -1442,7 +1447,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 scalar,
                 ..
             } => {
-                self.pb.synchronises = true;
+                self.pb.waves = true;
                 let mem = self.mem(*base, span)?;
                 if mem.scalar() != *scalar || mem.lanes() != 1 || matches!(mem, Mem::Private { .. })
                 {
@@ -1467,7 +1472,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 Opnd { slot: dst, n }
             }
             Expr::MatrixMma { a, b, c } => {
-                self.pb.synchronises = true;
+                self.pb.waves = true;
                 let (ta, tc) = (self.ty(*a)?, self.ty(*c)?);
                 let (
                     Type::Matrix {

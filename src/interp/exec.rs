@@ -80,6 +80,11 @@ impl Item {
         a.cmp(b)
     }
 
+    /// Whether two suspended work-items are at the same dynamic instance.
+    fn key_eq(&self, other: &Item) -> bool {
+        self.top().pc == other.top().pc && self.pos == other.pos
+    }
+
     fn slot(&self, s: Slot) -> u64 {
         self.regs[self.top().base as usize + s as usize]
     }
@@ -920,8 +925,17 @@ impl<'p> Machine<'p> {
             // Resolve wave verbs, earliest dynamic instance first, until every wave is
             // finished or its earliest suspended lane is at a barrier.
             for first in (0..vol).step_by(w) {
+                if !self.prog.waves {
+                    break;
+                }
                 let lanes = first..(first + w).min(vol);
                 loop {
+                    if !items[lanes.clone()]
+                        .iter()
+                        .any(|it| it.state == State::Wave)
+                    {
+                        break;
+                    }
                     let mut min: Option<usize> = None;
                     for l in lanes.clone() {
                         if matches!(items[l].state, State::Barrier | State::Wave)
@@ -935,10 +949,11 @@ impl<'p> Machine<'p> {
                         break;
                     }
                     group.clear();
-                    group.extend(lanes.clone().filter(|&l| {
-                        items[l].state == State::Wave
-                            && items[l].key_cmp(&items[m]) == Ordering::Equal
-                    }));
+                    group.extend(
+                        lanes.clone().filter(|&l| {
+                            items[l].state == State::Wave && items[l].key_eq(&items[m])
+                        }),
+                    );
                     self.resolve_wave(items, first, lanes.len(), &group)?;
                     group.sort_by_key(|&l| rank[l]);
                     for &l in &group {
@@ -981,7 +996,7 @@ impl<'p> Machine<'p> {
                     "is waiting at a wave verb at {} instead",
                     self.inst_span(other)
                 ),
-                State::Barrier if other.key_cmp(at) != Ordering::Equal => {
+                State::Barrier if !other.key_eq(at) => {
                     let s = self.inst_span(other);
                     if s == span {
                         "is waiting at it in another iteration or call".to_string()
