@@ -19,7 +19,7 @@ fn deadline() -> Duration {
     let secs = std::env::var("XPU_FILETEST_DEADLINE_S")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(120);
     Duration::from_secs(secs)
 }
 
