@@ -118,7 +118,7 @@ fn every_filetest_kernel_emits_valid_spirv() {
         assert!(
             r.contains("cooperative matri")
                 || r.contains("-lane vector")
-                || r.contains("@wave(")
+                || r.contains("in a virtual wave")
                 || r.contains("GLSL.std.450 has no 64-bit"),
             "unexpected refusal: {r}"
         );
@@ -159,4 +159,86 @@ fn filetests_on_the_vulkan_device_agree_with_the_interpreter() {
         failures.join("\n")
     );
     assert!(summary.passed >= 90, "only {} cases passed", summary.passed);
+}
+
+/// Narrow mode (§3.2, W < S): waves of 1, 2 and 4 lanes inside lavapipe's subgroups of 8 (or
+/// the device's S), every verb, with divergence, against the interpreter.
+const NARROW: &str = r#"
+@wave(WIDTH)
+kernel nw(out: buf<u32, rw>, bal: buf<u64, rw>, f: buf<f32, rw>) {
+    let l: u32 = lane_id;
+    let g: u32 = global_id.x;
+    out[8 * g + 3] = wave_shuffle_xor(g, 1u32) + wave_shuffle_down(g, 1u32) * 1000 + wave_rotate(g, 1u32) * 100000 + wave_shuffle_up(g, 1u32) * 10000000 + wave_shuffle(g, (l + 1) % wave_width) * 5;
+    out[8 * g + 7] = wave_broadcast(g * 3, 0u32);
+    if g % 3 != 1 {
+        out[8 * g] = wave_reduce_sum(l + g);
+        out[8 * g + 1] = wave_inclusive_scan_sum(g);
+        out[8 * g + 2] = wave_exclusive_scan_max(g * 7 % 5);
+        out[8 * g + 4] = wave_elect() as u32 * 10000;
+        out[8 * g + 5] = wave_any(g % 5 == 0) as u32 + 2 * wave_all(g % 2 == 0) as u32;
+        out[8 * g + 6] = wave_reduce_min(g + 100);
+        bal[g] = wave_ballot(g % 2 == 0);
+        f[g] = wave_reduce_max(g as f32 * 0.5) + wave_inclusive_scan_min(100.0 - g as f32);
+    } else {
+        out[8 * g] = wave_reduce_sum(1u32);
+
+    }
+}
+run nw {
+    grid = [2];
+    block = [32];
+    arg out = fill(512, 0);
+    arg bal = fill(64, 0);
+    arg f = fill(64, 0.0);
+    expect out = interp;
+    expect bal = interp;
+    expect f = interp;
+}
+"#;
+
+#[test]
+fn narrow_waves_agree_with_the_interpreter() {
+    let device = match xpu::Device::open(Backend::Vulkan) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("no Vulkan device, skipping: {e}");
+            return;
+        }
+    };
+    let s = device.facts().wave_width.unwrap_or(32);
+    let dir = std::env::temp_dir().join(format!("xpu-vk-narrow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut paths = Vec::new();
+    for w in [1u32, 2, 4, 8, 16].into_iter().filter(|&w| w < s) {
+        let p = dir.join(format!("narrow{w}.xk"));
+        std::fs::write(&p, NARROW.replace("WIDTH", &w.to_string())).unwrap();
+        paths.push(p);
+    }
+    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let mut report = Vec::new();
+    let summary = runner.run_paths(&paths, &mut report).unwrap();
+    let report = String::from_utf8_lossy(&report);
+    println!("{report}");
+    assert_eq!(summary.passed, paths.len(), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn virtual_waves_run_lane_arithmetic_and_refuse_verbs_by_name() {
+    let src = "@wave(64)\nkernel v(o: buf<u32, rw>) {\n    o[global_id.x] = lane_id + wave_width * 100;\n}\n\n@wave(64)\nkernel r(o: buf<u32, rw>) {\n    o[global_id.x] = wave_reduce_sum(1u32);\n}\n";
+    let m = xpu::ir::parse(src).unwrap().verify().unwrap();
+    let caps = Caps::all(8);
+    let (v, _) = m.kernels().find(|(_, f)| f.name == "v").unwrap();
+    let e = emit_kernel(&m, v, &caps).unwrap();
+    assert_eq!(e.wave_width, 64);
+    assert_eq!(
+        e.wave_mode,
+        xpu::devices::vulkan::spirv::WaveMode::Virtual { slots: 8 }
+    );
+    let (r, _) = m.kernels().find(|(_, f)| f.name == "r").unwrap();
+    let err = emit_kernel(&m, r, &caps).unwrap_err().to_string();
+    assert!(
+        err.contains("wave_reduce_sum in a virtual wave (@wave(64) on subgroups of 8"),
+        "{err}"
+    );
 }

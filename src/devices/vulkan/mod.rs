@@ -17,8 +17,9 @@
 //!   per block and dynamic shared size (spec constants) and kept, with a `VkPipelineCache`.
 //!   A view whose offset is not a multiple of `minStorageBufferOffsetAlignment` is refused
 //!   (`XPU-L012`).
-//! - **Waves**: the built wave is the subgroup size S. `@wave(W)` with W ≠ S is refused at
-//!   build with `XPU-L007` (virtual waves are not implemented).
+//! - **Waves** (§3.2): a declared W the device can require as its subgroup size
+//!   (`VK_EXT_subgroup_size_control`) is built natively at W; otherwise the emitter's narrow
+//!   (W < S) or virtual (W > S, wave verbs refused by name) mode applies.
 //! - **Timing**: the Unavailable tier of `KernelTimer` (contract §5.3): callers time on the
 //!   host.
 
@@ -495,6 +496,8 @@ pub struct VulkanDevice {
     caps: Caps,
     min_offset_align: u64,
     max_push: u32,
+    /// `VK_EXT_subgroup_size_control` for compute: the sizes a pipeline may require.
+    size_control: Option<(u32, u32)>,
 }
 
 fn vendor_name(id: u32) -> String {
@@ -585,6 +588,12 @@ impl VulkanDevice {
         let props = props2.properties;
         let limits = props.limits;
 
+        let esc = has_ext(ash::ext::subgroup_size_control::NAME);
+        let mut scp = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+        if esc {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut scp);
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
         let e8 = has_ext(ash::khr::_8bit_storage::NAME);
         let ef16 = has_ext(ash::khr::shader_float16_int8::NAME);
         let ea64 = has_ext(ash::khr::shader_atomic_int64::NAME);
@@ -592,6 +601,7 @@ impl VulkanDevice {
         let mut s8 = vk::PhysicalDevice8BitStorageFeatures::default();
         let mut f16i8 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
         let mut a64 = vk::PhysicalDeviceShaderAtomicInt64Features::default();
+        let mut scf = vk::PhysicalDeviceSubgroupSizeControlFeatures::default();
         {
             let mut feats = vk::PhysicalDeviceFeatures2::default().push_next(&mut s16);
             if e8 {
@@ -602,6 +612,9 @@ impl VulkanDevice {
             }
             if ea64 {
                 feats = feats.push_next(&mut a64);
+            }
+            if esc {
+                feats = feats.push_next(&mut scf);
             }
             unsafe { instance.get_physical_device_features2(pd, &mut feats) };
         }
@@ -647,6 +660,14 @@ impl VulkanDevice {
         let mut ena = vk::PhysicalDeviceShaderAtomicInt64Features::default()
             .shader_buffer_int64_atomics(caps.int64_atomics)
             .shader_shared_int64_atomics(ea64 && a64.shader_shared_int64_atomics != 0);
+        let size_control = (esc
+            && scf.subgroup_size_control != 0
+            && scp
+                .required_subgroup_size_stages
+                .contains(vk::ShaderStageFlags::COMPUTE))
+        .then_some((scp.min_subgroup_size, scp.max_subgroup_size));
+        let mut ensc =
+            vk::PhysicalDeviceSubgroupSizeControlFeatures::default().subgroup_size_control(true);
         let mut ext_names = Vec::new();
         let prio = [1.0f32];
         let qinfo = [vk::DeviceQueueCreateInfo::default()
@@ -667,6 +688,10 @@ impl VulkanDevice {
         if ea64 {
             ext_names.push(ash::khr::shader_atomic_int64::NAME.as_ptr());
             dinfo = dinfo.push_next(&mut ena);
+        }
+        if size_control.is_some() {
+            ext_names.push(ash::ext::subgroup_size_control::NAME.as_ptr());
+            dinfo = dinfo.push_next(&mut ensc);
         }
         let dinfo = dinfo.enabled_extension_names(&ext_names);
         // SAFETY: valid create info with features the device reported.
@@ -713,7 +738,9 @@ impl VulkanDevice {
             multiprocessors: None,
             simds_per_multiprocessor: None,
             wave_width: Some(caps.subgroup_size),
-            supported_wave_widths: Some(vec![caps.subgroup_size]),
+            // Every width builds: W = S natively (or as a required subgroup size), W < S in
+            // narrow mode, W > S as a virtual wave whose wave verbs are refused by name.
+            supported_wave_widths: Some((0..7).map(|k| 1u32 << k).collect()),
             max_threads_per_block: Some(limits.max_compute_work_group_invocations),
             max_block_dims: Some(limits.max_compute_work_group_size),
             max_grid_dims: Some(limits.max_compute_work_group_count),
@@ -744,6 +771,7 @@ impl VulkanDevice {
             caps,
             min_offset_align: limits.min_storage_buffer_offset_alignment.max(1),
             max_push: limits.max_push_constants_size,
+            size_control,
         })
     }
 
@@ -925,6 +953,7 @@ impl DeviceImpl for VulkanDevice {
             caps: self.caps.clone(),
             min_offset_align: self.min_offset_align,
             max_push: self.max_push,
+            size_control: self.size_control,
             kernels: Mutex::new(HashMap::new()),
         }))
     }
@@ -941,6 +970,7 @@ struct VkProgram {
     caps: Caps,
     min_offset_align: u64,
     max_push: u32,
+    size_control: Option<(u32, u32)>,
     kernels: Mutex<HashMap<String, Result<Arc<VkKernel>, LaunchError>>>,
 }
 
@@ -955,30 +985,38 @@ impl VkProgram {
             .module
             .kernel(name)
             .ok_or_else(|| no_code("the program has no kernel of that name".into()))?;
-        if let Some((w, _)) = function.attrs.wave {
-            if w != self.caps.subgroup_size {
-                return Err(LaunchError::WaveWidth {
-                    kernel: name.to_string(),
-                    declared: w,
-                    reason: format!(
-                        "unsupported on this Vulkan device: its subgroup size is {} and virtual \
-                         waves (W/S slots per invocation) are not implemented",
-                        self.caps.subgroup_size
-                    ),
-                });
-            }
+        // A declared width the device can require as its subgroup size is built natively at
+        // that size (VK_EXT_subgroup_size_control); otherwise narrow or virtual (spirv.rs).
+        let w = function
+            .attrs
+            .wave
+            .map_or(self.caps.subgroup_size, |(w, _)| w);
+        let required = self
+            .size_control
+            .filter(|&(lo, hi)| lo <= w && w <= hi)
+            .map(|_| w);
+        let mut caps = self.caps.clone();
+        if let Some(r) = required {
+            caps.subgroup_size = r;
         }
-        let emitted = spirv::emit_kernel(&self.module, handle, &self.caps)
-            .map_err(|u| no_code(u.to_string()))?;
+        let emitted =
+            spirv::emit_kernel(&self.module, handle, &caps).map_err(|u| no_code(u.to_string()))?;
         if emitted.push_bytes > self.max_push {
             return Err(no_code(format!(
                 "unsupported on this Vulkan device: {} bytes of arguments exceed its {}-byte push constants",
                 emitted.push_bytes, self.max_push
             )));
         }
-        VkKernel::new(&self.inner, name, function, emitted, self.min_offset_align)
-            .map(Arc::new)
-            .map_err(|e| no_code(e.to_string()))
+        VkKernel::new(
+            &self.inner,
+            name,
+            function,
+            emitted,
+            self.min_offset_align,
+            required,
+        )
+        .map(Arc::new)
+        .map_err(|e| no_code(e.to_string()))
     }
 }
 
@@ -1011,6 +1049,8 @@ struct VkKernel {
     bindings: u32,
     min_offset_align: u64,
     params: Vec<String>,
+    /// The subgroup size the pipeline requires, where the device allows requiring one.
+    required_subgroup: Option<u32>,
     /// Pipelines by (block, dynamic shared elements).
     pipelines: Mutex<HashMap<([u32; 3], u32), vk::Pipeline>>,
 }
@@ -1056,6 +1096,7 @@ impl VkKernel {
         function: &Function,
         emitted: Emitted,
         min_offset_align: u64,
+        required_subgroup: Option<u32>,
     ) -> Result<VkKernel, DeviceError> {
         let dev = &inner.device;
         let bindings = emitted
@@ -1100,7 +1141,7 @@ impl VkKernel {
                 .create_pipeline_layout(&li, None)
                 .map_err(|e| vk_err("vkCreatePipelineLayout", e))?;
             let mut manifest = KernelManifest::from_kernel(function, Backend::Vulkan);
-            manifest.built_wave = Some(emitted.subgroup_size);
+            manifest.built_wave = Some(emitted.wave_width);
             manifest.code_hash = Some(hash_words(&emitted.words));
             manifest.code_bytes = Some(emitted.words.len() as u64 * 4);
             manifest.native_ops = emitted
@@ -1123,6 +1164,7 @@ impl VkKernel {
                 bindings,
                 min_offset_align,
                 params: function.params.iter().map(|p| p.name.clone()).collect(),
+                required_subgroup,
                 pipelines: Mutex::new(HashMap::new()),
             })
         }
@@ -1148,11 +1190,16 @@ impl VkKernel {
             .map_entries(&entries)
             .data(&data);
         let entry = std::ffi::CString::new(self.emitted.entry.clone()).expect("sanitised name");
-        let stage = vk::PipelineShaderStageCreateInfo::default()
+        let mut required = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+            .required_subgroup_size(self.required_subgroup.unwrap_or(0));
+        let mut stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
             .module(self.shader)
             .name(&entry)
             .specialization_info(&spec);
+        if self.required_subgroup.is_some() {
+            stage = stage.push_next(&mut required);
+        }
         let info = vk::ComputePipelineCreateInfo::default()
             .stage(stage)
             .layout(self.layout);
@@ -1208,6 +1255,23 @@ impl KernelImpl for VkKernel {
                 what: "the stream".into(),
             }
         })?;
+        // Wave verbs work on subgroups, which hold consecutive linear local ids only when the
+        // block is 1-D or its rows fill whole subgroups (lavapipe packs each row separately).
+        let sg = self.emitted.subgroup_size.max(1);
+        if self.emitted.uses_wave_verbs
+            && (launch.block[1] > 1 || launch.block[2] > 1)
+            && launch.block[0] % sg != 0
+        {
+            return Err(LaunchError::WaveWidth {
+                kernel: self.name.clone(),
+                declared: self.emitted.wave_width,
+                reason: format!(
+                    "unsupported on this Vulkan device: wave verbs in a {}x{}x{} block whose rows \
+                     do not fill subgroups of {sg}",
+                    launch.block[0], launch.block[1], launch.block[2]
+                ),
+            });
+        }
         let mut push = vec![0u8; self.emitted.push_bytes as usize];
         let mut writes: Vec<(u32, vk::Buffer, u64, u64)> = Vec::new();
         let mut keep: Vec<Keep> = Vec::new();

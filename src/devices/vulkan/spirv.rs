@@ -140,6 +140,8 @@ pub struct Emitted {
     pub wave_width: u32,
     /// How waves of W map onto subgroups of S.
     pub wave_mode: WaveMode,
+    /// The kernel uses wave verbs (they assume subgroups of consecutive linear local ids).
+    pub uses_wave_verbs: bool,
 }
 
 /// How a kernel's waves (width W) map onto the device's subgroups (size S), §3.2.
@@ -174,16 +176,21 @@ pub fn emit_kernel(
     caps: &Caps,
 ) -> Result<Emitted, Unsupported> {
     let f = module.function(kernel);
-    if let Some((w, _)) = f.attrs.wave {
-        if w != caps.subgroup_size {
-            return refuse(format!(
-                "@wave({w}) on a device whose subgroup size is {} (virtual waves are not \
-                 implemented; only @wave(S) runs on Vulkan)",
-                caps.subgroup_size
-            ));
-        }
+    let s = caps.subgroup_size.max(1);
+    let w = f.attrs.wave.map_or(s, |(w, _)| w);
+    if !w.is_power_of_two() || w > 64 {
+        return refuse(format!(
+            "@wave({w}) (a wave is a power of two from 1 to 64)"
+        ));
     }
+    let mode = match w.cmp(&s) {
+        std::cmp::Ordering::Equal => WaveMode::Native,
+        std::cmp::Ordering::Less => WaveMode::Narrow,
+        std::cmp::Ordering::Greater => WaveMode::Virtual { slots: w / s },
+    };
     let mut em = Em::new(module, caps);
+    em.wave_w = w;
+    em.mode = mode;
     em.emit_entry(kernel)
 }
 
@@ -267,6 +274,10 @@ struct Em<'a> {
     push_members: Vec<Word>,
     /// Ids already given a layout decoration (a type is decorated once).
     decorated: BTreeSet<Word>,
+    /// The kernel's wave width W and how it maps onto subgroups.
+    wave_w: u32,
+    mode: WaveMode,
+    uses_wave_verbs: bool,
 }
 
 fn ids(ws: &[Word]) -> Vec<Operand> {
@@ -299,6 +310,7 @@ mod glsl {
     pub const FMA: u32 = 50;
     pub const FREXP: u32 = 51;
     pub const LDEXP: u32 = 53;
+    pub const FIND_ILSB: u32 = 73;
     pub const NMIN: u32 = 79;
     pub const NMAX: u32 = 80;
 }
@@ -347,6 +359,9 @@ impl<'a> Em<'a> {
             push_bytes: 0,
             push_members: Vec::new(),
             decorated: BTreeSet::new(),
+            wave_w: caps.subgroup_size,
+            mode: WaveMode::Native,
+            uses_wave_verbs: false,
         }
     }
 
@@ -743,8 +758,9 @@ impl<'a> Em<'a> {
             capabilities: self.cap_names.iter().cloned().collect(),
             entry: name,
             subgroup_size: self.caps.subgroup_size,
-            wave_width: self.caps.subgroup_size,
-            wave_mode: WaveMode::Native,
+            wave_width: self.wave_w,
+            wave_mode: self.mode,
+            uses_wave_verbs: self.uses_wave_verbs,
         })
     }
 }
@@ -1703,10 +1719,23 @@ impl Em<'_> {
                         vec![Operand::IdRef(wg), Operand::LiteralBit32(d.index() as u32)],
                     )
                 }
-                Builtin::WaveWidth => self.subgroup_scalar(spirv::BuiltIn::SubgroupSize)?,
-                Builtin::LaneId => {
-                    self.subgroup_scalar(spirv::BuiltIn::SubgroupLocalInvocationId)?
-                }
+                Builtin::WaveWidth => match self.mode {
+                    WaveMode::Native => self.subgroup_scalar(spirv::BuiltIn::SubgroupSize)?,
+                    _ => self.cu32(self.wave_w),
+                },
+                Builtin::LaneId => match self.mode {
+                    WaveMode::Native => {
+                        self.subgroup_scalar(spirv::BuiltIn::SubgroupLocalInvocationId)?
+                    }
+                    WaveMode::Narrow | WaveMode::Virtual { .. } => {
+                        // linear_local_id % W, as the semantics define it.
+                        let u = self.u32t();
+                        let var = self.builtin(spirv::BuiltIn::LocalInvocationIndex, u);
+                        let l = self.load(u, var);
+                        let m = self.cu32(self.wave_w - 1);
+                        self.opi(Op::BitwiseAnd, u, &[l, m])
+                    }
+                },
             },
             Expr::Unary { op, arg } => {
                 let (s, n) = self.sl(arg);
@@ -2780,8 +2809,21 @@ impl Em<'_> {
     }
 
     fn wave(&mut self, op: WaveOp, args: &[ExprId], ty: Option<Type>) -> R<Word> {
+        if let WaveMode::Virtual { slots } = self.mode {
+            return refuse(format!(
+                "{} in a virtual wave (@wave({}) on subgroups of {}, {slots} subgroups per \
+                 wave): wave verbs across subgroups are not emulated",
+                wave_verb_name(op),
+                self.wave_w,
+                self.caps.subgroup_size
+            ));
+        }
         if !self.caps.subgroup_basic {
             return refuse("subgroup operations (VK_SUBGROUP_FEATURE_BASIC)");
+        }
+        self.uses_wave_verbs = true;
+        if self.mode == WaveMode::Narrow {
+            return self.wave_narrow(op, args, ty);
         }
         self.cap(Capability::GroupNonUniform);
         let sc = self.cu32(SCOPE_SUBGROUP);
@@ -2908,6 +2950,264 @@ impl Em<'_> {
                 self.op(o, bt, vec![Operand::IdScope(sc), Operand::IdRef(vs[0])])
             }
             WaveOp::Elect => self.op(Op::GroupNonUniformElect, bt, vec![Operand::IdScope(sc)]),
+        })
+    }
+}
+
+fn wave_verb_name(op: WaveOp) -> String {
+    match op {
+        WaveOp::Reduce(r) => format!("wave_reduce_{}", r.name()),
+        WaveOp::InclusiveScan(r) => format!("wave_inclusive_scan_{}", r.name()),
+        WaveOp::ExclusiveScan(r) => format!("wave_exclusive_scan_{}", r.name()),
+        WaveOp::Broadcast => "wave_broadcast".into(),
+        WaveOp::Shuffle => "wave_shuffle".into(),
+        WaveOp::ShuffleXor => "wave_shuffle_xor".into(),
+        WaveOp::ShuffleUp => "wave_shuffle_up".into(),
+        WaveOp::ShuffleDown => "wave_shuffle_down".into(),
+        WaveOp::Rotate => "wave_rotate".into(),
+        WaveOp::Ballot => "wave_ballot".into(),
+        WaveOp::Any => "wave_any".into(),
+        WaveOp::All => "wave_all".into(),
+        WaveOp::Elect => "wave_elect".into(),
+    }
+}
+
+// ---- narrow mode: waves of W < S lanes, S / W of them per subgroup ----
+//
+// A wave is a cluster of W consecutive subgroup invocations (subgroups hold consecutive linear
+// local ids, as every driver lays them out). Reductions, scans and votes run once per cluster
+// c over the whole subgroup, every lane outside cluster c contributing the operator's
+// identity, and each lane keeps the result of its own cluster's pass: the active lanes of
+// the other clusters never mix in, whatever the divergence. Shuffles address
+// `cluster base + lane`; ballots and elect read the cluster's bits of a subgroup ballot.
+impl Em<'_> {
+    /// `(lane, cluster, base)`: the lane within the wave, the wave's index in the subgroup and
+    /// its first subgroup invocation.
+    fn narrow_lane(&mut self) -> R<(Word, Word, Word)> {
+        let sub = self.subgroup_scalar(spirv::BuiltIn::SubgroupLocalInvocationId)?;
+        let u = self.u32t();
+        let m = self.cu32(self.wave_w - 1);
+        let sh = self.cu32(self.wave_w.trailing_zeros());
+        let lane = self.opi(Op::BitwiseAnd, u, &[sub, m]);
+        let cl = self.opi(Op::ShiftRightLogical, u, &[sub, sh]);
+        let base = self.opi(Op::ShiftLeftLogical, u, &[cl, sh]);
+        Ok((lane, cl, base))
+    }
+
+    /// `c ? a : b` for values of `lanes` lanes with a scalar condition.
+    fn select_lanes(&mut self, t: Word, c: Word, a: Word, b: Word, lanes: u8) -> Word {
+        let c = if lanes > 1 {
+            let bt = self.boolt();
+            let bv = self.tk(TyKey::Vec(bt, lanes as u32));
+            self.opi(Op::CompositeConstruct, bv, &vec![c; lanes as usize])
+        } else {
+            c
+        };
+        self.opi(Op::Select, t, &[c, a, b])
+    }
+
+    /// The identity of `r` on scalar `s` (`semantics.md`: 0, all ones, the type's max/min).
+    fn identity_bits(r: ReduceOp, s: Scalar) -> u64 {
+        let w = s.bits();
+        let ones = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+        let inf = match s {
+            Scalar::F16 => 0x7c00u64,
+            Scalar::F32 => 0x7f80_0000,
+            _ => 0x7ff0_0000_0000_0000,
+        };
+        match (r, s) {
+            (ReduceOp::Sum | ReduceOp::Or | ReduceOp::Xor, _) => 0,
+            (ReduceOp::And, Scalar::Bool) => 1,
+            (ReduceOp::And, _) => ones,
+            (ReduceOp::Min, s) if s.is_float() => inf,
+            (ReduceOp::Max, s) if s.is_float() => inf | (1u64 << (w - 1)),
+            (ReduceOp::Min, s) if s.is_signed() => ones >> 1,
+            (ReduceOp::Max, s) if s.is_signed() => 1u64 << (w - 1),
+            (ReduceOp::Min, _) => ones,
+            (ReduceOp::Max, _) => 0,
+        }
+    }
+
+    /// Runs `pass(value)` once per cluster with the other clusters' lanes given `identity`;
+    /// each lane keeps its own cluster's result.
+    fn per_cluster(
+        &mut self,
+        t: Word,
+        lanes: u8,
+        v: Word,
+        identity: Word,
+        mut pass: impl FnMut(&mut Self, Word) -> Word,
+    ) -> R<Word> {
+        let (_, cl, _) = self.narrow_lane()?;
+        let bt = self.boolt();
+        let u = self.u32t();
+        let mut acc = None;
+        for c in 0..self.caps.subgroup_size / self.wave_w {
+            let cc = self.konst(u, c as u64);
+            let mine = self.opi(Op::IEqual, bt, &[cl, cc]);
+            let vc = self.select_lanes(t, mine, v, identity, lanes);
+            let r = pass(self, vc);
+            acc = Some(match acc {
+                None => r,
+                Some(a) => self.select_lanes(t, mine, r, a, lanes),
+            });
+        }
+        Ok(acc.expect("S / W >= 2 clusters"))
+    }
+
+    /// This wave's bits of a subgroup ballot of `p`, as a `u32` (W ≤ 32 here).
+    fn cluster_ballot(&mut self, p: Word) -> R<Word> {
+        if !self.caps.subgroup_ballot {
+            return refuse("subgroup ballots (VK_SUBGROUP_FEATURE_BALLOT)");
+        }
+        self.cap(Capability::GroupNonUniformBallot);
+        let (_, _, base) = self.narrow_lane()?;
+        let u = self.u32t();
+        let uv4 = self.tk(TyKey::Vec(u, 4));
+        let sc = self.cu32(SCOPE_SUBGROUP);
+        let b = self.op(
+            Op::GroupNonUniformBallot,
+            uv4,
+            vec![Operand::IdScope(sc), Operand::IdRef(p)],
+        );
+        let five = self.cu32(5);
+        let word = self.opi(Op::ShiftRightLogical, u, &[base, five]);
+        let comp = self.opi(Op::VectorExtractDynamic, u, &[b, word]);
+        let m31 = self.cu32(31);
+        let shift = self.opi(Op::BitwiseAnd, u, &[base, m31]);
+        let bits = self.opi(Op::ShiftRightLogical, u, &[comp, shift]);
+        let mask = self.cu32(if self.wave_w >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << self.wave_w) - 1
+        });
+        Ok(self.opi(Op::BitwiseAnd, u, &[bits, mask]))
+    }
+
+    fn wave_narrow(&mut self, op: WaveOp, args: &[ExprId], ty: Option<Type>) -> R<Word> {
+        self.cap(Capability::GroupNonUniform);
+        let sc = self.cu32(SCOPE_SUBGROUP);
+        let t = self.value_ty(ty.unwrap_or(Type::BOOL))?;
+        let (s, lanes) = if args.is_empty() {
+            (Scalar::Bool, 1)
+        } else {
+            self.sl(args[0])
+        };
+        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        let u = self.u32t();
+        let bt = self.boolt();
+        let w = self.wave_w;
+        Ok(match op {
+            WaveOp::Reduce(r) | WaveOp::InclusiveScan(r) | WaveOp::ExclusiveScan(r) => {
+                if !self.caps.subgroup_arithmetic {
+                    return refuse("subgroup arithmetic (VK_SUBGROUP_FEATURE_ARITHMETIC)");
+                }
+                self.cap(Capability::GroupNonUniformArithmetic);
+                let group = match op {
+                    WaveOp::Reduce(_) => spirv::GroupOperation::Reduce,
+                    WaveOp::InclusiveScan(_) => spirv::GroupOperation::InclusiveScan,
+                    _ => spirv::GroupOperation::ExclusiveScan,
+                };
+                let o = match (r, s) {
+                    (ReduceOp::Sum, s) if s.is_float() => Op::GroupNonUniformFAdd,
+                    (ReduceOp::Sum, _) => Op::GroupNonUniformIAdd,
+                    (ReduceOp::Min, s) if s.is_float() => Op::GroupNonUniformFMin,
+                    (ReduceOp::Min, s) if s.is_signed() => Op::GroupNonUniformSMin,
+                    (ReduceOp::Min, _) => Op::GroupNonUniformUMin,
+                    (ReduceOp::Max, s) if s.is_float() => Op::GroupNonUniformFMax,
+                    (ReduceOp::Max, s) if s.is_signed() => Op::GroupNonUniformSMax,
+                    (ReduceOp::Max, _) => Op::GroupNonUniformUMax,
+                    (ReduceOp::And, Scalar::Bool) => Op::GroupNonUniformLogicalAnd,
+                    (ReduceOp::Or, Scalar::Bool) => Op::GroupNonUniformLogicalOr,
+                    (ReduceOp::Xor, Scalar::Bool) => Op::GroupNonUniformLogicalXor,
+                    (ReduceOp::And, _) => Op::GroupNonUniformBitwiseAnd,
+                    (ReduceOp::Or, _) => Op::GroupNonUniformBitwiseOr,
+                    (ReduceOp::Xor, _) => Op::GroupNonUniformBitwiseXor,
+                };
+                let id = self.const_of(s, lanes, Self::identity_bits(r, s))?;
+                let float = s.is_float();
+                self.per_cluster(t, lanes, vs[0], id, |em, v| {
+                    let r = em.op(
+                        o,
+                        t,
+                        vec![
+                            Operand::IdScope(sc),
+                            Operand::GroupOperation(group),
+                            Operand::IdRef(v),
+                        ],
+                    );
+                    if float {
+                        em.b.decorate(r, spirv::Decoration::NoContraction, vec![]);
+                    }
+                    r
+                })?
+            }
+            WaveOp::Any | WaveOp::All => {
+                if !self.caps.subgroup_vote {
+                    return refuse("subgroup votes (VK_SUBGROUP_FEATURE_VOTE)");
+                }
+                self.cap(Capability::GroupNonUniformVote);
+                let (o, id) = if op == WaveOp::Any {
+                    (Op::GroupNonUniformAny, 0)
+                } else {
+                    (Op::GroupNonUniformAll, 1)
+                };
+                let id = self.konst(bt, id);
+                self.per_cluster(bt, 1, vs[0], id, |em, v| {
+                    em.op(o, bt, vec![Operand::IdScope(sc), Operand::IdRef(v)])
+                })?
+            }
+            WaveOp::Broadcast | WaveOp::Shuffle => {
+                let (ls, _) = self.sl(args[1]);
+                let l = self.cast(vs[1], ls, Scalar::U32, 1)?;
+                let (_, _, base) = self.narrow_lane()?;
+                let m = self.cu32(w - 1);
+                let l = self.opi(Op::BitwiseAnd, u, &[l, m]);
+                let src = self.opi(Op::BitwiseOr, u, &[base, l]);
+                self.shuffle(t, vs[0], src)?
+            }
+            WaveOp::ShuffleXor | WaveOp::ShuffleUp | WaveOp::ShuffleDown | WaveOp::Rotate => {
+                let (ls, _) = self.sl(args[1]);
+                let d = self.cast(vs[1], ls, Scalar::U32, 1)?;
+                let (lane, _, base) = self.narrow_lane()?;
+                let width = self.cu32(w);
+                let src = match op {
+                    WaveOp::ShuffleXor => {
+                        let x = self.opi(Op::BitwiseXor, u, &[lane, d]);
+                        let ok = self.opi(Op::ULessThan, bt, &[x, width]);
+                        self.opi(Op::Select, u, &[ok, x, lane])
+                    }
+                    WaveOp::ShuffleUp => {
+                        let ok = self.opi(Op::ULessThanEqual, bt, &[d, lane]);
+                        let x = self.opi(Op::ISub, u, &[lane, d]);
+                        self.opi(Op::Select, u, &[ok, x, lane])
+                    }
+                    WaveOp::ShuffleDown => {
+                        let room = self.opi(Op::ISub, u, &[width, lane]);
+                        let ok = self.opi(Op::ULessThan, bt, &[d, room]);
+                        let x = self.opi(Op::IAdd, u, &[lane, d]);
+                        self.opi(Op::Select, u, &[ok, x, lane])
+                    }
+                    _ => {
+                        let mask = self.cu32(w - 1);
+                        let x = self.opi(Op::IAdd, u, &[lane, d]);
+                        self.opi(Op::BitwiseAnd, u, &[x, mask])
+                    }
+                };
+                let abs = self.opi(Op::BitwiseOr, u, &[base, src]);
+                self.shuffle(t, vs[0], abs)?
+            }
+            WaveOp::Ballot => {
+                let bits = self.cluster_ballot(vs[0])?;
+                self.opi(Op::UConvert, t, &[bits])
+            }
+            WaveOp::Elect => {
+                let tr = self.konst(bt, 1);
+                let bits = self.cluster_ballot(tr)?;
+                let low = self.ext_inst(u, glsl::FIND_ILSB, &[bits]);
+                let (lane, _, _) = self.narrow_lane()?;
+                self.opi(Op::IEqual, bt, &[lane, low])
+            }
         })
     }
 }
