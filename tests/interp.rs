@@ -916,3 +916,28 @@ kernel k(out: buf<u32, rw>) {
     // in i = 3 breaks at j = 0 unless it continues first (lane 0); all meet after the loop.
     assert_eq!(u32s(&out), vec![4, 304, 604, 904]);
 }
+
+#[test]
+fn lanes_of_a_vector_are_defined_one_by_one() {
+    let m = module(
+        r#"
+kernel k(out: buf<f32, rw>) {
+    let v: vec4<f32>;
+    v.x = 1.0;
+    v.z = 3.0;
+    out[0] = v.x + v.z;
+    out[1] = v.y;
+}
+"#,
+    );
+    let mut out = Buffer::uninit(8);
+    let u = ub(interp::launch(
+        &m,
+        "k",
+        &Geometry::linear(1, 1),
+        &mut [Arg::Buffer(&mut out)],
+        &Options::default(),
+    ));
+    assert_eq!((u.kind, u.span.line), (UbKind::UninitRead, 7), "{u}");
+    assert_eq!(out.to_values::<f32>()[0], 4.0);
+}

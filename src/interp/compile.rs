@@ -1275,6 +1275,24 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 Opnd { slot: dst, n }
             }
             Expr::Extract { vector, lane } => {
+                // One lane of a local declared without an initialiser: only that lane must be
+                // defined (`v.x = 1.0; out = v.x;` reads nothing undefined).
+                if let Some(&Expr::Local(h)) = f.exprs.try_get(*vector) {
+                    let (slot, n) = self.local(h)?;
+                    if u32::from(*lane) >= n {
+                        return refuse(span, "a lane outside its vector");
+                    }
+                    let slot = slot + u32::from(*lane);
+                    if self.checked[h.index()] && self.pb.checks {
+                        self.emit(Inst::CheckDef {
+                            slot,
+                            n: 1,
+                            local: h.index() as u32,
+                            span,
+                        });
+                    }
+                    return Ok(Opnd { slot, n: 1 });
+                }
                 let v = self.expr(*vector)?;
                 if u32::from(*lane) >= v.n {
                     return refuse(span, "a lane outside its vector");

@@ -6,7 +6,7 @@
 //! at any suspension point and resume later; nothing on the host stack survives a suspension.
 
 use super::compile::{Inst, Mem, Program, Slot, NONE};
-use super::error::{InterpError, UbKind, UbReport, WorkItem};
+use super::error::{UbKind, UbReport, WorkItem};
 use super::memory::{Access, Accessor, Fault, Region};
 use super::value::{self, canon};
 use crate::ir::{AtomicOp, Builtin, Scalar, Span, WaveOp};
@@ -1472,16 +1472,4 @@ fn atomic_result(op: AtomicOp, s: Scalar, old: u64, v: u64, cmp: u64) -> u64 {
         AtomicOp::CompareExchange => return if old == cmp { v } else { old },
     };
     f.map_or(old, |f| f(old, v))
-}
-
-impl From<Halt> for InterpError {
-    fn from(h: Halt) -> Self {
-        match h {
-            Halt::Ub(u) => InterpError::Ub(u),
-            Halt::StepLimit => InterpError::StepLimit {
-                kernel: String::new(),
-                limit: 0,
-            },
-        }
-    }
 }
