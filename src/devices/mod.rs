@@ -276,6 +276,12 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Host
     }
+    /// Whether this is a GPU API implemented in software on the host CPU (a Vulkan
+    /// `PhysicalDeviceType::CPU` device such as lavapipe). Selection prefers the CPU backend
+    /// to such a device; naming it explicitly still gets it.
+    fn emulated_on_host(&self) -> bool {
+        false
+    }
 }
 
 /// A module on one device.
@@ -430,8 +436,9 @@ impl Device {
     }
 
     /// The device selected for this process at its first touch, in the order CUDA, HIP,
-    /// Vulkan, CPU among those compiled in and present, restricted by [`Device::force`] or
-    /// else `CAJETA_XPU_BACKEND` (a name or a comma-separated list); the interpreter when
+    /// Vulkan, CPU among those compiled in and present (a software Vulkan such as lavapipe
+    /// after the CPU: see [`DeviceImpl::emulated_on_host`]), restricted by [`Device::force`]
+    /// or else `CAJETA_XPU_BACKEND` (a name or a comma-separated list); the interpreter when
     /// nothing else is present. Cached for the process.
     pub fn current() -> Result<Device, DeviceError> {
         Ok(CURRENT.get_or_init(select).clone())
@@ -527,10 +534,20 @@ fn select() -> Device {
 }
 
 fn default_device() -> Device {
+    // A software GPU (lavapipe) is no better a device than the host it runs on: it is kept
+    // for when the CPU backend is absent.
+    let mut emulated = None;
     for backend in Backend::SELECTION_ORDER {
         if let Ok(device) = Device::open(backend) {
+            if device.implementation().emulated_on_host() {
+                emulated.get_or_insert(device);
+                continue;
+            }
             return device;
         }
+    }
+    if let Some(device) = emulated {
+        return device;
     }
     // The interpreter is always compiled in and needs no driver.
     Device::open(Backend::Interp)

@@ -498,6 +498,8 @@ pub struct VulkanDevice {
     max_push: u32,
     /// `VK_EXT_subgroup_size_control` for compute: the sizes a pipeline may require.
     size_control: Option<(u32, u32)>,
+    /// A software implementation on the host CPU (lavapipe): selection prefers the CPU backend.
+    emulated: bool,
 }
 
 fn vendor_name(id: u32) -> String {
@@ -772,6 +774,7 @@ impl VulkanDevice {
             min_offset_align: limits.min_storage_buffer_offset_alignment.max(1),
             max_push: limits.max_push_constants_size,
             size_control,
+            emulated: props.device_type == vk::PhysicalDeviceType::CPU,
         })
     }
 
@@ -813,6 +816,10 @@ impl DeviceImpl for VulkanDevice {
 
     fn facts(&self) -> &DeviceFacts {
         &self.facts
+    }
+
+    fn emulated_on_host(&self) -> bool {
+        self.emulated
     }
 
     fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError> {
