@@ -838,3 +838,28 @@ fn differential_fuzz_against_the_interpreter() {
         a + d
     );
 }
+
+#[test]
+#[ignore]
+fn fuzz_timing() {
+    let (interp, cpu) = devices();
+    let (mut tc, mut ti, mut tr) = (0.0, 0.0, 0.0);
+    for seed in 0..100u64 {
+        let case = generate(seed);
+        let m = xpu::ir::parse(&case.src).unwrap().verify().unwrap();
+        let pi = interp.load(m.clone()).unwrap();
+        let pc = cpu.load(m).unwrap();
+        let t = std::time::Instant::now();
+        let k = pc.kernel("k").unwrap();
+        let w = k.manifest().built_wave;
+        let _ = run_on(&cpu, &pc, &case, None, seed);
+        tc += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let _ = run_on(&interp, &pi, &case, w, seed);
+        ti += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let _ = run_on(&cpu, &pc, &case, None, seed);
+        tr += t.elapsed().as_secs_f64();
+    }
+    println!("cpu compile+run {tc:.2}s, interp {ti:.2}s, cpu rerun {tr:.2}s");
+}

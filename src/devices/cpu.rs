@@ -148,8 +148,18 @@ struct CpuProgram {
     cap: usize,
 }
 
-/// The block a kernel is first compiled at, to validate the lowering and fill the manifest.
-const PROBE_BLOCK: [u32; 3] = [256, 1, 1];
+/// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
+/// code for any one-dimensional block (only 2-D and 3-D blocks get their own code).
+const PROBE_BLOCK: [u32; 3] = [0, 1, 1];
+
+/// The specialisation a launch block runs: one code for every 1-D block.
+fn spec_block(block: [u32; 3]) -> [u32; 3] {
+    if block[1] == 1 && block[2] == 1 {
+        PROBE_BLOCK
+    } else {
+        block
+    }
+}
 
 /// Compiles `handle` of `module` at `block` and `wave`.
 pub fn compile(
@@ -244,6 +254,7 @@ impl CpuKernel {
     }
 
     fn spec(&self, block: [u32; 3]) -> Result<Arc<CompiledKernel>, LaunchError> {
+        let block = spec_block(block);
         let key = (block, self.wave);
         if let Some(c) = self.specs.lock().get(&key) {
             return Ok(c.clone());
@@ -351,7 +362,16 @@ impl KernelImpl for CpuKernel {
         }
         // SAFETY: every buffer points into an allocation locked for this call, with its
         // length in elements; the kernel's accesses are bounds-checked against it.
-        let r = unsafe { code.launch(launch.grid, launch.shared_bytes, &bufs, &values, self.cap) };
+        let r = unsafe {
+            code.launch(
+                launch.grid,
+                launch.block,
+                launch.shared_bytes,
+                &bufs,
+                &values,
+                self.cap,
+            )
+        };
         drop(locked);
         r.map_err(|f| self.fault(f))
     }

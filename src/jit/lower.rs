@@ -53,7 +53,6 @@ pub struct Lowered {
     pub sites: Vec<Site>,
     pub state_bytes: u32,
     pub static_shared: u32,
-    pub waves: u32,
     pub barriers: u32,
 }
 
@@ -140,6 +139,8 @@ pub struct Lower<'a, 'm> {
     kparams: Vec<KParam>,
     group: [Value; 3],
     ngroups: [Value; 3],
+    /// The block per dimension and its volume (constants, or loaded for a generic 1-D block).
+    bdim: [Value; 4],
     shared: Value,
     dyn_len: Value,
     scratch: Value,
@@ -294,6 +295,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             kparams: Vec::new(),
             group: [zero; 3],
             ngroups: [zero; 3],
+            bdim: [zero; 4],
             shared: zero,
             dyn_len: zero,
             scratch: zero,
@@ -361,6 +363,23 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.b
                     .ins()
                     .load(types::I32, notrap(), self.ctx, ctx_off::GRID + 4 * d as i32);
+        }
+        for d in 0..4 {
+            self.bdim[d] = if self.cfg.block[0] == 0 {
+                self.b.ins().load(
+                    types::I32,
+                    notrap(),
+                    self.ctx,
+                    ctx_off::BLOCK + 4 * d as i32,
+                )
+            } else {
+                let v = if d == 3 {
+                    self.cfg.block.iter().product::<u32>()
+                } else {
+                    self.cfg.block[d]
+                };
+                self.b.ins().iconst(types::I32, v as i64)
+            };
         }
         self.shared = self.ptr_load(ctx_off::SHARED);
         self.dyn_len = self.ptr_load(ctx_off::DYN_SHARED_LEN);
@@ -446,8 +465,11 @@ impl<'a, 'm> Lower<'a, 'm> {
     /// Lowers the kernel body inside the region/wave driver and finishes the function.
     pub fn run(mut self, kernel: Handle<Function>) -> Result<Lowered, JitError> {
         let f = &self.m.functions[kernel];
-        let volume = self.cfg.block.iter().product::<u32>();
-        let waves = volume.div_ceil(self.n);
+        let volume_v = self.bdim[3];
+        let waves_v = {
+            let v = self.b.ins().iadd_imm_s(volume_v, self.n as i64 - 1);
+            self.b.ins().udiv_imm_u(v, self.n as i64)
+        };
         let region_head = self.b.create_block();
         let wave_head = self.b.create_block();
         let wave_body = self.b.create_block();
@@ -474,7 +496,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let done = self
             .b
             .ins()
-            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, w, waves as i64);
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, w, waves_v);
         self.b.ins().brif(done, region_end, &[], wave_body, &[]);
 
         self.b.switch_to_block(wave_body);
@@ -495,7 +517,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.state = self.b.ins().iadd(base, off);
         self.wave_lin = self.b.ins().imul_imm_s(w, self.n as i64);
         self.local_ids_for_wave();
-        let init_mask = self.initial_mask(volume);
+        let init_mask = self.initial_mask(volume_v);
         let resume = self
             .b
             .ins()
@@ -586,7 +608,6 @@ impl<'a, 'm> Lower<'a, 'm> {
             sites,
             state_bytes,
             static_shared,
-            waves,
             barriers,
         })
     }
@@ -661,9 +682,8 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     /// Lanes whose linear id is inside the block.
-    fn initial_mask(&mut self, volume: u32) -> Vec<Value> {
-        let rem = self.b.ins().iconst(types::I32, volume as i64);
-        let rem = self.b.ins().isub(rem, self.wave_lin);
+    fn initial_mask(&mut self, volume: Value) -> Vec<Value> {
+        let rem = self.b.ins().isub(volume, self.wave_lin);
         let rem = self.b.ins().splat(types::I32X4, rem);
         (0..chunks(Scalar::Bool, self.n))
             .map(|c| {
@@ -2544,19 +2564,12 @@ impl<'a, 'm> Lower<'a, 'm> {
             Builtin::LocalId(d) => self.local_ids[d.index()].clone(),
             Builtin::GlobalId(d) => {
                 let i = d.index();
-                let gs = self
-                    .b
-                    .ins()
-                    .imul_imm_s(self.group[i], self.cfg.block[i] as i64);
+                let gs = self.b.ins().imul(self.group[i], self.bdim[i]);
                 let l = self.local_ids[i].clone();
                 self.arith(BinaryOp::Add, Scalar::U32, &Val::U(gs), &l, None, None)
             }
             Builtin::GroupId(d) => Val::U(self.group[d.index()]),
-            Builtin::GroupSize(d) => Val::U(
-                self.b
-                    .ins()
-                    .iconst(types::I32, self.cfg.block[d.index()] as i64),
-            ),
+            Builtin::GroupSize(d) => Val::U(self.bdim[d.index()]),
             Builtin::NumGroups(d) => Val::U(self.ngroups[d.index()]),
             Builtin::WaveWidth => Val::U(self.b.ins().iconst(types::I32, self.n as i64)),
             Builtin::LaneId => {

@@ -53,6 +53,8 @@ pub struct LaunchCtx {
     pub args: *const [u64; 16],
     pub group: [u32; 4],
     pub grid: [u32; 4],
+    /// The block (x, y, z) and its volume.
+    pub block: [u32; 4],
     pub shared: *mut u8,
     /// Elements of the dynamically sized shared array.
     pub dyn_shared_len: u64,
@@ -77,6 +79,7 @@ pub(crate) mod ctx_off {
     pub const ARGS: i32 = offset_of!(LaunchCtx, args) as i32;
     pub const GROUP: i32 = offset_of!(LaunchCtx, group) as i32;
     pub const GRID: i32 = offset_of!(LaunchCtx, grid) as i32;
+    pub const BLOCK: i32 = offset_of!(LaunchCtx, block) as i32;
     pub const SHARED: i32 = offset_of!(LaunchCtx, shared) as i32;
     pub const DYN_SHARED_LEN: i32 = offset_of!(LaunchCtx, dyn_shared_len) as i32;
     pub const STATE: i32 = offset_of!(LaunchCtx, state) as i32;
@@ -167,8 +170,8 @@ pub struct CompiledKernel {
     entry: unsafe extern "C" fn(*mut LaunchCtx) -> u32,
     pub name: String,
     pub wave: u32,
+    /// The block compiled for; `[0, 1, 1]`: any one-dimensional block.
     pub block: [u32; 3],
-    pub waves: u32,
     /// Per wave; all waves share one area when the kernel has no barrier.
     pub state_bytes: u32,
     pub barriers: u32,
@@ -266,6 +269,7 @@ impl CompiledKernel {
             lw.run(kernel)?
         };
         let sites = lowered.sites.clone();
+        let t_lower = t0.elapsed();
         if std::env::var_os("XPU_JIT_DUMP").is_some() {
             eprintln!("{}", ctx.func.display());
         }
@@ -279,6 +283,16 @@ impl CompiledKernel {
             .compiled_code()
             .map(|c| c.code_info().total_size as u64)
             .unwrap_or(0);
+        if std::env::var_os("XPU_JIT_TIME").is_some() {
+            eprintln!(
+                "jit {}: lowering {:?}, codegen {:?}, {} IR instructions, {} code bytes",
+                name,
+                t_lower,
+                t0.elapsed() - t_lower,
+                ctx.func.dfg.num_insts(),
+                code_bytes
+            );
+        }
         jm.clear_context(&mut ctx);
         jm.finalize_definitions()
             .map_err(|e| codegen(e.to_string()))?;
@@ -299,7 +313,6 @@ impl CompiledKernel {
             name,
             wave: cfg.wave,
             block: cfg.block,
-            waves: lowered.waves,
             state_bytes: lowered.state_bytes,
             barriers: lowered.barriers,
             static_shared: lowered.static_shared,
@@ -340,6 +353,7 @@ impl CompiledKernel {
     pub unsafe fn launch(
         &self,
         grid: [u32; 3],
+        block: [u32; 3],
         shared_bytes: u32,
         bufs: &[BufRef],
         args: &[[u64; 16]],
@@ -359,8 +373,10 @@ impl CompiledKernel {
         } else {
             0
         };
+        let volume = block.iter().map(|&b| b as u64).product::<u64>();
+        let waves = volume.div_ceil(self.wave as u64) as usize;
         let state_total = if self.barriers > 0 {
-            self.state_bytes as usize * self.waves as usize
+            self.state_bytes as usize * waves
         } else {
             self.state_bytes as usize
         };
@@ -380,6 +396,7 @@ impl CompiledKernel {
                     args: args.get(),
                     group: [0; 4],
                     grid: [grid[0], grid[1], grid[2], 0],
+                    block: [block[0], block[1], block[2], volume as u32],
                     shared,
                     dyn_shared_len: dyn_len,
                     state,
