@@ -242,3 +242,18 @@ fn virtual_waves_run_lane_arithmetic_and_refuse_verbs_by_name() {
         "{err}"
     );
 }
+
+#[test]
+fn the_streaming_benchmark_runs() {
+    // Timing is not checked (lavapipe is a CPU): only that every figure is measured.
+    if xpu::Device::open(Backend::Vulkan).is_err() {
+        eprintln!("no Vulkan device, skipping");
+        return;
+    }
+    let (name, rows) = xpu::devices::vulkan::bench::measure(1 << 16, 3).unwrap();
+    println!("{name}: {rows:?}");
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert!(r.vulkan_ms > 0.0 && r.copy_ms > 0.0, "{r:?}");
+    }
+}

@@ -91,6 +91,9 @@ kernel sgemm(c: buf<f32, rw>, a: buf<f32>, b: buf<f32>, n: u32) {
 "#;
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
+    if args.backend == "vulkan" {
+        return crate::devices::vulkan::bench::run(args.elems, args.reps);
+    }
     if args.backend != "cuda" {
         eprintln!(
             "xpu bench: only `cuda` is benchmarked here (got `{}`)",

@@ -24,6 +24,7 @@
 //!   host.
 
 pub mod aot;
+pub mod bench;
 pub mod spirv;
 
 use super::{

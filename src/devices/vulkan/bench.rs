@@ -1,0 +1,184 @@
+//! Streaming benchmarks on the Vulkan device: `saxpy` and STREAM `triad` on `elems` floats,
+//! each beside a device-to-device copy (`vkCmdCopyBuffer`) of the same bytes on the same
+//! device, and beside the CUDA backend's figure for the same kernel text in the same run when a
+//! CUDA device is present. The Vulkan timer tier is Unavailable (contract §5.3), so every
+//! figure, CUDA's included, is timed on the host around a launch and a stream sync: the
+//! median of `reps` rounds after one warm-up. Bytes moved: saxpy 12 per element (read x, y;
+//! write y), triad 12 (read b, c; write a); the copy of the same bytes moves 2 × its size.
+
+use crate::buffer::RawBuffer;
+use crate::devices::{Backend, Device, Init};
+use crate::ir::{ElemType, Scalar};
+use crate::launch::{ArgValue, Launch};
+use crate::stream::KernelStream;
+use std::time::Instant;
+
+/// The kernels (the same text as `xpu bench cuda`'s streaming pair).
+pub const KERNELS: &str = r#"
+kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+kernel triad(a: buf<f32, rw>, b: buf<f32>, c: buf<f32>, s: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        a[i] = b[i] + s * c[i];
+    }
+}
+"#;
+
+/// One benchmark's medians, in milliseconds, with the bytes it moves.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub name: &'static str,
+    pub bytes: f64,
+    pub vulkan_ms: f64,
+    pub copy_ms: f64,
+    pub cuda_ms: Option<f64>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn timed(
+    stream: &KernelStream,
+    reps: usize,
+    mut f: impl FnMut() -> Result<(), String>,
+) -> Result<f64, String> {
+    f()?;
+    stream.sync().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for _ in 0..reps.max(1) {
+        let t0 = Instant::now();
+        f()?;
+        stream.sync().map_err(|e| e.to_string())?;
+        out.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(out))
+}
+
+/// `[(saxpy, copy), (triad, copy)]` times (ms) on `device`.
+fn kernels_on(device: &Device, elems: usize, reps: usize) -> Result<Vec<(f64, f64)>, String> {
+    let e = |x: crate::devices::DeviceError| x.to_string();
+    let module = crate::ir::parse(KERNELS)
+        .and_then(|m| m.verify())
+        .map_err(|d| d.render("bench"))?;
+    let program = device.load(module).map_err(e)?;
+    let stream = KernelStream::create(device).map_err(e)?;
+    let bytes = elems * 4;
+    let bufs: Vec<RawBuffer> = (0..3)
+        .map(|_| RawBuffer::alloc_with(device, bytes, Init::Any).map_err(e))
+        .collect::<Result<_, _>>()?;
+    let f32e = ElemType::scalar(Scalar::F32);
+    let n = elems as u32;
+    let block = 256u32;
+    let grid = n.div_ceil(block);
+    let geometry = || Launch::grid([grid]).block([block]);
+    let saxpy = program.kernel("saxpy").map_err(|x| x.to_string())?;
+    let triad = program.kernel("triad").map_err(|x| x.to_string())?;
+    let ts = timed(&stream, reps, || {
+        saxpy
+            .launch(
+                &stream,
+                geometry(),
+                [
+                    ArgValue::raw(&bufs[0], f32e, true),
+                    ArgValue::raw(&bufs[1], f32e, false),
+                    ArgValue::from(2.0f32),
+                    ArgValue::from(n),
+                ],
+            )
+            .map_err(|x| x.to_string())
+    })?;
+    let tt = timed(&stream, reps, || {
+        triad
+            .launch(
+                &stream,
+                geometry(),
+                [
+                    ArgValue::raw(&bufs[0], f32e, true),
+                    ArgValue::raw(&bufs[1], f32e, false),
+                    ArgValue::raw(&bufs[2], f32e, false),
+                    ArgValue::from(3.0f32),
+                    ArgValue::from(n),
+                ],
+            )
+            .map_err(|x| x.to_string())
+    })?;
+    // The same bytes moved as a copy: 12 bytes per element = a read and a write of 6.
+    let half = bytes * 3 / 2;
+    let src = RawBuffer::alloc_with(device, half, Init::Any).map_err(e)?;
+    let dst = RawBuffer::alloc_with(device, half, Init::Any).map_err(e)?;
+    let tc = timed(&stream, reps, || {
+        dst.copy_from_async(&stream, &src).map_err(e)
+    })?;
+    Ok(vec![(ts, tc), (tt, tc)])
+}
+
+/// Measures both benchmarks on the Vulkan device (and on CUDA when present).
+pub fn measure(elems: usize, reps: usize) -> Result<(String, Vec<Row>), String> {
+    let vk = Device::open(Backend::Vulkan).map_err(|e| e.to_string())?;
+    let name = vk.facts().name.clone().unwrap_or_else(|| "unnamed".into());
+    let v = kernels_on(&vk, elems, reps)?;
+    drop(vk);
+    let cuda = match Device::open(Backend::Cuda) {
+        Ok(d) => Some(kernels_on(&d, elems, reps)?),
+        Err(_) => None,
+    };
+    let names = ["saxpy", "triad"];
+    Ok((
+        name,
+        (0..2)
+            .map(|i| Row {
+                name: names[i],
+                bytes: 12.0 * elems as f64,
+                vulkan_ms: v[i].0,
+                copy_ms: v[i].1,
+                cuda_ms: cuda.as_ref().map(|c| c[i].0),
+            })
+            .collect(),
+    ))
+}
+
+/// `xpu bench vulkan`: prints the table; exit 0, or 2 when no Vulkan device runs it.
+pub fn run(elems: usize, reps: usize) -> std::process::ExitCode {
+    match measure(elems, reps) {
+        Ok((name, rows)) => {
+            println!(
+                "xpu bench vulkan on {name}: {elems} floats, median of {reps} rounds, host-timed"
+            );
+            println!(
+                "{:<8} {:>10} {:>9} {:>10} {:>9} {:>10} {:>9}",
+                "kernel", "vulkan ms", "GB/s", "copy ms", "vk/copy", "cuda ms", "vk/cuda"
+            );
+            for r in rows {
+                let gbs = r.bytes / (r.vulkan_ms * 1e6);
+                let cuda = r
+                    .cuda_ms
+                    .map_or(("absent".to_string(), "absent".to_string()), |c| {
+                        (format!("{c:.3}"), format!("{:.2}", r.vulkan_ms / c))
+                    });
+                println!(
+                    "{:<8} {:>10.3} {:>9.1} {:>10.3} {:>9.2} {:>10} {:>9}",
+                    r.name,
+                    r.vulkan_ms,
+                    gbs,
+                    r.copy_ms,
+                    r.vulkan_ms / r.copy_ms,
+                    cuda.0,
+                    cuda.1
+                );
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xpu bench vulkan: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
