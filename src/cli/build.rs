@@ -30,6 +30,7 @@ pub fn build(args: &BuildArgs) -> ExitCode {
     match args.backend.as_str() {
         "cuda" => imp::build_cuda(args),
         "vulkan" => crate::devices::vulkan::aot::build(&args.file, args.emit.as_deref()),
+        "cpu" => crate::devices::cpu::aot_build(&args.file, args.emit.as_deref()),
         other => {
             eprintln!("xpu build: no ahead-of-time build for the `{other}` backend in this binary");
             ExitCode::from(2)
