@@ -324,7 +324,7 @@ mod imp {
             if let Some(line) = cuda_program {
                 println!("{line}");
             }
-            println!("{:<36} {:>12}  {}", "measure", "value", "ratio");
+            println!("{:<36} {:>12}  ratio", "measure", "value");
             for (k, v, r) in &rows {
                 println!("{k:<36} {v:>12.3}  {r}");
             }

@@ -61,11 +61,14 @@ pub fn hash_hex(parts: &[&[u8]]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Device code as stored: shared, immutable bytes.
+pub type Code = Arc<Vec<u8>>;
+
 /// An in-memory and on-disk store of device code.
 #[derive(Debug)]
 pub struct CodeCache {
     dir: Option<PathBuf>,
-    memory: Mutex<HashMap<(DeviceKey, String), Arc<Vec<u8>>>>,
+    memory: Mutex<HashMap<(DeviceKey, String), Code>>,
 }
 
 impl CodeCache {

@@ -33,12 +33,12 @@ use inkwell::values::IntValue;
 use inkwell::values::{BasicValueEnum, InstructionOpcode as O};
 use inkwell::{FloatPredicate as F, IntPredicate};
 
-const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-01;
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+const LN2_HI: f64 = 0.6931471803691238;
+const LN2_LO: f64 = 1.9082149292705877e-10;
 const INV_LN2: f64 = std::f64::consts::LOG2_E;
-const PIO2_1: f64 = 1.570_796_326_734_125_614_17e+00;
-const PIO2_2: f64 = 6.077_100_506_303_965_976_60e-11;
-const PIO2_3: f64 = 2.022_266_248_711_166_455_80e-21;
+const PIO2_1: f64 = 1.5707963267341256;
+const PIO2_2: f64 = 6.077100506303966e-11;
+const PIO2_3: f64 = 2.0222662487111665e-21;
 
 fn factorial(n: u32) -> f64 {
     (1..=n).map(|k| k as f64).product()

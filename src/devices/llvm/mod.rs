@@ -24,7 +24,6 @@
 //! Transcendental functions are built from arithmetic in `f64` (`math.rs`), within the
 //! accuracy `docs/semantics.md` requires of native backends.
 
-pub mod amdgpu;
 mod math;
 pub mod nvptx;
 pub mod target;
@@ -1117,7 +1116,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let lanes = vty.lanes().unwrap_or(1) as u32;
                 let (ptr, elem) = self.vector_ptr(*base, *index)?;
                 let a = self.vector_align(*base, *index, elem.scalar, lanes, *align);
-                let st = self.b().build_store(ptr, self.to_mem(v, elem.scalar)?)?;
+                let st = self
+                    .b()
+                    .build_store(ptr, self.value_to_mem(v, elem.scalar)?)?;
                 st.set_alignment(a)
                     .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
             }
@@ -1168,7 +1169,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 // Index first, then value: the printed source's order (`b[i] = v`).
                 let (ptr, elem) = self.element_ptr(*base, *index)?;
                 let v = self.value(value)?;
-                let st = self.b().build_store(ptr, self.to_mem(v, elem.scalar)?)?;
+                let st = self
+                    .b()
+                    .build_store(ptr, self.value_to_mem(v, elem.scalar)?)?;
                 st.set_alignment(natural_align(elem.size()).max(natural_align(elem.scalar.size())))
                     .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
             }
@@ -1357,7 +1360,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// A value as stored in memory (`bool` lanes as `i8`).
-    fn to_mem(&self, v: BasicValueEnum<'ctx>, s: Scalar) -> LResult<BasicValueEnum<'ctx>> {
+    fn value_to_mem(&self, v: BasicValueEnum<'ctx>, s: Scalar) -> LResult<BasicValueEnum<'ctx>> {
         if s != Scalar::Bool {
             return Ok(v);
         }
@@ -1373,7 +1376,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// A value loaded from memory as a value (`i8` lanes back to `bool`).
-    fn from_mem(&self, v: BasicValueEnum<'ctx>, s: Scalar) -> LResult<BasicValueEnum<'ctx>> {
+    fn mem_to_value(&self, v: BasicValueEnum<'ctx>, s: Scalar) -> LResult<BasicValueEnum<'ctx>> {
         if s != Scalar::Bool {
             return Ok(v);
         }
@@ -1398,7 +1401,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             i.set_alignment(align)
                 .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
         }
-        self.from_mem(v, elem.scalar)
+        self.mem_to_value(v, elem.scalar)
     }
 
     // ---- raw helpers over any value type ----------------------------------------------
@@ -1705,7 +1708,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     i.set_alignment(a)
                         .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
                 }
-                self.from_mem(v, elem.scalar)?
+                self.mem_to_value(v, elem.scalar)?
             }
             Expr::MatrixFill {
                 role,
