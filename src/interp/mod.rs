@@ -192,6 +192,15 @@ pub fn launch_handle(
         )));
     }
     let prog = compile::compile(verified, kernel, options.checks)?;
+    // Each work-item of a workgroup holds its frames at once; bound that (the sum of all
+    // frames bounds the deepest call chain, as helpers do not recurse) rather than let a huge
+    // private array exhaust the host's memory.
+    let frames: u64 = prog.funcs.iter().map(|f| u64::from(f.frame)).sum();
+    if frames * vol > 1 << 27 {
+        return Err(InterpError::BadLaunch(format!(
+            "{vol} work-items of {frames} slots each: more private memory than the interpreter holds for one workgroup (2^27 slots)"
+        )));
+    }
 
     // Arguments.
     if args.len() != kf.params.len() {
