@@ -2394,9 +2394,10 @@ impl Em<'_> {
         let inv_ln2 = self.fconst(dt, std::f64::consts::LOG2_E);
         let q = self.fop(Op::FMul, dt, &[t, inv_ln2]);
         let k = self.ext_inst(dt, glsl::ROUND_EVEN, &[q]);
-        // Cody–Waite: ln2 in two parts, the first with 32 significant bits so k·hi is exact.
-        let hi = self.fconst(dt, 6.931_471_803_691_238_164_90e-1);
-        let lo = self.fconst(dt, 1.908_214_929_270_587_700_02e-10);
+        // Cody–Waite: ln2 in two parts (fdlibm's ln2_hi/ln2_lo bits), the first with 32
+        // significant bits so k·hi is exact.
+        let hi = self.konst(dt, 0x3FE6_2E42_FEE0_0000);
+        let lo = self.konst(dt, 0x3DEA_39EF_3579_3C76);
         let kh = self.fop(Op::FMul, dt, &[k, hi]);
         let r = self.fop(Op::FSub, dt, &[t, kh]);
         let kl = self.fop(Op::FMul, dt, &[k, lo]);
@@ -2455,8 +2456,8 @@ impl Em<'_> {
     /// `ln x` in `f64` for finite `x > 0`.
     fn ln_f64(&mut self, dt: Word, it: Word, x: Word, lanes: u8) -> Word {
         let (e, lnm) = self.log_parts(dt, it, x, lanes);
-        let hi = self.fconst(dt, 6.931_471_803_691_238_164_90e-1);
-        let lo = self.fconst(dt, 1.908_214_929_270_587_700_02e-10);
+        let hi = self.konst(dt, 0x3FE6_2E42_FEE0_0000);
+        let lo = self.konst(dt, 0x3DEA_39EF_3579_3C76);
         let eh = self.fop(Op::FMul, dt, &[e, hi]);
         let el = self.fop(Op::FMul, dt, &[e, lo]);
         let t = self.fop(Op::FAdd, dt, &[el, lnm]);
@@ -2568,8 +2569,8 @@ impl Em<'_> {
                 let two_pi = self.fconst(dt, std::f64::consts::FRAC_2_PI);
                 let q = self.fop(Op::FMul, dt, &[x, two_pi]);
                 let k = self.ext_inst(dt, glsl::ROUND_EVEN, &[q]);
-                let hi = self.fconst(dt, 1.570_796_326_734_125_614_17);
-                let lo = self.fconst(dt, 6.077_100_506_506_192_249_32e-11);
+                let hi = self.konst(dt, 0x3FF9_21FB_5440_0000);
+                let lo = self.konst(dt, 0x3DD0_B461_1A62_6331);
                 let kh = self.fop(Op::FMul, dt, &[k, hi]);
                 let r = self.fop(Op::FSub, dt, &[x, kh]);
                 let kl = self.fop(Op::FMul, dt, &[k, lo]);
