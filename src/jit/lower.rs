@@ -1816,26 +1816,64 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.check(bad, err::OOB, site, |_| last, len);
             }
             _ => {
-                let lanes = self.lanes(Scalar::U32, idx);
+                // Lane vectors: an active lane is bad when `index > len - extra` (u32 lanes;
+                // a limit past u32 admits every index) or when `len < extra`.
+                let lim = self.b.ins().iadd_imm_s(len, -(extra as i64));
+                let neg = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, lim, 0);
+                let max = self.b.ins().iconst(types::I64, u32::MAX as i64);
+                let zero64 = self.b.ins().iconst(types::I64, 0);
+                let lim = self.b.ins().umin(lim, max);
+                let lim = self.b.ins().select(neg, zero64, lim);
+                let lim32 = self.b.ins().ireduce(types::I32, lim);
+                let limv = self.b.ins().splat(types::I32X4, lim32);
+                let chunks = self.materialize(Scalar::U32, idx);
                 let e = self.exec();
-                let bits = self.mask_bits(&e);
-                let mut bad_any = self.b.ins().iconst(types::I8, 0);
-                let mut first = self.b.ins().iconst(types::I64, 0);
-                for (l, &i) in lanes.iter().enumerate().rev() {
-                    let i64v = self.b.ins().uextend(types::I64, i);
-                    let last = self.b.ins().iadd_imm_s(i64v, extra as i64 - 1);
-                    let oob = self
-                        .b
-                        .ins()
-                        .icmp(IntCC::SignedGreaterThanOrEqual, last, len);
-                    let bit = self.b.ins().ushr_imm_u(bits, l as i64);
-                    let bit = self.b.ins().band_imm_u(bit, 1);
-                    let act = self.b.ins().ireduce(types::I8, bit);
-                    let bad = self.b.ins().band(oob, act);
-                    bad_any = self.b.ins().bor(bad_any, bad);
-                    first = self.b.ins().select(bad, last, first);
+                let mut acc: Option<Value> = None;
+                let mut bad_lanes = Vec::new();
+                for (c, &x) in chunks.iter().enumerate() {
+                    let gt = self.b.ins().icmp(IntCC::UnsignedGreaterThan, x, limv);
+                    let b = self.b.ins().band(gt, e[c]);
+                    bad_lanes.push(b);
+                    acc = Some(match acc {
+                        None => b,
+                        Some(a) => self.b.ins().bor(a, b),
+                    });
                 }
-                self.check(bad_any, err::OOB, site, |_| first, len);
+                let acc = acc.expect("a chunk");
+                let any_bad = self.b.ins().vany_true(acc);
+                let any_exec = self.mask_any(&e);
+                let short = self.b.ins().band(neg, any_exec);
+                let bad = self.b.ins().bor(any_bad, short);
+                let n = self.n;
+                self.check(
+                    bad,
+                    err::OOB,
+                    site,
+                    |me| {
+                        // The first bad lane's index (any active lane's when `len < extra`).
+                        let bits = me.mask_bits(&bad_lanes);
+                        let ebits = me.mask_bits(&e);
+                        let none = me.b.ins().icmp_imm_s(IntCC::Equal, bits, 0);
+                        let pick = me.b.ins().select(none, ebits, bits);
+                        let lane = me.b.ins().ctz(pick);
+                        let slot = me.b.create_sized_stack_slot(StackSlotData::new(
+                            StackSlotKind::ExplicitSlot,
+                            chunks.len() as u32 * 16,
+                            4,
+                        ));
+                        for (c, &x) in chunks.iter().enumerate() {
+                            me.b.ins().stack_store(types::I64, x, slot, (c * 16) as i32);
+                        }
+                        let base = me.b.ins().stack_addr(types::I64, slot, 0);
+                        let lane = me.b.ins().band_imm_u(lane, (n.max(1) - 1) as i64);
+                        let o = me.b.ins().imul_imm_s(lane, 4);
+                        let a = me.b.ins().iadd(base, o);
+                        let i = me.b.ins().load(types::I32, notrap(), a, 0);
+                        let i = me.b.ins().uextend(types::I64, i);
+                        me.b.ins().iadd_imm_s(i, extra as i64 - 1)
+                    },
+                    len,
+                );
             }
         }
     }
@@ -1928,22 +1966,22 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     /// One scalar per lane at `ptr + idx × esize + off`; inactive lanes read a dummy.
     fn gather(&mut self, s: Scalar, ptr: Value, esize: i64, idx: &Val, off: i32) -> Vec<Value> {
+        // Inactive lanes read element 0: the bounds check passed for an active lane (there
+        // always is one), so the object has at least that element.
+        let chunks = self.materialize(Scalar::U32, idx);
         let e = self.exec();
-        let bits = self.mask_bits(&e);
-        let lanes = self.lanes(Scalar::U32, idx);
+        let safe: Vec<Value> = chunks
+            .iter()
+            .zip(&e)
+            .map(|(&x, &m)| self.b.ins().band(x, m))
+            .collect();
+        let lanes = self.lanes(Scalar::U32, &Val::V(safe));
         let mut vals = Vec::new();
-        for (l, &i) in lanes.iter().enumerate() {
+        for &i in &lanes {
             let i64v = self.b.ins().uextend(types::I64, i);
             let o = self.b.ins().imul_imm_s(i64v, esize);
             let a = self.b.ins().iadd(ptr, o);
-            let bit = self.b.ins().ushr_imm_u(bits, l as i64);
-            let bit = self.b.ins().band_imm_u(bit, 1);
-            let a = self.b.ins().select(bit, a, self.scratch);
-            let offv = self.b.ins().iconst(types::I64, off as i64);
-            let zero = self.b.ins().iconst(types::I64, 0);
-            let off = self.b.ins().select(bit, offv, zero);
-            let a = self.b.ins().iadd(a, off);
-            vals.push(self.load_scalar(s, a, 0));
+            vals.push(self.load_scalar(s, a, off));
         }
         self.from_lanes(s, &vals)
     }
