@@ -16,10 +16,13 @@
 //! # Using it (for the runtime seam and tests)
 //!
 //! ```
-//! use xpu::interp::{self, Arg, Buffer, Geometry, Options};
+//! use xpu::interp::{self, Arg, Buffer, Geometry, InterpError, Options};
 //! use xpu::ir::{Literal, Scalar};
-//! # fn module() -> xpu::ir::VerifiedModule { xpu::ir::Module::new().verify().unwrap() }
-//! let module = module(); // parsed or built, then verified: `xpu::ir::verify(m)?`
+//! let source = "kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+//!     let i: u32 = global_id.x;
+//!     if i < n { y[i] = a * x[i] + y[i]; }
+//! }";
+//! let module = xpu::ir::verify(xpu::ir::parse(source).unwrap()).unwrap();
 //! let mut y = Buffer::from_values(&[1.0f32; 256]);
 //! let mut x = Buffer::from_values(&[2.0f32; 256]);
 //! let mut args = [
@@ -28,10 +31,19 @@
 //!     Arg::Scalar(Literal::float(3.0, Scalar::F32)),
 //!     Arg::Scalar(Literal::int(256, Scalar::U32)),
 //! ];
-//! let geometry = Geometry::new([1, 1, 1], [256, 1, 1]);
-//! let result = interp::launch(&module, "saxpy", &geometry, &mut args, &Options::default());
-//! # assert!(result.is_err()); // the empty module has no `saxpy`
+//! let geometry = Geometry::linear(2, 128); // 2 workgroups of 128 work-items
+//! let report = interp::launch(&module, "saxpy", &geometry, &mut args, &Options::default())?;
+//! assert_eq!(report.work_items, 256);
+//! assert_eq!(y.to_values::<f32>()[0], 7.0);
+//! # Ok::<(), InterpError>(())
 //! ```
+//!
+//! A launch returns a [`Report`] (steps executed, work-items, wave width) or an
+//! [`InterpError`]: `Refused` (`XPU-REF01`, a [`Diagnostic`](crate::ir::Diagnostic)), `Ub`
+//! (`XPU-REF02`, a [`UbReport`] with the kind, kernel and helper, `line:col`, work-item and
+//! details; [`UbReport::to_diagnostic`]), `BadLaunch` (arguments or geometry that do not fit)
+//! or `StepLimit`. [`Buffer`]s carry a defined bit per byte: [`Buffer::uninit`] makes poison,
+//! [`Buffer::from_values`] / [`Buffer::from_bytes`] defined memory.
 //!
 //! Scheduling is deterministic: the same module, arguments, geometry and options give the
 //! same result, the same report and the same first UB. [`Options::shuffle_seed`] permutes the
