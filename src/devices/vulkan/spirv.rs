@@ -27,8 +27,11 @@
 //! - **Capabilities** are declared only for the types and verbs the kernel uses, and a kernel
 //!   needing one the device does not offer is refused by name ([`Unsupported`]).
 //!
-//! Refused by name: cooperative matrices, 8- and 16-lane vectors (Vulkan has no such vector
-//! types), `f64` transcendental functions (GLSL.std.450 has none), and any construct the
+//! - **Wide vectors.** 8- and 16-lane vectors (SPIR-V shader vectors have at most 4 lanes)
+//!   are arrays of their lanes; lane-wise operations on them are emitted once per lane
+//!   (`Em::scalarise`), construction, swizzles and memory access gather and scatter lanes.
+//!
+//! Refused by name: cooperative matrices, `f64` transcendental functions (GLSL.std.450 has none), and any construct the
 //! device's features do not cover.
 
 use crate::ir::{
@@ -278,6 +281,13 @@ struct Em<'a> {
     wave_w: u32,
     mode: WaveMode,
     uses_wave_verbs: bool,
+    /// Wide vector types (8 or 16 lanes, arrays of scalars): array type → (scalar type, lanes).
+    wide: HashMap<Word, (Word, u8)>,
+    /// While a lane-wise operation on wide vectors is scalarised: the value of each operand
+    /// for the lane being emitted, and the types the expressions have in that lane, by
+    /// (frame depth, expression).
+    lane_vals: HashMap<(usize, ExprId), Word>,
+    lane_tys: HashMap<(usize, ExprId), Type>,
 }
 
 fn ids(ws: &[Word]) -> Vec<Operand> {
@@ -362,6 +372,9 @@ impl<'a> Em<'a> {
             wave_w: caps.subgroup_size,
             mode: WaveMode::Native,
             uses_wave_verbs: false,
+            wide: HashMap::new(),
+            lane_vals: HashMap::new(),
+            lane_tys: HashMap::new(),
         }
     }
 
@@ -461,9 +474,14 @@ impl<'a> Em<'a> {
             return Ok(e);
         }
         if n > 4 {
-            return refuse(format!(
-                "{n}-lane vectors (Vulkan vectors have at most 4 lanes)"
-            ));
+            // SPIR-V vectors for shaders have 2-4 lanes (Vector16 is a Kernel capability):
+            // a wide vector is an array of its lanes, and every lane-wise operation on one is
+            // scalarised (`Em::scalarise`).
+            let u = self.u32t();
+            let c = self.konst(u, n as u64);
+            let t = self.tk(TyKey::Array(e, c));
+            self.wide.insert(t, (e, n));
+            return Ok(t);
         }
         Ok(self.tk(TyKey::Vec(e, n as u32)))
     }
@@ -523,6 +541,10 @@ impl<'a> Em<'a> {
 
     fn raw_const(&mut self, ty: Word, bits: u64) -> Word {
         // Find the width of `ty` from our type table.
+        if let Some(&(e, n)) = self.wide.get(&ty) {
+            let c = self.konst(e, bits);
+            return self.b.constant_composite(ty, vec![c; n as usize]);
+        }
         let key = self.types.iter().find(|(_, &w)| w == ty).map(|(k, _)| *k);
         match key {
             Some(TyKey::Bool) => {
@@ -899,10 +921,24 @@ impl Em<'_> {
                         Type::Vector(s, n) => (s, n),
                         _ => (Scalar::U32, 1),
                     };
-                    if n > 4 {
-                        return refuse(format!("{n}-lane vector parameter {}", p.name));
-                    }
                     let c = Self::carrier(s);
+                    if n > 4 {
+                        // A wide vector travels as its lanes, one member each (consecutive,
+                        // as the runtime writes them); `load_params` gathers them.
+                        let st = self.scalar_ty(c)?;
+                        let mut first = None;
+                        for _ in 0..n {
+                            let m = add_member(self, st, c.size(), c.size());
+                            first.get_or_insert(m);
+                        }
+                        let (idx, at0) = first.expect("a wide vector has lanes");
+                        push_member[slots.len()] = Some(idx);
+                        slots.push(ParamSlot::Value {
+                            offset: at0,
+                            carrier: ElemType::vector(c, n),
+                        });
+                        continue;
+                    }
                     let ty = self.vec_ty(c, n)?;
                     let size = c.size() * n as u32;
                     let align = c.size()
@@ -1011,13 +1047,19 @@ impl Em<'_> {
                 out.push(0);
                 continue;
             };
-            let v = self.push_load(member);
             let (s, n) = match p.ty {
                 Type::Scalar(s) => (s, 1),
                 Type::Vector(s, n) => (s, n),
                 _ => (Scalar::U32, 1),
             };
             let c = Self::carrier(s);
+            let v = if n > 4 {
+                let lanes: Vec<Word> = (0..n as u32).map(|k| self.push_load(member + k)).collect();
+                let t = self.vec_ty(c, n)?;
+                self.opi(Op::CompositeConstruct, t, &lanes)
+            } else {
+                self.push_load(member)
+            };
             let v = if c == s { v } else { self.cast(v, c, s, n)? };
             out.push(v);
         }
@@ -1495,6 +1537,14 @@ impl Em<'_> {
             return Ok(v);
         }
         let t = self.vec_ty(s, lanes)?;
+        if lanes > 4 {
+            let mut ls = Vec::new();
+            for k in 0..lanes {
+                let x = self.lane_of_raw(v, stored, k);
+                ls.push(self.stored_to_value(x, stored, s, 1)?);
+            }
+            return Ok(self.opi(Op::CompositeConstruct, t, &ls));
+        }
         if s == Scalar::Bool {
             let u = if lanes == 1 {
                 self.u32t()
@@ -1513,6 +1563,15 @@ impl Em<'_> {
         if stored == s {
             return v;
         }
+        if let Some(&(lane_ty, n)) = self.wide.get(&stored_ty) {
+            let ls: Vec<Word> = (0..n)
+                .map(|k| {
+                    let x = self.lane_of_raw(v, s, k);
+                    self.value_to_stored(x, s, stored, lane_ty)
+                })
+                .collect();
+            return self.opi(Op::CompositeConstruct, stored_ty, &ls);
+        }
         if s == Scalar::Bool {
             let u = self.u32t();
             let one = self.konst(u, 1);
@@ -1521,6 +1580,16 @@ impl Em<'_> {
             return self.opi(Op::UConvert, stored_ty, &[w]);
         }
         self.opi(Op::Bitcast, stored_ty, &[v])
+    }
+
+    /// Lane `k` of a wide value of scalar `s` (its type already made).
+    fn lane_of_raw(&mut self, v: Word, s: Scalar, k: u8) -> Word {
+        let st = self.scalar_ty_raw(s);
+        self.op(
+            Op::CompositeExtract,
+            st,
+            vec![Operand::IdRef(v), Operand::LiteralBit32(k as u32)],
+        )
     }
 
     fn elem_ptr_other(&mut self, base: Base, index: Word) -> R<(Word, Word, ElemType)> {
@@ -1626,7 +1695,110 @@ impl Em<'_> {
 // ---- expressions ----
 impl Em<'_> {
     fn ty_of(&self, e: ExprId) -> Option<Type> {
+        if let Some(&t) = self.lane_tys.get(&(self.frames.len(), e)) {
+            return Some(t);
+        }
         self.m.expr_type(self.frame().func, e)
+    }
+
+    /// The lane count of `e`'s type when it is a wide (8- or 16-lane) vector.
+    fn wide_lanes(&self, e: ExprId) -> Option<u8> {
+        match self.ty_of(e) {
+            Some(Type::Vector(_, n)) if n > 4 => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Lane `k` of a vector value of `lanes` lanes of `s` (a SPIR-V vector or, wide, an
+    /// array).
+    fn lane_of(&mut self, v: Word, s: Scalar, lanes: u8, k: u8) -> R<Word> {
+        if lanes == 1 {
+            return Ok(v);
+        }
+        let st = self.scalar_ty(s)?;
+        Ok(self.op(
+            Op::CompositeExtract,
+            st,
+            vec![Operand::IdRef(v), Operand::LiteralBit32(k as u32)],
+        ))
+    }
+
+    /// A lane-wise operation (arithmetic, comparison, cast, math, select, lane-wise bitcast)
+    /// whose result or an operand is a wide vector: the operands are evaluated
+    /// once, then the operation is emitted once per lane with each wide operand replaced by
+    /// its lane (and the expression typed as a scalar), and the lanes are gathered.
+    fn scalarise(&mut self, e: ExprId, n: u8) -> R<Word> {
+        let depth = self.frames.len();
+        let expr = self.func().exprs[e].clone();
+        let out_ty = self.ty_of(e);
+        let mut operands = Vec::new();
+        for o in expr.operands() {
+            let t = self.ty_of(o);
+            let v = self.expr(o)?;
+            operands.push((o, v, t));
+        }
+        let mut lanes = Vec::new();
+        for k in 0..n {
+            for &(o, v, t) in &operands {
+                let lane = match t {
+                    Some(Type::Vector(s, m)) if m == n => {
+                        self.lane_tys.insert((depth, o), Type::Scalar(s));
+                        self.lane_of(v, s, m, k)?
+                    }
+                    _ => v,
+                };
+                self.lane_vals.insert((depth, o), lane);
+            }
+            if let Some(Type::Vector(s, _)) = out_ty {
+                self.lane_tys.insert((depth, e), Type::Scalar(s));
+            }
+            let r = self.expr(e);
+            for &(o, _, _) in &operands {
+                self.lane_vals.remove(&(depth, o));
+                self.lane_tys.remove(&(depth, o));
+            }
+            self.lane_tys.remove(&(depth, e));
+            lanes.push(r?);
+        }
+        match out_ty {
+            Some(Type::Vector(s, m)) if m == n => {
+                let t = self.vec_ty(s, n)?;
+                Ok(self.opi(Op::CompositeConstruct, t, &lanes))
+            }
+            _ => refuse(format!(
+                "an operation mixing {n}-lane vectors with other shapes"
+            )),
+        }
+    }
+
+    /// Whether `e` is a lane-wise operation on wide vectors that [`Self::scalarise`] lowers;
+    /// its lane count.
+    fn needs_scalarising(&self, e: ExprId) -> R<Option<u8>> {
+        let expr = &self.func().exprs[e];
+        let lanewise = matches!(
+            expr,
+            Expr::Unary { .. }
+                | Expr::Binary { .. }
+                | Expr::Cast { .. }
+                | Expr::Bitcast { .. }
+                | Expr::Select { .. }
+                | Expr::Math { .. }
+        );
+        if !lanewise {
+            return Ok(None);
+        }
+        let n = self
+            .wide_lanes(e)
+            .or_else(|| expr.operands().into_iter().find_map(|o| self.wide_lanes(o)));
+        let Some(n) = n else { return Ok(None) };
+        if let Expr::Bitcast { arg, .. } = expr {
+            if self.wide_lanes(*arg) != Some(n) || self.wide_lanes(e) != Some(n) {
+                return refuse(format!(
+                    "a bitcast between a {n}-lane vector and a value of another lane count"
+                ));
+            }
+        }
+        Ok(Some(n))
     }
 
     fn sl(&self, e: ExprId) -> (Scalar, u8) {
@@ -1683,6 +1855,12 @@ impl Em<'_> {
     }
 
     fn expr(&mut self, e: ExprId) -> R<Word> {
+        if let Some(&v) = self.lane_vals.get(&(self.frames.len(), e)) {
+            return Ok(v);
+        }
+        if let Some(n) = self.needs_scalarising(e)? {
+            return self.scalarise(e, n);
+        }
         let fh = self.frame().func;
         let f = self.m.function(fh);
         let ty = self.ty_of(e);
@@ -1760,7 +1938,8 @@ impl Em<'_> {
                     return refuse("bitcast of bool");
                 }
                 let a = self.expr(arg)?;
-                let t = self.value_ty(to)?;
+                // The expression's type: a scalar while a wide bitcast is scalarised.
+                let t = self.value_ty(ty.unwrap_or(to))?;
                 self.opi(Op::Bitcast, t, &[a])
             }
             Expr::Select {
@@ -1788,7 +1967,19 @@ impl Em<'_> {
                 lanes,
                 parts,
             } => {
-                let vs = parts.iter().map(|p| self.expr(*p)).collect::<R<Vec<_>>>()?;
+                let mut vs = Vec::new();
+                for &p in &parts {
+                    let (ps, pn) = self.sl(p);
+                    let v = self.expr(p)?;
+                    if lanes > 4 && pn > 1 {
+                        // An array is made of scalars only: take the part apart.
+                        for k in 0..pn {
+                            vs.push(self.lane_of(v, ps, pn, k)?);
+                        }
+                    } else {
+                        vs.push(v);
+                    }
+                }
                 let t = self.vec_ty(scalar, lanes)?;
                 self.opi(Op::CompositeConstruct, t, &vs)
             }
@@ -1809,9 +2000,17 @@ impl Em<'_> {
                 )
             }
             Expr::Swizzle { vector, lanes } => {
-                let (s, _) = self.sl(vector);
+                let (s, n) = self.sl(vector);
                 let v = self.expr(vector)?;
                 let t = self.vec_ty(s, lanes.len() as u8)?;
+                if n > 4 || lanes.len() > 4 {
+                    // OpVectorShuffle takes SPIR-V vectors only: gather the lanes.
+                    let mut ls = Vec::new();
+                    for &l in &lanes {
+                        ls.push(self.lane_of(v, s, n, l)?);
+                    }
+                    return Ok(self.opi(Op::CompositeConstruct, t, &ls));
+                }
                 let mut ops = ids(&[v, v]);
                 ops.extend(lanes.iter().map(|&l| Operand::LiteralBit32(l as u32)));
                 self.op(Op::VectorShuffle, t, ops)
@@ -2076,6 +2275,14 @@ impl Em<'_> {
             return Ok(v);
         }
         let t = self.vec_ty(to, n)?;
+        if n > 4 {
+            let mut ls = Vec::new();
+            for k in 0..n {
+                let x = self.lane_of(v, from, n, k)?;
+                ls.push(self.cast(x, from, to, 1)?);
+            }
+            return Ok(self.opi(Op::CompositeConstruct, t, &ls));
+        }
         let bt = self.boolt();
         let bty = if n == 1 {
             bt
