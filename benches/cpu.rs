@@ -1,0 +1,491 @@
+//! CPU backend throughput, with peers measured in the same run.
+//!
+//! `cargo bench --bench cpu` runs, through the public API on `Backend::Cpu`:
+//! - STREAM triad `a = b + s*c` and saxpy on 64M floats, against a `memcpy` probe (the copy
+//!   bandwidth of this machine) and the same loops in Rust with rayon;
+//! - a 16×16-tiled SGEMM at 1024³ (shared memory, barriers);
+//! - a wave reduction (`wave_reduce_sum`, one partial per wave) over 64M floats;
+//! - mandelbrot 2048×2048, 256 iterations;
+//!
+//! and then `benches/peers/pocl_bench.py` (PoCL 3.1's CPU device through pyopencl) on the same
+//! kernels and sizes, if it runs here, and prints a ratio table, plus our JIT compile time
+//! against PoCL's build time. Medians over `--reps` runs after one warm-up.
+//!
+//! Options (after `--`): `--quick` (sizes / 16, sgemm 256, mandelbrot 512², 2 reps),
+//! `--reps N` (5), `--threads N` (our worker cap and PoCL's; default all cores),
+//! `--no-peers` (skip PoCL).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+use xpu::{args, Backend, Device, KernelStream, Launch};
+
+const TRIAD: &str = r#"
+kernel triad(n: u32, s: f32, a: buf<f32, rw>, b: buf<f32>, c: buf<f32>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        a[i] = b[i] + s * c[i];
+    }
+}
+"#;
+
+const SAXPY: &str = r#"
+kernel saxpy(n: u32, a: f32, x: buf<f32>, y: buf<f32, rw>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = a * x[i] + y[i];
+    }
+}
+"#;
+
+const SGEMM: &str = r#"
+kernel sgemm(n: u32, a: buf<f32>, b: buf<f32>, c: buf<f32, rw>) {
+    shared ta: [f32; 256];
+    shared tb: [f32; 256];
+    let tx: u32 = local_id.x;
+    let ty: u32 = local_id.y;
+    let row: u32 = group_id.y * 16 + ty;
+    let col: u32 = group_id.x * 16 + tx;
+    let acc: f32 = 0.0;
+    for t: u32 in 0..n / 16 {
+        ta[ty * 16 + tx] = a[row * n + t * 16 + tx];
+        tb[ty * 16 + tx] = b[(t * 16 + ty) * n + col];
+        barrier();
+        for k: u32 in 0..16 {
+            acc = acc + ta[ty * 16 + k] * tb[k * 16 + tx];
+        }
+        barrier();
+    }
+    c[row * n + col] = acc;
+}
+"#;
+
+const WAVE_REDUCE: &str = r#"
+kernel wave_reduce(n: u32, inp: buf<f32>, partial: buf<f32, rw>) {
+    let i: u32 = global_id.x;
+    let v: f32 = 0.0;
+    if i < n {
+        v = inp[i];
+    }
+    let s: f32 = wave_reduce_sum(v);
+    if lane_id == 0 {
+        partial[i / wave_width] = s;
+    }
+}
+"#;
+
+const MANDELBROT: &str = r#"
+kernel mandelbrot(width: u32, height: u32, max_iter: u32, out: buf<u32, rw>) {
+    let px: u32 = global_id.x;
+    let py: u32 = global_id.y;
+    if px < width && py < height {
+        let cr: f32 = -2.0 + 3.0 * (px as f32) / (width as f32);
+        let ci: f32 = -1.5 + 3.0 * (py as f32) / (height as f32);
+        let zr: f32 = 0.0;
+        let zi: f32 = 0.0;
+        let it: u32 = 0;
+        while it < max_iter && zr * zr + zi * zi <= 4.0 {
+            let t: f32 = zr * zr - zi * zi + cr;
+            zi = 2.0 * zr * zi + ci;
+            zr = t;
+            it += 1;
+        }
+        out[py * width + px] = it;
+    }
+}
+"#;
+
+struct Opts {
+    quick: bool,
+    reps: usize,
+    threads: Option<usize>,
+    peers: bool,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        quick: false,
+        reps: 5,
+        threads: None,
+        peers: true,
+    };
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--quick" => o.quick = true,
+            "--no-peers" => o.peers = false,
+            "--reps" => {
+                i += 1;
+                o.reps = args.get(i).and_then(|s| s.parse().ok()).unwrap_or(5);
+            }
+            "--threads" => {
+                i += 1;
+                o.threads = args.get(i).and_then(|s| s.parse().ok());
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if o.quick {
+        o.reps = o.reps.min(2);
+    }
+    o
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// One warm-up, then the median of `reps` timings.
+fn time(reps: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    median(
+        (0..reps.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect(),
+    )
+}
+
+struct Row {
+    name: &'static str,
+    unit: &'static str,
+    ours: f64,
+    compile_ms: f64,
+    memcpy: Option<f64>,
+    rayon: Option<f64>,
+    pocl: Option<f64>,
+    pocl_build_ms: Option<f64>,
+}
+
+fn load(cpu: &Device, src: &str, name: &str) -> (xpu::Kernel, f64) {
+    let m = xpu::ir::parse(src)
+        .expect("parse")
+        .verify()
+        .expect("verify");
+    let p = cpu.load(m).expect("load");
+    let t = Instant::now();
+    let k = p.kernel(name).expect("kernel");
+    (k, t.elapsed().as_secs_f64() * 1e3)
+}
+
+fn main() {
+    let o = opts();
+    if let Some(t) = o.threads {
+        std::env::set_var("CAJETA_XPU_CPU_WORKERS", t.to_string());
+    }
+    let threads = o.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    if let Some(t) = o.threads {
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global();
+    }
+    let cpu = Device::open(Backend::Cpu).expect("the cpu backend");
+    let stream = KernelStream::current(&cpu);
+    let stream_n: usize = if o.quick { 4 << 20 } else { 64 << 20 };
+    let sgemm_n: u32 = if o.quick { 256 } else { 1024 };
+    let (mw, mh) = if o.quick {
+        (512u32, 512u32)
+    } else {
+        (2048, 2048)
+    };
+    let max_iter = 256u32;
+    let mut rows = Vec::new();
+    println!(
+        "xpu cpu backend: wave {}, {} worker threads, {} reps",
+        cpu.facts().wave_width.unwrap_or(0),
+        threads,
+        o.reps
+    );
+
+    // memcpy probe: bytes moved per second (read + write) by a plain copy.
+    let src = vec![1.0f32; stream_n];
+    let mut dst = vec![0.0f32; stream_n];
+    let t = time(o.reps, || dst.copy_from_slice(&src));
+    let memcpy_gbps = (stream_n * 8) as f64 / t.as_secs_f64() / 1e9;
+    drop(dst);
+
+    // STREAM triad: 3 arrays of 4 bytes move per element.
+    {
+        let n = stream_n as u32;
+        let (k, compile_ms) = load(&cpu, TRIAD, "triad");
+        let b = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
+        let c = cpu.upload(&vec![2.0f32; stream_n]).unwrap();
+        let mut a = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
+        let groups = n.div_ceil(256);
+        let t = time(o.reps, || {
+            k.launch(
+                &stream,
+                Launch::grid([groups]).block([256]),
+                args![n, 3.0f32, &mut a, &b, &c],
+            )
+            .unwrap()
+        });
+        let got = a.download().unwrap();
+        assert!(got.iter().all(|&x| x == 7.0), "triad result");
+        let ours = (stream_n * 12) as f64 / t.as_secs_f64() / 1e9;
+        let hb = vec![1.0f32; stream_n];
+        let hc = vec![2.0f32; stream_n];
+        let mut ha = vec![0.0f32; stream_n];
+        let tr = time(o.reps, || {
+            use rayon::prelude::*;
+            ha.par_iter_mut()
+                .zip(hb.par_iter().zip(hc.par_iter()))
+                .for_each(|(a, (b, c))| *a = b + 3.0 * c);
+        });
+        rows.push(Row {
+            name: "triad",
+            unit: "GB/s",
+            ours,
+            compile_ms,
+            memcpy: Some(memcpy_gbps),
+            rayon: Some((stream_n * 12) as f64 / tr.as_secs_f64() / 1e9),
+            pocl: None,
+            pocl_build_ms: None,
+        });
+    }
+
+    // saxpy: 12 bytes per element.
+    {
+        let n = stream_n as u32;
+        let (k, compile_ms) = load(&cpu, SAXPY, "saxpy");
+        let x = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
+        let mut y = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
+        let groups = n.div_ceil(256);
+        let t = time(o.reps, || {
+            k.launch(
+                &stream,
+                Launch::grid([groups]).block([256]),
+                args![n, 2.0f32, &x, &mut y],
+            )
+            .unwrap()
+        });
+        let ours = (stream_n * 12) as f64 / t.as_secs_f64() / 1e9;
+        let hx = vec![1.0f32; stream_n];
+        let mut hy = vec![0.0f32; stream_n];
+        let tr = time(o.reps, || {
+            use rayon::prelude::*;
+            hy.par_iter_mut()
+                .zip(hx.par_iter())
+                .for_each(|(y, x)| *y += 2.0 * x);
+        });
+        rows.push(Row {
+            name: "saxpy",
+            unit: "GB/s",
+            ours,
+            compile_ms,
+            memcpy: Some(memcpy_gbps),
+            rayon: Some((stream_n * 12) as f64 / tr.as_secs_f64() / 1e9),
+            pocl: None,
+            pocl_build_ms: None,
+        });
+    }
+
+    // SGEMM: 2 n³ flops.
+    {
+        let n = sgemm_n;
+        let nn = (n * n) as usize;
+        let (k, compile_ms) = load(&cpu, SGEMM, "sgemm");
+        let ha: Vec<f32> = (0..nn).map(|i| (i % 7) as f32 * 0.25).collect();
+        let hb: Vec<f32> = (0..nn).map(|i| (i % 5) as f32 * 0.5).collect();
+        let a = cpu.upload(&ha).unwrap();
+        let b = cpu.upload(&hb).unwrap();
+        let mut c = cpu.upload(&vec![0.0f32; nn]).unwrap();
+        let t = time(o.reps.min(3), || {
+            k.launch(
+                &stream,
+                Launch::grid([n / 16, n / 16]).block([16, 16]),
+                args![n, &a, &b, &mut c],
+            )
+            .unwrap()
+        });
+        // Spot-check one element.
+        let got = c.download().unwrap();
+        let (r, col) = (n as usize / 3, n as usize / 2);
+        let want: f32 = (0..n as usize)
+            .map(|kk| ha[r * n as usize + kk] * hb[kk * n as usize + col])
+            .sum();
+        assert!(
+            (got[r * n as usize + col] - want).abs() <= want.abs() * 1e-4 + 1e-3,
+            "sgemm result"
+        );
+        rows.push(Row {
+            name: "sgemm",
+            unit: "GFLOP/s",
+            ours: 2.0 * (n as f64).powi(3) / t.as_secs_f64() / 1e9,
+            compile_ms,
+            memcpy: None,
+            rayon: None,
+            pocl: None,
+            pocl_build_ms: None,
+        });
+    }
+
+    // Wave reduction: 4 bytes read per element.
+    {
+        let n = stream_n as u32;
+        let (k, compile_ms) = load(&cpu, WAVE_REDUCE, "wave_reduce");
+        let wave = k.manifest().built_wave.unwrap_or(1) as usize;
+        let inp = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
+        let mut partial = cpu.upload(&vec![0.0f32; stream_n.div_ceil(wave)]).unwrap();
+        let groups = n.div_ceil(256);
+        let t = time(o.reps, || {
+            k.launch(
+                &stream,
+                Launch::grid([groups]).block([256]),
+                args![n, &inp, &mut partial],
+            )
+            .unwrap()
+        });
+        let total: f64 = partial.download().unwrap().iter().map(|&x| x as f64).sum();
+        assert_eq!(total, stream_n as f64, "wave reduction result");
+        let hin = vec![1.0f32; stream_n];
+        let tr = time(o.reps, || {
+            use rayon::prelude::*;
+            let s: f32 = hin.par_chunks(1 << 16).map(|c| c.iter().sum::<f32>()).sum();
+            std::hint::black_box(s);
+        });
+        rows.push(Row {
+            name: "wave_reduce",
+            unit: "GB/s",
+            ours: (stream_n * 4) as f64 / t.as_secs_f64() / 1e9,
+            compile_ms,
+            memcpy: Some(memcpy_gbps),
+            rayon: Some((stream_n * 4) as f64 / tr.as_secs_f64() / 1e9),
+            pocl: None,
+            pocl_build_ms: None,
+        });
+    }
+
+    // Mandelbrot: pixels per second (in millions).
+    {
+        let (k, compile_ms) = load(&cpu, MANDELBROT, "mandelbrot");
+        let mut out = cpu.upload(&vec![0u32; (mw * mh) as usize]).unwrap();
+        let t = time(o.reps.min(3), || {
+            k.launch(
+                &stream,
+                Launch::grid([mw.div_ceil(16), mh.div_ceil(16)]).block([16, 16]),
+                args![mw, mh, max_iter, &mut out],
+            )
+            .unwrap()
+        });
+        let img = out.download().unwrap();
+        assert_eq!(
+            img[((mh / 2) * mw + mw / 4) as usize],
+            max_iter,
+            "mandelbrot: a point inside the set"
+        );
+        rows.push(Row {
+            name: "mandelbrot",
+            unit: "Mpixel/s",
+            ours: (mw * mh) as f64 / t.as_secs_f64() / 1e6,
+            compile_ms,
+            memcpy: None,
+            rayon: None,
+            pocl: None,
+            pocl_build_ms: None,
+        });
+    }
+
+    if o.peers {
+        pocl(&o, &mut rows, stream_n, sgemm_n, mw, mh, max_iter, threads);
+    }
+
+    println!();
+    println!(
+        "{:<12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
+        "kernel", "unit", "xpu cpu", "memcpy", "rayon", "PoCL", "xpu/PoCL", "JIT ms", "PoCL ms"
+    );
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    for r in &rows {
+        let ratio = r.pocl.map(|p| r.ours / p);
+        println!(
+            "{:<12} {:>9} {:>10.2} {:>9} {:>9} {:>9} {:>9} {:>11.2} {:>11}",
+            r.name,
+            r.unit,
+            r.ours,
+            f(r.memcpy),
+            f(r.rayon),
+            f(r.pocl),
+            ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+            r.compile_ms,
+            f(r.pocl_build_ms)
+        );
+    }
+}
+
+/// Runs the PoCL peer script and fills in its figures (JSON lines on stdout).
+#[allow(clippy::too_many_arguments)]
+fn pocl(
+    o: &Opts,
+    rows: &mut [Row],
+    stream_n: usize,
+    sgemm_n: u32,
+    mw: u32,
+    mh: u32,
+    max_iter: u32,
+    threads: usize,
+) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/peers/pocl_bench.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .args(["--kernels", "triad,saxpy,sgemm,wave_reduce,mandelbrot"])
+        .args(["--reps", &o.reps.to_string()])
+        .args(["--threads", &threads.to_string()])
+        .args(["--stream-n", &stream_n.to_string()])
+        .args(["--reduce-n", &stream_n.to_string()])
+        .args(["--sgemm-n", &sgemm_n.to_string()])
+        .args(["--mandelbrot", &format!("{mw}x{mh}")])
+        .args(["--max-iter", &max_iter.to_string()])
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            println!("PoCL peer not run: {e}");
+            return;
+        }
+    };
+    if !out.status.success() {
+        println!(
+            "PoCL peer failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let field = |key: &str| -> Option<f64> {
+            let at = line.find(&format!("\"{key}\": "))? + key.len() + 4;
+            let rest = &line[at..];
+            let end = rest.find([',', '}']).unwrap_or(rest.len());
+            rest[..end].trim().trim_matches('"').parse().ok()
+        };
+        let kernel = line
+            .split("\"kernel\": \"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or("");
+        let Some(row) = rows.iter_mut().find(|r| r.name == kernel) else {
+            continue;
+        };
+        let Some(median) = field("median_s") else {
+            continue;
+        };
+        row.pocl = Some(match kernel {
+            "triad" | "saxpy" => (stream_n * 12) as f64 / median / 1e9,
+            "wave_reduce" => (stream_n * 4) as f64 / median / 1e9,
+            "sgemm" => 2.0 * (sgemm_n as f64).powi(3) / median / 1e9,
+            _ => (mw * mh) as f64 / median / 1e6,
+        });
+        row.pocl_build_ms = field("build_s").map(|s| s * 1e3);
+    }
+}
