@@ -13,7 +13,8 @@
 //!   [`CudaProgram::first_use`] reports how long each first use took and where its PTX came
 //!   from (lowered, memory, disk).
 //! - **Manifests** come from `cuFuncGetAttribute`: registers, local memory (stack plus
-//!   spills; the driver does not split them, so `spill_*` stay absent), static shared memory.
+//!   spills), static shared memory; spill bytes from `ptxas -v` when it is installed (run once
+//!   per kernel and cached beside the PTX), absent otherwise.
 //! - **Launches** pack parameters per [`super::llvm::KernelAbi`]; a launch needing more than
 //!   the default 48 KB of shared memory sets `MAX_DYNAMIC_SHARED_SIZE_BYTES` (the opt-in).
 //! - **Timing**: events with timing enabled give the Event tier of `KernelTimer`.
@@ -684,6 +685,10 @@ impl CudaProgram {
             manifest.static_shared_bytes = Some(s as u64);
         }
         manifest.built_wave = Some(32);
+        if let Some((store, load)) = self.spills(&hash, &ptx, &abi.symbol, &target) {
+            manifest.spill_store_bytes = Some(store);
+            manifest.spill_load_bytes = Some(load);
+        }
         manifest.code_hash = Some(u64::from_str_radix(&hash[..16], 16).unwrap_or(0));
         manifest.code_bytes = Some(ptx.len() as u64);
         Ok(CudaKernel {
@@ -694,6 +699,30 @@ impl CudaProgram {
             manifest,
             max_dynamic: Mutex::new(0),
         })
+    }
+
+    /// Spill bytes (stores, loads) from `ptxas -v`, which the driver does not report: cached
+    /// beside the PTX, measured once when `ptxas` is installed, absent otherwise.
+    fn spills(&self, hash: &str, ptx: &str, symbol: &str, target: &Nvptx) -> Option<(u32, u32)> {
+        let parse = |b: &[u8]| -> Option<(u32, u32)> {
+            let t = std::str::from_utf8(b).ok()?;
+            let mut it = t.split_whitespace().map(|v| v.parse::<u32>().ok());
+            Some((it.next()??, it.next()??))
+        };
+        if let Some((bytes, _)) = self.cache.get(&self.key, hash, "spills") {
+            return parse(&bytes);
+        }
+        super::ptxas::find()?;
+        let report = super::ptxas::assemble(ptx, &target.cpu()).ok()?;
+        let f = report.function(symbol)?;
+        let v = (f.spill_store_bytes?, f.spill_load_bytes?);
+        self.cache.put(
+            &self.key,
+            hash,
+            "spills",
+            format!("{} {}", v.0, v.1).into_bytes(),
+        );
+        Some(v)
     }
 
     fn lower(

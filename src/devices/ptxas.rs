@@ -6,7 +6,8 @@
 //! `$XPU_PTXAS`, on `PATH`, in the `nvidia-cuda-nvcc` Python wheel
 //! (`site-packages/nvidia/cu13/bin/ptxas`, or `cuda_nvcc/bin` for CUDA 12 wheels, found by
 //! asking `python3` where the `nvidia` namespace package lives), and under
-//! `/usr/local/cuda/bin`. Absent is `None`: callers skip with a message, never fail.
+//! `/usr/local/cuda/bin`; `XPU_PTXAS=off` disables it. Absent is `None`: callers skip with a
+//! message, never fail.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -66,6 +67,10 @@ fn is_exe(p: &Path) -> bool {
 }
 
 fn search() -> Option<PathBuf> {
+    // `XPU_PTXAS=off` turns the assembler off (a runtime that wants no child processes).
+    if std::env::var_os("XPU_PTXAS").is_some_and(|v| v == "off") {
+        return None;
+    }
     if let Some(p) = std::env::var_os("XPU_PTXAS").map(PathBuf::from) {
         if is_exe(&p) {
             return Some(p);
