@@ -228,7 +228,8 @@ mod amd {
                     ) {
                         Ok(o) => o,
                         Err(BuildError::Lower(e))
-                            if e.code == llvm::codes::UNSUPPORTED || e.code == llvm::codes::WAVE =>
+                            if e.code == llvm::codes::UNSUPPORTED
+                                || e.code == llvm::codes::WAVE =>
                         {
                             refused.push(format!("{name}: {e}"));
                             continue;
@@ -252,7 +253,10 @@ mod amd {
                             && m.stack_frame_bytes.is_some()
                             && m.static_shared_bytes.is_some()
                             && m.max_block_threads.is_some()
-                            && o.kernels[0].descriptor.as_ref().and_then(|d| d.wavefront_size)
+                            && o.kernels[0]
+                                .descriptor
+                                .as_ref()
+                                .and_then(|d| d.wavefront_size)
                                 == Some(want);
                         if !ok {
                             failures.push(format!("{name}: incomplete manifest {m:?}"));
@@ -406,7 +410,10 @@ mod amd {
             .unwrap()
             .llvm_ir
             .unwrap();
-        assert!(ir.contains("\"amdgpu-flat-work-group-size\"=\"1,128\""), "{ir}");
+        assert!(
+            ir.contains("\"amdgpu-flat-work-group-size\"=\"1,128\""),
+            "{ir}"
+        );
         // 2 blocks of 2 waves over 4 SIMDs.
         assert!(ir.contains("\"amdgpu-waves-per-eu\"=\"1\""), "{ir}");
         assert!(ir.contains("amdgpu_kernel void @k"), "{ir}");
@@ -446,9 +453,13 @@ mod amd {
             .unwrap()
             .llvm_ir
             .unwrap();
-        let rel = ir.find("fence syncscope(\"workgroup\") release").expect(&ir);
+        let rel = ir
+            .find("fence syncscope(\"workgroup\") release")
+            .expect(&ir);
         let bar = ir.find("call void @llvm.amdgcn.s.barrier()").expect(&ir);
-        let acq = ir.find("fence syncscope(\"workgroup\") acquire").expect(&ir);
+        let acq = ir
+            .find("fence syncscope(\"workgroup\") acquire")
+            .expect(&ir);
         assert!(rel < bar && bar < acq, "{ir}");
         assert!(ir.contains("addrspace(3)"), "{ir}");
         if codeobj::find_linker().is_some() {
@@ -470,8 +481,16 @@ mod amd {
         let o = &objs[0];
         assert!(o.code.is_none());
         assert!(!o.object.is_empty());
-        assert_eq!(o.note.as_ref().map(|n| n.code()), Some(codeobj::codes::NO_LINKER));
-        assert!(o.note.as_ref().unwrap().to_string().contains("no assembler/linker"));
+        assert_eq!(
+            o.note.as_ref().map(|n| n.code()),
+            Some(codeobj::codes::NO_LINKER)
+        );
+        assert!(o
+            .note
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("no assembler/linker"));
         let m = &o.kernels[0].manifest;
         assert_eq!((m.registers_per_thread, m.stack_frame_bytes), (None, None));
         assert_eq!(m.built_wave, Some(64));
@@ -482,4 +501,95 @@ mod amd {
         assert!(codeobj::read_metadata(b"not an elf").is_err());
         assert!(codeobj::read_metadata(&[]).is_err());
     }
+}
+
+// ---- On a CUDA device (each test says so and passes vacuously where there is none) ----------
+
+fn cuda_device() -> Option<xpu::Device> {
+    match xpu::Device::open(xpu::Backend::Cuda) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            // Without a driver this is an error value, never a panic (cudarc is probed first).
+            eprintln!("no CUDA device here ({e}); skipping");
+            None
+        }
+    }
+}
+
+#[test]
+fn cuda_device_shared_memory_above_48k_opts_in() {
+    let Some(dev) = cuda_device() else { return };
+    let src = "kernel big(o: buf<u32, rw>) {\n    shared s: [u32];\n    let t: u32 = local_id.x;\n    for i: u32 in t..16384 step group_size.x {\n        s[i] = i * 3;\n    }\n    barrier();\n    o[t] = s[16383 - t];\n}\n";
+    let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+    let program = dev.load(vm).unwrap();
+    let mut out = xpu::KernelBuffer::<u32>::new(&dev, 256).unwrap();
+    let stream = xpu::KernelStream::current(&dev);
+    let launch = xpu::Launch::grid([1])
+        .block([256])
+        .shared_bytes(65536)
+        .shared_opt_in(true);
+    program
+        .kernel("big")
+        .unwrap()
+        .launch(&stream, launch, xpu::args![&mut out])
+        .unwrap();
+    let got = out.download().unwrap();
+    for (t, v) in got.iter().enumerate() {
+        assert_eq!(*v, (16383 - t as u32) * 3, "lane {t}");
+    }
+    // Without the opt-in the same launch is refused by name, before the driver sees it.
+    let refused = program.kernel("big").unwrap().launch(
+        &stream,
+        xpu::Launch::grid([1]).block([256]).shared_bytes(65536),
+        xpu::args![&mut out],
+    );
+    assert!(
+        matches!(refused, Err(xpu::LaunchError::SharedMemory { .. })),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn cuda_device_manifest_facts_and_events() {
+    let Some(dev) = cuda_device() else { return };
+    let f = dev.facts();
+    assert_eq!(f.wave_width, Some(32));
+    assert!(f.multiprocessors.is_some_and(|m| m > 0));
+    assert!(f.shared_bytes_per_block_optin >= f.shared_bytes_per_block);
+    assert!(f.uuid.is_some() && f.registers_per_multiprocessor.is_some());
+    let src = "@occupancy(max_threads = 128)\nkernel k(o: buf<f32, rw>, n: u32) {\n    let i: u32 = global_id.x;\n    if i < n {\n        o[i] = sin(i as f32);\n    }\n}\n";
+    let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+    let program = dev.load(vm).unwrap();
+    let k = program.kernel("k").unwrap();
+    let m = k.manifest();
+    assert_eq!(m.built_wave, Some(32));
+    assert_eq!(m.max_threads, Some(128));
+    assert!(m.registers_per_thread.is_some_and(|r| r > 0));
+    let mut out = xpu::KernelBuffer::<f32>::new(&dev, 1 << 20).unwrap();
+    let stream = xpu::KernelStream::current(&dev);
+    let timer = xpu::KernelTimer::start(&stream).unwrap();
+    k.launch(
+        &stream,
+        xpu::Launch::grid([8192]).block([128]),
+        xpu::args![&mut out, 1u32 << 20],
+    )
+    .unwrap();
+    let t = timer.stop().unwrap();
+    eprintln!("sin over 1M floats: {t:?}");
+    let got = out.download().unwrap();
+    for i in [0usize, 1, 1000, 123_456, (1 << 20) - 1] {
+        let want = (i as f32 as f64).sin() as f32;
+        let d = (got[i].to_bits() as i64 - want.to_bits() as i64).abs();
+        assert!(d <= 1, "sin({i}) = {} want {want}", got[i]);
+    }
+    // A block above the declared bound is refused.
+    let refused = k.launch(
+        &stream,
+        xpu::Launch::grid([1]).block([256]),
+        xpu::args![&mut out, 1u32],
+    );
+    assert!(
+        matches!(refused, Err(xpu::LaunchError::TooManyThreads { .. })),
+        "{refused:?}"
+    );
 }

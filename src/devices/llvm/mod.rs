@@ -389,6 +389,13 @@ pub fn lower(
             fn_ty,
             Some(Linkage::Internal),
         );
+        // A helper may contain a barrier or a wave verb: calls to it must not be moved into
+        // or out of control flow, which LLVM only respects for `convergent` functions.
+        let kind = inkwell::attributes::Attribute::get_named_enum_kind_id("convergent");
+        llfn.add_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            context.create_enum_attribute(kind, 0),
+        );
         helpers.insert(h, llfn);
     }
     for &h in &reach {
