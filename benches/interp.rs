@@ -1,7 +1,8 @@
 //! Interpreter throughput, side by side with Oclgrind 21.10 on the same kernels.
 //!
 //! `cargo bench --bench interp` runs saxpy (1M elements), a shared-memory tree reduction
-//! (256K elements, 256 per workgroup) and a 16×16-tiled SGEMM (128×128) on the reference
+//! (256K elements, 256 per workgroup), the same reduction with wave verbs (ours only: Oclgrind
+//! has no sub-groups) and a 16×16-tiled SGEMM (128×128) on the reference
 //! interpreter, with its UB checks on (races and poison tracked) and off (bounds, alignment,
 //! division, divergence only), and reports work-item steps and work-items per second. It then
 //! runs `benches/peers/oclgrind_bench.py` (if present, with `oclgrind-kernel` on the PATH) on
@@ -71,6 +72,33 @@ kernel sgemm(n: u32, a: buf<f32>, b: buf<f32>, c: buf<f32, rw>) {
         barrier();
     }
     c[row * n + col] = acc;
+}
+"#;
+
+const WAVE_REDUCE: &str = r#"
+kernel wave_reduce(n: u32, inp: buf<f32>, partial: buf<f32, rw>) {
+    shared sums: [f32; 256];
+    let i: u32 = global_id.x;
+    let v: f32 = 0.0;
+    if i < n {
+        v = inp[i];
+    }
+    v = wave_reduce_sum(v);
+    let wave: u32 = local_id.x / wave_width;
+    if lane_id == 0 {
+        sums[wave] = v;
+    }
+    barrier();
+    if wave == 0 {
+        let t: f32 = 0.0;
+        for s: u32 in lane_id..group_size.x / wave_width step wave_width {
+            t = t + sums[s];
+        }
+        t = wave_reduce_sum(t);
+        if lane_id == 0 {
+            partial[group_id.x] = t;
+        }
+    }
 }
 "#;
 
@@ -163,6 +191,33 @@ fn bench_reduce(n: u32, reps: usize, checks: bool) -> Ours {
             opts,
         )
         .expect("reduce runs");
+        let total: f64 = partial
+            .to_values::<f32>()
+            .iter()
+            .map(|&v| f64::from(v))
+            .sum();
+        let want: f64 = xs.iter().map(|&v| f64::from(v)).sum();
+        assert_eq!(total, want);
+        r
+    })
+}
+
+fn bench_wave_reduce(n: u32, reps: usize, checks: bool) -> Ours {
+    let m = module(WAVE_REDUCE);
+    let xs: Vec<f32> = (0..n).map(|i| (i % 1024) as f32).collect();
+    let groups = n / 256;
+    measure(reps, checks, |opts| {
+        let mut inp = Buffer::from_values(&xs);
+        let mut partial = Buffer::uninit(groups as usize * 4);
+        let mut args = [u32_arg(n), Arg::Buffer(&mut inp), Arg::Buffer(&mut partial)];
+        let r = interp::launch(
+            &m,
+            "wave_reduce",
+            &Geometry::linear(groups, 256),
+            &mut args,
+            opts,
+        )
+        .expect("wave_reduce runs");
         let total: f64 = partial
             .to_values::<f32>()
             .iter()
@@ -280,9 +335,11 @@ fn main() {
     };
 
     type Bench = fn(u32, usize, bool) -> Ours;
-    let cases: [(&str, u32, Bench); 3] = [
+    // `wave_reduce` has no Oclgrind counterpart (Oclgrind 21.10 has no sub-groups).
+    let cases: [(&str, u32, Bench); 4] = [
         ("saxpy", saxpy_n, bench_saxpy),
         ("reduce", reduce_n, bench_reduce),
+        ("wave_reduce", reduce_n, bench_wave_reduce),
         ("sgemm", sgemm_n, bench_sgemm),
     ];
     // Ours and Oclgrind's run kernel by kernel, interleaved, so that load from other work on
@@ -294,7 +351,7 @@ fn main() {
         let on = f(n, reps, true);
         let off = f(n, reps, false);
         ours.push((name, n, on, off));
-        if !no_peers && peer_error.is_none() {
+        if !no_peers && peer_error.is_none() && name != "wave_reduce" {
             match peers(reps, name, n) {
                 Ok(mut p) => peer_records.append(&mut p),
                 Err(e) => peer_error = Some(e),
@@ -304,13 +361,13 @@ fn main() {
 
     println!("interp: {reps} repetition(s), median wall time of one launch (compile included)");
     println!(
-        "{:<8} {:>8} {:>7} {:>10} {:>9} {:>12} {:>12}",
+        "{:<12} {:>8} {:>7} {:>10} {:>9} {:>12} {:>12}",
         "kernel", "n", "checks", "time (s)", "Msteps/s", "Mitems/s", "steps/item"
     );
     for (name, n, on, off) in &ours {
         for (label, r) in [("on", on), ("off", off)] {
             println!(
-                "{:<8} {:>8} {:>7} {:>10.4} {:>9.1} {:>12.3} {:>12.1}",
+                "{:<12} {:>8} {:>7} {:>10.4} {:>9.1} {:>12.3} {:>12.1}",
                 name,
                 n,
                 label,
@@ -343,6 +400,9 @@ fn main() {
         "time x"
     );
     for (name, _, on, off) in &ours {
+        if *name == "wave_reduce" {
+            continue;
+        }
         for (r, mode, label) in [
             (off, "default", "off / default"),
             (on, "races+uninit", "on / races+uninit"),
