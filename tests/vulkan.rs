@@ -222,24 +222,131 @@ fn narrow_waves_agree_with_the_interpreter() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Virtual mode (§3.2, W > S): verbs exchanged through shared memory by the whole
+/// workgroup, with divergence (nested branches, a verb in a condition), a uniform `for` loop,
+/// 64-bit, f16, i8 and vector (4- and 8-lane) operands, a partial last wave and a 2-D block.
+const VIRTUAL: &str = r#"
+@wave(WIDTH)
+kernel vw(out: buf<u32, rw>, bal: buf<u64, rw>, f: buf<f32, rw>, n: u32) {
+    let l: u32 = lane_id;
+    let g: u32 = local_id.x + local_id.y * group_size.x + group_id.x * group_size.x * group_size.y;
+    out[8 * g] = wave_reduce_sum(l + g);
+    bal[2 * g] = wave_ballot(g % 3 == 0) ^ (wave_shuffle_xor((g as i64) << 40i64, 3u32) as u64);
+    if g % 3 != 1 {
+        out[8 * g + 1] = wave_inclusive_scan_sum(g);
+        if l > 4 {
+            out[8 * g + 2] = wave_exclusive_scan_max(g * 7 % 5) + wave_elect() as u32 * 1000;
+        } else {
+            out[8 * g + 2] = wave_reduce_min(g + 100);
+        }
+        f[g] = wave_reduce_max(g as f32 * 0.5) + wave_inclusive_scan_min(100.0 - g as f32);
+    } else {
+        out[8 * g + 1] = wave_reduce_sum(1u32) + (wave_reduce_max(l as i8 - 20i8) as u32);
+    }
+    if wave_any(g == 5) {
+        out[8 * g + 3] = wave_all(g < 1000) as u32 + 2;
+    }
+    // Shuffles only in full waves (reading a lane missing from a partial wave is UB).
+    if local_id.x + local_id.y * group_size.x - l + wave_width <= group_size.x * group_size.y {
+        let v: vec4<u32> = vec4<u32>(g, l, g * 2, 7);
+        let sv: vec4<u32> = wave_shuffle_down(v, 3u32);
+        let w8: vec8<f32> = vec8<f32>(g as f32);
+        let s8: vec8<f32> = wave_rotate(w8, 5u32);
+        out[8 * g + 4] = sv.x + sv.y * 100 + (s8[7] as u32) * 10000;
+        out[8 * g + 5] = wave_broadcast(g, 2u32) + (wave_shuffle(g as f16, (l + 1) % wave_width) as u32) * 1000 + wave_shuffle_up(g, 3u32) * 100000;
+    }
+    let acc: u32 = 0;
+    for i in 0u32..n {
+        acc = acc + wave_inclusive_scan_sum(g + i) * (i + 1);
+    }
+    out[8 * g + 6] = acc;
+    bal[2 * g + 1] = wave_inclusive_scan_sum(g as u64 << 33u64);
+}
+run vw {
+    grid = [2];
+    block = [BX, BY];
+    arg out = fill(1024, 0);
+    arg bal = fill(256, 0);
+    arg f = fill(128, 0.0);
+    arg n = 3;
+    expect out = interp;
+    expect bal = interp;
+    expect f = interp;
+}
+"#;
+
 #[test]
-fn virtual_waves_run_lane_arithmetic_and_refuse_verbs_by_name() {
-    let src = "@wave(64)\nkernel v(o: buf<u32, rw>) {\n    o[global_id.x] = lane_id + wave_width * 100;\n}\n\n@wave(64)\nkernel r(o: buf<u32, rw>) {\n    o[global_id.x] = wave_reduce_sum(1u32);\n}\n";
+fn virtual_waves_agree_with_the_interpreter() {
+    // Emission at S = 8 for widths 16..64 is checked by spirv-val even without a device.
+    let cases = [(16u32, 32u32, 1u32), (32, 40, 1), (64, 64, 1), (32, 8, 6)];
+    for &(w, bx, by) in &cases {
+        let src = VIRTUAL
+            .replace("WIDTH", &w.to_string())
+            .replace("BX", &bx.to_string())
+            .replace("BY", &by.to_string());
+        let m = xpu::ir::parse(&src).unwrap().verify().unwrap();
+        let (h, _) = m.kernels().next().unwrap();
+        let e = emit_kernel(&m, h, &Caps::all(8)).unwrap();
+        assert_eq!(
+            e.wave_mode,
+            xpu::devices::vulkan::spirv::WaveMode::Virtual { slots: w / 8 }
+        );
+        if have_spirv_val() {
+            validate(&e.words, &format!("virtual-{w}")).unwrap();
+        }
+    }
+    let device = match xpu::Device::open(Backend::Vulkan) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("no Vulkan device, skipping: {e}");
+            return;
+        }
+    };
+    let s = device.facts().wave_width.unwrap_or(32);
+    let dir = std::env::temp_dir().join(format!("xpu-vk-virtual-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut paths = Vec::new();
+    for &(w, bx, by) in cases.iter().filter(|c| c.0 > s) {
+        let p = dir.join(format!("virtual{w}-{bx}x{by}.xk"));
+        let src = VIRTUAL
+            .replace("WIDTH", &w.to_string())
+            .replace("BX", &bx.to_string())
+            .replace("BY", &by.to_string());
+        std::fs::write(&p, src).unwrap();
+        paths.push(p);
+    }
+    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let mut report = Vec::new();
+    let summary = runner.run_paths(&paths, &mut report).unwrap();
+    let report = String::from_utf8_lossy(&report);
+    println!("{report}");
+    assert_eq!(summary.passed, paths.len(), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn virtual_waves_refuse_what_the_workgroup_cannot_meet_by_name() {
+    let src = "@wave(64)\nkernel v(o: buf<u32, rw>) {\n    o[global_id.x] = lane_id + wave_width * 100;\n}\n\n\
+               device fn h(x: u32) -> u32 {\n    return wave_reduce_sum(x);\n}\n\n\
+               @wave(64)\nkernel in_helper(o: buf<u32, rw>) {\n    o[global_id.x] = h(1u32);\n}\n\n\
+               @wave(64)\nkernel early(o: buf<u32, rw>, n: u32) {\n    if global_id.x >= n {\n        return;\n    }\n    o[global_id.x] = wave_reduce_sum(1u32);\n}\n\n\
+               @wave(64)\nkernel divergent_loop(o: buf<u32, rw>) {\n    for i in 0u32..lane_id {\n        o[global_id.x] = wave_reduce_sum(i);\n    }\n}\n";
     let m = xpu::ir::parse(src).unwrap().verify().unwrap();
     let caps = Caps::all(8);
-    let (v, _) = m.kernels().find(|(_, f)| f.name == "v").unwrap();
-    let e = emit_kernel(&m, v, &caps).unwrap();
+    let get = |name: &str| m.kernels().find(|(_, f)| f.name == name).unwrap().0;
+    let e = emit_kernel(&m, get("v"), &caps).unwrap();
     assert_eq!(e.wave_width, 64);
-    assert_eq!(
-        e.wave_mode,
-        xpu::devices::vulkan::spirv::WaveMode::Virtual { slots: 8 }
-    );
-    let (r, _) = m.kernels().find(|(_, f)| f.name == "r").unwrap();
-    let err = emit_kernel(&m, r, &caps).unwrap_err().to_string();
-    assert!(
-        err.contains("wave_reduce_sum in a virtual wave (@wave(64) on subgroups of 8"),
-        "{err}"
-    );
+    for (k, why) in [
+        ("in_helper", "inside a helper"),
+        ("early", "after a return"),
+        ("divergent_loop", "bounds are not workgroup-uniform"),
+    ] {
+        let err = emit_kernel(&m, get(k), &caps).unwrap_err().to_string();
+        assert!(
+            err.contains("virtual wave") && err.contains(why),
+            "{k}: {err}"
+        );
+    }
 }
 
 #[test]
