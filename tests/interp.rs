@@ -751,6 +751,12 @@ fn ub_corpus_reports_kind_location_and_work_item() {
         assert_eq!(u.span.line, line, "{stem}: {u}");
         assert_eq!(u.item.global[0], gx, "{stem}: {u}");
         assert!(!u.kernel.is_empty() && u.span.col > 0, "{stem}: {u}");
+        if kind == UbKind::DataRace {
+            // The other access is located too.
+            assert!(u.detail.contains(" that no barrier orders"), "{stem}: {u}");
+            let at = u.detail.split(" at ").nth(1).unwrap_or("");
+            assert!(at.starts_with(|c: char| c.is_ascii_digit()), "{stem}: {u}");
+        }
         covered.insert(kind.name());
     }
     assert_eq!(

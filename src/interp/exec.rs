@@ -7,7 +7,7 @@
 
 use super::compile::{Inst, Mem, Program, Slot, NONE};
 use super::error::{UbKind, UbReport, WorkItem};
-use super::memory::{Access, Accessor, Fault, Region};
+use super::memory::{self, Access, Accessor, Fault, Region};
 use super::value::{self, canon};
 use crate::ir::{AtomicOp, Builtin, Scalar, Span, WaveOp};
 use std::cmp::Ordering;
@@ -183,11 +183,12 @@ impl<'p> Machine<'p> {
         }))
     }
 
-    fn who(&self, it: &Item) -> Accessor {
+    fn who(&self, it: &Item, span: Span) -> Accessor {
         Accessor {
             item: it.gid,
             phase: self.phase,
             group_start: self.group_start,
+            site: memory::pack_site(span),
         }
     }
 
@@ -221,10 +222,14 @@ impl<'p> Machine<'p> {
                         w.global[0], w.global[1], w.global[2]
                     )
                 };
+                let at = match memory::unpack_site(c.other_site) {
+                    s if s.is_known() => format!(" at {s}"),
+                    _ => String::new(),
+                };
                 (
                     UbKind::DataRace,
                     format!(
-                        "{what} of element {index} of {} races with a {} by {other} that no barrier orders",
+                        "{what} of element {index} of {} races with a {} by {other}{at} that no barrier orders",
                         self.mem_name(mem),
                         if c.other_wrote { "write" } else { "read" }
                     ),
@@ -495,7 +500,7 @@ impl<'p> Machine<'p> {
                             }
                             let size = s.size() as usize;
                             let off = i as usize * size;
-                            let who = self.who(it);
+                            let who = self.who(it, *span);
                             let res =
                                 self.bufs[id as usize].access(off, size, Access::Read, who, checks);
                             if let Err(f) = res {
@@ -515,7 +520,7 @@ impl<'p> Machine<'p> {
                                 );
                             }
                             let lanes = mem.lanes() as usize;
-                            let who = self.who(it);
+                            let who = self.who(it, *span);
                             let d = base + *dst as usize;
                             if let Err(f) = self.read_scalars(
                                 *mem,
@@ -570,7 +575,7 @@ impl<'p> Machine<'p> {
                             }
                             let size = s.size() as usize;
                             let off = i as usize * size;
-                            let who = self.who(it);
+                            let who = self.who(it, *span);
                             let res = self.bufs[id as usize].access(
                                 off,
                                 size,
@@ -599,7 +604,7 @@ impl<'p> Machine<'p> {
                                 );
                             }
                             let lanes = mem.lanes() as usize;
-                            let who = self.who(it);
+                            let who = self.who(it, *span);
                             let s = base + *src as usize;
                             if let Err(f) = self.write_scalars(
                                 *mem,
@@ -655,7 +660,7 @@ impl<'p> Machine<'p> {
                     if *align != 0 && byte % u64::from(*align) != 0 {
                         ub!(*span, UbKind::Misaligned, "{what} at element {i} (byte {byte}) of {} breaks its promise align = {align}", self.mem_name(mem));
                     }
-                    let who = self.who(it);
+                    let who = self.who(it, *span);
                     let d = base + *dst as usize;
                     let r = if store {
                         self.write_scalars(
@@ -702,7 +707,7 @@ impl<'p> Machine<'p> {
                         );
                     }
                     let s = mem.scalar();
-                    let who = self.who(it);
+                    let who = self.who(it, *span);
                     let mut old = [0u64];
                     let v = r!(*val);
                     let c = if *cmp == NONE { 0 } else { r!(*cmp) };
@@ -1423,7 +1428,7 @@ impl<'p> Machine<'p> {
     ) -> Res<()> {
         let (off, stride) = (it.slot(off), it.slot(stride));
         let (_, len, _) = self.region(mem);
-        let who = self.who(it);
+        let who = self.who(it, span);
         let s = mem.scalar();
         let what = if store { "matrix_store" } else { "matrix_load" };
         for i in 0..u64::from(rows) {

@@ -195,6 +195,9 @@ pub(crate) struct Cell {
     /// them in `r_phase`).
     r_item: u32,
     r_phase: u32,
+    /// Where the last write and the last read happened ([`pack_site`]).
+    w_site: u32,
+    r_site: u32,
 }
 
 const ATOMIC: u32 = 1 << 31;
@@ -215,6 +218,18 @@ pub(crate) struct Accessor {
     pub item: u32,
     pub phase: u32,
     pub group_start: u32,
+    /// The access's source location ([`pack_site`]).
+    pub site: u32,
+}
+
+/// A source location in 32 bits for the race shadow: line and column, 16 bits each
+/// (saturating; 0 = unknown).
+pub(crate) fn pack_site(span: crate::ir::Span) -> u32 {
+    (span.line.min(0xffff) << 16) | span.col.min(0xffff)
+}
+
+pub(crate) fn unpack_site(site: u32) -> crate::ir::Span {
+    crate::ir::Span::new(site >> 16, site & 0xffff)
 }
 
 /// A race found: the other access's work-item (linear over the launch) and whether it wrote.
@@ -222,6 +237,8 @@ pub(crate) struct Accessor {
 pub(crate) struct Conflict {
     pub other_item: u32,
     pub other_wrote: bool,
+    /// Where the other access happened ([`pack_site`]).
+    pub other_site: u32,
 }
 
 /// A memory fault: the byte range is not all defined.
@@ -333,8 +350,10 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
                 return Err(Conflict {
                     other_item: w - 1,
                     other_wrote: true,
+                    other_site: cell.w_site,
                 });
             }
+            cell.r_site = who.site;
             let r = cell.r_item;
             if r == 0 || r == me {
                 cell.r_item = me;
@@ -359,6 +378,7 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
                 return Err(Conflict {
                     other_item: w - 1,
                     other_wrote: true,
+                    other_site: cell.w_site,
                 });
             }
             let r = cell.r_item;
@@ -367,10 +387,12 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
                     // Several readers: name none in particular.
                     other_item: if r == MANY { u32::MAX } else { r - 1 },
                     other_wrote: false,
+                    other_site: cell.r_site,
                 });
             }
             cell.w_item = me | if atomic { ATOMIC } else { 0 };
             cell.w_phase = who.phase;
+            cell.w_site = who.site;
             cell.r_item = 0;
         }
     }
@@ -386,6 +408,7 @@ mod tests {
             item,
             phase,
             group_start,
+            site: 0,
         }
     }
 
