@@ -159,7 +159,8 @@ pub struct Emitted {
 pub enum WaveMode {
     /// W = S: one wave is one subgroup, wave verbs are subgroup operations.
     Native,
-    /// W > S: each invocation runs `W / S` slots (work-items) of a virtual wave.
+    /// W > S: a wave spans `slots = W / S` subgroups; wave verbs are exchanged through
+    /// workgroup memory by the whole workgroup (the `virtual mode` section).
     Virtual { slots: u32 },
     /// W < S: a subgroup holds `S / W` waves; wave verbs work on clusters of W lanes.
     Narrow,
@@ -169,7 +170,12 @@ impl std::fmt::Display for WaveMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             WaveMode::Native => write!(f, "native"),
-            WaveMode::Virtual { slots } => write!(f, "virtual, {slots} slots per invocation"),
+            WaveMode::Virtual { slots } => {
+                write!(
+                    f,
+                    "virtual, {slots} subgroups per wave, verbs through shared memory"
+                )
+            }
             WaveMode::Narrow => write!(f, "narrow"),
         }
     }
@@ -2518,7 +2524,9 @@ impl Em<'_> {
         );
         if transcendental && s == Scalar::F64 {
             return refuse(format!(
-                "{} on f64 (GLSL.std.450 has no 64-bit transcendental functions)",
+                "{} on f64 (GLSL.std.450 has no 64-bit transcendental functions, and this \
+                 backend has no software f64 version: its f32 ones are computed in f64, but an \
+                 f64 result within 4 ulps needs double-double arithmetic)",
                 fun.name()
             ));
         }
@@ -3597,7 +3605,7 @@ impl Em<'_> {
     /// built from literals, value parameters, lengths and workgroup-wide built-ins).
     fn is_uniform(&self, e: ExprId) -> bool {
         let ex = &self.func().exprs[e];
-        let leaf = match ex {
+        match ex {
             Expr::Literal(_) | Expr::Param(_) | Expr::Len(_) | Expr::TemplateParam(_) => true,
             Expr::Builtin(b) => matches!(
                 b,
@@ -3615,12 +3623,9 @@ impl Em<'_> {
             | Expr::Splat { .. }
             | Expr::Extract { .. }
             | Expr::Swizzle { .. }
-            | Expr::Math { .. } => {
-                return ex.operands().into_iter().all(|o| self.is_uniform(o));
-            }
+            | Expr::Math { .. } => ex.operands().into_iter().all(|o| self.is_uniform(o)),
             _ => false,
-        };
-        leaf
+        }
     }
 
     /// Kernel-level conditions for emulating verbs in a virtual wave: no `return` that could
@@ -3728,7 +3733,7 @@ impl Em<'_> {
                             } => {
                                 let uniform = self.is_uniform(*start)
                                     && self.is_uniform(*end)
-                                    && step.map_or(true, |x| self.is_uniform(x));
+                                    && step.is_none_or(|x| self.is_uniform(x));
                                 if !uniform {
                                     Some("whose bounds are not workgroup-uniform")
                                 } else if Self::assigns(body, *var) {
@@ -3884,7 +3889,7 @@ impl Em<'_> {
     }
 
     /// A scalar as 32-bit words (one, or two for 64-bit types; low word first).
-    fn to_words(&mut self, v: Word, s: Scalar) -> R<Vec<Word>> {
+    fn encode_words(&mut self, v: Word, s: Scalar) -> R<Vec<Word>> {
         let u = self.u32t();
         Ok(match s {
             Scalar::Bool => {
@@ -3924,7 +3929,7 @@ impl Em<'_> {
         })
     }
 
-    fn from_words(&mut self, w: &[Word], s: Scalar) -> R<Word> {
+    fn decode_words(&mut self, w: &[Word], s: Scalar) -> R<Word> {
         let t = self.scalar_ty(s)?;
         Ok(match s {
             Scalar::Bool => {
@@ -3984,7 +3989,7 @@ impl Em<'_> {
                 let p = self.scratch_ptr(1 + k * per + i, at);
                 ws.push(self.load(u, p));
             }
-            ls.push(self.from_words(&ws, s)?);
+            ls.push(self.decode_words(&ws, s)?);
         }
         if lanes == 1 {
             return Ok(ls[0]);
@@ -4107,7 +4112,7 @@ impl Em<'_> {
             let mut k = 1;
             for l in 0..lanes {
                 let x = self.lane_of(vals[0], s, lanes, l)?;
-                for wd in self.to_words(x, s)? {
+                for wd in self.encode_words(x, s)? {
                     let p = self.scratch_ptr(k, lid);
                     self.store(p, wd);
                     k += 1;
