@@ -246,11 +246,13 @@ impl<'m> Analyzer<'m> {
             loops: Vec::new(),
             changed: true,
             returns: 0,
+            seen: vec![false; f.locals.len()],
         };
         // Arrays and matrices are never scalars in a register.
         for (h, l) in f.locals.iter() {
             if matches!(l.ty, Type::Array { .. } | Type::Matrix { .. }) {
                 w.res.locals[h.index()] = Class::Varying;
+                w.seen[h.index()] = true;
             }
         }
         let mut rounds = 0;
@@ -300,6 +302,8 @@ struct Walk<'a, 'm> {
     loops: Vec<LoopCtx>,
     changed: bool,
     returns: usize,
+    /// Per local: whether any value has been given to it yet (before that it is bottom).
+    seen: Vec<bool>,
 }
 
 impl Walk<'_, '_> {
@@ -309,7 +313,9 @@ impl Walk<'_, '_> {
 
     fn set_local(&mut self, l: usize, c: Class) {
         let old = self.res.locals[l];
-        let new = old.join(c);
+        // The first value a local gets is its class; later ones join it.
+        let new = if self.seen[l] { old.join(c) } else { c };
+        self.seen[l] = true;
         if new != old {
             self.res.locals[l] = new;
             self.changed = true;

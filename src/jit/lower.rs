@@ -1878,6 +1878,28 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
     }
 
+    /// Whether an element access at this index can take whole chunks: an affine stride-1
+    /// index into a buffer or shared array of scalars filling whole chunks.
+    fn contiguous(&self, idx: &Val, s: Scalar, comps: u32, private: bool) -> bool {
+        matches!(idx, Val::A(_, 1))
+            && comps == 1
+            && !private
+            && s != Scalar::Bool
+            && (self.n * s.size()) % 16 == 0
+    }
+
+    /// Whether lanes `base .. base + N` all index existing elements (no u32 wrap).
+    fn affine_in_bounds(&mut self, base: Value, len: Value) -> Value {
+        let b64 = self.b.ins().uextend(types::I64, base);
+        let last = self.b.ins().iadd_imm_s(b64, self.n as i64 - 1);
+        let lt = self.b.ins().icmp(IntCC::SignedLessThan, last, len);
+        let nowrap = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, last, u32::MAX as i64);
+        self.b.ins().band(lt, nowrap)
+    }
+
     /// Whether the exec mask covers every lane (`i8`).
     fn mask_full(&mut self) -> Value {
         let e = self.exec();
@@ -1905,7 +1927,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         let comps = if count > 1 { count } else { elem.lanes as u32 };
         // vload: `count` consecutive scalars; else one element of `elem.lanes` components.
         let extra = if count > 1 { count } else { 1 };
-        self.bounds(idx, extra, len, site);
+        let contiguous = self.contiguous(idx, s, comps, private);
+        if !contiguous {
+            self.bounds(idx, extra, len, site);
+        }
         if private {
             return Ok(self.private_load(ptr, elem, idx, comps));
         }
@@ -1925,9 +1950,10 @@ impl<'a, 'm> Lower<'a, 'm> {
                     out.push(Val::U(v));
                 }
             }
-            Val::A(bv, 1) if comps == 1 && s != Scalar::Bool && (self.n * s.size()) % 16 == 0 => {
-                // Contiguous: whole chunks when every lane is active (bounds checked above).
-                let full = self.mask_full();
+            Val::A(bv, 1) if contiguous => {
+                // Contiguous: whole chunks when every lane's element exists (reading an
+                // inactive lane's element is harmless then); else lane by lane, checked.
+                let full = self.affine_in_bounds(*bv, len);
                 let i64v = self.b.ins().uextend(types::I64, *bv);
                 let off = self.b.ins().imul_imm_s(i64v, size);
                 let addr = self.b.ins().iadd(ptr, off);
@@ -1947,6 +1973,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     vs.iter().map(|&v| v.into()).collect();
                 self.b.ins().jump(join, &args);
                 self.b.switch_to_block(lane_b);
+                self.bounds(idx, extra, len, site);
                 let vs = self.gather(s, ptr, esize, idx, 0);
                 let args: Vec<cranelift_codegen::ir::BlockArg> =
                     vs.iter().map(|&v| v.into()).collect();
@@ -2009,7 +2036,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         let site = self.add_site(span, what);
         let comps = vals.len() as u32;
         let extra = if count > 1 { count } else { 1 };
-        self.bounds(idx, extra, len, site);
+        let contiguous = self.contiguous(idx, s, comps, private);
+        if !contiguous {
+            self.bounds(idx, extra, len, site);
+        }
         if private {
             self.private_store(ptr, elem, idx, vals);
             return Ok(());
@@ -2033,8 +2063,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                     }
                 }
             }
-            Val::A(bv, 1) if comps == 1 && s != Scalar::Bool && (self.n * s.size()) % 16 == 0 => {
+            Val::A(bv, 1) if contiguous => {
+                // One vector store per chunk when every lane is active and in bounds.
+                let inb = self.affine_in_bounds(*bv, len);
                 let full = self.mask_full();
+                let full = self.b.ins().band(inb, full);
                 let vec_b = self.b.create_block();
                 let lane_b = self.b.create_block();
                 let join = self.b.create_block();
@@ -2049,6 +2082,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
                 self.b.ins().jump(join, &[]);
                 self.b.switch_to_block(lane_b);
+                self.bounds(idx, extra, len, site);
                 self.scatter(s, ptr, esize, idx, 0, &vals[0]);
                 self.b.ins().jump(join, &[]);
                 self.b.switch_to_block(join);

@@ -139,7 +139,16 @@ pub enum Fault {
 
 /// The host's vector width for 32-bit lanes (the default wave): 16 with AVX-512, 8 with
 /// AVX, 4 with SSE or NEON.
+///
+/// `XPU_CPU_WAVE=N` (a power of two up to 64) overrides it, for measurements.
 pub fn host_simd_width() -> u32 {
+    if let Some(n) = std::env::var("XPU_CPU_WAVE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| n.is_power_of_two() && *n <= 64)
+    {
+        return n;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
