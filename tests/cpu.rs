@@ -182,8 +182,8 @@ impl Rng {
     }
 }
 
-const TYPES: [&str; 9] = [
-    "i32", "u32", "f32", "i64", "u64", "u8", "i16", "f64", "bool",
+const TYPES: [&str; 10] = [
+    "i32", "u32", "f32", "i64", "u64", "u8", "i16", "f64", "f16", "bool",
 ];
 
 struct Gen {
@@ -203,6 +203,8 @@ struct Gen {
     waves: bool,
     /// Inside a device helper: no kernel locals, buffers or shared memory.
     helper: bool,
+    /// Work-items in the launch.
+    total: u32,
 }
 
 impl Gen {
@@ -223,12 +225,17 @@ impl Gen {
         let r = &mut self.rng;
         match ty {
             "bool" => if r.chance(50) { "true" } else { "false" }.into(),
-            "f32" | "f64" => {
+            "f32" | "f64" | "f16" => {
                 let v = *r.pick(&[
                     "0.0", "-0.0", "1.0", "-2.5", "0.5", "3.0e3", "1.0e-3", "7.0", "-100.25",
                     "inf", "nan",
                 ]);
-                format!("{v}{}", if ty == "f64" { "f64" } else { "" })
+                let suffix = match ty {
+                    "f64" => "f64",
+                    "f16" => "f16",
+                    _ => "",
+                };
+                format!("{v}{suffix}")
             }
             "u8" => format!("{}u8", r.below(256)),
             "i16" => format!("{}i16", r.below(2000) as i64 - 1000),
@@ -287,8 +294,8 @@ impl Gen {
             return self.leaf(ty);
         }
         let d = depth - 1;
-        let is_int = !matches!(ty, "f32" | "f64" | "bool");
-        let is_float = matches!(ty, "f32" | "f64");
+        let is_int = !matches!(ty, "f32" | "f64" | "f16" | "bool");
+        let is_float = matches!(ty, "f32" | "f64" | "f16");
         match self.rng.below(10) {
             0 | 1 | 2 if is_int => {
                 let op = *self
@@ -311,7 +318,7 @@ impl Gen {
                 // bool
                 match self.rng.below(4) {
                     0 => {
-                        let t = *self.rng.pick(&TYPES[..8]);
+                        let t = *self.rng.pick(&TYPES[..9]);
                         let op = *self.rng.pick(&["==", "!=", "<", "<=", ">", ">="]);
                         format!("({} {op} {})", self.expr(t, d), self.expr(t, d))
                     }
@@ -384,6 +391,15 @@ impl Gen {
                 } else {
                     format!("({call} as {ty})")
                 }
+            }
+            9 if ty == "i32" && !self.helper && self.rng.chance(50) => {
+                let x = self.expr("i32", d);
+                format!("dispatch(tg, {x})")
+            }
+            9 if ty == "f32" && !self.helper && self.total >= 4 && self.rng.chance(30) => {
+                let i = self.expr("u32", d);
+                let lane = *self.rng.pick(&["x", "y", "z", "w"]);
+                format!("vload<4>(in_f, ({i}) % {}u32).{lane}", self.total - 3)
             }
             9 if ty == "f32" => {
                 // Through a vector.
@@ -594,12 +610,20 @@ struct Case {
     src: String,
     grid: u32,
     block: u32,
+    by: u32,
 }
 
 fn generate(seed: u64) -> Case {
     let mut rng = Rng(seed);
     let block = *rng.pick(&[1u32, 3, 8, 13, 16, 32, 33, 64]);
     let grid = 1 + rng.below(3) as u32;
+    // A 2-D block now and then (local ids then vary along x and y within a wave).
+    let by = if rng.chance(25) {
+        *rng.pick(&[2u32, 3, 4])
+    } else {
+        1
+    };
+    let block = if by > 1 { (block % 16).max(1) } else { block };
     let wave_attr = if rng.chance(30) {
         Some(*rng.pick(&[1u32, 2, 4, 8, 16, 32, 64]))
     } else {
@@ -619,6 +643,7 @@ fn generate(seed: u64) -> Case {
         top_level: true,
         waves: true,
         helper: false,
+        total: 0,
     };
     // Device helpers (no waves inside: they may be called under any mask).
     let nh = g.rng.below(3);
@@ -642,6 +667,9 @@ fn generate(seed: u64) -> Case {
         g.out.push_str("}\n\n");
         g.helpers.push((name, a, r));
     }
+    g.out.push_str("tagset Pick = [pa, pb];\n\ndevice fn pa(x: i32) -> i32 {\n    return x * 3i32 + 1i32;\n}\n\ndevice fn pb(x: i32) -> i32 {\n    if x < 0i32 {\n        return -x;\n    }\n    return x ^ 85i32;\n}\n\n");
+    g.total = grid * block * by;
+    g.block = block * by;
     g.waves = true;
     g.helper = false;
     g.top_level = true;
@@ -651,8 +679,10 @@ fn generate(seed: u64) -> Case {
         let _ = writeln!(g.out, "@wave({w})");
     }
     g.out.push_str("kernel k(out_i: buf<i32, rw>, out_f: buf<f32, rw>, out_l: buf<u64, rw>, cnt: buf<u32, rw>, in_i: buf<i32>, in_f: buf<f32>, n: u32) {\n");
-    let _ = writeln!(g.out, "    shared sh: [i32; {block}];");
-    g.out.push_str("    let gid: u32 = global_id.x;\n    let lid: u32 = local_id.x;\n    let a: i32 = in_i[gid];\n    let f: f32 = in_f[gid];\n");
+    let _ = writeln!(g.out, "    shared sh: [i32; {}];", block * by);
+    g.out.push_str("    let gid: u32 = global_id.y * (num_groups.x * group_size.x) + global_id.x;\n    let lid: u32 = local_id.y * group_size.x + local_id.x;\n    let a: i32 = in_i[gid];\n    let f: f32 = in_f[gid];\n");
+    // A function tag per work-item: dispatch through it goes down each member's lanes.
+    g.out.push_str("    let tg: tag<Pick> = Pick::pa;\n    if (gid % 3u32) == 1u32 {\n        tg = Pick::pb;\n    }\n");
     g.vars = vec![("a".into(), "i32", true), ("f".into(), "f32", true)];
     g.stmts(10);
     let ei = g.expr("i32", 3);
@@ -666,6 +696,7 @@ fn generate(seed: u64) -> Case {
         src: g.out,
         grid,
         block,
+        by,
     }
 }
 
@@ -682,7 +713,7 @@ fn run_on(
     wave: Option<u32>,
     seed: u64,
 ) -> Result<Vec<Vec<u64>>, LaunchError> {
-    let total = (case.grid * case.block) as usize;
+    let total = (case.grid * case.block * case.by) as usize;
     let mut rng = Rng(seed ^ 0x5151);
     let in_i: Vec<i32> = (0..total)
         .map(|_| (rng.next() as i32) >> (rng.below(30) as u32))
@@ -704,7 +735,7 @@ fn run_on(
     let xi = device.upload(&in_i).unwrap();
     let xf = device.upload(&in_f).unwrap();
     let k = program.kernel("k")?;
-    let mut launch = Launch::grid([case.grid]).block([case.block]);
+    let mut launch = Launch::grid([case.grid]).block([case.block, case.by]);
     if let Some(w) = wave {
         launch = launch.wave(w);
     }
