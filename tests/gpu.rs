@@ -146,6 +146,24 @@ fn ptx_snapshots() {
 }
 
 #[test]
+fn matrices_native_where_wmma_fits_and_software_elsewhere() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests/matrix");
+    for (file, want) in [("mma_f16.xk", true), ("mma_f32.xk", false)] {
+        let src = std::fs::read_to_string(dir.join(file)).unwrap();
+        let vm = xpu::ir::parse(&src).unwrap().verify().unwrap();
+        let (h, _) = vm.kernels().next().unwrap();
+        let out = llvm::lower(
+            vm.module(),
+            &[KernelRef::plain(h)],
+            &Nvptx::new(90),
+            &Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(out.text().contains("wmma.mma.sync"), want, "{file}");
+    }
+}
+
+#[test]
 fn wave_width_other_than_32_is_refused_by_name() {
     let src = "@wave(64)\nkernel k(o: buf<u32, rw>) {\n    o[global_id.x] = wave_width;\n}\n";
     let vm = xpu::ir::parse(src).unwrap().verify().unwrap();

@@ -25,6 +25,7 @@
 //! accuracy `docs/semantics.md` requires of native backends.
 
 mod math;
+mod matrix;
 pub mod nvptx;
 pub mod target;
 
@@ -123,6 +124,9 @@ pub struct Cx<'ctx> {
     pub context: &'ctx Context,
     pub module: Module<'ctx>,
     pub builder: Builder<'ctx>,
+    /// Every cooperative-matrix fragment takes the portable software tier (`matrix.rs`),
+    /// because some fragment type of the module has no native lowering on this target.
+    pub software_matrices: std::cell::Cell<bool>,
 }
 
 impl<'ctx> Cx<'ctx> {
@@ -339,6 +343,7 @@ pub fn lower(
         context: &context,
         module: context.create_module("xpu"),
         builder: context.create_builder(),
+        software_matrices: std::cell::Cell::new(false),
     };
     let triple = TargetTriple::create(target.triple());
     cx.module.set_triple(&triple);
@@ -380,6 +385,12 @@ pub fn lower(
         }
         collect_callees(module, f, &mut reach);
     }
+    let functions = kernels
+        .iter()
+        .map(|k| &module.functions[k.function])
+        .chain(reach.iter().map(|&h| &module.functions[h]));
+    cx.software_matrices
+        .set(matrix::needs_software(&cx, target, functions));
     let mut helpers = HashMap::new();
     for &h in &reach {
         let f = &module.functions[h];
@@ -554,10 +565,17 @@ fn value_type<'ctx>(
             scalar,
             rows,
             cols,
-        } => match target.matrix_type(cx, role, scalar, rows, cols) {
-            Ok(t) => t,
-            Err(m) => return unsupported(m),
-        },
+        } => {
+            let t = if cx.software_matrices.get() {
+                matrix::software_type(cx, scalar, rows, cols)
+            } else {
+                target.matrix_type(cx, role, scalar, rows, cols)
+            };
+            match t {
+                Ok(t) => t,
+                Err(m) => return unsupported(m),
+            }
+        }
         Type::Buffer { .. } | Type::Array { .. } => {
             return internal("a buffer or array is not a value")
         }
@@ -1136,13 +1154,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 stride,
             } => {
                 let v = self.value(*value)?;
-                let Type::Matrix { scalar, .. } = self.ty(*value)? else {
+                let Type::Matrix {
+                    scalar, rows, cols, ..
+                } = self.ty(*value)?
+                else {
                     return self.err(codes::INPUT, "matrix_store of a non-fragment");
                 };
                 let off = self.value(*offset)?.into_int_value();
                 let stride = self.value(*stride)?.into_int_value();
-                let ptr = self.scalar_ptr(*base, off)?;
-                self.t.matrix_store(self.cx, scalar, v, ptr, stride)?;
+                if self.cx.software_matrices.get() {
+                    self.sw_store(scalar, v, *base, off, stride, rows, cols)?;
+                } else {
+                    let ptr = self.scalar_ptr(*base, off)?;
+                    self.t.matrix_store(self.cx, scalar, v, ptr, stride)?;
+                }
             }
         }
         Ok(())
@@ -1725,8 +1750,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 value,
             } => {
                 let v = self.value(*value)?;
-                self.t
-                    .matrix_fill(self.cx, *role, *scalar, *rows, *cols, v)?
+                if self.cx.software_matrices.get() {
+                    self.sw_fill(*scalar, *rows, *cols, v)?
+                } else {
+                    self.t
+                        .matrix_fill(self.cx, *role, *scalar, *rows, *cols, v)?
+                }
             }
             Expr::MatrixLoad {
                 role,
@@ -1742,20 +1771,37 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 if matches!(base, Base::Local(_)) {
                     return self.err(codes::UNSUPPORTED, "matrix_load from a private array");
                 }
-                let ptr = self.scalar_ptr(*base, off)?;
-                self.t
-                    .matrix_load(self.cx, *role, *scalar, *rows, *cols, ptr, st)?
+                if self.cx.software_matrices.get() {
+                    self.sw_load(*scalar, *rows, *cols, *base, off, st)?
+                } else {
+                    let ptr = self.scalar_ptr(*base, off)?;
+                    self.t
+                        .matrix_load(self.cx, *role, *scalar, *rows, *cols, ptr, st)?
+                }
             }
             Expr::MatrixMma { a, b, c } => {
-                let (Type::Matrix { scalar: ab, .. }, Type::Matrix { scalar: acc, .. }) =
-                    (self.ty(*a)?, self.ty(*c)?)
+                let (
+                    Type::Matrix {
+                        scalar: ab,
+                        rows,
+                        cols: inner,
+                        ..
+                    },
+                    Type::Matrix {
+                        scalar: acc, cols, ..
+                    },
+                ) = (self.ty(*a)?, self.ty(*c)?)
                 else {
                     return self.err(codes::INPUT, "matrix_mma of non-fragments");
                 };
                 let av = self.value(*a)?;
                 let bv = self.value(*b)?;
                 let cv = self.value(*c)?;
-                self.t.matrix_mma(self.cx, ab, acc, av, bv, cv)?
+                if self.cx.software_matrices.get() {
+                    self.sw_mma((ab, rows, inner), (acc, cols), av, bv, cv)?
+                } else {
+                    self.t.matrix_mma(self.cx, ab, acc, av, bv, cv)?
+                }
             }
         };
         Ok(Some(v))

@@ -10,7 +10,8 @@
 //!   `vote.sync.ballot`, 32-bit integer reductions through `redux.sync` on sm_80 and later.
 //! - `@occupancy` lowers to `nvvm.annotations`: `maxntidx`, `minctasm`, `maxnreg`.
 //! - Cooperative matrices: WMMA `m16n16k16` with `f16` A/B and an `f32` or `f16`
-//!   accumulator, row-major; any other shape or type is refused by name. WMMA requires each
+//!   accumulator, row-major; a module using any other shape or type takes the portable
+//!   software tier of the shared walk instead (`matrix.rs`, replicated per lane). WMMA requires each
 //!   fragment's address to be 32-byte aligned and its stride a multiple of 8 elements (16
 //!   bytes); a kernel that breaks this faults on the device (misaligned address).
 //!
