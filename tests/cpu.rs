@@ -297,7 +297,7 @@ impl Gen {
         let is_int = !matches!(ty, "f32" | "f64" | "f16" | "bool");
         let is_float = matches!(ty, "f32" | "f64" | "f16");
         match self.rng.below(10) {
-            0 | 1 | 2 if is_int => {
+            0..=2 if is_int => {
                 let op = *self
                     .rng
                     .pick(&["+", "-", "*", "&", "|", "^", "<<", ">>", "/", "%"]);
@@ -310,11 +310,11 @@ impl Gen {
                     format!("({a} {op} {b})")
                 }
             }
-            0 | 1 | 2 if is_float => {
+            0..=2 if is_float => {
                 let op = *self.rng.pick(&["+", "-", "*", "/", "%"]);
                 format!("({} {op} {})", self.expr(ty, d), self.expr(ty, d))
             }
-            0 | 1 | 2 => {
+            0..=2 => {
                 // bool
                 match self.rng.below(4) {
                     0 => {

@@ -345,7 +345,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     for c in 0..n {
                         let off = ((i * 16 + c) * 8) as i32;
                         let raw = self.b.ins().load(types::I64, notrap(), args, off);
-                        vals.push(Val::U(self.from_u64(s, raw)));
+                        vals.push(Val::U(self.u64_to_lane(s, raw)));
                     }
                     KParam::Val(vals)
                 }
@@ -410,7 +410,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.shared_offsets.push(off);
     }
 
-    fn from_u64(&mut self, s: Scalar, raw: Value) -> Value {
+    fn u64_to_lane(&mut self, s: Scalar, raw: Value) -> Value {
         match s {
             Scalar::F64 => self.b.ins().bitcast(types::F64, le(), raw),
             Scalar::F32 => {
@@ -675,7 +675,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                         };
                         lanes.push(v);
                     }
-                    Val::V(self.from_lanes(Scalar::U32, &lanes))
+                    Val::V(self.pack_lanes(Scalar::U32, &lanes))
                 }
             };
         }
@@ -853,7 +853,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         (0..self.n).map(|l| self.lane(s, v, l)).collect()
     }
 
-    fn from_lanes(&mut self, s: Scalar, lanes: &[Value]) -> Vec<Value> {
+    fn pack_lanes(&mut self, s: Scalar, lanes: &[Value]) -> Vec<Value> {
         let pc = per_chunk(s);
         let nc = chunks(s, self.n);
         let mut out = Vec::new();
@@ -888,7 +888,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             let args: Vec<Value> = ins.iter().map(|x| x[l]).collect();
             outs.push(f(self, &args));
         }
-        Val::V(self.from_lanes(s_out, &outs))
+        Val::V(self.pack_lanes(s_out, &outs))
     }
 
     fn exec(&mut self) -> Vec<Value> {
@@ -2010,7 +2010,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             let a = self.b.ins().iadd(ptr, o);
             vals.push(self.load_scalar(s, a, off));
         }
-        self.from_lanes(s, &vals)
+        self.pack_lanes(s, &vals)
     }
 
     fn load_scalar(&mut self, s: Scalar, addr: Value, off: i32) -> Value {
@@ -2165,7 +2165,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                         let a = self.b.ins().iadd(a, o2);
                         vals.push(self.load_scalar(s, a, 0));
                     }
-                    out.push(Val::V(self.from_lanes(s, &vals)));
+                    out.push(Val::V(self.pack_lanes(s, &vals)));
                 }
             }
         }
@@ -2530,7 +2530,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             } => {
                 let v = self.expr(*value)?.vals().remove(0);
                 let x = self.first_active(*scalar, &v);
-                let raw = self.to_u64(*scalar, x);
+                let raw = self.lane_to_u64(*scalar, x);
                 let n = *rows as u32 * *cols as u32;
                 let off = self.alloc_state(n * 8);
                 let p = self.b.ins().iadd_imm_s(self.state, off as i64);
@@ -2618,7 +2618,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         Ok(ev)
     }
 
-    fn to_u64(&mut self, s: Scalar, x: Value) -> Value {
+    fn lane_to_u64(&mut self, s: Scalar, x: Value) -> Value {
         match s {
             Scalar::F32 => {
                 let i = self.b.ins().bitcast(types::I32, le(), x);
@@ -3470,7 +3470,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 if uniform {
                     Val::U(o[0])
                 } else {
-                    Val::V(self.from_lanes(ts, &o))
+                    Val::V(self.pack_lanes(ts, &o))
                 }
             })
             .collect()
@@ -3864,7 +3864,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.b.switch_to_block(join);
             outs.push(self.b.block_params(join)[0]);
         }
-        Ok(Val::V(self.from_lanes(s, &outs)))
+        Ok(Val::V(self.pack_lanes(s, &outs)))
     }
 
     // -----------------------------------------------------------------------------------
@@ -3912,7 +3912,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 if let WaveOp::Reduce(_) = op {
                     return Ok(vec![Val::U(acc)]);
                 }
-                Ok(vec![Val::V(self.from_lanes(s, &outs))])
+                Ok(vec![Val::V(self.pack_lanes(s, &outs))])
             }
             WaveOp::Ballot | WaveOp::Any | WaveOp::All => {
                 let p = &args[0][0];
@@ -3930,7 +3930,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let lanes: Vec<Value> = (0..n)
                     .map(|l| self.b.ins().icmp_imm_s(IntCC::Equal, low, l as i64))
                     .collect();
-                Ok(vec![Val::V(self.from_lanes(Scalar::Bool, &lanes))])
+                Ok(vec![Val::V(self.pack_lanes(Scalar::Bool, &lanes))])
             }
             _ => {
                 // Lane exchange: each component through a stack copy of the wave's lanes.
@@ -4006,7 +4006,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                         }
                         out.push(Val::U(acc));
                     } else {
-                        out.push(Val::V(self.from_lanes(s, &res)));
+                        out.push(Val::V(self.pack_lanes(s, &res)));
                     }
                 }
                 Ok(out)

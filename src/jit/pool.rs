@@ -13,9 +13,11 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, OnceLock};
 
 type Job = Arc<dyn Fn(usize) + Send + Sync>;
+/// A job and the latch its worker counts down.
+type Work = (Job, Arc<Latch>);
 
 struct Pool {
-    senders: Mutex<Vec<Sender<(Job, Arc<Latch>)>>>,
+    senders: Mutex<Vec<Sender<Work>>>,
 }
 
 struct Latch {
@@ -46,7 +48,7 @@ fn pool() -> &'static Pool {
         let mut senders = Vec::new();
         // The caller is worker 0; the pool adds the rest.
         for i in 1..host_cores() {
-            let (tx, rx) = channel::<(Job, Arc<Latch>)>();
+            let (tx, rx) = channel::<Work>();
             let spawned = std::thread::Builder::new()
                 .name(format!("xpu-cpu-{i}"))
                 .spawn(move || {
@@ -78,7 +80,7 @@ pub fn run(threads: usize, work: &(dyn Fn(usize) + Sync)) {
     let work_static: &'static (dyn Fn(usize) + Sync) = unsafe {
         std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(work)
     };
-    let job: Job = Arc::new(move |i| work_static(i));
+    let job: Job = Arc::new(work_static);
     let p = pool();
     let senders = p.senders.lock();
     let n = helpers.min(senders.len());

@@ -390,8 +390,8 @@ pub unsafe extern "C" fn xpu_matrix_access(
     stride: u64,
     shape: u64,
 ) -> u64 {
-    let rows = (shape & 0xffff) as u64;
-    let cols = ((shape >> 16) & 0xffff) as u64;
+    let rows = shape & 0xffff;
+    let cols = (shape >> 16) & 0xffff;
     let s = scalar_of_code(((shape >> 32) & 0xff) as u32);
     let store = (shape >> 40) & 1 == 1;
     let size = s.size() as usize;
