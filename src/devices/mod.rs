@@ -610,6 +610,20 @@ impl Program {
         };
         let function = kernel_function(&self.module, name)
             .ok_or_else(|| no_code("the program has no kernel of that name"))?;
+        // A declared wave the device cannot give is refused before any code is built for it
+        // (contract §2.4, "an unsupported declared wave width").
+        if let (Some((declared, _)), Some(supported)) = (
+            function.attrs.wave,
+            self.device.facts().supported_wave_widths.as_ref(),
+        ) {
+            if !supported.contains(&declared) {
+                return Err(LaunchError::WaveWidth {
+                    kernel: name.to_string(),
+                    declared,
+                    reason: format!("the device supports {supported:?}"),
+                });
+            }
+        }
         let imp = self.imp.kernel(name, function)?;
         Ok(Kernel {
             name: name.to_string(),

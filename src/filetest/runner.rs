@@ -398,9 +398,9 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
 /// Whether a launch error is a backend's refusal by capability (see [`run_case`]).
 fn is_capability_refusal(e: &LaunchError) -> bool {
     match e {
-        LaunchError::NoCode { reason, .. } | LaunchError::WaveWidth { reason, .. } => {
-            reason.contains("unsupported on this")
-        }
+        // A declared wave the device does not offer (NVIDIA builds wave 32 only, §3.2).
+        LaunchError::WaveWidth { .. } => true,
+        LaunchError::NoCode { reason, .. } => reason.contains("unsupported on this"),
         _ => false,
     }
 }
