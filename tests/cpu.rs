@@ -894,3 +894,97 @@ fn fuzz_timing() {
     }
     println!("cpu compile+run {tc:.2}s, interp {ti:.2}s, cpu rerun {tr:.2}s");
 }
+
+/// Runs every run block of `src` on the CPU (against the interpreter where it says
+/// `expect = interp`) and requires each to pass.
+fn run_blocks(src: &str) {
+    let (interp, cpu) = devices();
+    let (m, specs) = xpu::ir::parse_file(src).unwrap_or_else(|e| panic!("parse: {e}"));
+    let m = m.verify().unwrap_or_else(|e| panic!("verify: {e}"));
+    let pc = cpu.load(m.clone()).unwrap();
+    let pi = interp.load(m).unwrap();
+    assert!(!specs.is_empty());
+    for spec in &specs {
+        match xpu::filetest::runner::run_case(spec, &pc, &pi) {
+            xpu::filetest::runner::Outcome::Pass => {}
+            other => panic!("{}: {other:?}", spec.kernel),
+        }
+    }
+}
+
+#[test]
+fn barriers_inside_helpers_and_loops() {
+    // A helper with a barrier called inside an expression (the left operand must survive the
+    // barrier), through a tag, and a barrier in a loop with a uniform trip count around
+    // divergent work.
+    run_blocks(
+        r#"
+tagset Sync = [sync_add, sync_mul];
+
+device fn sync_add(x: i32) -> i32 {
+    barrier();
+    return x + 1;
+}
+
+device fn sync_mul(x: i32) -> i32 {
+    barrier();
+    return x * 3;
+}
+
+kernel in_expr(out: buf<i32, rw>) {
+    let i: u32 = global_id.x;
+    let a: i32 = (i as i32) * 7;
+    out[i] = a + sync_add(i as i32) * 2;
+}
+
+kernel through_tag(out: buf<i32, rw>, t: tag<Sync>) {
+    let i: u32 = global_id.x;
+    let a: i32 = 5;
+    out[i] = a - dispatch(t, i as i32);
+}
+
+kernel loop_barrier(out: buf<i32, rw>, n: u32) {
+    shared tile: [i32; 40];
+    let l: u32 = local_id.x;
+    let acc: i32 = 0;
+    for round: u32 in 0..n {
+        if l % 3 == 0 {
+            tile[l] = (l + round) as i32;
+        } else {
+            tile[l] = -(l as i32);
+        }
+        barrier();
+        acc += tile[(l + round + 1) % 40];
+        if acc > 100 {
+            acc -= 50;
+        }
+        barrier();
+    }
+    out[global_id.x] = acc;
+}
+
+run in_expr {
+    grid = [2];
+    block = [40];
+    arg out = fill(80, 0);
+    expect out = interp;
+}
+
+run through_tag {
+    grid = [2];
+    block = [40];
+    arg out = fill(80, 0);
+    arg t = 1;
+    expect out = interp;
+}
+
+run loop_barrier {
+    grid = [3];
+    block = [40];
+    arg out = fill(120, 0);
+    arg n = 9;
+    expect out = interp;
+}
+"#,
+    );
+}

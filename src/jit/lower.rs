@@ -197,7 +197,7 @@ pub fn has_barrier(m: &Module, f: &Function, depth: u32) -> bool {
             StmtKind::Barrier => true,
             k => {
                 k.blocks().iter().any(|bl| block(m, bl, f, depth))
-                    || stmt_calls(f, s).iter().any(|&h| {
+                    || stmt_calls(m, f, s).iter().any(|&h| {
                         depth < 64
                             && m.functions
                                 .try_get(h)
@@ -209,7 +209,7 @@ pub fn has_barrier(m: &Module, f: &Function, depth: u32) -> bool {
     block(m, &f.body, f, depth)
 }
 
-fn stmt_calls(f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
+fn stmt_calls(m: &Module, f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
     let mut roots = Vec::new();
     match &s.kind {
         StmtKind::Let { init: Some(e), .. } | StmtKind::Expr(e) | StmtKind::Return(Some(e)) => {
@@ -256,8 +256,16 @@ fn stmt_calls(f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
         let Some(x) = f.exprs.try_get(e) else {
             continue;
         };
-        if let Expr::Call { function, .. } = x {
-            out.push(*function);
+        match x {
+            Expr::Call { function, .. } => out.push(*function),
+            // A dispatch may call any member of any tag set (the set is the tag's type,
+            // which this walk does not have): count them all.
+            Expr::Dispatch { .. } => {
+                for (_, ts) in m.tag_sets.iter() {
+                    out.extend(ts.members.iter().copied());
+                }
+            }
+            _ => {}
         }
         x.for_each_operand(|o| stack.push(o));
     }
@@ -1322,8 +1330,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.write_slot(&sub, s, &[x], blend)?;
             }
             Place::Element { base, index } => {
-                let idx = self.expr(index)?.vals();
-                let v = self.expr(value)?.vals();
+                let mut ops = self.eval_ops(&[index, value])?.into_iter();
+                let idx = ops.next().map(Ev::vals).unwrap_or_default();
+                let v = ops.next().map(Ev::vals).unwrap_or_default();
                 let idx = idx
                     .into_iter()
                     .next()
@@ -2235,8 +2244,9 @@ impl<'a, 'm> Lower<'a, 'm> {
         align: Option<u8>,
         span: Span,
     ) -> Result<(), JitError> {
-        let idx = self.expr(index)?.vals().remove(0);
-        let v = self.expr(value)?.vals();
+        let mut ops = self.eval_ops(&[index, value])?.into_iter();
+        let idx = ops.next().map(Ev::vals).unwrap_or_default().remove(0);
+        let v = ops.next().map(Ev::vals).unwrap_or_default();
         let s = scalar_of(self.ty(value));
         self.check_align(&idx, s, align, span);
         // Component j at scalar index i + j.
@@ -2345,6 +2355,63 @@ impl<'a, 'm> Lower<'a, 'm> {
     // -----------------------------------------------------------------------------------
     // Expressions
 
+    /// Whether evaluating `e` may reach a barrier (through a helper it calls).
+    fn reaches_barrier(&mut self, e: ExprId) -> bool {
+        if !self.has_barrier {
+            return false;
+        }
+        let f = self.frame().f;
+        let mut stack = vec![e];
+        while let Some(x) = stack.pop() {
+            let Some(ex) = f.exprs.try_get(x) else {
+                continue;
+            };
+            match ex {
+                Expr::Call { function, .. }
+                    if self
+                        .m
+                        .functions
+                        .try_get(*function)
+                        .is_some_and(|g| has_barrier(self.m, g, 0)) =>
+                {
+                    return true;
+                }
+                // Conservatively: a dispatch may reach any member's barrier.
+                Expr::Dispatch { .. } => return true,
+                _ => {}
+            }
+            ex.for_each_operand(|o| stack.push(o));
+        }
+        false
+    }
+
+    /// Evaluates operands left to right. An operand evaluated before one that may reach a
+    /// barrier is held in variables (spilled and reloaded there), since a wave resumes after
+    /// the barrier without passing through the code that computed it.
+    fn eval_ops(&mut self, ops: &[ExprId]) -> Result<Vec<Ev>, JitError> {
+        let barrier_after: Vec<bool> = (0..ops.len())
+            .map(|k| ops[k + 1..].iter().any(|&x| self.reaches_barrier(x)))
+            .collect();
+        let mut held: Vec<Result<Ev, Vec<(Slot, Scalar)>>> = Vec::new();
+        for (k, &o) in ops.iter().enumerate() {
+            let ev = self.expr(o)?;
+            match ev {
+                Ev::Vals(vs) if barrier_after[k] => {
+                    let s = scalar_of(self.ty(o));
+                    held.push(Err(vs.into_iter().map(|v| self.hold(s, v)).collect()));
+                }
+                ev => held.push(Ok(ev)),
+            }
+        }
+        Ok(held
+            .into_iter()
+            .map(|h| match h {
+                Ok(ev) => ev,
+                Err(slots) => Ev::Vals(slots.iter().map(|x| self.unhold(x)).collect()),
+            })
+            .collect())
+    }
+
     fn expr(&mut self, e: ExprId) -> Result<Ev, JitError> {
         let f = self.frame().f;
         let span = f.expr_span(e);
@@ -2401,8 +2468,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                         Ev::Vals(vec![self.short_circuit(*op, *lhs, *rhs)?])
                     }
                     _ => {
-                        let a = self.expr(*lhs)?.vals();
-                        let b = self.expr(*rhs)?.vals();
+                        let mut ops = self.eval_ops(&[*lhs, *rhs])?.into_iter();
+                        let a = ops.next().map(Ev::vals).unwrap_or_default();
+                        let b = ops.next().map(Ev::vals).unwrap_or_default();
                         let (la, lb) = (
                             analysis::literal_int(f, *lhs),
                             analysis::literal_int(f, *rhs),
@@ -2430,9 +2498,10 @@ impl<'a, 'm> Lower<'a, 'm> {
                 accept,
                 reject,
             } => {
-                let c = self.expr(*cond)?.vals();
-                let a = self.expr(*accept)?.vals();
-                let r = self.expr(*reject)?.vals();
+                let mut ops = self.eval_ops(&[*cond, *accept, *reject])?.into_iter();
+                let c = ops.next().map(Ev::vals).unwrap_or_default();
+                let a = ops.next().map(Ev::vals).unwrap_or_default();
+                let r = ops.next().map(Ev::vals).unwrap_or_default();
                 let s = scalar_of(ty);
                 let mut out = Vec::new();
                 for i in 0..a.len() {
@@ -2443,8 +2512,8 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
             Expr::Compose { parts, .. } => {
                 let mut out = Vec::new();
-                for &p in parts {
-                    out.extend(self.expr(p)?.vals());
+                for ev in self.eval_ops(parts)? {
+                    out.extend(ev.vals());
                 }
                 Ev::Vals(out)
             }
@@ -2490,10 +2559,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
             Expr::Dispatch { tag, args } => self.dispatch(*tag, args, ty)?,
             Expr::Math { fun, args } => {
-                let mut vs = Vec::new();
-                for &a in args {
-                    vs.push(self.expr(a)?.vals());
-                }
+                let vs: Vec<Vec<Val>> = self.eval_ops(args)?.into_iter().map(Ev::vals).collect();
                 let s = scalar_of(ty);
                 let mut out = Vec::new();
                 for c in 0..vs[0].len() {
@@ -2510,10 +2576,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 ..
             } => Ev::Vals(vec![self.atomic(*op, place, *value, *compare, ty, span)?]),
             Expr::Wave { op, args } => {
-                let mut vs = Vec::new();
-                for &a in args {
-                    vs.push(self.expr(a)?.vals());
-                }
+                let vs: Vec<Vec<Val>> = self.eval_ops(args)?.into_iter().map(Ev::vals).collect();
                 let s = if args.is_empty() {
                     Scalar::Bool
                 } else {
@@ -3777,12 +3840,16 @@ impl<'a, 'm> Lower<'a, 'm> {
         let Place::Element { base, index } = *place else {
             return Err(self.internal("an atomic on a local"));
         };
-        let idx = self.expr(index)?.vals().remove(0);
-        let cmp = match compare {
-            Some(c) => Some(self.expr(c)?.vals().remove(0)),
-            None => None,
-        };
-        let v = self.expr(value)?.vals().remove(0);
+        let mut list = vec![index];
+        list.extend(compare);
+        list.push(value);
+        let mut ops = self
+            .eval_ops(&list)?
+            .into_iter()
+            .map(|e| e.vals().remove(0));
+        let idx = ops.next().expect("index");
+        let cmp = if compare.is_some() { ops.next() } else { None };
+        let v = ops.next().expect("value");
         let s = scalar_of(ty);
         let (ptr, len, _, what, _) = self.object(base);
         let site = self.add_site(span, what);
@@ -4057,10 +4124,7 @@ impl<'a, 'm> Lower<'a, 'm> {
     // Helpers (inlined) and tags
 
     fn call_helper(&mut self, function: Handle<Function>, args: &[ExprId]) -> Result<Ev, JitError> {
-        let mut vals = Vec::new();
-        for &a in args {
-            vals.push(self.expr(a)?);
-        }
+        let vals = self.eval_ops(args)?;
         self.inline(function, vals)
     }
 
@@ -4175,15 +4239,14 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     fn dispatch(&mut self, tag: ExprId, args: &[ExprId], ty: Type) -> Result<Ev, JitError> {
-        let t = self.expr(tag)?.vals().remove(0);
+        let mut list = vec![tag];
+        list.extend_from_slice(args);
+        let mut vals = self.eval_ops(&list)?;
+        let t = vals.remove(0).vals().remove(0);
         let Type::Tag(set) = self.ty(tag) else {
             return Err(self.internal("dispatch through a non-tag"));
         };
         let members = self.m.tag_sets[set].members.clone();
-        let mut vals = Vec::new();
-        for &a in args {
-            vals.push(self.expr(a)?);
-        }
         let rty = self
             .m
             .functions
@@ -4209,7 +4272,29 @@ impl<'a, 'm> Lower<'a, 'm> {
         let e = self.exec();
         self.def_vars(&saved, &e);
         let tv = Val::V(self.materialize(Scalar::U32, &t));
+        // Held in variables: a member's barrier resumes without this block's values.
+        let tv_h = self.hold(Scalar::U32, tv);
+        let arg_types: Vec<Scalar> = args.iter().map(|&a| scalar_of(self.ty(a))).collect();
+        let held_args: Vec<Option<Vec<(Slot, Scalar)>>> = vals
+            .iter()
+            .zip(&arg_types)
+            .map(|(ev, &s)| match ev {
+                Ev::Vals(vs) if self.has_barrier => {
+                    Some(vs.iter().map(|v| self.hold(s, v.clone())).collect())
+                }
+                _ => None,
+            })
+            .collect();
         for (i, &mf) in members.iter().enumerate() {
+            let tv = self.unhold(&tv_h);
+            let vals: Vec<Ev> = vals
+                .iter()
+                .zip(&held_args)
+                .map(|(ev, h)| match h {
+                    Some(slots) => Ev::Vals(slots.iter().map(|x| self.unhold(x)).collect()),
+                    None => ev.clone(),
+                })
+                .collect();
             let k = self.b.ins().iconst(types::I32, i as i64);
             let hit = self.compare(BinaryOp::Eq, Scalar::U32, &tv, &Val::U(k));
             let hm = self.bool_mask(&hit);
@@ -4221,7 +4306,10 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.b.ins().brif(any, run, &[], next, &[]);
             self.b.switch_to_block(run);
             self.set_exec(&m);
+            let mv = self.mask_vars();
+            self.def_vars(&mv, &m);
             let r = self.inline(mf, vals.clone())?;
+            let m = self.use_vars(&mv);
             if let Ev::Vals(rv) = r {
                 for (slot, v) in res.iter().zip(&rv) {
                     let new = self.materialize(s, v);
