@@ -3960,6 +3960,30 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let x = &args[0][0];
                 let xs = self.lanes(s, x);
                 let f = |me: &mut Self, a: Value, b: Value| me.reduce_op(r, s, a, b);
+                let join = if let WaveOp::Reduce(_) = op {
+                    // Every lane active (the usual case): a plain fold in lane order.
+                    let full = if self.n == 64 {
+                        -1i64
+                    } else {
+                        ((1u64 << self.n) - 1) as i64
+                    };
+                    let is_full = self.b.ins().icmp_imm_s(IntCC::Equal, bits, full);
+                    let fast = self.b.create_block();
+                    let slow = self.b.create_block();
+                    let join = self.b.create_block();
+                    self.b.append_block_param(join, uty(s));
+                    self.b.ins().brif(is_full, fast, &[], slow, &[]);
+                    self.b.switch_to_block(fast);
+                    let mut acc = xs[0];
+                    for &x in &xs[1..] {
+                        acc = f(self, acc, x);
+                    }
+                    self.b.ins().jump(join, &[acc.into()]);
+                    self.b.switch_to_block(slow);
+                    Some(join)
+                } else {
+                    None
+                };
                 let ident = self.reduce_identity(r, s);
                 let mut acc = ident;
                 let f0 = self.b.ins().iconst(types::I8, 0);
@@ -3976,8 +4000,10 @@ impl<'a, 'm> Lower<'a, 'm> {
                         _ => outs.push(acc),
                     }
                 }
-                if let WaveOp::Reduce(_) = op {
-                    return Ok(vec![Val::U(acc)]);
+                if let Some(join) = join {
+                    self.b.ins().jump(join, &[acc.into()]);
+                    self.b.switch_to_block(join);
+                    return Ok(vec![Val::U(self.b.block_params(join)[0])]);
                 }
                 Ok(vec![Val::V(self.pack_lanes(s, &outs))])
             }
