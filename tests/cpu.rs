@@ -988,3 +988,33 @@ run loop_barrier {
 "#,
     );
 }
+
+#[test]
+fn shared_and_private_out_of_bounds_fail_the_launch() {
+    let (_, cpu) = devices();
+    let src = "kernel sh(out: buf<i32, rw>, k: u32) {\n    shared t: [i32; 16];\n    let l: u32 = local_id.x;\n    t[l + k] = 1;\n    barrier();\n    out[l] = t[l];\n}\n\nkernel pr(out: buf<i32, rw>, k: u32) {\n    let a: [i32; 4];\n    let l: u32 = local_id.x;\n    a[l % 4] = 3;\n    out[l] = a[(l + k) % 8];\n}\n";
+    let p = load(&cpu, src);
+    let stream = KernelStream::current(&cpu);
+    let mut out = cpu.upload(&[0i32; 16]).unwrap();
+    for (name, k, ok_k) in [("sh", 9u32, 0u32), ("pr", 5, 0)] {
+        let kern = p.kernel(name).unwrap();
+        let e = kern
+            .launch(&stream, Launch::grid([1]).block([16]), args![&mut out, k])
+            .unwrap_err();
+        match e {
+            LaunchError::OutOfBounds { line, index, .. } => {
+                assert!(line > 0);
+                assert!(index >= 4, "{name}: index {index}");
+            }
+            e => panic!("{name}: expected out of bounds, got {e}"),
+        }
+        if name == "sh" {
+            kern.launch(
+                &stream,
+                Launch::grid([1]).block([16]),
+                args![&mut out, ok_k],
+            )
+            .unwrap();
+        }
+    }
+}

@@ -34,7 +34,8 @@ use std::time::Duration;
 /// The host CPU device.
 pub struct CpuDevice {
     facts: DeviceFacts,
-    cap: AtomicUsize,
+    /// Shared with every program and kernel, so a new cap applies to the next launch.
+    cap: Arc<AtomicUsize>,
 }
 
 impl Default for CpuDevice {
@@ -65,7 +66,7 @@ impl CpuDevice {
         };
         CpuDevice {
             facts,
-            cap: AtomicUsize::new(default_cap()),
+            cap: Arc::new(AtomicUsize::new(default_cap())),
         }
     }
 
@@ -134,7 +135,7 @@ impl DeviceImpl for CpuDevice {
         Ok(Arc::new(CpuProgram {
             module: module.clone(),
             kernels: Mutex::new(HashMap::new()),
-            cap: self.worker_cap(),
+            cap: self.cap.clone(),
         }))
     }
 }
@@ -145,7 +146,7 @@ type SpecKey = ([u32; 3], u32);
 struct CpuProgram {
     module: Arc<VerifiedModule>,
     kernels: Mutex<HashMap<String, Arc<CpuKernel>>>,
-    cap: usize,
+    cap: Arc<AtomicUsize>,
 }
 
 /// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
@@ -218,7 +219,7 @@ impl CpuProgram {
             manifest,
             wave,
             specs: Mutex::new(specs),
-            cap: self.cap,
+            cap: self.cap.clone(),
             compile_time: Mutex::new(compile_time),
         });
         self.kernels.lock().insert(name.to_string(), k.clone());
@@ -243,7 +244,7 @@ pub struct CpuKernel {
     manifest: KernelManifest,
     wave: u32,
     specs: Mutex<HashMap<SpecKey, Arc<CompiledKernel>>>,
-    cap: usize,
+    cap: Arc<AtomicUsize>,
     compile_time: Mutex<Duration>,
 }
 
@@ -369,7 +370,7 @@ impl KernelImpl for CpuKernel {
                 launch.shared_bytes,
                 &bufs,
                 &values,
-                self.cap,
+                self.cap.load(Ordering::Relaxed).max(1),
             )
         };
         drop(locked);
