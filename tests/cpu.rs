@@ -1018,3 +1018,82 @@ fn shared_and_private_out_of_bounds_fail_the_launch() {
         }
     }
 }
+
+#[test]
+fn vector_types_reinterpretation_and_vector_memory() {
+    // Vectors of bool, i8, i64, f16; vector selects; bitcasts that change the lane count;
+    // vload/vstore of u8; vec3 buffers.
+    run_blocks(
+        r#"
+kernel vecs(out_u: buf<u32, rw>, out_f: buf<f32, rw>, out_h: buf<f16, rw>, b8: buf<u8, rw>, v3: buf<vec3<f32>, rw>, x: buf<f32>) {
+    let i: u32 = global_id.x;
+    let f: f32 = x[i];
+    let v: vec4<f32> = vec4<f32>(f, f * 2.0, -f, 1.5);
+    let c: vec4<bool> = v > vec4<f32>(0.0);
+    let s: vec4<f32> = select(c, v, vec4<f32>(7.0));
+    let m: vec4<i32> = vec4<i32>(i as i32, 3, -5, 100) * vec4<i32>(2);
+    let e: vec4<i8> = vec4<i8>(i as i8, 3i8, -5i8, 100i8) * vec4<i8>(3i8);
+    let sw: vec2<f32> = s.wz;
+    let bits: u32 = bitcast<u32>(vec4<u8>(1u8, 2u8, i as u8, 4u8));
+    let wide: u64 = bitcast<u64>(vec2<u32>(i, 0xdeadbeef));
+    let back: vec2<u32> = bitcast<vec2<u32>>(wide);
+    let h: vec2<f16> = vec2<f16>(f as f16, 0.5f16) + vec2<f16>(1.0f16);
+    let l: vec4<i64> = vec4<i64>(m.x as i64, -1i64, 7i64, m.w as i64) << vec4<i64>(33i64);
+    let cnt: u32 = select(c.x && !c.z, 1u32, 0u32) + select(c.y || c.w, 10u32, 0u32);
+    out_u[i] = bits ^ back.y ^ cnt ^ (e.x as u32) ^ (e.w as u32) ^ (l.x >> 33i64) as u32 ^ (m.z as u32);
+    out_f[i] = sw.x + sw.y + s.x + min(v, vec4<f32>(0.25)).y + abs(v).z;
+    out_h[i] = h.x * h.y;
+    let w: vec8<u8> = vload<8>(b8, i * 8);
+    vstore(b8, i * 8, w + vec8<u8>(1u8));
+    let t: vec3<f32> = v3[i];
+    v3[i] = t.zyx * vec3<f32>(f);
+}
+
+run vecs {
+    grid = [2];
+    block = [13];
+    arg out_u = fill(26, 0);
+    arg out_f = fill(26, 0.0);
+    arg out_h = fill(26, 0.0);
+    arg b8 = iota(208);
+    arg v3 = iota(78);
+    arg x = random(26, -4.0, 4.0, seed 3);
+    expect out_u = interp;
+    expect out_f = interp;
+    expect out_h = interp;
+    expect b8 = interp;
+    expect v3 = interp;
+}
+"#,
+    );
+}
+
+#[test]
+fn wave_64_over_a_3d_block_with_a_partial_wave() {
+    // 210 work-items per group in waves of 64 (the last partial), i64 scans, reductions,
+    // ballots and shuffles, division per lane.
+    run_blocks(
+        r#"
+@wave(64)
+kernel wide(out: buf<i64, rw>, x: buf<i64>) {
+    let g: u32 = global_id.x + global_id.y * 7 + global_id.z * 140;
+    let l: u32 = local_id.x + local_id.y * group_size.x + local_id.z * group_size.x * group_size.y;
+    let v: i64 = x[g % 200];
+    let s: i64 = wave_inclusive_scan_sum(v);
+    let m: i64 = wave_reduce_max(v * (l as i64));
+    let b: u64 = wave_ballot(v > 0i64);
+    let r: i64 = wave_shuffle_xor(v, 1);
+    let q: i64 = select(v != 0i64, s / (v | 1i64), s % 7i64);
+    out[g] = s + m + (b as i64) + r + q;
+}
+
+run wide {
+    grid = [1, 2, 1];
+    block = [7, 10, 3];
+    arg out = fill(420, 0);
+    arg x = random(200, -1000, 1000, seed 9);
+    expect out = interp;
+}
+"#,
+    );
+}
