@@ -836,7 +836,9 @@ fn differential_fuzz_against_the_interpreter() {
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::WithSource("regressions"),
+            proptest::test_runner::FileFailurePersistence::Direct(
+                "proptest-regressions/cpu_fuzz.txt",
+            ),
         )),
         ..Config::default()
     });
