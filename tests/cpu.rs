@@ -645,7 +645,7 @@ fn generate(seed: u64) -> Case {
         helper: false,
         total: 0,
     };
-    // Device helpers (no waves inside: they may be called under any mask).
+    // Device helpers (wave verbs inside see the lanes of the call site's mask).
     let nh = g.rng.below(3);
     for _ in 0..nh {
         let name = g.fresh("h");
@@ -654,7 +654,7 @@ fn generate(seed: u64) -> Case {
         let _ = writeln!(g.out, "device fn {name}(p: {a}) -> {r} {{");
         g.indent = 1;
         g.vars = vec![("p".into(), a, false)];
-        g.waves = false;
+        g.waves = true;
         g.helper = true;
         g.top_level = false;
         g.budget = 4;
