@@ -519,6 +519,44 @@ mod amd {
         assert!(codeobj::read_metadata(b"not an elf").is_err());
         assert!(codeobj::read_metadata(&[]).is_err());
     }
+
+    #[test]
+    fn xpu_build_writes_code_objects_and_prints_manifests() {
+        let dir = std::env::temp_dir().join(format!("xpu-amd-build-{}", std::process::id()));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
+            .args(["build", "examples/reduction.xk", "--backend", "amdgpu"])
+            .args(["--arch", "gfx1100", "--emit"])
+            .arg(&dir)
+            .output()
+            .expect("run xpu");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("reduce_sum [amdgpu gfx1100]: wave 32") && stdout.contains("scratch 0"),
+            "{stdout}"
+        );
+        for ext in ["hsaco", "s"] {
+            let file = dir.join(format!("reduce_sum.gfx1100.w32.{ext}"));
+            assert!(file.is_file(), "{} missing", file.display());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let bad = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
+            .args([
+                "build",
+                "examples/saxpy.xk",
+                "--backend",
+                "amdgpu",
+                "--arch",
+                "gfx1",
+            ])
+            .output()
+            .expect("run xpu");
+        assert_eq!(bad.status.code(), Some(2));
+    }
 }
 
 // ---- On a CUDA device (each test says so and passes vacuously where there is none) ----------

@@ -1,12 +1,16 @@
-//! `xpu build FILE --backend cuda [--arch sm_NN] [--emit DIR]`: lowers every kernel of a
-//! file ahead of time and reports each one's footprint, with no GPU needed.
+//! `xpu build FILE --backend cuda|amdgpu|vulkan|cpu [--arch ARCH] [--emit DIR]`: lowers every
+//! kernel of a file ahead of time and reports each one's footprint, with no GPU needed.
 //!
 //! For `cuda`: PTX per kernel from the shared LLVM walk for `--arch` (default `sm_90`), and,
 //! when `ptxas` is installed, its `-v` report (registers, spills, stack, shared memory).
 //! `--emit DIR` writes `DIR/<kernel>.ptx` and `DIR/<kernel>.manifest` (one `key = value` per
 //! line; a fact nobody measured is written `absent`). Exit codes as everywhere: 0 built, 1 a
 //! problem in the input (diagnostics printed) or a kernel refused, 2 usage or I/O.
-//! Other backends' ahead-of-time builds belong to their engineers and say so here.
+//!
+//! For `amdgpu`: a code object per wave width for `--arch` (default `gfx90a`), linked with
+//! `ld.lld`, and each kernel's manifest from its metadata (VGPRs, SGPRs, scratch, LDS, wave,
+//! maximum workgroup); `--emit DIR` writes the `.hsaco` and its assembly (`.s`). The
+//! `vulkan` and `cpu` builds are described in their own modules.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,12 +19,13 @@ use std::process::ExitCode;
 pub struct BuildArgs {
     /// The kernel file.
     pub file: PathBuf,
-    /// The backend to build for (`cuda`).
+    /// The backend to build for (`cuda`, `amdgpu`, `vulkan`, `cpu`).
     #[arg(long, default_value = "cuda")]
     pub backend: String,
-    /// The NVIDIA architecture (`sm_90`, `sm_80`, `86`).
-    #[arg(long, default_value = "sm_90")]
-    pub arch: String,
+    /// The target processor: NVIDIA `sm_90` (the default for cuda), `sm_80`, `86`; AMD
+    /// `gfx90a` (the default for amdgpu), `gfx942`, `gfx1100`.
+    #[arg(long)]
+    pub arch: Option<String>,
     /// Write each kernel's device code and manifest here.
     #[arg(long)]
     pub emit: Option<PathBuf>,
@@ -29,11 +34,105 @@ pub struct BuildArgs {
 pub fn build(args: &BuildArgs) -> ExitCode {
     match args.backend.as_str() {
         "cuda" => imp::build_cuda(args),
+        "amdgpu" => amd::build_amdgpu(args),
         "vulkan" => crate::devices::vulkan::aot::build(&args.file, args.emit.as_deref()),
         "cpu" => crate::devices::cpu::aot_build(&args.file, args.emit.as_deref()),
         other => {
             eprintln!("xpu build: no ahead-of-time build for the `{other}` backend in this binary");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// The file's verified module, with the emit folder created; the exit code on failure
+/// (diagnostics printed: 1 for the input, 2 for I/O).
+#[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
+fn load(args: &BuildArgs) -> Result<crate::ir::VerifiedModule, ExitCode> {
+    let path = args.file.display().to_string();
+    let src = std::fs::read_to_string(&args.file).map_err(|e| {
+        eprintln!("xpu build: {path}: {e}");
+        ExitCode::from(2)
+    })?;
+    let module = crate::ir::parse(&src)
+        .and_then(|m| m.verify())
+        .map_err(|d| {
+            eprintln!("{}", d.render(&path));
+            ExitCode::from(1)
+        })?;
+    if let Some(dir) = &args.emit {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            eprintln!("xpu build: {}: {e}", dir.display());
+            ExitCode::from(2)
+        })?;
+    }
+    Ok(module)
+}
+
+#[cfg(not(feature = "hip"))]
+mod amd {
+    use std::process::ExitCode;
+
+    pub fn build_amdgpu(_: &super::BuildArgs) -> ExitCode {
+        eprintln!("xpu build --backend amdgpu: this binary was built without the `hip` feature");
+        ExitCode::from(2)
+    }
+}
+
+#[cfg(feature = "hip")]
+mod amd {
+    use super::BuildArgs;
+    use crate::devices::codeobj::{self, BuildOptions};
+    use crate::devices::llvm::{amdgpu::Amdgpu, KernelRef};
+    use std::process::ExitCode;
+
+    pub fn build_amdgpu(args: &BuildArgs) -> ExitCode {
+        let path = args.file.display().to_string();
+        let arch = args.arch.as_deref().unwrap_or("gfx90a");
+        let Some(target) = Amdgpu::new(arch) else {
+            eprintln!("xpu build: `{arch}` is not an AMDGPU processor (gfx90a, gfx942, gfx1100)");
+            return ExitCode::from(2);
+        };
+        let module = match super::load(args) {
+            Ok(m) => m,
+            Err(code) => return code,
+        };
+        let opts = BuildOptions {
+            assembly: args.emit.is_some(),
+            ..Default::default()
+        };
+        let mut failed = false;
+        // One kernel at a time, so that one refusal does not hide the others' manifests.
+        for (h, _) in module.kernels() {
+            let objects =
+                match codeobj::build(module.module(), &[KernelRef::plain(h)], &target, &opts) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        eprintln!("{path}: error[{}]: {e}", e.code());
+                        failed = true;
+                        continue;
+                    }
+                };
+            for o in &objects {
+                if let Some(note) = &o.note {
+                    eprintln!("{path}: note: {note}");
+                }
+                for k in &o.kernels {
+                    println!("{path}: {}", codeobj::describe(k, arch));
+                }
+            }
+            if let (Some(dir), Some(k)) =
+                (&args.emit, objects.first().and_then(|o| o.kernels.first()))
+            {
+                if let Err(e) = codeobj::emit(&objects, &k.abi.symbol, dir) {
+                    eprintln!("xpu build: {}: {e}", dir.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        if failed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
         }
     }
 }
@@ -62,33 +161,15 @@ mod imp {
 
     pub fn build_cuda(args: &BuildArgs) -> ExitCode {
         let path = args.file.display().to_string();
-        let Some(arch) = Nvptx::parse_arch(&args.arch) else {
-            eprintln!(
-                "xpu build: `{}` is not an NVIDIA architecture (sm_90, 86, 9.0)",
-                args.arch
-            );
+        let arch_name = args.arch.as_deref().unwrap_or("sm_90");
+        let Some(arch) = Nvptx::parse_arch(arch_name) else {
+            eprintln!("xpu build: `{arch_name}` is not an NVIDIA architecture (sm_90, 86, 9.0)");
             return ExitCode::from(2);
         };
-        let src = match std::fs::read_to_string(&args.file) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("xpu build: {path}: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        let module = match crate::ir::parse(&src).and_then(|m| m.verify()) {
+        let module = match super::load(args) {
             Ok(m) => m,
-            Err(d) => {
-                eprintln!("{}", d.render(&path));
-                return ExitCode::from(1);
-            }
+            Err(code) => return code,
         };
-        if let Some(dir) = &args.emit {
-            if let Err(e) = std::fs::create_dir_all(dir) {
-                eprintln!("xpu build: {}: {e}", dir.display());
-                return ExitCode::from(2);
-            }
-        }
         let target = Nvptx::new(arch);
         let sm = format!("sm_{}", target.sm());
         let have_ptxas = ptxas::find().is_some();

@@ -24,6 +24,7 @@
 //! Transcendental functions are built from arithmetic in `f64` (`math.rs`), within the
 //! accuracy `docs/semantics.md` requires of native backends.
 
+pub mod amdgpu;
 mod math;
 mod matrix;
 pub mod nvptx;
