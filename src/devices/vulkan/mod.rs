@@ -597,6 +597,13 @@ impl VulkanDevice {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut scp);
             unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         }
+        // Float controls (core in 1.2): whether subnormals can be preserved per width.
+        let efc = has_ext(ash::khr::shader_float_controls::NAME);
+        let mut fcp = vk::PhysicalDeviceFloatControlsProperties::default();
+        if efc || props.api_version >= vk::API_VERSION_1_2 {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut fcp);
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
         let e8 = has_ext(ash::khr::_8bit_storage::NAME);
         let ef16 = has_ext(ash::khr::shader_float16_int8::NAME);
         let ea64 = has_ext(ash::khr::shader_atomic_int64::NAME);
@@ -646,6 +653,11 @@ impl VulkanDevice {
             barrier_suspends: props
                 .device_name_as_c_str()
                 .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            // The module is SPIR-V 1.3, so `SPV_KHR_float_controls` must be enabled as an
+            // extension (below) even on a 1.2 device.
+            denorm_preserve16: efc && fcp.shader_denorm_preserve_float16 != 0,
+            denorm_preserve32: efc && fcp.shader_denorm_preserve_float32 != 0,
+            denorm_preserve64: efc && fcp.shader_denorm_preserve_float64 != 0,
         };
 
         // Enable exactly what is offered and used by the emitter.
@@ -691,6 +703,9 @@ impl VulkanDevice {
         if ea64 {
             ext_names.push(ash::khr::shader_atomic_int64::NAME.as_ptr());
             dinfo = dinfo.push_next(&mut ena);
+        }
+        if efc {
+            ext_names.push(ash::khr::shader_float_controls::NAME.as_ptr());
         }
         if size_control.is_some() {
             ext_names.push(ash::ext::subgroup_size_control::NAME.as_ptr());

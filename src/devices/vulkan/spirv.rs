@@ -79,6 +79,13 @@ pub struct Caps {
     /// docs/vulkan-backend.md). Its atomics are sequentially consistent LLVM atomics whatever
     /// the semantics operand says, so there atomics are emitted relaxed and lose nothing.
     pub barrier_suspends: bool,
+    /// `shaderDenormPreserveFloat{16,32,64}` (VK_KHR_shader_float_controls / Vulkan 1.2): the
+    /// module then asks for the `DenormPreserve` execution mode at each width it uses, so
+    /// subnormals survive arithmetic as semantics.md requires (NVIDIA flushes f32 subnormals
+    /// without it). Where a width is not offered, the driver's default applies.
+    pub denorm_preserve16: bool,
+    pub denorm_preserve32: bool,
+    pub denorm_preserve64: bool,
 }
 
 impl Caps {
@@ -101,6 +108,9 @@ impl Caps {
             subgroup_ballot: true,
             subgroup_shuffle: true,
             barrier_suspends: false,
+            denorm_preserve16: true,
+            denorm_preserve32: true,
+            denorm_preserve64: true,
         }
     }
 }
@@ -809,6 +819,29 @@ impl<'a> Em<'a> {
             name.clone(),
             interface,
         );
+        // Subnormals are preserved (semantics.md) at every float width the kernel uses and
+        // the device can preserve; f32 is always in play (f16/f64 math may go through it).
+        let widths = [
+            (
+                16u32,
+                self.caps.denorm_preserve16,
+                self.used.contains(&(Capability::Float16 as u32)),
+            ),
+            (32, self.caps.denorm_preserve32, true),
+            (
+                64,
+                self.caps.denorm_preserve64,
+                self.used.contains(&(Capability::Float64 as u32)),
+            ),
+        ];
+        for (w, offered, used) in widths {
+            if offered && used {
+                self.cap(Capability::DenormPreserve);
+                self.ext("SPV_KHR_float_controls");
+                self.b
+                    .execution_mode(main, spirv::ExecutionMode::DenormPreserve, [w]);
+            }
+        }
         let push_bytes = self.push_bytes;
         let module = std::mem::replace(&mut self.b, Builder::new()).module();
         use rspirv::binary::Assemble;
@@ -2266,8 +2299,13 @@ impl Em<'_> {
                         let neg = self.opi(Op::SNegate, t, &[a]);
                         self.opi(Op::Select, t, &[bm, neg, q])
                     } else {
-                        let r = self.opi(Op::SRem, t, &[a, safe]);
-                        self.opi(Op::Select, t, &[bm, zero, r])
+                        // `a - trunc(a / b) * b`, not `OpSRem`: NVIDIA's driver (580, on an
+                        // H200) computes `OpSRem` on the operands' unsigned bit patterns
+                        // (-7 % 2 gave 1, -301i16 % 7 gave 2), while its `OpSDiv` truncates
+                        // as specified. With `safe` = 1 for `b` = -1 this is 0 (`MIN % -1`).
+                        let q = self.opi(Op::SDiv, t, &[a, safe]);
+                        let qb = self.opi(Op::IMul, t, &[q, safe]);
+                        self.opi(Op::ISub, t, &[a, qb])
                     }
                 } else {
                     let safe = self.opi(Op::Select, t, &[bz, one, b]);
