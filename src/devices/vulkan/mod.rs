@@ -20,8 +20,9 @@
 //! - **Waves** (§3.2): a declared W the device can require as its subgroup size
 //!   (`VK_EXT_subgroup_size_control`) is built natively at W; otherwise the emitter's narrow
 //!   (W < S) or virtual (W > S, wave verbs refused by name) mode applies.
-//! - **Timing**: the Unavailable tier of `KernelTimer` (contract §5.3): callers time on the
-//!   host.
+//! - **Timing**: the Event tier of `KernelTimer` (contract §5.3) where the compute queue
+//!   writes timestamps: each event's submission ends with a full barrier and a
+//!   `vkCmdWriteTimestamp`; otherwise Unavailable (callers time on the host).
 
 pub mod aot;
 pub mod bench;
@@ -65,6 +66,13 @@ struct Inner {
     memory: vk::PhysicalDeviceMemoryProperties,
     pipeline_cache: vk::PipelineCache,
     command_pool: Mutex<vk::CommandPool>,
+    /// Nanoseconds per timestamp tick and the valid-bits mask, where the queue family writes
+    /// timestamps (then events carry one and the timer tier is Event).
+    timestamps: Option<(f64, u64)>,
+    /// Wait for fences by polling first (a GPU, not a CPU device whose work runs on the
+    /// host's cores): a blocking `vkWaitForFences` sleeps and wakes late, as a CUDA stream
+    /// sync in its default spin mode does not.
+    spin: bool,
 }
 
 impl Drop for Inner {
@@ -202,6 +210,18 @@ impl Inner {
     }
 
     fn wait_fence(&self, fence: vk::Fence) -> Result<(), DeviceError> {
+        if self.spin {
+            // Poll for up to 20 ms, then block.
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < Duration::from_millis(20) {
+                // SAFETY: the fence is live until its owner destroys it.
+                match unsafe { self.device.get_fence_status(fence) } {
+                    Ok(true) => return Ok(()),
+                    Ok(false) => std::hint::spin_loop(),
+                    Err(e) => return Err(vk_err("vkGetFenceStatus (device lost)", e)),
+                }
+            }
+        }
         // SAFETY: the fence is live until its owner destroys it.
         unsafe {
             self.device
@@ -427,12 +447,46 @@ impl StreamImpl for VkStream {
         // The stream retires its own fences, so the event submits a batch of its own: a full
         // barrier (which waits for every earlier command on the queue) and a fence.
         let cb = self.inner.command_buffer()?;
+        let query = match self.inner.timestamps {
+            Some(_) => {
+                let info = vk::QueryPoolCreateInfo::default()
+                    .query_type(vk::QueryType::TIMESTAMP)
+                    .query_count(1);
+                // SAFETY: valid create info; the pool is destroyed with the event.
+                let pool = unsafe { self.inner.device.create_query_pool(&info, None) };
+                match pool {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        self.inner.free_command_buffer(cb);
+                        return Err(vk_err("vkCreateQueryPool", e));
+                    }
+                }
+            }
+            None => None,
+        };
+        if let Some(pool) = query {
+            // SAFETY: `cb` is recording.
+            unsafe { self.inner.device.cmd_reset_query_pool(cb, pool, 0, 1) };
+        }
         self.inner.barrier(cb);
+        if let Some(pool) = query {
+            // After the full barrier: the tick at which every earlier command has finished.
+            // SAFETY: `cb` is recording; the query was reset above.
+            unsafe {
+                self.inner.device.cmd_write_timestamp(
+                    cb,
+                    vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                    pool,
+                    0,
+                )
+            };
+        }
         let fence = self.inner.submit(cb)?;
         Ok(Arc::new(VkEvent {
             inner: self.inner.clone(),
             fence,
             cb,
+            query,
         }))
     }
 
@@ -450,6 +504,28 @@ struct VkEvent {
     inner: Arc<Inner>,
     fence: vk::Fence,
     cb: vk::CommandBuffer,
+    /// One timestamp query, written after everything before the event.
+    query: Option<vk::QueryPool>,
+}
+
+impl VkEvent {
+    /// The event's device tick, once its submission has completed.
+    fn tick(&self) -> Option<u64> {
+        let pool = self.query?;
+        self.inner.wait_fence(self.fence).ok()?;
+        let mut v = [0u64; 1];
+        // SAFETY: the query was written by a completed submission.
+        unsafe {
+            self.inner.device.get_query_pool_results(
+                pool,
+                0,
+                &mut v,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .ok()?;
+        Some(v[0])
+    }
 }
 
 // SAFETY: handles are integers; waiting on a fence is thread-safe.
@@ -462,6 +538,10 @@ impl Drop for VkEvent {
         // SAFETY: completed; owned by this event.
         unsafe { self.inner.device.destroy_fence(self.fence, None) };
         self.inner.free_command_buffer(self.cb);
+        if let Some(pool) = self.query {
+            // SAFETY: the submission that wrote it has completed.
+            unsafe { self.inner.device.destroy_query_pool(pool, None) };
+        }
     }
 }
 
@@ -473,8 +553,11 @@ impl EventImpl for VkEvent {
     fn sync(&self) -> Result<(), DeviceError> {
         self.inner.wait_fence(self.fence)
     }
-    fn elapsed_since(&self, _earlier: &dyn EventImpl) -> Option<Duration> {
-        None
+    fn elapsed_since(&self, earlier: &dyn EventImpl) -> Option<Duration> {
+        let earlier = earlier.as_any().downcast_ref::<VkEvent>()?;
+        let (period, mask) = self.inner.timestamps?;
+        let ticks = self.tick()?.wrapping_sub(earlier.tick()?) & mask;
+        Some(Duration::from_nanos((ticks as f64 * period).round() as u64))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -574,6 +657,10 @@ impl VulkanDevice {
         }
         let (_, pd, family) =
             best.ok_or_else(|| unavailable("no Vulkan 1.1 device with a compute queue"))?;
+        // SAFETY: as above.
+        let valid_bits = unsafe { instance.get_physical_device_queue_family_properties(pd) }
+            [family as usize]
+            .timestamp_valid_bits;
 
         // SAFETY: queries on a live physical device.
         let exts = unsafe { instance.enumerate_device_extension_properties(pd) }
@@ -784,6 +871,15 @@ impl VulkanDevice {
                 memory,
                 pipeline_cache: cache,
                 command_pool: Mutex::new(pool),
+                timestamps: (valid_bits > 0 && limits.timestamp_period > 0.0).then(|| {
+                    let mask = if valid_bits >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << valid_bits) - 1
+                    };
+                    (limits.timestamp_period as f64, mask)
+                }),
+                spin: props.device_type != vk::PhysicalDeviceType::CPU,
             }),
             facts,
             caps,
@@ -982,7 +1078,12 @@ impl DeviceImpl for VulkanDevice {
     }
 
     fn timer_tier(&self) -> TimerTier {
-        TimerTier::Unavailable
+        // Events carry a timestamp query where the compute queue writes timestamps.
+        if self.inner.timestamps.is_some() {
+            TimerTier::Event
+        } else {
+            TimerTier::Unavailable
+        }
     }
 }
 
