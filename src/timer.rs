@@ -178,10 +178,7 @@ fn scale_from(host: Duration, event: Duration) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::host::{self, HostMemory, ReadyRead};
-    use crate::devices::{
-        Backend, DeviceImpl, DeviceMemory, EventImpl, ProgramImpl, ReadTicket, StreamImpl,
-    };
+    use crate::devices::{Backend, DeviceImpl, EventImpl, ProgramImpl, StreamImpl};
     use crate::facts::DeviceFacts;
     use std::any::Any;
     use std::sync::Arc;
@@ -265,41 +262,7 @@ mod tests {
         fn facts(&self) -> &DeviceFacts {
             &self.facts
         }
-        fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError> {
-            Ok(HostMemory::new(bytes, init, false)?)
-        }
-        fn write(
-            &self,
-            _: &dyn StreamImpl,
-            mem: &Arc<dyn DeviceMemory>,
-            offset: usize,
-            src: &[u8],
-        ) -> Result<(), DeviceError> {
-            host::write(mem.as_ref(), offset, src)
-        }
-        fn read(
-            &self,
-            _: &dyn StreamImpl,
-            mem: &Arc<dyn DeviceMemory>,
-            offset: usize,
-            len: usize,
-        ) -> Result<Box<dyn ReadTicket>, DeviceError> {
-            Ok(Box::new(ReadyRead(host::read(mem.as_ref(), offset, len)?)))
-        }
-        fn copy(
-            &self,
-            _: &dyn StreamImpl,
-            src: &Arc<dyn DeviceMemory>,
-            src_offset: usize,
-            dst: &Arc<dyn DeviceMemory>,
-            dst_offset: usize,
-            len: usize,
-        ) -> Result<(), DeviceError> {
-            host::copy(src.as_ref(), src_offset, dst.as_ref(), dst_offset, len)
-        }
-        fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
-            Ok(Arc::new(ClockStream))
-        }
+        crate::devices::host::host_memory_methods!(false, ClockStream);
         fn load(
             &self,
             _: &Arc<crate::ir::VerifiedModule>,

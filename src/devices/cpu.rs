@@ -15,11 +15,8 @@
 //!   (out of bounds, division by zero, barrier divergence, a broken `align`) into a
 //!   [`LaunchError`] naming kernel, line and index. Nothing out of bounds is ever touched.
 
-use super::host::{self, HostMemory, HostStream, ReadyRead};
-use super::{
-    Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, Init, KernelImpl, ProgramImpl,
-    ReadTicket, StreamImpl,
-};
+use super::host::{self, HostStream};
+use super::{Backend, DeviceArg, DeviceError, DeviceImpl, KernelImpl, ProgramImpl, StreamImpl};
 use crate::facts::DeviceFacts;
 use crate::ir::{Function, Handle, Type, VerifiedModule};
 use crate::jit::{self, BufRef, CompiledKernel, Fault};
@@ -91,45 +88,7 @@ impl DeviceImpl for CpuDevice {
         &self.facts
     }
 
-    fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError> {
-        Ok(HostMemory::new(bytes, init, false)?)
-    }
-
-    fn write(
-        &self,
-        _stream: &dyn StreamImpl,
-        mem: &Arc<dyn DeviceMemory>,
-        offset: usize,
-        src: &[u8],
-    ) -> Result<(), DeviceError> {
-        host::write(mem.as_ref(), offset, src)
-    }
-
-    fn read(
-        &self,
-        _stream: &dyn StreamImpl,
-        mem: &Arc<dyn DeviceMemory>,
-        offset: usize,
-        len: usize,
-    ) -> Result<Box<dyn ReadTicket>, DeviceError> {
-        Ok(Box::new(ReadyRead(host::read(mem.as_ref(), offset, len)?)))
-    }
-
-    fn copy(
-        &self,
-        _stream: &dyn StreamImpl,
-        src: &Arc<dyn DeviceMemory>,
-        src_offset: usize,
-        dst: &Arc<dyn DeviceMemory>,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<(), DeviceError> {
-        host::copy(src.as_ref(), src_offset, dst.as_ref(), dst_offset, len)
-    }
-
-    fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
-        Ok(Arc::new(HostStream))
-    }
+    host::host_memory_methods!(false, HostStream);
 
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
         Ok(Arc::new(CpuProgram {

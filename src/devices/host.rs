@@ -263,6 +263,68 @@ pub fn copy(
     Ok(())
 }
 
+/// The memory and stream half of [`DeviceImpl`](super::DeviceImpl) for a backend whose device
+/// memory is host memory: `alloc` (tracking the defined-byte mask when `$track_defined`),
+/// `write`, `read` and `copy`, all complete when they return whatever the stream, and
+/// `create_stream` giving `$stream`. Expands inside an `impl DeviceImpl for ...` block.
+macro_rules! host_memory_methods {
+    ($track_defined:expr, $stream:expr) => {
+        fn alloc(
+            &self,
+            bytes: usize,
+            init: $crate::devices::Init,
+        ) -> Result<std::sync::Arc<dyn $crate::devices::DeviceMemory>, $crate::devices::DeviceError>
+        {
+            Ok($crate::devices::host::HostMemory::new(
+                bytes,
+                init,
+                $track_defined,
+            )?)
+        }
+
+        fn write(
+            &self,
+            _stream: &dyn $crate::devices::StreamImpl,
+            mem: &std::sync::Arc<dyn $crate::devices::DeviceMemory>,
+            offset: usize,
+            src: &[u8],
+        ) -> Result<(), $crate::devices::DeviceError> {
+            $crate::devices::host::write(mem.as_ref(), offset, src)
+        }
+
+        fn read(
+            &self,
+            _stream: &dyn $crate::devices::StreamImpl,
+            mem: &std::sync::Arc<dyn $crate::devices::DeviceMemory>,
+            offset: usize,
+            len: usize,
+        ) -> Result<Box<dyn $crate::devices::ReadTicket>, $crate::devices::DeviceError> {
+            Ok(Box::new($crate::devices::host::ReadyRead(
+                $crate::devices::host::read(mem.as_ref(), offset, len)?,
+            )))
+        }
+
+        fn copy(
+            &self,
+            _stream: &dyn $crate::devices::StreamImpl,
+            src: &std::sync::Arc<dyn $crate::devices::DeviceMemory>,
+            src_offset: usize,
+            dst: &std::sync::Arc<dyn $crate::devices::DeviceMemory>,
+            dst_offset: usize,
+            len: usize,
+        ) -> Result<(), $crate::devices::DeviceError> {
+            $crate::devices::host::copy(src.as_ref(), src_offset, dst.as_ref(), dst_offset, len)
+        }
+
+        fn create_stream(
+            &self,
+        ) -> Result<std::sync::Arc<dyn $crate::devices::StreamImpl>, $crate::devices::DeviceError> {
+            Ok(std::sync::Arc::new($stream))
+        }
+    };
+}
+pub(crate) use host_memory_methods;
+
 /// A read that has already completed.
 pub struct ReadyRead(pub Vec<u8>);
 

@@ -15,11 +15,8 @@
 //! parameter, are refused as `XPU-REF01` too: the interpreter models each buffer argument as
 //! its own memory, so it cannot give such aliasing its device meaning.
 
-use super::host::{self, HostMemory, HostStream, ReadyRead};
-use super::{
-    Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, Init, KernelImpl, ProgramImpl,
-    ReadTicket, StreamImpl,
-};
+use super::host::{self, HostStream};
+use super::{Backend, DeviceArg, DeviceError, DeviceImpl, KernelImpl, ProgramImpl, StreamImpl};
 use crate::facts::DeviceFacts;
 use crate::interp::{self, Arg, Buffer, Geometry, InterpError, Options};
 use crate::ir::{Access, Function, Handle, Literal, Scalar, Type, VerifiedModule};
@@ -68,45 +65,7 @@ impl DeviceImpl for InterpDevice {
         &self.facts
     }
 
-    fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError> {
-        Ok(HostMemory::new(bytes, init, true)?)
-    }
-
-    fn write(
-        &self,
-        _stream: &dyn StreamImpl,
-        mem: &Arc<dyn DeviceMemory>,
-        offset: usize,
-        src: &[u8],
-    ) -> Result<(), DeviceError> {
-        host::write(mem.as_ref(), offset, src)
-    }
-
-    fn read(
-        &self,
-        _stream: &dyn StreamImpl,
-        mem: &Arc<dyn DeviceMemory>,
-        offset: usize,
-        len: usize,
-    ) -> Result<Box<dyn ReadTicket>, DeviceError> {
-        Ok(Box::new(ReadyRead(host::read(mem.as_ref(), offset, len)?)))
-    }
-
-    fn copy(
-        &self,
-        _stream: &dyn StreamImpl,
-        src: &Arc<dyn DeviceMemory>,
-        src_offset: usize,
-        dst: &Arc<dyn DeviceMemory>,
-        dst_offset: usize,
-        len: usize,
-    ) -> Result<(), DeviceError> {
-        host::copy(src.as_ref(), src_offset, dst.as_ref(), dst_offset, len)
-    }
-
-    fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
-        Ok(Arc::new(HostStream))
-    }
+    host::host_memory_methods!(true, HostStream);
 
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
         Ok(Arc::new(InterpProgram {
