@@ -706,13 +706,8 @@ enum Verdict {
     Discard,
 }
 
-fn run_on(
-    device: &Device,
-    program: &xpu::Program,
-    case: &Case,
-    wave: Option<u32>,
-    seed: u64,
-) -> Result<Vec<Vec<u64>>, LaunchError> {
+/// The case's integer and float inputs, one per work-item.
+fn inputs(case: &Case, seed: u64) -> (Vec<i32>, Vec<f32>) {
     let total = (case.grid * case.block * case.by) as usize;
     let mut rng = Rng(seed ^ 0x5151);
     let in_i: Vec<i32> = (0..total)
@@ -727,6 +722,84 @@ fn run_on(
             }
         })
         .collect();
+    (in_i, in_f)
+}
+
+/// The case as a kernel file whose run block compares every output with the interpreter,
+/// so that `xpu run DIR --backend B` fuzzes a backend this test binary cannot reach (a GPU
+/// machine has the `xpu` binary, not Rust).
+fn as_kernel_file(case: &Case, seed: u64) -> String {
+    let total = case.grid * case.block * case.by;
+    let (in_i, in_f) = inputs(case, seed);
+    let floats: Vec<String> = in_f
+        .iter()
+        .map(|x| match x {
+            x if x.is_nan() => "nan".to_string(),
+            x if x.is_infinite() => "inf".to_string(),
+            x => format!("{x:?}"),
+        })
+        .collect();
+    let ints: Vec<String> = in_i.iter().map(i32::to_string).collect();
+    format!(
+        "// differential fuzz case, seed {seed}\n{src}\nrun k {{\n    grid = [{g}];\n    block = [{b}, {by}];\n    \
+         arg out_i = fill({total}, -1);\n    arg out_f = fill({total}, -1.0);\n    arg out_l = fill({total}, 1);\n    \
+         arg cnt = [0, 0, 4294967295, 0];\n    arg in_i = [{ints}];\n    arg in_f = [{floats}];\n    arg n = {n};\n    \
+         expect out_i = interp;\n    expect out_f = interp;\n    expect out_l = interp;\n    expect cnt = interp;\n}}\n",
+        src = case.src,
+        g = case.grid,
+        b = case.block,
+        by = case.by,
+        ints = ints.join(", "),
+        floats = floats.join(", "),
+        n = seed % 7,
+    )
+}
+
+/// `XPU_FUZZ_DUMP=DIR XPU_FUZZ_CASES=N cargo test --test cpu -- --ignored dump`: writes N
+/// generated kernels the interpreter runs without undefined behaviour (at wave 32 and at
+/// the CPU's width) as kernel files, for `xpu run DIR --backend cuda|vulkan|...`.
+#[test]
+#[ignore]
+fn dump_fuzz_corpus() {
+    let Ok(dir) = std::env::var("XPU_FUZZ_DUMP") else {
+        return;
+    };
+    let want: usize = std::env::var("XPU_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (interp, _) = devices();
+    let (mut written, mut seed) = (0, 0u64);
+    while written < want {
+        seed += 1;
+        let case = generate(seed);
+        let Ok(m) = xpu::ir::parse(&case.src).map(|m| m.verify()) else {
+            continue;
+        };
+        let Ok(m) = m else { continue };
+        let p = interp.load(m).unwrap();
+        let defined = [Some(32), None]
+            .iter()
+            .all(|&w| run_on(&interp, &p, &case, w, seed).is_ok());
+        if defined {
+            let path = std::path::Path::new(&dir).join(format!("case_{seed:05}.xk"));
+            std::fs::write(path, as_kernel_file(&case, seed)).unwrap();
+            written += 1;
+        }
+    }
+    println!("wrote {written} kernel files to {dir}");
+}
+
+fn run_on(
+    device: &Device,
+    program: &xpu::Program,
+    case: &Case,
+    wave: Option<u32>,
+    seed: u64,
+) -> Result<Vec<Vec<u64>>, LaunchError> {
+    let total = (case.grid * case.block * case.by) as usize;
+    let (in_i, in_f) = inputs(case, seed);
     let stream = KernelStream::current(device);
     let mut out_i: KernelBuffer<i32> = device.upload(&vec![-1i32; total]).unwrap();
     let mut out_f: KernelBuffer<f32> = device.upload(&vec![-1.0f32; total]).unwrap();

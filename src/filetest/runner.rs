@@ -62,7 +62,8 @@ pub struct Case {
 }
 
 impl fmt::Display for Case {
-    /// `PASS  file:line  kernel  backend`, and a failure's detail indented beneath.
+    /// `PASS  file:line  kernel  backend`, and a failure's detail or a skip's reason indented
+    /// beneath.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let tag = match self.outcome {
             Outcome::Pass => "PASS",
@@ -74,7 +75,7 @@ impl fmt::Display for Case {
             "{tag}  {}:{}  {}  {}",
             self.file, self.line, self.kernel, self.backend
         )?;
-        if let Outcome::Fail(detail) = &self.outcome {
+        if let Outcome::Fail(detail) | Outcome::Skip(detail) = &self.outcome {
             for line in detail.lines() {
                 write!(f, "\n    {line}")?;
             }
@@ -1165,8 +1166,8 @@ run w { grid = [1]; block = [4]; wave = 16; arg o = fill(4, 0); expect o = inter
             lines,
             vec![
                 "PASS  o.xk:6  k  cpu",
-                "SKIP  o.xk:7  k  cpu",
-                "SKIP  o.xk:8  k  cpu",
+                "SKIP  o.xk:7  k  cpu\n    undefined behaviour is judged on the interpreter only",
+                "SKIP  o.xk:8  k  cpu\n    the interpreter's refusal is judged on the interpreter only",
                 "PASS  o.xk:9  k  cpu",
                 // The backend ran at its own wave (here the disguised interpreter's 32); the
                 // oracle at the block's 16: the comparison sees the difference.
