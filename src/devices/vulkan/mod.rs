@@ -92,12 +92,16 @@ impl Drop for Inner {
 
 impl Inner {
     fn memory_type(&self, bits: u32, want: vk::MemoryPropertyFlags) -> Option<u32> {
-        (0..self.memory.memory_type_count).find(|&i| {
-            bits & (1 << i) != 0
-                && self.memory.memory_types[i as usize]
-                    .property_flags
-                    .contains(want)
-        })
+        let fits = |i: u32, strict: bool| {
+            let flags = self.memory.memory_types[i as usize].property_flags;
+            // Prefer a type with no property beyond those asked for (device memory that is
+            // not also host-visible through the BAR), then any type that has them.
+            bits & (1 << i) != 0 && flags.contains(want) && (!strict || want.contains(flags))
+        };
+        let n = self.memory.memory_type_count;
+        (0..n)
+            .find(|&i| fits(i, true))
+            .or_else(|| (0..n).find(|&i| fits(i, false)))
     }
 
     fn buffer(
