@@ -2000,6 +2000,7 @@ impl Em<'_> {
                 let t = self.vec_ty(s, n)?;
                 let a = self.expr(arg)?;
                 match (op, s) {
+                    (UnaryOp::Neg, Scalar::F32) => self.sign_bit_op(a, n, Op::BitwiseXor)?,
                     (UnaryOp::Neg, s) if s.is_float() => self.fop(Op::FNegate, t, &[a]),
                     (UnaryOp::Neg, _) => self.opi(Op::SNegate, t, &[a]),
                     (UnaryOp::Not, Scalar::Bool) => self.opi(Op::LogicalNot, t, &[a]),
@@ -2257,6 +2258,21 @@ impl Em<'_> {
             BinaryOp::Add => self.opi(Op::IAdd, t, &[a, b]),
             BinaryOp::Sub => self.opi(Op::ISub, t, &[a, b]),
             BinaryOp::Mul => self.opi(Op::IMul, t, &[a, b]),
+            BinaryOp::Div if float && s == Scalar::F32 && self.caps.float64 => {
+                // Correctly rounded: Vulkan allows 2.5 ulp for f32 `FDiv` and nothing for
+                // |y| > 2^126, and NVIDIA divides by x·rcp(y) with rcp flushing its subnormal
+                // result (3e38 / 3e38 gave 0). The f64 quotient (within 2.5 f64 ulps) is
+                // nearer than any f32 quotient comes to an f32 rounding midpoint, so one
+                // rounding to f32 gives the correctly rounded result.
+                self.cap(Capability::Float64);
+                let dt = self.vec_ty(Scalar::F64, n)?;
+                let (da, db) = (
+                    self.opi(Op::FConvert, dt, &[a]),
+                    self.opi(Op::FConvert, dt, &[b]),
+                );
+                let q = self.fop(Op::FDiv, dt, &[da, db]);
+                self.opi(Op::FConvert, t, &[q])
+            }
             BinaryOp::Div if float => self.fop(Op::FDiv, t, &[a, b]),
             BinaryOp::Rem if float && s == Scalar::F32 && self.caps.float64 => {
                 // C fmod, computed in f64 where drivers' `x - y * trunc(x / y)` is exact for
@@ -2658,7 +2674,9 @@ impl Em<'_> {
                 }
             }
             MathFn::Abs => {
-                if s.is_float() {
+                if s == Scalar::F32 {
+                    self.sign_bit_op(vs[0], lanes, Op::BitwiseAnd)?
+                } else if s.is_float() {
                     g(self, glsl::FABS, &vs)
                 } else if s.is_signed() {
                     g(self, glsl::SABS, &vs)
@@ -2667,6 +2685,22 @@ impl Em<'_> {
                 }
             }
         })
+    }
+
+    /// f32 negation (`BitwiseXor`) or `abs` (`BitwiseAnd`) on the bit pattern: exact for
+    /// subnormals and NaNs, where NVIDIA's `FAbs` flushes a subnormal to 0 even under
+    /// `DenormPreserve` (H200, driver 580: abs(1e-40) gave 0).
+    fn sign_bit_op(&mut self, a: Word, n: u8, op: Op) -> R<Word> {
+        let ft = self.vec_ty(Scalar::F32, n)?;
+        let ut = self.vec_ty(Scalar::U32, n)?;
+        let mask = match op {
+            Op::BitwiseXor => 0x8000_0000,
+            _ => 0x7fff_ffff,
+        };
+        let m = self.konst(ut, mask);
+        let bits = self.opi(Op::Bitcast, ut, &[a]);
+        let r = self.opi(op, ut, &[bits, m]);
+        Ok(self.opi(Op::Bitcast, ft, &[r]))
     }
 
     /// An `f64` constant of type `dt` (splatted across its lanes).
