@@ -2296,9 +2296,13 @@ impl Em<'_> {
                 let m = self.opi(Op::BitwiseAnd, ut, &[ru, mag]);
                 let sg = self.opi(Op::BitwiseAnd, ut, &[au, sign]);
                 let o = self.opi(Op::BitwiseOr, ut, &[m, sg]);
-                self.opi(Op::Bitcast, t, &[o])
+                let r = self.opi(Op::Bitcast, t, &[o]);
+                self.frem_edges(s, t, bty, a, b, r)
             }
-            BinaryOp::Rem if float => self.fop(Op::FRem, t, &[a, b]),
+            BinaryOp::Rem if float => {
+                let r = self.fop(Op::FRem, t, &[a, b]);
+                self.frem_edges(s, t, bty, a, b, r)
+            }
             BinaryOp::Div | BinaryOp::Rem => {
                 // Division by zero is UB but must not hang or fault: divide by 1 instead.
                 // `MIN / -1` wraps to `MIN` and `MIN % -1` is 0 (SPIR-V leaves both undefined).
@@ -2701,6 +2705,29 @@ impl Em<'_> {
         let bits = self.opi(Op::Bitcast, ut, &[a]);
         let r = self.opi(op, ut, &[bits, m]);
         Ok(self.opi(Op::Bitcast, ft, &[r]))
+    }
+
+    /// C `fmod`'s special cases over a computed `r = a % b`, which SPIR-V leaves undefined
+    /// (lavapipe gave `0.0 % 0.0 == 0`): NaN when either operand is NaN, `a` is infinite or
+    /// `b` is zero; `a` itself when `b` is infinite and `a` finite.
+    fn frem_edges(&mut self, s: Scalar, t: Word, bty: Word, a: Word, b: Word, r: Word) -> Word {
+        let nan_bits = match s {
+            Scalar::F16 => 0x7e00,
+            Scalar::F64 => 0x7ff8_0000_0000_0000,
+            _ => 0x7fc0_0000,
+        };
+        let nan = self.konst(t, nan_bits);
+        let zero = self.konst(t, 0);
+        let an = self.opi(Op::IsNan, bty, &[a]);
+        let bn = self.opi(Op::IsNan, bty, &[b]);
+        let ai = self.opi(Op::IsInf, bty, &[a]);
+        let bi = self.opi(Op::IsInf, bty, &[b]);
+        let bz = self.opi(Op::FOrdEqual, bty, &[b, zero]);
+        let bad = self.opi(Op::LogicalOr, bty, &[an, bn]);
+        let bad = self.opi(Op::LogicalOr, bty, &[bad, ai]);
+        let bad = self.opi(Op::LogicalOr, bty, &[bad, bz]);
+        let r = self.opi(Op::Select, t, &[bi, a, r]);
+        self.opi(Op::Select, t, &[bad, nan, r])
     }
 
     /// An `f64` constant of type `dt` (splatted across its lanes).
