@@ -816,6 +816,60 @@ struct FnCx<'a, 'ctx> {
     base_align: Vec<u32>,
     /// The span of the statement being lowered, for errors.
     span: Span,
+    /// Whether this function (or a helper it calls) uses a wave verb: only then are the
+    /// lanes made to reconverge at the end of each if/loop (see `converge_begin`).
+    sync_waves: bool,
+    /// Whether this is a kernel, where `return` ends the lane (a helper's returns to its
+    /// caller instead).
+    is_kernel: bool,
+}
+
+/// Whether `f`, or a helper it reaches, uses a wave verb. A call through a tag counts if any
+/// function of the module uses a wave verb or a call through a tag itself.
+fn uses_waves(module: &ir::Module, f: &Function, depth: u32) -> bool {
+    if depth > 64 {
+        return true;
+    }
+    f.exprs.iter().any(|(_, e)| match e {
+        Expr::Wave { .. } => true,
+        Expr::Call { function, .. } => module
+            .functions
+            .try_get(*function)
+            .is_some_and(|g| uses_waves(module, g, depth + 1)),
+        Expr::Dispatch { .. } => module.functions.iter().any(|(_, g)| {
+            g.exprs
+                .iter()
+                .any(|(_, e)| matches!(e, Expr::Wave { .. } | Expr::Dispatch { .. }))
+        }),
+        _ => false,
+    })
+}
+
+/// Whether control can leave `stmts` other than by falling off their end: a `break` or
+/// `continue` to a loop outside them, or (when `returns_escape`) a `return`. Lanes that
+/// leave so never reach the construct's merge point, so it must not wait for them there.
+fn escapes(stmts: &[Stmt], inner: &mut Vec<Option<String>>, returns_escape: bool) -> bool {
+    stmts.iter().any(|s| match &s.kind {
+        StmtKind::Break(l) | StmtKind::Continue(l) => match l {
+            None => inner.is_empty(),
+            Some(l) => !inner.iter().any(|x| x.as_deref() == Some(l.as_str())),
+        },
+        StmtKind::Return(_) => returns_escape,
+        StmtKind::If {
+            then_block,
+            else_block,
+            ..
+        } => {
+            escapes(then_block, inner, returns_escape) || escapes(else_block, inner, returns_escape)
+        }
+        StmtKind::Loop { label, body, .. } => {
+            inner.push(label.clone());
+            let e = escapes(body, inner, returns_escape);
+            inner.pop();
+            e
+        }
+        _ => false,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -848,6 +902,8 @@ fn lower_function<'ctx>(
         helpers,
         base_align: vec![1; f.params.len()],
         span: f.span,
+        sync_waves: uses_waves(module, f, 0),
+        is_kernel: kernel_symbol.is_some(),
     };
     // Parameters.
     let mut i = 0u32;
@@ -1080,6 +1136,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 else_block,
             } => {
                 let c = self.value(*cond)?.into_int_value();
+                let sync = self.converge_begin(&[then_block, else_block])?;
                 let then_bb = self.cx.context.append_basic_block(self.llfn, "then");
                 let else_bb = self.cx.context.append_basic_block(self.llfn, "else");
                 let merge = self.cx.context.append_basic_block(self.llfn, "endif");
@@ -1095,6 +1152,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     self.b().build_unconditional_branch(merge)?;
                 }
                 self.b().position_at_end(merge);
+                self.converge_end(sync)?;
             }
             StmtKind::Loop { label, kind, body } => self.loop_stmt(label, kind, body)?,
             StmtKind::Break(label) | StmtKind::Continue(label) => {
@@ -1218,6 +1276,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let body_bb = ctx.append_basic_block(self.llfn, "body");
         let latch = ctx.append_basic_block(self.llfn, "latch");
         let exit = ctx.append_basic_block(self.llfn, "endloop");
+        let sync = self.converge_begin(&[body])?;
         let mut for_state = None;
         if let LoopKind::For {
             var,
@@ -1291,7 +1350,36 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
         self.b().build_unconditional_branch(header)?;
         self.b().position_at_end(exit);
+        self.converge_end(sync)?;
         Ok(())
+    }
+
+    /// On entry to an if or a loop in a function that uses wave verbs: the mask of the lanes
+    /// arriving together, which the target waits for again at the merge point
+    /// (`converge_end`), since the IR's lanes reconverge at the end of every if/loop and wave
+    /// verbs rely on it (NVIDIA's independent thread scheduling does not promise it).
+    /// Constructs that lanes can leave by `break`/`continue`, or by a helper's `return`, are
+    /// left alone: those lanes would never arrive. A kernel's `return` ends the lane, and
+    /// ended lanes do not hold up a warp sync.
+    fn converge_begin(&mut self, blocks: &[&[Stmt]]) -> LResult<Option<IntValue<'ctx>>> {
+        if !self.sync_waves || !self.open() {
+            return Ok(None);
+        }
+        let returns_escape = !self.is_kernel;
+        if blocks
+            .iter()
+            .any(|b| escapes(b, &mut Vec::new(), returns_escape))
+        {
+            return Ok(None);
+        }
+        self.t.converge_begin(self.cx)
+    }
+
+    fn converge_end(&mut self, mask: Option<IntValue<'ctx>>) -> LResult<()> {
+        match mask {
+            Some(m) => self.t.converge_end(self.cx, m),
+            None => Ok(()),
+        }
     }
 
     // ---- memory -----------------------------------------------------------------------
@@ -2433,7 +2521,31 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     (true, false, false) => "llvm.umin",
                     (false, false, false) => "llvm.umax",
                 };
-                self.cx.call_value(name, &[t], &[a, b])
+                let m = self.cx.call_value(name, &[t], &[a, b])?;
+                if !f {
+                    return Ok(m);
+                }
+                // The interpreter orders -0 < +0; `minnum`/`maxnum` may return either zero
+                // for two zeros. Two equal operands differ only in a zero's sign, so OR-ing
+                // their bits gives min's answer (-0 if either is) and AND-ing gives max's.
+                let int_of = |bits: u32| match bits {
+                    16 => self.cx.context.i16_type(),
+                    32 => self.cx.context.i32_type(),
+                    _ => self.cx.context.i64_type(),
+                };
+                let it: BasicTypeEnum = match t {
+                    BasicTypeEnum::VectorType(v) => {
+                        let bits = v.get_element_type().into_float_type().get_bit_width();
+                        int_of(bits).vec_type(v.get_size()).into()
+                    }
+                    _ => int_of(t.into_float_type().get_bit_width()).into(),
+                };
+                let ai = self.b().build_cast(O::BitCast, a, it, "")?;
+                let bi = self.b().build_cast(O::BitCast, b, it, "")?;
+                let z = self.binop(if op == ReduceOp::Min { O::Or } else { O::And }, ai, bi)?;
+                let z = self.b().build_cast(O::BitCast, z, t, "")?;
+                let eq = self.fcmp(inkwell::FloatPredicate::OEQ, a, b)?;
+                self.select(eq, z, m)
             }
         }
     }
@@ -2613,8 +2725,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b().position_at_end(part_bb);
         let acc = self.entry_alloca(ty, "wave.acc")?;
         let idx = self.entry_alloca(ctx.i32_type().into(), "wave.lane")?;
+        let started = self.entry_alloca(ctx.bool_type().into(), "wave.started")?;
         self.b().build_store(acc, ident)?;
         self.b().build_store(idx, self.cx.i32(0))?;
+        self.b()
+            .build_store(started, ctx.bool_type().const_zero())?;
         let head = ctx.append_basic_block(self.llfn, "wave.loop");
         let done = ctx.append_basic_block(self.llfn, "wave.loopend");
         self.b().build_unconditional_branch(head)?;
@@ -2639,10 +2754,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             let before = self.b().build_int_compare(p, l, lane, "")?;
             take = self.b().build_and(take, before, "")?;
         }
+        // The first taken lane's value starts the fold (as in the interpreter), so a lone
+        // NaN survives a min/max and a lone -0.0 a sum; no lane taken leaves the identity,
+        // an exclusive scan's answer in the first active lane.
         let cur = self.b().build_load(ty, acc, "")?;
+        let was = self
+            .b()
+            .build_load(ctx.bool_type(), started, "")?
+            .into_int_value();
         let comb = self.combine(r, s, cur, v)?;
+        let comb = self.select(was.into(), comb, v)?;
         let next = self.select(take.into(), comb, cur)?;
         self.b().build_store(acc, next)?;
+        let now = self.b().build_or(was, take, "")?;
+        self.b().build_store(started, now)?;
         let l1 = self.b().build_int_add(l, self.cx.i32(1), "")?;
         self.b().build_store(idx, l1)?;
         let more = self

@@ -136,6 +136,21 @@ impl LoweringTarget for Nvptx {
         Ok(())
     }
 
+    /// Volta and later schedule lanes independently: lanes that diverged need not run
+    /// together again after the merge. `bar.warp.sync` on the lanes that arrived together
+    /// makes them; lanes that exited since do not hold it up.
+    fn converge_begin<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<Option<IntValue<'ctx>>> {
+        Ok(Some(
+            cx.call_value("llvm.nvvm.activemask", &[], &[])?
+                .into_int_value(),
+        ))
+    }
+
+    fn converge_end<'ctx>(&self, cx: &Cx<'ctx>, mask: IntValue<'ctx>) -> LResult<()> {
+        cx.call_intrinsic("llvm.nvvm.bar.warp.sync", &[], &[mask.into()])?;
+        Ok(())
+    }
+
     fn active_mask<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<IntValue<'ctx>> {
         let m = cx
             .call_value("llvm.nvvm.activemask", &[], &[])?

@@ -90,6 +90,16 @@ pub trait LoweringTarget {
     /// whose order asks for it).
     fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()>;
 
+    /// On entry to a divergent if/loop of a kernel that uses wave verbs: the value that
+    /// `converge_end` needs to make the lanes arriving here together wait for each other
+    /// again at the merge point, or `None` where the hardware reconverges by itself.
+    fn converge_begin<'ctx>(&self, _cx: &Cx<'ctx>) -> LResult<Option<IntValue<'ctx>>> {
+        Ok(None)
+    }
+    /// At the merge point of a construct that `converge_begin` answered for.
+    fn converge_end<'ctx>(&self, _cx: &Cx<'ctx>, _mask: IntValue<'ctx>) -> LResult<()> {
+        Ok(())
+    }
     /// The mask of the wave's active lanes, as an `i64` (bit `l` for lane `l`).
     fn active_mask<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<IntValue<'ctx>>;
     /// Exchanges one `i32` among the lanes in `mask` (the value `active_mask` gave).
