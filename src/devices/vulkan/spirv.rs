@@ -3253,6 +3253,32 @@ impl Em<'_> {
                     (ReduceOp::Or, _) => Op::GroupNonUniformBitwiseOr,
                     (ReduceOp::Xor, _) => Op::GroupNonUniformBitwiseXor,
                 };
+                if matches!(r, ReduceOp::Min | ReduceOp::Max)
+                    && matches!(s, Scalar::F16 | Scalar::F32)
+                    && !self.wide.contains_key(&t)
+                {
+                    let (_, lanes) = self.sl(args[0]);
+                    let excl = group == spirv::GroupOperation::ExclusiveScan;
+                    return self.float_minmax_wave(
+                        r == ReduceOp::Min,
+                        s,
+                        t,
+                        lanes,
+                        excl,
+                        vs[0],
+                        |em, o, ty, v, _| {
+                            Ok(em.op(
+                                o,
+                                ty,
+                                vec![
+                                    Operand::IdScope(sc),
+                                    Operand::GroupOperation(group),
+                                    Operand::IdRef(v),
+                                ],
+                            ))
+                        },
+                    );
+                }
                 let r = self.op(
                     o,
                     t,
@@ -3396,6 +3422,77 @@ impl Em<'_> {
         self.opi(Op::Select, t, &[c, a, b])
     }
 
+    /// A float `min`/`max` wave reduction or scan (`f16`/`f32`, up to 4 lanes) with the
+    /// interpreter's rules, which `OpGroupNonUniformFMin`/`FMax` do not keep: a NaN lane
+    /// yields to any number (all-NaN gives NaN, not the identity ±inf) and `-0 < +0`. Each
+    /// value becomes an unsigned key whose order is the float order with `-0 < +0` (the
+    /// sign-magnitude to biased mapping); a NaN becomes the key that loses every comparison
+    /// (`u32::MAX` for min, 0 for max), which decodes back to a NaN. `run(op, ty, v, id)`
+    /// performs the group operation `op` on `v` of type `ty` with identity `id`. An exclusive
+    /// scan's first active lane gets the float identity (found by a second scan of ones).
+    #[allow(clippy::too_many_arguments)]
+    fn float_minmax_wave(
+        &mut self,
+        min: bool,
+        s: Scalar,
+        t: Word,
+        lanes: u8,
+        exclusive: bool,
+        v: Word,
+        mut run: impl FnMut(&mut Self, Op, Word, Word, Word) -> R<Word>,
+    ) -> R<Word> {
+        let ft = self.vec_ty(Scalar::F32, lanes)?;
+        let ut = self.vec_ty(Scalar::U32, lanes)?;
+        let bt = self.boolt();
+        let bty = if lanes > 1 {
+            self.tk(TyKey::Vec(bt, lanes as u32))
+        } else {
+            bt
+        };
+        let x = if s == Scalar::F16 {
+            self.opi(Op::FConvert, ft, &[v])
+        } else {
+            v
+        };
+        let bits = self.opi(Op::Bitcast, ut, &[x]);
+        let sign = self.konst(ut, 0x8000_0000);
+        let zero = self.konst(ut, 0);
+        let sb = self.opi(Op::BitwiseAnd, ut, &[bits, sign]);
+        let neg = self.opi(Op::INotEqual, bty, &[sb, zero]);
+        let inv = self.opi(Op::Not, ut, &[bits]);
+        let biased = self.opi(Op::BitwiseOr, ut, &[bits, sign]);
+        let key = self.opi(Op::Select, ut, &[neg, inv, biased]);
+        let lose = self.konst(ut, if min { u32::MAX as u64 } else { 0 });
+        let nan = self.opi(Op::IsNan, bty, &[x]);
+        let key = self.opi(Op::Select, ut, &[nan, lose, key]);
+        let op = if min {
+            Op::GroupNonUniformUMin
+        } else {
+            Op::GroupNonUniformUMax
+        };
+        let k = run(self, op, ut, key, lose)?;
+        let kb = self.opi(Op::BitwiseAnd, ut, &[k, sign]);
+        let pos = self.opi(Op::INotEqual, bty, &[kb, zero]);
+        let unb = self.opi(Op::BitwiseXor, ut, &[k, sign]);
+        let kinv = self.opi(Op::Not, ut, &[k]);
+        let bits = self.opi(Op::Select, ut, &[pos, unb, kinv]);
+        let f = self.opi(Op::Bitcast, ft, &[bits]);
+        let mut r = if s == Scalar::F16 {
+            self.opi(Op::FConvert, t, &[f])
+        } else {
+            f
+        };
+        if exclusive {
+            let one = self.konst(ut, 1);
+            let prior = run(self, Op::GroupNonUniformUMax, ut, one, zero)?;
+            let first = self.opi(Op::IEqual, bty, &[prior, zero]);
+            let rop = if min { ReduceOp::Min } else { ReduceOp::Max };
+            let id = self.const_of(s, lanes, Self::identity_bits(rop, s))?;
+            r = self.opi(Op::Select, t, &[first, id, r]);
+        }
+        Ok(r)
+    }
+
     /// The identity of `r` on scalar `s` (`semantics.md`: 0, all ones, the type's max/min).
     fn identity_bits(r: ReduceOp, s: Scalar) -> u64 {
         let w = s.bits();
@@ -3514,6 +3611,33 @@ impl Em<'_> {
                     (ReduceOp::Or, _) => Op::GroupNonUniformBitwiseOr,
                     (ReduceOp::Xor, _) => Op::GroupNonUniformBitwiseXor,
                 };
+                if matches!(r, ReduceOp::Min | ReduceOp::Max)
+                    && matches!(s, Scalar::F16 | Scalar::F32)
+                    && !self.wide.contains_key(&t)
+                {
+                    let excl = group == spirv::GroupOperation::ExclusiveScan;
+                    return self.float_minmax_wave(
+                        r == ReduceOp::Min,
+                        s,
+                        t,
+                        lanes,
+                        excl,
+                        vs[0],
+                        |em, o, ty, v, id| {
+                            em.per_cluster(ty, lanes, v, id, |em, v| {
+                                em.op(
+                                    o,
+                                    ty,
+                                    vec![
+                                        Operand::IdScope(sc),
+                                        Operand::GroupOperation(group),
+                                        Operand::IdRef(v),
+                                    ],
+                                )
+                            })
+                        },
+                    );
+                }
                 let id = self.const_of(s, lanes, Self::identity_bits(r, s))?;
                 let float = s.is_float();
                 self.per_cluster(t, lanes, vs[0], id, |em, v| {
