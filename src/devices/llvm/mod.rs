@@ -1136,7 +1136,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 else_block,
             } => {
                 let c = self.value(*cond)?.into_int_value();
-                let sync = self.converge_begin(&[then_block, else_block])?;
+                let sync = self.converge_begin(&[then_block, else_block], None)?;
                 let then_bb = self.cx.context.append_basic_block(self.llfn, "then");
                 let else_bb = self.cx.context.append_basic_block(self.llfn, "else");
                 let merge = self.cx.context.append_basic_block(self.llfn, "endif");
@@ -1276,7 +1276,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let body_bb = ctx.append_basic_block(self.llfn, "body");
         let latch = ctx.append_basic_block(self.llfn, "latch");
         let exit = ctx.append_basic_block(self.llfn, "endloop");
-        let sync = self.converge_begin(&[body])?;
+        let sync = self.converge_begin(&[body], Some(label))?;
         let mut for_state = None;
         if let LoopKind::For {
             var,
@@ -1361,14 +1361,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// Constructs that lanes can leave by `break`/`continue`, or by a helper's `return`, are
     /// left alone: those lanes would never arrive. A kernel's `return` ends the lane, and
     /// ended lanes do not hold up a warp sync.
-    fn converge_begin(&mut self, blocks: &[&[Stmt]]) -> LResult<Option<IntValue<'ctx>>> {
+    /// `looping` is the loop's label when the construct is a loop, whose own `break` and
+    /// `continue` stay inside it.
+    fn converge_begin(
+        &mut self,
+        blocks: &[&[Stmt]],
+        looping: Option<&Option<String>>,
+    ) -> LResult<Option<IntValue<'ctx>>> {
         if !self.sync_waves || !self.open() {
             return Ok(None);
         }
         let returns_escape = !self.is_kernel;
+        let inner: Vec<Option<String>> = looping.into_iter().cloned().collect();
         if blocks
             .iter()
-            .any(|b| escapes(b, &mut Vec::new(), returns_escape))
+            .any(|b| escapes(b, &mut inner.clone(), returns_escape))
         {
             return Ok(None);
         }
