@@ -2906,31 +2906,101 @@ impl Em<'_> {
                 let inf = self.fconst(dt, f64::INFINITY);
                 let pos = self.opi(Op::FOrdGreaterThan, bty, &[x, zero]);
                 let fin = self.opi(Op::FOrdLessThan, bty, &[x, inf]);
-                let mut ok = self.opi(Op::LogicalAnd, bty, &[pos, fin]);
-                let r = match fun {
-                    MathFn::Log => self.ln_f64(dt, it, x, lanes),
-                    MathFn::Log2 => {
-                        let (e, lnm) = self.log_parts(dt, it, x, lanes);
-                        let inv = self.fconst(dt, std::f64::consts::LOG2_E);
-                        let l = self.fop(Op::FMul, dt, &[lnm, inv]);
-                        self.fop(Op::FAdd, dt, &[e, l])
+                let ok = self.opi(Op::LogicalAnd, bty, &[pos, fin]);
+                // GLSL leaves log of x <= 0 and pow of x < 0 (or 0 with y <= 0) undefined
+                // (lavapipe gave 0 for pow(-8.375, -2^63)), so every input outside the main
+                // domain gets C's special value here, built in f64 (exact for these values).
+                let nan = self.fconst(dt, f64::NAN);
+                let ninf = self.fconst(dt, f64::NEG_INFINITY);
+                let one = self.fconst(dt, 1.0);
+                match fun {
+                    MathFn::Log | MathFn::Log2 => {
+                        let r = if fun == MathFn::Log {
+                            self.ln_f64(dt, it, x, lanes)
+                        } else {
+                            let (e, lnm) = self.log_parts(dt, it, x, lanes);
+                            let inv = self.fconst(dt, std::f64::consts::LOG2_E);
+                            let l = self.fop(Op::FMul, dt, &[lnm, inv]);
+                            self.fop(Op::FAdd, dt, &[e, l])
+                        };
+                        // log(±0) = -inf, log(+inf) = +inf, log(x < 0 or NaN) = NaN.
+                        let z = self.opi(Op::FOrdEqual, bty, &[x, zero]);
+                        let pinf = self.opi(Op::FOrdEqual, bty, &[x, inf]);
+                        let s = self.opi(Op::Select, dt, &[pinf, inf, nan]);
+                        let s = self.opi(Op::Select, dt, &[z, ninf, s]);
+                        let fb = self.opi(Op::FConvert, t, &[s]);
+                        (r, fb, ok)
                     }
                     _ => {
                         let y = self.opi(Op::FConvert, dt, &[vs[1]]);
+                        let ax = self.ext_inst(dt, glsl::FABS, &[x]);
                         let ay = self.ext_inst(dt, glsl::FABS, &[y]);
                         let yfin = self.opi(Op::FOrdLessThan, bty, &[ay, inf]);
-                        ok = self.opi(Op::LogicalAnd, bty, &[ok, yfin]);
-                        let l = self.ln_f64(dt, it, x, lanes);
+                        let yt = self.ext_inst(dt, glsl::TRUNC, &[y]);
+                        let yint = self.opi(Op::FOrdEqual, bty, &[yt, y]);
+                        let half = self.fconst(dt, 0.5);
+                        let hy = self.fop(Op::FMul, dt, &[y, half]);
+                        let hyt = self.ext_inst(dt, glsl::TRUNC, &[hy]);
+                        let even = self.opi(Op::FOrdEqual, bty, &[hyt, hy]);
+                        let not_even = self.opi(Op::LogicalNot, bty, &[even]);
+                        let yodd = self.opi(Op::LogicalAnd, bty, &[yint, not_even]);
+                        // Main domain: 0 < |x| < inf, y finite, and x > 0 or y an integer
+                        // (then |x|^y, negated for a negative x and an odd y).
+                        let axpos = self.opi(Op::FOrdGreaterThan, bty, &[ax, zero]);
+                        let axfin = self.opi(Op::FOrdLessThan, bty, &[ax, inf]);
+                        let sign_ok = self.opi(Op::LogicalOr, bty, &[pos, yint]);
+                        let ok = self.opi(Op::LogicalAnd, bty, &[axpos, axfin]);
+                        let ok = self.opi(Op::LogicalAnd, bty, &[ok, yfin]);
+                        let ok = self.opi(Op::LogicalAnd, bty, &[ok, sign_ok]);
+                        let l = self.ln_f64(dt, it, ax, lanes);
                         let tt = self.fop(Op::FMul, dt, &[y, l]);
-                        self.exp_f64(dt, it, tt)
+                        let m = self.exp_f64(dt, it, tt);
+                        let nm = self.fop(Op::FNegate, dt, &[m]);
+                        let xneg = self.opi(Op::FOrdLessThan, bty, &[x, zero]);
+                        let flip = self.opi(Op::LogicalAnd, bty, &[xneg, yodd]);
+                        let r = self.opi(Op::Select, dt, &[flip, nm, m]);
+                        // C pow's special cases, later ones overriding earlier ones.
+                        let ypos = self.opi(Op::FOrdGreaterThan, bty, &[y, zero]);
+                        let yneg = self.opi(Op::FOrdLessThan, bty, &[y, zero]);
+                        // x = ±0: ±0 / +0 for y > 0, ±inf / +inf for y < 0 (odd / other y).
+                        let xz = self.opi(Op::FOrdEqual, bty, &[x, zero]);
+                        let sx = self.opi(Op::Select, dt, &[yodd, x, zero]);
+                        let sinf = self.fop(Op::FDiv, dt, &[one, x]);
+                        let sinf = self.opi(Op::Select, dt, &[yodd, sinf, inf]);
+                        let zres = self.opi(Op::Select, dt, &[ypos, sx, sinf]);
+                        let yord = self.opi(Op::FOrdEqual, bty, &[y, y]);
+                        let xz = self.opi(Op::LogicalAnd, bty, &[xz, yord]);
+                        let s = self.opi(Op::Select, dt, &[xz, zres, nan]);
+                        // x = ±inf: pow(-0, -y) mirrored: y > 0 gives ±inf, y < 0 gives ±0.
+                        let xinf = self.opi(Op::FOrdEqual, bty, &[ax, inf]);
+                        let nz = self.fconst(dt, -0.0);
+                        let xn = self.opi(Op::FOrdLessThan, bty, &[x, zero]);
+                        let flip = self.opi(Op::LogicalAnd, bty, &[xn, yodd]);
+                        let big = self.opi(Op::Select, dt, &[flip, ninf, inf]);
+                        let small = self.opi(Op::Select, dt, &[flip, nz, zero]);
+                        let ires = self.opi(Op::Select, dt, &[ypos, big, small]);
+                        let yne0 = self.opi(Op::LogicalOr, bty, &[ypos, yneg]);
+                        let xinf_y = self.opi(Op::LogicalAnd, bty, &[xinf, yne0]);
+                        let s = self.opi(Op::Select, dt, &[xinf_y, ires, s]);
+                        // y = ±inf with x not NaN: 1 for |x| = 1; else +inf or +0.
+                        let yinf = self.opi(Op::FOrdEqual, bty, &[ay, inf]);
+                        let xord = self.opi(Op::FOrdEqual, bty, &[x, x]);
+                        let yinf = self.opi(Op::LogicalAnd, bty, &[yinf, xord]);
+                        let lt1 = self.opi(Op::FOrdLessThan, bty, &[ax, one]);
+                        let shrinks = self.opi(Op::LogicalNotEqual, bty, &[lt1, yneg]);
+                        let yres = self.opi(Op::Select, dt, &[shrinks, zero, inf]);
+                        let a1 = self.opi(Op::FOrdEqual, bty, &[ax, one]);
+                        let yres = self.opi(Op::Select, dt, &[a1, one, yres]);
+                        let s = self.opi(Op::Select, dt, &[yinf, yres, s]);
+                        // y = ±0 or x = 1: 1, even with a NaN.
+                        let yz = self.opi(Op::FOrdEqual, bty, &[y, zero]);
+                        let x1 = self.opi(Op::FOrdEqual, bty, &[x, one]);
+                        let unit = self.opi(Op::LogicalOr, bty, &[yz, x1]);
+                        let s = self.opi(Op::Select, dt, &[unit, one, s]);
+                        let fb = self.opi(Op::FConvert, t, &[s]);
+                        (r, fb, ok)
                     }
-                };
-                let fb = match fun {
-                    MathFn::Log => g32(self, glsl::LOG),
-                    MathFn::Log2 => g32(self, glsl::LOG2),
-                    _ => g32(self, glsl::POW),
-                };
-                (r, fb, ok)
+                }
             }
             _ => {
                 // sin/cos: k = round(x·2/π), r = x - k·π/2 with π/2 in two parts (the first
