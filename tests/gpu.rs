@@ -178,6 +178,37 @@ fn wave_width_other_than_32_is_refused_by_name() {
     assert_eq!(e.code, llvm::codes::WAVE);
 }
 
+fn ptx_of(src: &str) -> String {
+    let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+    let (h, _) = vm.kernels().next().unwrap();
+    llvm::lower(
+        vm.module(),
+        &[KernelRef::plain(h)],
+        &Nvptx::new(90),
+        &Default::default(),
+    )
+    .unwrap()
+    .text()
+    .to_string()
+}
+
+/// The IR's lanes reconverge at the end of every if/loop; on NVIDIA (independent thread
+/// scheduling) kernels using wave verbs wait for the lanes that entered together there.
+/// Kernels without wave verbs keep their code; a construct that lanes leave by a `break`
+/// to an outer loop is left alone (they would never arrive), while its loop still waits.
+#[test]
+fn wave_kernels_reconverge_after_divergent_control_flow() {
+    let wave = "kernel k(o: buf<i32, rw>) {\n    for i: u32 in 0u32..(global_id.x % 5u32) {\n        o[global_id.x] += 1i32;\n    }\n    o[global_id.x] = wave_shuffle_up(7i32, 3u32);\n}\n";
+    let ptx = ptx_of(wave);
+    assert_eq!(ptx.matches("bar.warp.sync").count(), 1, "{ptx}");
+    let plain = wave.replace("wave_shuffle_up(7i32, 3u32)", "7i32");
+    let ptx = ptx_of(&plain);
+    assert!(!ptx.contains("bar.warp.sync"), "{ptx}");
+    let escaping = "kernel k(o: buf<i32, rw>) {\n    for i: u32 in 0u32..(global_id.x % 5u32) {\n        if i == 2u32 { break; }\n    }\n    o[global_id.x] = wave_shuffle_up(7i32, 3u32);\n}\n";
+    let ptx = ptx_of(escaping);
+    assert_eq!(ptx.matches("bar.warp.sync").count(), 1, "{ptx}");
+}
+
 #[test]
 fn occupancy_becomes_nvvm_annotations() {
     let src = "@occupancy(max_threads = 128, min_resident = 2, max_registers = 64)\nkernel k(o: buf<u32, rw>) {\n    o[global_id.x] = 1;\n}\n";
