@@ -749,6 +749,12 @@ impl VulkanDevice {
             denorm_preserve16: efc && fcp.shader_denorm_preserve_float16 != 0,
             denorm_preserve32: efc && fcp.shader_denorm_preserve_float32 != 0,
             denorm_preserve64: efc && fcp.shader_denorm_preserve_float64 != 0,
+            szinan_preserve16: efc && fcp.shader_signed_zero_inf_nan_preserve_float16 != 0,
+            szinan_preserve32: efc && fcp.shader_signed_zero_inf_nan_preserve_float32 != 0,
+            szinan_preserve64: efc && fcp.shader_signed_zero_inf_nan_preserve_float64 != 0,
+            folds_float_identities: props
+                .device_name_as_c_str()
+                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
         };
 
         // Enable exactly what is offered and used by the emitter.

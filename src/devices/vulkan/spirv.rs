@@ -86,6 +86,17 @@ pub struct Caps {
     pub denorm_preserve16: bool,
     pub denorm_preserve32: bool,
     pub denorm_preserve64: bool,
+    /// `shaderSignedZeroInfNanPreserveFloat{16,32,64}`: the module then asks for the
+    /// `SignedZeroInfNanPreserve` execution mode at each width it uses, so the compiler may
+    /// not fold `x * 0.0` to `+0.0` or otherwise drop the sign of a zero.
+    pub szinan_preserve16: bool,
+    pub szinan_preserve32: bool,
+    pub szinan_preserve64: bool,
+    /// Mesa's lavapipe folds `x * 0.0` to `+0.0` (also for `x` = -2, inf, NaN), `x + 0.0`
+    /// and `0.0 - x` to `x` and `-x` whenever one operand is a constant, in spite of
+    /// `NoContraction` and `SignedZeroInfNanPreserve`, so its float `+ - *` results that are
+    /// zero get their sign (and a product's NaN) recomputed from the operands' bits.
+    pub folds_float_identities: bool,
 }
 
 impl Caps {
@@ -111,6 +122,10 @@ impl Caps {
             denorm_preserve16: true,
             denorm_preserve32: true,
             denorm_preserve64: true,
+            szinan_preserve16: true,
+            szinan_preserve32: true,
+            szinan_preserve64: true,
+            folds_float_identities: true,
         }
     }
 }
@@ -840,6 +855,27 @@ impl<'a> Em<'a> {
                 self.ext("SPV_KHR_float_controls");
                 self.b
                     .execution_mode(main, spirv::ExecutionMode::DenormPreserve, [w]);
+            }
+        }
+        let widths = [
+            (
+                16u32,
+                self.caps.szinan_preserve16,
+                self.used.contains(&(Capability::Float16 as u32)),
+            ),
+            (32, self.caps.szinan_preserve32, true),
+            (
+                64,
+                self.caps.szinan_preserve64,
+                self.used.contains(&(Capability::Float64 as u32)),
+            ),
+        ];
+        for (w, offered, used) in widths {
+            if offered && used {
+                self.cap(Capability::SignedZeroInfNanPreserve);
+                self.ext("SPV_KHR_float_controls");
+                self.b
+                    .execution_mode(main, spirv::ExecutionMode::SignedZeroInfNanPreserve, [w]);
             }
         }
         let push_bytes = self.push_bytes;
@@ -2253,7 +2289,17 @@ impl Em<'_> {
                     BinaryOp::Sub => Op::FSub,
                     _ => Op::FMul,
                 };
-                self.fop(o, t, &[a, b])
+                let r = self.fop(o, t, &[a, b]);
+                let ok_int = match s {
+                    Scalar::F16 => self.caps.int16,
+                    Scalar::F64 => self.caps.int64,
+                    _ => true,
+                };
+                if self.caps.folds_float_identities && ok_int && !self.wide.contains_key(&t) {
+                    self.zero_sign_fixup(op, s, n, bty, a, b, r)?
+                } else {
+                    r
+                }
             }
             BinaryOp::Add => self.opi(Op::IAdd, t, &[a, b]),
             BinaryOp::Sub => self.opi(Op::ISub, t, &[a, b]),
@@ -2668,12 +2714,24 @@ impl Em<'_> {
                 } else {
                     (glsl::UMIN, glsl::UMAX)
                 };
-                match fun {
-                    MathFn::Min => g(self, mn, &vs),
-                    MathFn::Max => g(self, mx, &vs),
-                    _ => {
-                        let a = g(self, mx, &[vs[0], vs[1]]);
-                        g(self, mn, &[a, vs[2]])
+                if s.is_float() {
+                    let bty = self.bool_like(ty)?;
+                    match fun {
+                        MathFn::Min => self.fminmax(s, lanes, true, t, bty, vs[0], vs[1])?,
+                        MathFn::Max => self.fminmax(s, lanes, false, t, bty, vs[0], vs[1])?,
+                        _ => {
+                            let a = self.fminmax(s, lanes, false, t, bty, vs[0], vs[1])?;
+                            self.fminmax(s, lanes, true, t, bty, a, vs[2])?
+                        }
+                    }
+                } else {
+                    match fun {
+                        MathFn::Min => g(self, mn, &vs),
+                        MathFn::Max => g(self, mx, &vs),
+                        _ => {
+                            let a = g(self, mx, &[vs[0], vs[1]]);
+                            g(self, mn, &[a, vs[2]])
+                        }
                     }
                 }
             }
@@ -2691,6 +2749,52 @@ impl Em<'_> {
         })
     }
 
+    /// Float `min`/`max` as `NMin`/`NMax` (a NaN operand yields the other), with the
+    /// interpreter's `-0 < +0`, which GLSL.std.450 leaves open (lavapipe gave
+    /// `max(-0.0, 0.0) == -0.0`): for two zeros, min ORs the bit patterns and max ANDs them
+    /// (on bits, which lavapipe's folding of `0.0 + x` cannot touch); without an integer
+    /// type of the width, min is `-((-a) + (-b))` and max `a + b`.
+    #[allow(clippy::too_many_arguments)]
+    fn fminmax(
+        &mut self,
+        s: Scalar,
+        n: u8,
+        min: bool,
+        t: Word,
+        bty: Word,
+        a: Word,
+        b: Word,
+    ) -> R<Word> {
+        let i = if min { glsl::NMIN } else { glsl::NMAX };
+        let r = self.ext_inst(t, i, &[a, b]);
+        let zero = self.konst(t, 0);
+        let az = self.opi(Op::FOrdEqual, bty, &[a, zero]);
+        let bz = self.opi(Op::FOrdEqual, bty, &[b, zero]);
+        let both = self.opi(Op::LogicalAnd, bty, &[az, bz]);
+        let us = match s {
+            Scalar::F16 if self.caps.int16 => Some(Scalar::U16),
+            Scalar::F32 => Some(Scalar::U32),
+            Scalar::F64 if self.caps.int64 => Some(Scalar::U64),
+            _ => None,
+        };
+        let z = if let Some(us) = us {
+            let ut = self.vec_ty(us, n)?;
+            let ab = self.opi(Op::Bitcast, ut, &[a]);
+            let bb = self.opi(Op::Bitcast, ut, &[b]);
+            let o = if min { Op::BitwiseOr } else { Op::BitwiseAnd };
+            let z = self.opi(o, ut, &[ab, bb]);
+            self.opi(Op::Bitcast, t, &[z])
+        } else if min {
+            let na = self.fop(Op::FNegate, t, &[a]);
+            let nb = self.fop(Op::FNegate, t, &[b]);
+            let s = self.fop(Op::FAdd, t, &[na, nb]);
+            self.fop(Op::FNegate, t, &[s])
+        } else {
+            self.fop(Op::FAdd, t, &[a, b])
+        };
+        Ok(self.opi(Op::Select, t, &[both, z, r]))
+    }
+
     /// f32 negation (`BitwiseXor`) or `abs` (`BitwiseAnd`) on the bit pattern: exact for
     /// subnormals and NaNs, where NVIDIA's `FAbs` flushes a subnormal to 0 even under
     /// `DenormPreserve` (H200, driver 580: abs(1e-40) gave 0).
@@ -2705,6 +2809,70 @@ impl Em<'_> {
         let bits = self.opi(Op::Bitcast, ut, &[a]);
         let r = self.opi(op, ut, &[bits, m]);
         Ok(self.opi(Op::Bitcast, ft, &[r]))
+    }
+
+    /// `r = a <op> b` (`+ - *` on floats) made exact where a compiler folded it to an
+    /// operand or to `+0.0` ([`Caps::folds_float_identities`]): a zero result gets the sign
+    /// IEEE gives it (a sum: negative only when both addends are -0; a product: the XOR of
+    /// the signs), and a zero product of an infinite or NaN operand becomes NaN. The tests are
+    /// on the bit patterns, which no float folding touches.
+    #[allow(clippy::too_many_arguments)]
+    fn zero_sign_fixup(
+        &mut self,
+        op: BinaryOp,
+        s: Scalar,
+        n: u8,
+        bty: Word,
+        a: Word,
+        b: Word,
+        r: Word,
+    ) -> R<Word> {
+        let t = self.vec_ty(s, n)?;
+        let (us, sign_bit, exp_mask, nan_bits) = match s {
+            Scalar::F16 => (Scalar::U16, 0x8000u64, 0x7c00u64, 0x7e00u64),
+            Scalar::F64 => (
+                Scalar::U64,
+                0x8000_0000_0000_0000,
+                0x7ff0_0000_0000_0000,
+                0x7ff8_0000_0000_0000,
+            ),
+            _ => (Scalar::U32, 0x8000_0000, 0x7f80_0000, 0x7fc0_0000),
+        };
+        let ut = self.vec_ty(us, n)?;
+        let sign = self.konst(ut, sign_bit);
+        let mag = self.konst(ut, sign_bit - 1);
+        let uzero = self.konst(ut, 0);
+        let (ab, bb, rb) = (
+            self.opi(Op::Bitcast, ut, &[a]),
+            self.opi(Op::Bitcast, ut, &[b]),
+            self.opi(Op::Bitcast, ut, &[r]),
+        );
+        let rmag = self.opi(Op::BitwiseAnd, ut, &[rb, mag]);
+        let rzero = self.opi(Op::IEqual, bty, &[rmag, uzero]);
+        let (sa, sb) = (
+            self.opi(Op::BitwiseAnd, ut, &[ab, sign]),
+            self.opi(Op::BitwiseAnd, ut, &[bb, sign]),
+        );
+        let zbits = match op {
+            BinaryOp::Add => self.opi(Op::BitwiseAnd, ut, &[sa, sb]),
+            BinaryOp::Sub => {
+                let nsb = self.opi(Op::BitwiseXor, ut, &[sb, sign]);
+                self.opi(Op::BitwiseAnd, ut, &[sa, nsb])
+            }
+            _ => {
+                let x = self.opi(Op::BitwiseXor, ut, &[sa, sb]);
+                let exp = self.konst(ut, exp_mask);
+                let amag = self.opi(Op::BitwiseAnd, ut, &[ab, mag]);
+                let bmag = self.opi(Op::BitwiseAnd, ut, &[bb, mag]);
+                let ainf = self.opi(Op::UGreaterThanEqual, bty, &[amag, exp]);
+                let binf = self.opi(Op::UGreaterThanEqual, bty, &[bmag, exp]);
+                let bad = self.opi(Op::LogicalOr, bty, &[ainf, binf]);
+                let nan = self.konst(ut, nan_bits);
+                self.opi(Op::Select, ut, &[bad, nan, x])
+            }
+        };
+        let o = self.opi(Op::Select, ut, &[rzero, zbits, rb]);
+        Ok(self.opi(Op::Bitcast, t, &[o]))
     }
 
     /// C `fmod`'s special cases over a computed `r = a % b`, which SPIR-V leaves undefined
