@@ -2017,19 +2017,18 @@ impl Em<'_> {
                     WaveMode::Native => self.subgroup_scalar(spirv::BuiltIn::SubgroupSize)?,
                     _ => self.cu32(self.wave_w),
                 },
-                Builtin::LaneId => match self.mode {
-                    WaveMode::Native => {
-                        self.subgroup_scalar(spirv::BuiltIn::SubgroupLocalInvocationId)?
-                    }
-                    WaveMode::Narrow | WaveMode::Virtual { .. } => {
-                        // linear_local_id % W, as the semantics define it.
-                        let u = self.u32t();
-                        let var = self.builtin(spirv::BuiltIn::LocalInvocationIndex, u);
-                        let l = self.load(u, var);
-                        let m = self.cu32(self.wave_w - 1);
-                        self.opi(Op::BitwiseAnd, u, &[l, m])
-                    }
-                },
+                Builtin::LaneId => {
+                    // linear_local_id % W, as the semantics define it, in every mode: even
+                    // with W = S, `SubgroupLocalInvocationId` is not that where the driver
+                    // does not pack subgroups in linear order (lavapipe makes each row of a
+                    // 1x2 block its own subgroup, so both invocations were lane 0). Where
+                    // wave verbs depend on the packing, such blocks are refused (L007).
+                    let u = self.u32t();
+                    let var = self.builtin(spirv::BuiltIn::LocalInvocationIndex, u);
+                    let l = self.load(u, var);
+                    let m = self.cu32(self.wave_w - 1);
+                    self.opi(Op::BitwiseAnd, u, &[l, m])
+                }
             },
             Expr::Unary { op, arg } => {
                 let (s, n) = self.sl(arg);
