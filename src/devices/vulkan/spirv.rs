@@ -2316,7 +2316,7 @@ impl Em<'_> {
                     self.opi(Op::FConvert, dt, &[b]),
                 );
                 let q = self.fop(Op::FDiv, dt, &[da, db]);
-                self.opi(Op::FConvert, t, &[q])
+                self.f64_to_f32(q, n)?
             }
             BinaryOp::Div if float => self.fop(Op::FDiv, t, &[a, b]),
             BinaryOp::Rem if float && s == Scalar::F32 && self.caps.float64 => {
@@ -2328,8 +2328,8 @@ impl Em<'_> {
                     self.opi(Op::FConvert, dt, &[a]),
                     self.opi(Op::FConvert, dt, &[b]),
                 );
-                let r = self.fop(Op::FRem, dt, &[da, db]);
-                let r = self.opi(Op::FConvert, t, &[r]);
+                let r = self.fmod_f64_of_f32(da, db, n)?;
+                let r = self.f64_to_f32(r, n)?;
                 // The result has the dividend's sign, zeros included.
                 let ut = self.vec_ty(Scalar::U32, n)?;
                 let (ru, au) = (
@@ -2872,6 +2872,71 @@ impl Em<'_> {
         };
         let o = self.opi(Op::Select, ut, &[rzero, zbits, rb]);
         Ok(self.opi(Op::Bitcast, t, &[o]))
+    }
+
+    /// Exact C `fmod(|x|, |y|)` of two `f32` values held in `f64` (the caller restores the
+    /// sign and the special cases). Drivers lower `FRem` to `x - y·trunc(x / y)`, exact only
+    /// while the quotient fits about 29 bits (lavapipe: `7.0 % 1e-40` gave 0), so the
+    /// dividend is first reduced by `y·2^k` with `k` = the quotient's binary exponent - 25:
+    /// each step is exact (every value stays a 24-bit multiple of y's ulp) and removes 25
+    /// bits of quotient; 12 steps cover the f32 range (quotients up to 2^277).
+    fn fmod_f64_of_f32(&mut self, x: Word, y: Word, n: u8) -> R<Word> {
+        let dt = self.vec_ty(Scalar::F64, n)?;
+        let it = self.vec_ty(Scalar::I32, n)?;
+        let mut x = self.ext_inst(dt, glsl::FABS, &[x]);
+        let y = self.ext_inst(dt, glsl::FABS, &[y]);
+        let zero = self.konst(it, 0);
+        let bias = self.konst(it, 25);
+        for _ in 0..12 {
+            let q = self.fop(Op::FDiv, dt, &[x, y]);
+            let ev = self.fn_var(it);
+            let _ = self.op(
+                Op::ExtInst,
+                dt,
+                vec![
+                    Operand::IdRef(self.glsl),
+                    Operand::LiteralExtInstInteger(glsl::FREXP),
+                    Operand::IdRef(q),
+                    Operand::IdRef(ev),
+                ],
+            );
+            let e = self.load(it, ev);
+            let k = self.opi(Op::ISub, it, &[e, bias]);
+            let k = self.ext_inst(it, glsl::SMAX, &[k, zero]);
+            let ys = self.ext_inst(dt, glsl::LDEXP, &[y, k]);
+            x = self.fop(Op::FRem, dt, &[x, ys]);
+        }
+        Ok(x)
+    }
+
+    /// An `f64` (of `n` lanes) rounded to `f32` with subnormal results kept: where the
+    /// result is below 2^-126 its bits are built as the integer `round(|r| · 2^149)` (exact in
+    /// f64) under the sign, since `FConvert` flushes subnormal results on drivers without
+    /// `DenormPreserve` for f32 (lavapipe: `7.0 % 1e-40` gave 0).
+    fn f64_to_f32(&mut self, r: Word, n: u8) -> R<Word> {
+        let t = self.vec_ty(Scalar::F32, n)?;
+        let dt = self.vec_ty(Scalar::F64, n)?;
+        let ut = self.vec_ty(Scalar::U32, n)?;
+        let bt = self.boolt();
+        let bty = if n > 1 {
+            self.tk(TyKey::Vec(bt, n as u32))
+        } else {
+            bt
+        };
+        let c = self.opi(Op::FConvert, t, &[r]);
+        let cb = self.opi(Op::Bitcast, ut, &[c]);
+        let ar = self.ext_inst(dt, glsl::FABS, &[r]);
+        let lim = self.fconst(dt, f64::from(f32::MIN_POSITIVE));
+        let small = self.opi(Op::FOrdLessThan, bty, &[ar, lim]);
+        let scale = self.fconst(dt, 2f64.powi(149));
+        let sc = self.fop(Op::FMul, dt, &[ar, scale]);
+        let sc = self.ext_inst(dt, glsl::ROUND_EVEN, &[sc]);
+        let m = self.opi(Op::ConvertFToU, ut, &[sc]);
+        let sign = self.konst(ut, 0x8000_0000);
+        let sb = self.opi(Op::BitwiseAnd, ut, &[cb, sign]);
+        let sub = self.opi(Op::BitwiseOr, ut, &[m, sb]);
+        let bits = self.opi(Op::Select, ut, &[small, sub, cb]);
+        Ok(self.opi(Op::Bitcast, t, &[bits]))
     }
 
     /// C `fmod`'s special cases over a computed `r = a % b`, which SPIR-V leaves undefined
