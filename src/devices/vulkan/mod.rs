@@ -755,6 +755,12 @@ impl VulkanDevice {
             folds_float_identities: props
                 .device_name_as_c_str()
                 .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            // NVIDIA reports `shaderDenormPreserveFloat32` and still flushes f32 subnormal
+            // operands and results of `+ - *` under `DenormPreserve` (H200, driver 580), so
+            // the feature bit cannot tell; the vendor id does. CAJETA_XPU_VK_F32_IN_F64=1
+            // forces the f64 path (tests exercise it on lavapipe).
+            flushes_f32_subnormals: props.vendor_id == 0x10DE
+                || std::env::var("CAJETA_XPU_VK_F32_IN_F64").is_ok_and(|v| v == "1"),
         };
 
         // Enable exactly what is offered and used by the emitter.

@@ -97,6 +97,13 @@ pub struct Caps {
     /// `NoContraction` and `SignedZeroInfNanPreserve`, so its float `+ - *` results that are
     /// zero get their sign (and a product's NaN) recomputed from the operands' bits.
     pub folds_float_identities: bool,
+    /// The device flushes f32 subnormal operands and results of `+ - *` even under
+    /// `DenormPreserve` (NVIDIA, driver 580 on the H200: 1e-38 · 1e10 gave 0). Where it also
+    /// has `shaderFloat64`, f32 `+ - *` are then computed in f64 (exact for two f32 operands:
+    /// 53 ≥ 2·24 + 2, so the one rounding to f32 is the correct one), f32 operands are
+    /// widened from their bits and results narrowed to their bits where they are below 2^-126,
+    /// so no f32 float instruction sees or makes a subnormal.
+    pub flushes_f32_subnormals: bool,
 }
 
 impl Caps {
@@ -126,6 +133,7 @@ impl Caps {
             szinan_preserve32: true,
             szinan_preserve64: true,
             folds_float_identities: true,
+            flushes_f32_subnormals: false,
         }
     }
 }
@@ -2288,7 +2296,16 @@ impl Em<'_> {
                     BinaryOp::Sub => Op::FSub,
                     _ => Op::FMul,
                 };
-                let r = self.fop(o, t, &[a, b]);
+                let r = if s == Scalar::F32 && self.f32_in_f64() {
+                    // Exact in f64 for two f32 operands; one rounding to f32 from the bits.
+                    self.cap(Capability::Float64);
+                    let dt = self.vec_ty(Scalar::F64, n)?;
+                    let (da, db) = (self.widen_f32(a, n)?, self.widen_f32(b, n)?);
+                    let r = self.fop(o, dt, &[da, db]);
+                    self.f64_to_f32(r, n)?
+                } else {
+                    self.fop(o, t, &[a, b])
+                };
                 let ok_int = match s {
                     Scalar::F16 => self.caps.int16,
                     Scalar::F64 => self.caps.int64,
@@ -2311,10 +2328,7 @@ impl Em<'_> {
                 // rounding to f32 gives the correctly rounded result.
                 self.cap(Capability::Float64);
                 let dt = self.vec_ty(Scalar::F64, n)?;
-                let (da, db) = (
-                    self.opi(Op::FConvert, dt, &[a]),
-                    self.opi(Op::FConvert, dt, &[b]),
-                );
+                let (da, db) = (self.widen_f32(a, n)?, self.widen_f32(b, n)?);
                 let q = self.fop(Op::FDiv, dt, &[da, db]);
                 self.f64_to_f32(q, n)?
             }
@@ -2323,11 +2337,7 @@ impl Em<'_> {
                 // C fmod, computed in f64 where drivers' `x - y * trunc(x / y)` is exact for
                 // every f32 pair whose quotient fits 29 bits.
                 self.cap(Capability::Float64);
-                let dt = self.vec_ty(Scalar::F64, n)?;
-                let (da, db) = (
-                    self.opi(Op::FConvert, dt, &[a]),
-                    self.opi(Op::FConvert, dt, &[b]),
-                );
+                let (da, db) = (self.widen_f32(a, n)?, self.widen_f32(b, n)?);
                 let r = self.fmod_f64_of_f32(da, db, n)?;
                 let r = self.f64_to_f32(r, n)?;
                 // The result has the dividend's sign, zeros included.
@@ -2342,11 +2352,11 @@ impl Em<'_> {
                 let sg = self.opi(Op::BitwiseAnd, ut, &[au, sign]);
                 let o = self.opi(Op::BitwiseOr, ut, &[m, sg]);
                 let r = self.opi(Op::Bitcast, t, &[o]);
-                self.frem_edges(s, t, bty, a, b, r)
+                self.frem_edges(s, n, t, bty, a, b, r)?
             }
             BinaryOp::Rem if float => {
                 let r = self.fop(Op::FRem, t, &[a, b]);
-                self.frem_edges(s, t, bty, a, b, r)
+                self.frem_edges(s, n, t, bty, a, b, r)?
             }
             BinaryOp::Div | BinaryOp::Rem => {
                 // Division by zero is UB but must not hang or fault: divide by 1 instead.
@@ -2531,6 +2541,16 @@ impl Em<'_> {
                 };
                 self.opi(o, t, &[v])
             }
+            (true, true)
+                if self.caps.flushes_f32_subnormals && from == Scalar::F32 && to == Scalar::F64 =>
+            {
+                self.widen_f32(v, n)?
+            }
+            (true, true)
+                if self.caps.flushes_f32_subnormals && from == Scalar::F64 && to == Scalar::F32 =>
+            {
+                self.f64_to_f32(v, n)?
+            }
             (true, true) => self.opi(Op::FConvert, t, &[v]),
             (true, false) => {
                 // Saturating, NaN → 0: clamp into range, convert, then fix the top end (the
@@ -2643,10 +2663,10 @@ impl Em<'_> {
         {
             self.cap(Capability::Float64);
             let dt = self.vec_ty(Scalar::F64, lanes)?;
-            let ds: Vec<Word> = vs
-                .iter()
-                .map(|&v| self.opi(Op::FConvert, dt, &[v]))
-                .collect();
+            let mut ds = Vec::with_capacity(vs.len());
+            for &v in vs.iter() {
+                ds.push(self.widen_f32(v, lanes)?);
+            }
             let r = match fun {
                 MathFn::Fma => {
                     let p = self.fop(Op::FMul, dt, &[ds[0], ds[1]]);
@@ -2659,7 +2679,11 @@ impl Em<'_> {
                     self.fop(Op::FDiv, dt, &[one, q])
                 }
             };
-            return Ok(self.opi(Op::FConvert, t, &[r]));
+            return if self.caps.flushes_f32_subnormals {
+                self.f64_to_f32(r, lanes)
+            } else {
+                Ok(self.opi(Op::FConvert, t, &[r]))
+            };
         }
         if s == Scalar::F32
             && self.caps.float64
@@ -2765,10 +2789,24 @@ impl Em<'_> {
         b: Word,
     ) -> R<Word> {
         let i = if min { glsl::NMIN } else { glsl::NMAX };
-        let r = self.ext_inst(t, i, &[a, b]);
-        let zero = self.konst(t, 0);
-        let az = self.opi(Op::FOrdEqual, bty, &[a, zero]);
-        let bz = self.opi(Op::FOrdEqual, bty, &[b, zero]);
+        let (r, az, bz) = if s == Scalar::F32 && self.f32_in_f64() {
+            // In f64, where no operand is flushed; the result is one of them, exact.
+            self.cap(Capability::Float64);
+            let dt = self.vec_ty(Scalar::F64, n)?;
+            let (da, db) = (self.widen_f32(a, n)?, self.widen_f32(b, n)?);
+            let r = self.ext_inst(dt, i, &[da, db]);
+            let r = self.f64_to_f32(r, n)?;
+            let zero = self.fconst(dt, 0.0);
+            let az = self.opi(Op::FOrdEqual, bty, &[da, zero]);
+            let bz = self.opi(Op::FOrdEqual, bty, &[db, zero]);
+            (r, az, bz)
+        } else {
+            let r = self.ext_inst(t, i, &[a, b]);
+            let zero = self.konst(t, 0);
+            let az = self.opi(Op::FOrdEqual, bty, &[a, zero]);
+            let bz = self.opi(Op::FOrdEqual, bty, &[b, zero]);
+            (r, az, bz)
+        };
         let both = self.opi(Op::LogicalAnd, bty, &[az, bz]);
         let us = match s {
             Scalar::F16 if self.caps.int16 => Some(Scalar::U16),
@@ -2914,6 +2952,7 @@ impl Em<'_> {
     /// f64) under the sign, since `FConvert` flushes subnormal results on drivers without
     /// `DenormPreserve` for f32 (lavapipe: `7.0 % 1e-40` gave 0).
     fn f64_to_f32(&mut self, r: Word, n: u8) -> R<Word> {
+        let flushes = self.caps.flushes_f32_subnormals;
         let t = self.vec_ty(Scalar::F32, n)?;
         let dt = self.vec_ty(Scalar::F64, n)?;
         let ut = self.vec_ty(Scalar::U32, n)?;
@@ -2934,15 +2973,76 @@ impl Em<'_> {
         let m = self.opi(Op::ConvertFToU, ut, &[sc]);
         let sign = self.konst(ut, 0x8000_0000);
         let sb = self.opi(Op::BitwiseAnd, ut, &[cb, sign]);
+        // A flushing `FConvert` may also drop the sign of what it flushed; a negative `r`
+        // says it (a zero `r` converts exactly, its sign included).
+        let sb = if flushes {
+            let dz = self.fconst(dt, 0.0);
+            let neg = self.opi(Op::FOrdLessThan, bty, &[r, dz]);
+            self.opi(Op::Select, ut, &[neg, sign, sb])
+        } else {
+            sb
+        };
         let sub = self.opi(Op::BitwiseOr, ut, &[m, sb]);
         let bits = self.opi(Op::Select, ut, &[small, sub, cb]);
         Ok(self.opi(Op::Bitcast, t, &[bits]))
     }
 
+    /// Whether f32 `+ - *` are computed in f64 ([`Caps::flushes_f32_subnormals`]).
+    fn f32_in_f64(&self) -> bool {
+        self.caps.flushes_f32_subnormals && self.caps.float64
+    }
+
+    /// An `f32` (of `n` lanes) widened to `f64` exactly. `FConvert` normally; on a device
+    /// that flushes f32 subnormals ([`Caps::flushes_f32_subnormals`]) an operand with a zero
+    /// exponent field is built from its bits instead, as `±mantissa · 2^-149` (normal and
+    /// exact in f64), since the flush may happen on `FConvert`'s f32 operand.
+    fn widen_f32(&mut self, v: Word, n: u8) -> R<Word> {
+        let dt = self.vec_ty(Scalar::F64, n)?;
+        let c = self.opi(Op::FConvert, dt, &[v]);
+        if !self.caps.flushes_f32_subnormals {
+            return Ok(c);
+        }
+        let ut = self.vec_ty(Scalar::U32, n)?;
+        let bt = self.boolt();
+        let bty = if n > 1 {
+            self.tk(TyKey::Vec(bt, n as u32))
+        } else {
+            bt
+        };
+        let bits = self.opi(Op::Bitcast, ut, &[v]);
+        let (expm, mantm, signm, zero) = (
+            self.konst(ut, 0x7f80_0000),
+            self.konst(ut, 0x007f_ffff),
+            self.konst(ut, 0x8000_0000),
+            self.konst(ut, 0),
+        );
+        let e = self.opi(Op::BitwiseAnd, ut, &[bits, expm]);
+        let tiny = self.opi(Op::IEqual, bty, &[e, zero]);
+        let m = self.opi(Op::BitwiseAnd, ut, &[bits, mantm]);
+        let mf = self.opi(Op::ConvertUToF, dt, &[m]);
+        let scale = self.fconst(dt, 2f64.powi(-149));
+        let mag = self.fop(Op::FMul, dt, &[mf, scale]);
+        let neg_mag = self.fop(Op::FNegate, dt, &[mag]);
+        let sb = self.opi(Op::BitwiseAnd, ut, &[bits, signm]);
+        let neg = self.opi(Op::INotEqual, bty, &[sb, zero]);
+        let built = self.opi(Op::Select, dt, &[neg, neg_mag, mag]);
+        Ok(self.opi(Op::Select, dt, &[tiny, built, c]))
+    }
+
     /// C `fmod`'s special cases over a computed `r = a % b`, which SPIR-V leaves undefined
     /// (lavapipe gave `0.0 % 0.0 == 0`): NaN when either operand is NaN, `a` is infinite or
     /// `b` is zero; `a` itself when `b` is infinite and `a` finite.
-    fn frem_edges(&mut self, s: Scalar, t: Word, bty: Word, a: Word, b: Word, r: Word) -> Word {
+    #[allow(clippy::too_many_arguments)]
+    fn frem_edges(
+        &mut self,
+        s: Scalar,
+        n: u8,
+        t: Word,
+        bty: Word,
+        a: Word,
+        b: Word,
+        r: Word,
+    ) -> R<Word> {
         let nan_bits = match s {
             Scalar::F16 => 0x7e00,
             Scalar::F64 => 0x7ff8_0000_0000_0000,
@@ -2954,12 +3054,22 @@ impl Em<'_> {
         let bn = self.opi(Op::IsNan, bty, &[b]);
         let ai = self.opi(Op::IsInf, bty, &[a]);
         let bi = self.opi(Op::IsInf, bty, &[b]);
-        let bz = self.opi(Op::FOrdEqual, bty, &[b, zero]);
+        let bz = if s == Scalar::F32 && self.caps.flushes_f32_subnormals {
+            // On the bits: a flushing `FOrdEqual` finds a subnormal divisor equal to 0.
+            let ut = self.vec_ty(Scalar::U32, n)?;
+            let mag = self.konst(ut, 0x7fff_ffff);
+            let uz = self.konst(ut, 0);
+            let bb = self.opi(Op::Bitcast, ut, &[b]);
+            let bm = self.opi(Op::BitwiseAnd, ut, &[bb, mag]);
+            self.opi(Op::IEqual, bty, &[bm, uz])
+        } else {
+            self.opi(Op::FOrdEqual, bty, &[b, zero])
+        };
         let bad = self.opi(Op::LogicalOr, bty, &[an, bn]);
         let bad = self.opi(Op::LogicalOr, bty, &[bad, ai]);
         let bad = self.opi(Op::LogicalOr, bty, &[bad, bz]);
         let r = self.opi(Op::Select, t, &[bi, a, r]);
-        self.opi(Op::Select, t, &[bad, nan, r])
+        Ok(self.opi(Op::Select, t, &[bad, nan, r]))
     }
 
     /// An `f64` constant of type `dt` (splatted across its lanes).
