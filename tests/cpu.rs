@@ -755,9 +755,33 @@ fn as_kernel_file(case: &Case, seed: u64) -> String {
     )
 }
 
-/// `XPU_FUZZ_DUMP=DIR XPU_FUZZ_CASES=N cargo test --test cpu -- --ignored dump`: writes N
-/// generated kernels the interpreter runs without undefined behaviour (at wave 32 and at
-/// the CPU's width) as kernel files, for `xpu run DIR --backend cuda|vulkan|...`.
+/// Writes `want` generated kernels that the interpreter runs without undefined behaviour (at
+/// wave 32 and at the CPU's width) into `dir` as kernel files whose run blocks compare every
+/// output with the interpreter, for `xpu run DIR --backend cuda|vulkan|...`.
+fn write_corpus(dir: &std::path::Path, want: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (interp, _) = devices();
+    let (mut written, mut seed) = (0, 0u64);
+    while written < want {
+        seed += 1;
+        let case = generate(seed);
+        let Ok(Ok(m)) = xpu::ir::parse(&case.src).map(|m| m.verify()) else {
+            continue;
+        };
+        let p = interp.load(m).unwrap();
+        let defined = [Some(32), None]
+            .iter()
+            .all(|&w| run_on(&interp, &p, &case, w, seed).is_ok());
+        if defined {
+            let path = dir.join(format!("case_{seed:05}.xk"));
+            std::fs::write(path, as_kernel_file(&case, seed)).unwrap();
+            written += 1;
+        }
+    }
+}
+
+/// `XPU_FUZZ_DUMP=DIR XPU_FUZZ_CASES=N cargo test --test cpu -- --ignored dump`: the corpus
+/// for a machine that has the `xpu` binary but not Rust (a GPU machine).
 #[test]
 #[ignore]
 fn dump_fuzz_corpus() {
@@ -768,27 +792,42 @@ fn dump_fuzz_corpus() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (interp, _) = devices();
-    let (mut written, mut seed) = (0, 0u64);
-    while written < want {
-        seed += 1;
-        let case = generate(seed);
-        let Ok(m) = xpu::ir::parse(&case.src).map(|m| m.verify()) else {
-            continue;
-        };
-        let Ok(m) = m else { continue };
-        let p = interp.load(m).unwrap();
-        let defined = [Some(32), None]
-            .iter()
-            .all(|&w| run_on(&interp, &p, &case, w, seed).is_ok());
-        if defined {
-            let path = std::path::Path::new(&dir).join(format!("case_{seed:05}.xk"));
-            std::fs::write(path, as_kernel_file(&case, seed)).unwrap();
-            written += 1;
-        }
+    write_corpus(std::path::Path::new(&dir), want);
+    println!("wrote {want} kernel files to {dir}");
+}
+
+/// A batch of the fuzzer's kernels on Vulkan (lavapipe in CI) against the interpreter,
+/// through `xpu run` exactly as a user would run them.
+#[test]
+fn fuzz_batch_agrees_on_vulkan() {
+    if Device::open(Backend::Vulkan).is_err() {
+        println!("vulkan fuzz batch: no Vulkan device here, skipped");
+        return;
     }
-    println!("wrote {written} kernel files to {dir}");
+    let dir = std::env::temp_dir().join(format!("xpu-vk-fuzz-{}", std::process::id()));
+    write_corpus(&dir, 100);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
+        .arg("run")
+        .arg(&dir)
+        .args(["--backend", "vulkan"])
+        .env("CAJETA_XPU_POISON", "1")
+        .output()
+        .expect("run xpu");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout.lines().last().unwrap_or_default().to_string();
+    println!("vulkan fuzz batch (100 generated kernels): {summary}");
+    let failures: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL") || l.starts_with("    "))
+        .collect();
+    assert!(out.status.success(), "{}\n{summary}", failures.join("\n"));
+    let passed: usize = summary
+        .split(" passed")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(passed >= 50, "too few cases ran on Vulkan: {summary}");
 }
 
 fn run_on(
