@@ -2218,7 +2218,10 @@ fn found_by_the_generator() {
     // A length literal beyond u32 is a constant expression (for the verifier to judge).
     let m = must_parse("kernel k<N>() {\n    shared s: [f32; 72057594037927936];\n}\n");
     let f = &m.functions[Handle::from_index(0)];
-    assert!(matches!(f.shared.iter().next().unwrap().1.len, Some(Len::Const(_))));
+    assert!(matches!(
+        f.shared.iter().next().unwrap().1.len,
+        Some(Len::Const(_))
+    ));
     fixed_point(&m).unwrap();
     // An array element with a large literal index is an element, not a lane.
     canonical("kernel k() {\n    let x: [bool; 1];\n    x[4294967295] = true;\n}\n");

@@ -6,17 +6,17 @@
 //! expressions; statements nest as [`Block`]s. Every node carries a [`Span`].
 
 mod arena;
+pub mod builder;
 mod diag;
 mod expr;
 mod function;
 mod module;
 mod span;
 mod stmt;
-mod types;
-pub mod builder;
 pub mod template;
 pub mod text;
 pub mod typeck;
+mod types;
 pub mod verify;
 
 pub use arena::{Arena, Handle};
@@ -26,6 +26,6 @@ pub use function::*;
 pub use module::*;
 pub use span::Span;
 pub use stmt::*;
+pub use text::{parse, parse_file, print, print_file};
 pub use types::*;
 pub use verify::{verify, VerifiedModule};
-pub use text::{parse, parse_file, print, print_file};
