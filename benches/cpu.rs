@@ -13,7 +13,8 @@
 //!
 //! Options (after `--`): `--quick` (sizes / 16, sgemm 256, mandelbrot 512², 2 reps),
 //! `--reps N` (5), `--threads N` (our worker cap and PoCL's; default all cores),
-//! `--no-peers` (skip PoCL).
+//! `--no-peers` (skip PoCL), `--only K1,K2` (only these kernels: triad, saxpy, sgemm,
+//! wave_reduce, mandelbrot).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -99,6 +100,14 @@ struct Opts {
     reps: usize,
     threads: Option<usize>,
     peers: bool,
+    /// Kernels to run (`--only triad,saxpy`); empty: all.
+    only: Vec<String>,
+}
+
+impl Opts {
+    fn runs(&self, kernel: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|k| k == kernel)
+    }
 }
 
 fn opts() -> Opts {
@@ -107,6 +116,7 @@ fn opts() -> Opts {
         reps: 5,
         threads: None,
         peers: true,
+        only: Vec::new(),
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -117,6 +127,13 @@ fn opts() -> Opts {
             "--reps" => {
                 i += 1;
                 o.reps = args.get(i).and_then(|s| s.parse().ok()).unwrap_or(5);
+            }
+            "--only" => {
+                i += 1;
+                o.only = args
+                    .get(i)
+                    .map(|s| s.split(',').map(str::to_string).collect())
+                    .unwrap_or_default();
             }
             "--threads" => {
                 i += 1;
@@ -149,6 +166,23 @@ fn time(reps: usize, mut f: impl FnMut()) -> Duration {
             })
             .collect(),
     )
+}
+
+/// One warm-up of each, then `reps` rounds that time `f` and `g` back to back, so that a
+/// machine whose load changes during the run slows both alike; the medians of each.
+fn time_pair(reps: usize, mut f: impl FnMut(), mut g: impl FnMut()) -> (Duration, Duration) {
+    f();
+    g();
+    let (mut tf, mut tg) = (Vec::new(), Vec::new());
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        f();
+        tf.push(t.elapsed());
+        let t = Instant::now();
+        g();
+        tg.push(t.elapsed());
+    }
+    (median(tf), median(tg))
 }
 
 struct Row {
@@ -214,33 +248,36 @@ fn main() {
     drop(dst);
 
     // STREAM triad: 3 arrays of 4 bytes move per element.
-    {
+    if o.runs("triad") {
         let n = stream_n as u32;
         let (k, compile_ms) = load(&cpu, TRIAD, "triad");
         let b = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let c = cpu.upload(&vec![2.0f32; stream_n]).unwrap();
         let mut a = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
         let groups = n.div_ceil(256);
-        let t = time(o.reps, || {
-            k.launch(
-                &stream,
-                Launch::grid([groups]).block([256]),
-                args![n, 3.0f32, &mut a, &b, &c],
-            )
-            .unwrap()
-        });
-        let got = a.download().unwrap();
-        assert!(got.iter().all(|&x| x == 7.0), "triad result");
-        let ours = (stream_n * 12) as f64 / t.as_secs_f64() / 1e9;
         let hb = vec![1.0f32; stream_n];
         let hc = vec![2.0f32; stream_n];
         let mut ha = vec![0.0f32; stream_n];
-        let tr = time(o.reps, || {
-            use rayon::prelude::*;
-            ha.par_iter_mut()
-                .zip(hb.par_iter().zip(hc.par_iter()))
-                .for_each(|(a, (b, c))| *a = b + 3.0 * c);
-        });
+        let (t, tr) = time_pair(
+            o.reps,
+            || {
+                k.launch(
+                    &stream,
+                    Launch::grid([groups]).block([256]),
+                    args![n, 3.0f32, &mut a, &b, &c],
+                )
+                .unwrap()
+            },
+            || {
+                use rayon::prelude::*;
+                ha.par_iter_mut()
+                    .zip(hb.par_iter().zip(hc.par_iter()))
+                    .for_each(|(a, (b, c))| *a = b + 3.0 * c);
+            },
+        );
+        let got = a.download().unwrap();
+        assert!(got.iter().all(|&x| x == 7.0), "triad result");
+        let ours = (stream_n * 12) as f64 / t.as_secs_f64() / 1e9;
         rows.push(Row {
             name: "triad",
             unit: "GB/s",
@@ -254,29 +291,32 @@ fn main() {
     }
 
     // saxpy: 12 bytes per element.
-    {
+    if o.runs("saxpy") {
         let n = stream_n as u32;
         let (k, compile_ms) = load(&cpu, SAXPY, "saxpy");
         let x = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let mut y = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
         let groups = n.div_ceil(256);
-        let t = time(o.reps, || {
-            k.launch(
-                &stream,
-                Launch::grid([groups]).block([256]),
-                args![n, 2.0f32, &x, &mut y],
-            )
-            .unwrap()
-        });
-        let ours = (stream_n * 12) as f64 / t.as_secs_f64() / 1e9;
         let hx = vec![1.0f32; stream_n];
         let mut hy = vec![0.0f32; stream_n];
-        let tr = time(o.reps, || {
-            use rayon::prelude::*;
-            hy.par_iter_mut()
-                .zip(hx.par_iter())
-                .for_each(|(y, x)| *y += 2.0 * x);
-        });
+        let (t, tr) = time_pair(
+            o.reps,
+            || {
+                k.launch(
+                    &stream,
+                    Launch::grid([groups]).block([256]),
+                    args![n, 2.0f32, &x, &mut y],
+                )
+                .unwrap()
+            },
+            || {
+                use rayon::prelude::*;
+                hy.par_iter_mut()
+                    .zip(hx.par_iter())
+                    .for_each(|(y, x)| *y += 2.0 * x);
+            },
+        );
+        let ours = (stream_n * 12) as f64 / t.as_secs_f64() / 1e9;
         rows.push(Row {
             name: "saxpy",
             unit: "GB/s",
@@ -290,7 +330,7 @@ fn main() {
     }
 
     // SGEMM: 2 n³ flops.
-    {
+    if o.runs("sgemm") {
         let n = sgemm_n;
         let nn = (n * n) as usize;
         let (k, compile_ms) = load(&cpu, SGEMM, "sgemm");
@@ -330,7 +370,7 @@ fn main() {
     }
 
     // Wave reduction: 4 bytes read per element.
-    {
+    if o.runs("wave_reduce") {
         let n = stream_n as u32;
         let (k, compile_ms) = load(&cpu, WAVE_REDUCE, "wave_reduce");
         let wave = k.manifest().built_wave.unwrap_or(1) as usize;
@@ -366,7 +406,7 @@ fn main() {
     }
 
     // Mandelbrot: pixels per second (in millions).
-    {
+    if o.runs("mandelbrot") {
         let (k, compile_ms) = load(&cpu, MANDELBROT, "mandelbrot");
         let mut out = cpu.upload(&vec![0u32; (mw * mh) as usize]).unwrap();
         let t = time(o.reps.min(3), || {
