@@ -870,61 +870,6 @@ impl CudaKernel {
     }
 }
 
-/// Packs kernel parameters: one 8-byte-aligned slot per LLVM parameter.
-fn pack_params(
-    name: &str,
-    abi: &KernelAbi,
-    args: &[DeviceArg],
-) -> Result<Vec<Vec<u64>>, LaunchError> {
-    let mut slots: Vec<Vec<u64>> = Vec::new();
-    let slot = |bytes: &[u8], size: usize| {
-        let mut v = vec![0u64; size.max(bytes.len()).div_ceil(8).max(1)];
-        // SAFETY: `v` holds at least `bytes.len()` bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr() as *mut u8, bytes.len())
-        };
-        v
-    };
-    for (i, arg) in args.iter().enumerate() {
-        match arg {
-            DeviceArg::Buffer(b) => {
-                let m = b
-                    .memory
-                    .as_any()
-                    .downcast_ref::<CudaMemory>()
-                    .ok_or_else(|| LaunchError::ForeignObject {
-                        kernel: name.to_string(),
-                        what: format!("argument {i}"),
-                    })?;
-                if let Some(ParamAbi::Buffer { base_align, .. }) = abi.params.get(i) {
-                    let addr = m.ptr + b.offset as u64;
-                    if addr % *base_align as u64 != 0 {
-                        return Err(LaunchError::MisalignedBase {
-                            kernel: name.to_string(),
-                            param: format!("#{i}"),
-                            offset: b.offset as u64,
-                            align: *base_align as u64,
-                        });
-                    }
-                }
-                let elems = (b.len / b.elem.size().max(1) as usize).min(u32::MAX as usize) as u32;
-                slots.push(slot(&(m.ptr + b.offset as u64).to_le_bytes(), 8));
-                slots.push(slot(&elems.to_le_bytes(), 4));
-            }
-            DeviceArg::Value(v) => {
-                let mut bytes = v.to_le_bytes();
-                // Vectors occupy a power-of-two number of lanes in LLVM's layout.
-                let lanes = v.ty().lanes as usize;
-                if lanes > 1 {
-                    bytes.resize(v.ty().scalar.size() as usize * lanes.next_power_of_two(), 0);
-                }
-                slots.push(slot(&bytes, bytes.len()));
-            }
-        }
-    }
-    Ok(slots)
-}
-
 impl KernelImpl for CudaKernel {
     fn manifest(&self) -> &KernelManifest {
         &self.manifest
@@ -942,7 +887,9 @@ impl KernelImpl for CudaKernel {
             message,
         };
         let s = stream_of(stream).map_err(|e| dev_err(e.to_string()))?;
-        let mut slots = pack_params(name, &self.abi, args)?;
+        let mut slots = self
+            .abi
+            .pack(args, |m| m.downcast_ref::<CudaMemory>().map(|m| m.ptr))?;
         let mut ptrs: Vec<*mut c_void> = slots
             .iter_mut()
             .map(|s| s.as_mut_ptr() as *mut c_void)
