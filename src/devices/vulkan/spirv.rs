@@ -3644,27 +3644,7 @@ impl Em<'_> {
                     return refuse("subgroup arithmetic (VK_SUBGROUP_FEATURE_ARITHMETIC)");
                 }
                 self.cap(Capability::GroupNonUniformArithmetic);
-                let group = match op {
-                    WaveOp::Reduce(_) => spirv::GroupOperation::Reduce,
-                    WaveOp::InclusiveScan(_) => spirv::GroupOperation::InclusiveScan,
-                    _ => spirv::GroupOperation::ExclusiveScan,
-                };
-                let o = match (r, s) {
-                    (ReduceOp::Sum, s) if s.is_float() => Op::GroupNonUniformFAdd,
-                    (ReduceOp::Sum, _) => Op::GroupNonUniformIAdd,
-                    (ReduceOp::Min, s) if s.is_float() => Op::GroupNonUniformFMin,
-                    (ReduceOp::Min, s) if s.is_signed() => Op::GroupNonUniformSMin,
-                    (ReduceOp::Min, _) => Op::GroupNonUniformUMin,
-                    (ReduceOp::Max, s) if s.is_float() => Op::GroupNonUniformFMax,
-                    (ReduceOp::Max, s) if s.is_signed() => Op::GroupNonUniformSMax,
-                    (ReduceOp::Max, _) => Op::GroupNonUniformUMax,
-                    (ReduceOp::And, Scalar::Bool) => Op::GroupNonUniformLogicalAnd,
-                    (ReduceOp::Or, Scalar::Bool) => Op::GroupNonUniformLogicalOr,
-                    (ReduceOp::Xor, Scalar::Bool) => Op::GroupNonUniformLogicalXor,
-                    (ReduceOp::And, _) => Op::GroupNonUniformBitwiseAnd,
-                    (ReduceOp::Or, _) => Op::GroupNonUniformBitwiseOr,
-                    (ReduceOp::Xor, _) => Op::GroupNonUniformBitwiseXor,
-                };
+                let (group, o) = group_reduction(op, r, s);
                 if matches!(r, ReduceOp::Min | ReduceOp::Max)
                     && matches!(s, Scalar::F16 | Scalar::F32)
                     && !self.wide.contains_key(&t)
@@ -4002,27 +3982,7 @@ impl Em<'_> {
                     return refuse("subgroup arithmetic (VK_SUBGROUP_FEATURE_ARITHMETIC)");
                 }
                 self.cap(Capability::GroupNonUniformArithmetic);
-                let group = match op {
-                    WaveOp::Reduce(_) => spirv::GroupOperation::Reduce,
-                    WaveOp::InclusiveScan(_) => spirv::GroupOperation::InclusiveScan,
-                    _ => spirv::GroupOperation::ExclusiveScan,
-                };
-                let o = match (r, s) {
-                    (ReduceOp::Sum, s) if s.is_float() => Op::GroupNonUniformFAdd,
-                    (ReduceOp::Sum, _) => Op::GroupNonUniformIAdd,
-                    (ReduceOp::Min, s) if s.is_float() => Op::GroupNonUniformFMin,
-                    (ReduceOp::Min, s) if s.is_signed() => Op::GroupNonUniformSMin,
-                    (ReduceOp::Min, _) => Op::GroupNonUniformUMin,
-                    (ReduceOp::Max, s) if s.is_float() => Op::GroupNonUniformFMax,
-                    (ReduceOp::Max, s) if s.is_signed() => Op::GroupNonUniformSMax,
-                    (ReduceOp::Max, _) => Op::GroupNonUniformUMax,
-                    (ReduceOp::And, Scalar::Bool) => Op::GroupNonUniformLogicalAnd,
-                    (ReduceOp::Or, Scalar::Bool) => Op::GroupNonUniformLogicalOr,
-                    (ReduceOp::Xor, Scalar::Bool) => Op::GroupNonUniformLogicalXor,
-                    (ReduceOp::And, _) => Op::GroupNonUniformBitwiseAnd,
-                    (ReduceOp::Or, _) => Op::GroupNonUniformBitwiseOr,
-                    (ReduceOp::Xor, _) => Op::GroupNonUniformBitwiseXor,
-                };
+                let (group, o) = group_reduction(op, r, s);
                 if matches!(r, ReduceOp::Min | ReduceOp::Max)
                     && matches!(s, Scalar::F16 | Scalar::F32)
                     && !self.wide.contains_key(&t)
@@ -5045,4 +5005,31 @@ impl Em<'_> {
         })?;
         Ok(self.load(tc, xc))
     }
+}
+
+/// The subgroup operation and opcode of a wave reduction or scan with operator `r` over
+/// values of scalar `s` (shared by the native and narrow wave lowerings).
+fn group_reduction(op: WaveOp, r: ReduceOp, s: Scalar) -> (spirv::GroupOperation, Op) {
+    let group = match op {
+        WaveOp::Reduce(_) => spirv::GroupOperation::Reduce,
+        WaveOp::InclusiveScan(_) => spirv::GroupOperation::InclusiveScan,
+        _ => spirv::GroupOperation::ExclusiveScan,
+    };
+    let o = match (r, s) {
+        (ReduceOp::Sum, s) if s.is_float() => Op::GroupNonUniformFAdd,
+        (ReduceOp::Sum, _) => Op::GroupNonUniformIAdd,
+        (ReduceOp::Min, s) if s.is_float() => Op::GroupNonUniformFMin,
+        (ReduceOp::Min, s) if s.is_signed() => Op::GroupNonUniformSMin,
+        (ReduceOp::Min, _) => Op::GroupNonUniformUMin,
+        (ReduceOp::Max, s) if s.is_float() => Op::GroupNonUniformFMax,
+        (ReduceOp::Max, s) if s.is_signed() => Op::GroupNonUniformSMax,
+        (ReduceOp::Max, _) => Op::GroupNonUniformUMax,
+        (ReduceOp::And, Scalar::Bool) => Op::GroupNonUniformLogicalAnd,
+        (ReduceOp::Or, Scalar::Bool) => Op::GroupNonUniformLogicalOr,
+        (ReduceOp::Xor, Scalar::Bool) => Op::GroupNonUniformLogicalXor,
+        (ReduceOp::And, _) => Op::GroupNonUniformBitwiseAnd,
+        (ReduceOp::Or, _) => Op::GroupNonUniformBitwiseOr,
+        (ReduceOp::Xor, _) => Op::GroupNonUniformBitwiseXor,
+    };
+    (group, o)
 }
