@@ -37,9 +37,11 @@
 //! - **Cooperative matrices** in software: each invocation holds its wave's whole fragment
 //!   and performs every verb itself (the operands are wave-uniform).
 //!
-//! Refused by name: `f64` transcendental functions (GLSL.std.450 has
-//! none), virtual-wave verbs the workgroup cannot meet together, and any construct the
-//! device's features do not cover.
+//! - **Transcendental functions** (`math.rs`): `f64` ones from arithmetic (GLSL.std.450 has
+//!   none), `f32` ones computed in `f64` where the device has it.
+//!
+//! Refused by name: virtual-wave verbs the workgroup cannot meet together, and any construct
+//! the device's features do not cover.
 
 use crate::ir::{
     AtomicOp, Base, BinaryOp, Builtin, Dim, ElemType, Expr, ExprId, FenceScope, Function, Handle,
@@ -49,6 +51,10 @@ use crate::ir::{
 use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
 use rspirv::spirv::{self, Capability, Op, StorageClass, Word};
 use std::collections::{BTreeSet, HashMap};
+
+// A child module, so that it extends `Em` with its private fields.
+#[path = "math.rs"]
+mod math;
 
 /// What the device offers that changes what may be emitted.
 #[derive(Clone, Debug, Default)]
@@ -345,6 +351,8 @@ struct Em<'a> {
     vw_invocations: Option<Word>,
     vw_scratch: Word,
     vw_words: u32,
+    /// The `Private` table of 2/π pieces the f64 `sin`/`cos` reduction reads (0 until used).
+    pio2_table: Option<Word>,
 }
 
 fn ids(ws: &[Word]) -> Vec<Operand> {
@@ -437,6 +445,7 @@ impl<'a> Em<'a> {
             vw_invocations: None,
             vw_scratch: 0,
             vw_words: 0,
+            pio2_table: None,
         }
     }
 
@@ -2634,29 +2643,29 @@ impl Em<'_> {
         let (s, _) = self.sl(args[0]);
         let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
         let t = self.value_ty(ty.unwrap_or(Type::F32))?;
-        let transcendental = matches!(
-            fun,
-            MathFn::Exp
-                | MathFn::Exp2
-                | MathFn::Log
-                | MathFn::Log2
-                | MathFn::Sin
-                | MathFn::Cos
-                | MathFn::Tanh
-                | MathFn::Pow
-        );
-        if transcendental && s == Scalar::F64 {
-            return refuse(format!(
-                "{} on f64 (GLSL.std.450 has no 64-bit transcendental functions, and this \
-                 backend has no software f64 version: its f32 ones are computed in f64, but an \
-                 f64 result within 4 ulps needs double-double arithmetic)",
-                fun.name()
-            ));
-        }
         let g = |em: &mut Self, i: u32, a: &[Word]| em.ext_inst(t, i, a);
+        let lanes = ty.and_then(|t| t.lanes()).unwrap_or(1);
+        // GLSL.std.450 has no 64-bit transcendental functions and leaves 64-bit `Sqrt` and
+        // `InverseSqrt` loose: they are built from arithmetic (`math.rs`).
+        if s == Scalar::F64
+            && matches!(
+                fun,
+                MathFn::Sqrt
+                    | MathFn::Rsqrt
+                    | MathFn::Exp
+                    | MathFn::Exp2
+                    | MathFn::Log
+                    | MathFn::Log2
+                    | MathFn::Sin
+                    | MathFn::Cos
+                    | MathFn::Tanh
+                    | MathFn::Pow
+            )
+        {
+            return self.math_f64(fun, &vs, lanes);
+        }
         // Vulkan allows `Fma` to round twice and `Sqrt` 3 ulps; f32 ones are computed in f64
         // where the device has it (the f64 product is exact; one more rounding to f32).
-        let lanes = ty.and_then(|t| t.lanes()).unwrap_or(1);
         if s == Scalar::F32
             && self.caps.float64
             && matches!(fun, MathFn::Fma | MathFn::Sqrt | MathFn::Rsqrt)
@@ -2699,7 +2708,7 @@ impl Em<'_> {
                     | MathFn::Cos
             )
         {
-            return self.transcendental_f64(fun, &vs, t, lanes);
+            return self.transcendental_f32(fun, &vs, t, lanes);
         }
         Ok(match fun {
             MathFn::Sqrt => g(self, glsl::SQRT, &vs),
@@ -3075,344 +3084,6 @@ impl Em<'_> {
     /// An `f64` constant of type `dt` (splatted across its lanes).
     fn fconst(&mut self, dt: Word, v: f64) -> Word {
         self.konst(dt, v.to_bits())
-    }
-
-    /// `c[0] + x·(c[1] + x·(c[2] + …))`, unfused.
-    fn horner(&mut self, dt: Word, x: Word, c: &[f64]) -> Word {
-        let mut acc = self.fconst(dt, c[c.len() - 1]);
-        for &k in c[..c.len() - 1].iter().rev() {
-            let m = self.fop(Op::FMul, dt, &[acc, x]);
-            let kk = self.fconst(dt, k);
-            acc = self.fop(Op::FAdd, dt, &[m, kk]);
-        }
-        acc
-    }
-
-    /// `2^k · e^r` for `f64` `k` (an integer value) and `|r| ≤ ln2/2 + ε`: a degree-13 Taylor
-    /// polynomial (truncation below 2^-60) and an exact scaling.
-    fn exp_core(&mut self, dt: Word, it: Word, k: Word, r: Word) -> Word {
-        let mut c = [1.0f64; 14];
-        for i in 1..14 {
-            c[i] = c[i - 1] / i as f64;
-        }
-        let p = self.horner(dt, r, &c);
-        let ki = self.opi(Op::ConvertFToS, it, &[k]);
-        self.ext_inst(dt, glsl::LDEXP, &[p, ki])
-    }
-
-    /// `e^t` in `f64` for the range an `f32` result needs (`t` clamped to ±200, so the
-    /// scaling never overflows; NaN is the caller's).
-    fn exp_f64(&mut self, dt: Word, it: Word, t: Word) -> Word {
-        let (lo, hi) = (self.fconst(dt, -200.0), self.fconst(dt, 200.0));
-        let t = self.ext_inst(dt, glsl::NMAX, &[t, lo]);
-        let t = self.ext_inst(dt, glsl::NMIN, &[t, hi]);
-        let inv_ln2 = self.fconst(dt, std::f64::consts::LOG2_E);
-        let q = self.fop(Op::FMul, dt, &[t, inv_ln2]);
-        let k = self.ext_inst(dt, glsl::ROUND_EVEN, &[q]);
-        // Cody–Waite: ln2 in two parts (fdlibm's ln2_hi/ln2_lo bits), the first with 32
-        // significant bits so k·hi is exact.
-        let hi = self.konst(dt, 0x3FE6_2E42_FEE0_0000);
-        let lo = self.konst(dt, 0x3DEA_39EF_3579_3C76);
-        let kh = self.fop(Op::FMul, dt, &[k, hi]);
-        let r = self.fop(Op::FSub, dt, &[t, kh]);
-        let kl = self.fop(Op::FMul, dt, &[k, lo]);
-        let r = self.fop(Op::FSub, dt, &[r, kl]);
-        self.exp_core(dt, it, k, r)
-    }
-
-    /// `(e, ln m)` with `x = m · 2^e`, `m ∈ [√½, √2)`, for finite `x > 0`: `ln m` from the
-    /// atanh series in `s = (m-1)/(m+1)` (|s| < 0.172, 12 terms, error below 2^-60).
-    fn log_parts(&mut self, dt: Word, it: Word, x: Word, lanes: u8) -> (Word, Word) {
-        let ev = self.fn_var(it);
-        let m = self.op(
-            Op::ExtInst,
-            dt,
-            vec![
-                Operand::IdRef(self.glsl),
-                Operand::LiteralExtInstInteger(glsl::FREXP),
-                Operand::IdRef(x),
-                Operand::IdRef(ev),
-            ],
-        );
-        let e = self.load(it, ev);
-        let bt = self.boolt();
-        let bty = if lanes > 1 {
-            self.tk(TyKey::Vec(bt, lanes as u32))
-        } else {
-            bt
-        };
-        let half = self.fconst(dt, std::f64::consts::FRAC_1_SQRT_2);
-        let small = self.opi(Op::FOrdLessThan, bty, &[m, half]);
-        let two = self.fconst(dt, 2.0);
-        let m2 = self.fop(Op::FMul, dt, &[m, two]);
-        let m = self.opi(Op::Select, dt, &[small, m2, m]);
-        let i32t = self.scalar_ty_raw(Scalar::I32);
-        let one_i = self.konst(i32t, 1);
-        let one_i = if lanes > 1 {
-            self.opi(Op::CompositeConstruct, it, &vec![one_i; lanes as usize])
-        } else {
-            one_i
-        };
-        let e1 = self.opi(Op::ISub, it, &[e, one_i]);
-        let e = self.opi(Op::Select, it, &[small, e1, e]);
-        let ef = self.opi(Op::ConvertSToF, dt, &[e]);
-        let one = self.fconst(dt, 1.0);
-        let num = self.fop(Op::FSub, dt, &[m, one]);
-        let den = self.fop(Op::FAdd, dt, &[m, one]);
-        let sv = self.fop(Op::FDiv, dt, &[num, den]);
-        let s2 = self.fop(Op::FMul, dt, &[sv, sv]);
-        let c: Vec<f64> = (0..12).map(|j| 1.0 / (2 * j + 1) as f64).collect();
-        let p = self.horner(dt, s2, &c);
-        let sp = self.fop(Op::FMul, dt, &[sv, p]);
-        let lnm = self.fop(Op::FAdd, dt, &[sp, sp]);
-        (ef, lnm)
-    }
-
-    /// `ln x` in `f64` for finite `x > 0`.
-    fn ln_f64(&mut self, dt: Word, it: Word, x: Word, lanes: u8) -> Word {
-        let (e, lnm) = self.log_parts(dt, it, x, lanes);
-        let hi = self.konst(dt, 0x3FE6_2E42_FEE0_0000);
-        let lo = self.konst(dt, 0x3DEA_39EF_3579_3C76);
-        let eh = self.fop(Op::FMul, dt, &[e, hi]);
-        let el = self.fop(Op::FMul, dt, &[e, lo]);
-        let t = self.fop(Op::FAdd, dt, &[el, lnm]);
-        self.fop(Op::FAdd, dt, &[eh, t])
-    }
-
-    /// `f32` `exp exp2 log log2 pow tanh sin cos` computed in `f64` and rounded once, so they
-    /// meet the native backends' bounds (GLSL.std.450's `f32` functions are allowed 3 + 2|x|
-    /// ulps and worse, and are only `f32`). Inputs outside a function's main domain (`log` of
-    /// x ≤ 0, `pow` of x ≤ 0, `sin`/`cos` beyond ±65536, infinities, NaN) take GLSL.std.450.
-    fn transcendental_f64(&mut self, fun: MathFn, vs: &[Word], t: Word, lanes: u8) -> R<Word> {
-        self.cap(Capability::Float64);
-        let dt = self.vec_ty(Scalar::F64, lanes)?;
-        let it = self.vec_ty(Scalar::I32, lanes)?;
-        let bt = self.boolt();
-        let bty = if lanes > 1 {
-            self.tk(TyKey::Vec(bt, lanes as u32))
-        } else {
-            bt
-        };
-        let x32 = vs[0];
-        let x = self.opi(Op::FConvert, dt, &[x32]);
-        let g32 = |em: &mut Self, i: u32| em.ext_inst(t, i, vs);
-        // A lane is "in domain" where the f64 path is used; elsewhere the GLSL result is kept.
-        let (r64, fallback, in_domain) = match fun {
-            MathFn::Exp | MathFn::Exp2 | MathFn::Tanh => {
-                let r = match fun {
-                    MathFn::Exp => self.exp_f64(dt, it, x),
-                    MathFn::Exp2 => {
-                        // k = round(x) exactly, r = (x - k)·ln2: exact powers of two stay exact.
-                        let (lo, hi) = (self.fconst(dt, -300.0), self.fconst(dt, 300.0));
-                        let xc = self.ext_inst(dt, glsl::NMAX, &[x, lo]);
-                        let xc = self.ext_inst(dt, glsl::NMIN, &[xc, hi]);
-                        let k = self.ext_inst(dt, glsl::ROUND_EVEN, &[xc]);
-                        let f = self.fop(Op::FSub, dt, &[xc, k]);
-                        let ln2 = self.fconst(dt, std::f64::consts::LN_2);
-                        let r = self.fop(Op::FMul, dt, &[f, ln2]);
-                        self.exp_core(dt, it, k, r)
-                    }
-                    _ => {
-                        // tanh = (e^2x - 1)/(e^2x + 1); below 2^-13 the series x - x³/3 + 2x⁵/15
-                        // (the subtraction would lose relative accuracy there).
-                        let (lo, hi) = (self.fconst(dt, -20.0), self.fconst(dt, 20.0));
-                        let xc = self.ext_inst(dt, glsl::NMAX, &[x, lo]);
-                        let xc = self.ext_inst(dt, glsl::NMIN, &[xc, hi]);
-                        let x2 = self.fop(Op::FAdd, dt, &[xc, xc]);
-                        let e = self.exp_f64(dt, it, x2);
-                        let one = self.fconst(dt, 1.0);
-                        let n = self.fop(Op::FSub, dt, &[e, one]);
-                        let d = self.fop(Op::FAdd, dt, &[e, one]);
-                        let big = self.fop(Op::FDiv, dt, &[n, d]);
-                        let sq = self.fop(Op::FMul, dt, &[xc, xc]);
-                        let p = self.horner(dt, sq, &[1.0, -1.0 / 3.0, 2.0 / 15.0]);
-                        let small = self.fop(Op::FMul, dt, &[xc, p]);
-                        let a = self.ext_inst(dt, glsl::FABS, &[xc]);
-                        let lim = self.fconst(dt, 1.0 / 8192.0);
-                        let is_small = self.opi(Op::FOrdLessThan, bty, &[a, lim]);
-                        self.opi(Op::Select, dt, &[is_small, small, big])
-                    }
-                };
-                // NaN is the only input the f64 path does not carry: GLSL passes it on.
-                let nan = self.opi(Op::IsNan, bty, &[x]);
-                let ok = self.opi(Op::LogicalNot, bty, &[nan]);
-                let fb = match fun {
-                    MathFn::Exp => g32(self, glsl::EXP),
-                    MathFn::Exp2 => g32(self, glsl::EXP2),
-                    _ => g32(self, glsl::TANH),
-                };
-                (r, fb, ok)
-            }
-            MathFn::Log | MathFn::Log2 | MathFn::Pow => {
-                let zero = self.fconst(dt, 0.0);
-                let inf = self.fconst(dt, f64::INFINITY);
-                let pos = self.opi(Op::FOrdGreaterThan, bty, &[x, zero]);
-                let fin = self.opi(Op::FOrdLessThan, bty, &[x, inf]);
-                let ok = self.opi(Op::LogicalAnd, bty, &[pos, fin]);
-                // GLSL leaves log of x <= 0 and pow of x < 0 (or 0 with y <= 0) undefined
-                // (lavapipe gave 0 for pow(-8.375, -2^63)), so every input outside the main
-                // domain gets C's special value here, built in f64 (exact for these values).
-                let nan = self.fconst(dt, f64::NAN);
-                let ninf = self.fconst(dt, f64::NEG_INFINITY);
-                let one = self.fconst(dt, 1.0);
-                match fun {
-                    MathFn::Log | MathFn::Log2 => {
-                        let r = if fun == MathFn::Log {
-                            self.ln_f64(dt, it, x, lanes)
-                        } else {
-                            let (e, lnm) = self.log_parts(dt, it, x, lanes);
-                            let inv = self.fconst(dt, std::f64::consts::LOG2_E);
-                            let l = self.fop(Op::FMul, dt, &[lnm, inv]);
-                            self.fop(Op::FAdd, dt, &[e, l])
-                        };
-                        // log(±0) = -inf, log(+inf) = +inf, log(x < 0 or NaN) = NaN.
-                        let z = self.opi(Op::FOrdEqual, bty, &[x, zero]);
-                        let pinf = self.opi(Op::FOrdEqual, bty, &[x, inf]);
-                        let s = self.opi(Op::Select, dt, &[pinf, inf, nan]);
-                        let s = self.opi(Op::Select, dt, &[z, ninf, s]);
-                        let fb = self.opi(Op::FConvert, t, &[s]);
-                        (r, fb, ok)
-                    }
-                    _ => {
-                        let y = self.opi(Op::FConvert, dt, &[vs[1]]);
-                        let ax = self.ext_inst(dt, glsl::FABS, &[x]);
-                        let ay = self.ext_inst(dt, glsl::FABS, &[y]);
-                        let yfin = self.opi(Op::FOrdLessThan, bty, &[ay, inf]);
-                        let yt = self.ext_inst(dt, glsl::TRUNC, &[y]);
-                        let yint = self.opi(Op::FOrdEqual, bty, &[yt, y]);
-                        let half = self.fconst(dt, 0.5);
-                        let hy = self.fop(Op::FMul, dt, &[y, half]);
-                        let hyt = self.ext_inst(dt, glsl::TRUNC, &[hy]);
-                        let even = self.opi(Op::FOrdEqual, bty, &[hyt, hy]);
-                        let not_even = self.opi(Op::LogicalNot, bty, &[even]);
-                        let yodd = self.opi(Op::LogicalAnd, bty, &[yint, not_even]);
-                        // Main domain: 0 < |x| < inf, y finite, and x > 0 or y an integer
-                        // (then |x|^y, negated for a negative x and an odd y).
-                        let axpos = self.opi(Op::FOrdGreaterThan, bty, &[ax, zero]);
-                        let axfin = self.opi(Op::FOrdLessThan, bty, &[ax, inf]);
-                        let sign_ok = self.opi(Op::LogicalOr, bty, &[pos, yint]);
-                        let ok = self.opi(Op::LogicalAnd, bty, &[axpos, axfin]);
-                        let ok = self.opi(Op::LogicalAnd, bty, &[ok, yfin]);
-                        let ok = self.opi(Op::LogicalAnd, bty, &[ok, sign_ok]);
-                        let l = self.ln_f64(dt, it, ax, lanes);
-                        let tt = self.fop(Op::FMul, dt, &[y, l]);
-                        let m = self.exp_f64(dt, it, tt);
-                        let nm = self.fop(Op::FNegate, dt, &[m]);
-                        let xneg = self.opi(Op::FOrdLessThan, bty, &[x, zero]);
-                        let flip = self.opi(Op::LogicalAnd, bty, &[xneg, yodd]);
-                        let r = self.opi(Op::Select, dt, &[flip, nm, m]);
-                        // C pow's special cases, later ones overriding earlier ones.
-                        let ypos = self.opi(Op::FOrdGreaterThan, bty, &[y, zero]);
-                        let yneg = self.opi(Op::FOrdLessThan, bty, &[y, zero]);
-                        // x = ±0: ±0 / +0 for y > 0, ±inf / +inf for y < 0 (odd / other y).
-                        let xz = self.opi(Op::FOrdEqual, bty, &[x, zero]);
-                        let sx = self.opi(Op::Select, dt, &[yodd, x, zero]);
-                        let sinf = self.fop(Op::FDiv, dt, &[one, x]);
-                        let sinf = self.opi(Op::Select, dt, &[yodd, sinf, inf]);
-                        let zres = self.opi(Op::Select, dt, &[ypos, sx, sinf]);
-                        let yord = self.opi(Op::FOrdEqual, bty, &[y, y]);
-                        let xz = self.opi(Op::LogicalAnd, bty, &[xz, yord]);
-                        let s = self.opi(Op::Select, dt, &[xz, zres, nan]);
-                        // x = ±inf: pow(-0, -y) mirrored: y > 0 gives ±inf, y < 0 gives ±0.
-                        let xinf = self.opi(Op::FOrdEqual, bty, &[ax, inf]);
-                        let nz = self.fconst(dt, -0.0);
-                        let xn = self.opi(Op::FOrdLessThan, bty, &[x, zero]);
-                        let flip = self.opi(Op::LogicalAnd, bty, &[xn, yodd]);
-                        let big = self.opi(Op::Select, dt, &[flip, ninf, inf]);
-                        let small = self.opi(Op::Select, dt, &[flip, nz, zero]);
-                        let ires = self.opi(Op::Select, dt, &[ypos, big, small]);
-                        let yne0 = self.opi(Op::LogicalOr, bty, &[ypos, yneg]);
-                        let xinf_y = self.opi(Op::LogicalAnd, bty, &[xinf, yne0]);
-                        let s = self.opi(Op::Select, dt, &[xinf_y, ires, s]);
-                        // y = ±inf with x not NaN: 1 for |x| = 1; else +inf or +0.
-                        let yinf = self.opi(Op::FOrdEqual, bty, &[ay, inf]);
-                        let xord = self.opi(Op::FOrdEqual, bty, &[x, x]);
-                        let yinf = self.opi(Op::LogicalAnd, bty, &[yinf, xord]);
-                        let lt1 = self.opi(Op::FOrdLessThan, bty, &[ax, one]);
-                        let shrinks = self.opi(Op::LogicalNotEqual, bty, &[lt1, yneg]);
-                        let yres = self.opi(Op::Select, dt, &[shrinks, zero, inf]);
-                        let a1 = self.opi(Op::FOrdEqual, bty, &[ax, one]);
-                        let yres = self.opi(Op::Select, dt, &[a1, one, yres]);
-                        let s = self.opi(Op::Select, dt, &[yinf, yres, s]);
-                        // y = ±0 or x = 1: 1, even with a NaN.
-                        let yz = self.opi(Op::FOrdEqual, bty, &[y, zero]);
-                        let x1 = self.opi(Op::FOrdEqual, bty, &[x, one]);
-                        let unit = self.opi(Op::LogicalOr, bty, &[yz, x1]);
-                        let s = self.opi(Op::Select, dt, &[unit, one, s]);
-                        let fb = self.opi(Op::FConvert, t, &[s]);
-                        (r, fb, ok)
-                    }
-                }
-            }
-            _ => {
-                // sin/cos: k = round(x·2/π), r = x - k·π/2 with π/2 in two parts (the first
-                // 33 bits, so k·hi is exact for |k| < 2^20), then Taylor polynomials on
-                // |r| ≤ π/4 (degree 17/16, truncation below 2^-55) and the quadrant.
-                let a = self.ext_inst(dt, glsl::FABS, &[x]);
-                let lim = self.fconst(dt, 65536.0);
-                let ok = self.opi(Op::FOrdLessThanEqual, bty, &[a, lim]);
-                let two_pi = self.fconst(dt, std::f64::consts::FRAC_2_PI);
-                let q = self.fop(Op::FMul, dt, &[x, two_pi]);
-                let k = self.ext_inst(dt, glsl::ROUND_EVEN, &[q]);
-                let hi = self.konst(dt, 0x3FF9_21FB_5440_0000);
-                let lo = self.konst(dt, 0x3DD0_B461_1A62_6331);
-                let kh = self.fop(Op::FMul, dt, &[k, hi]);
-                let r = self.fop(Op::FSub, dt, &[x, kh]);
-                let kl = self.fop(Op::FMul, dt, &[k, lo]);
-                let r = self.fop(Op::FSub, dt, &[r, kl]);
-                let r2 = self.fop(Op::FMul, dt, &[r, r]);
-                let mut cs = Vec::new();
-                let mut cc = Vec::new();
-                let mut fact = 1.0f64;
-                for n in 0..18u32 {
-                    if n > 0 {
-                        fact *= n as f64;
-                    }
-                    let sign = if (n / 2) % 2 == 0 { 1.0 } else { -1.0 };
-                    if n % 2 == 0 {
-                        cc.push(sign / fact);
-                    } else {
-                        cs.push(sign / fact);
-                    }
-                }
-                let ps = self.horner(dt, r2, &cs);
-                let sin_r = self.fop(Op::FMul, dt, &[r, ps]);
-                let cos_r = self.horner(dt, r2, &cc);
-                let ki = self.opi(Op::ConvertFToS, it, &[k]);
-                let i32t = self.scalar_ty_raw(Scalar::I32);
-                let splat = |em: &mut Self, v: u64| {
-                    let c = em.konst(i32t, v);
-                    if lanes > 1 {
-                        em.opi(Op::CompositeConstruct, it, &vec![c; lanes as usize])
-                    } else {
-                        c
-                    }
-                };
-                let (one, two, zero) = (splat(self, 1), splat(self, 2), splat(self, 0));
-                let is_cos = fun == MathFn::Cos;
-                let kq = if is_cos {
-                    self.opi(Op::IAdd, it, &[ki, one])
-                } else {
-                    ki
-                };
-                // sin(x) by quadrant q: s, c, -s, -c; cos(x) = sin(x + π/2): quadrant q + 1.
-                let odd_bits = self.opi(Op::BitwiseAnd, it, &[kq, one]);
-                let odd = self.opi(Op::INotEqual, bty, &[odd_bits, zero]);
-                let neg_bits = self.opi(Op::BitwiseAnd, it, &[kq, two]);
-                let neg = self.opi(Op::INotEqual, bty, &[neg_bits, zero]);
-                let v = self.opi(Op::Select, dt, &[odd, cos_r, sin_r]);
-                let nv = self.fop(Op::FNegate, dt, &[v]);
-                let r = self.opi(Op::Select, dt, &[neg, nv, v]);
-                let fb = if is_cos {
-                    g32(self, glsl::COS)
-                } else {
-                    g32(self, glsl::SIN)
-                };
-                (r, fb, ok)
-            }
-        };
-        let r32 = self.opi(Op::FConvert, t, &[r64]);
-        Ok(self.opi(Op::Select, t, &[in_domain, r32, fallback]))
     }
 
     fn bool_like(&mut self, ty: Option<Type>) -> R<Word> {
