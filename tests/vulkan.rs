@@ -618,3 +618,66 @@ fn f32_subnormals_in_f64_agree_with_the_interpreter() {
     std::env::set_var("CAJETA_XPU_VK_F32_IN_F64", "1");
     agrees_with_the_interpreter("subn", SUBNORMALS, 1);
 }
+
+/// f64 transcendental functions (built from arithmetic, `math.rs`) on vector lanes — `vec3`,
+/// `vec4` and a wide `vec8` — including the Payne–Hanek branch taken by some lanes only.
+const F64_LANES: &str = r#"
+kernel lanes(o: buf<f64, rw>, xs: buf<f64>) {
+    let g: u32 = global_id.x;
+    let x: f64 = xs[g];
+    let s: vec4<f64> = sin(vec4<f64>(x, x * 1.0e9, -x * 3.0e20, x + 0.5));
+    let c: vec3<f64> = cos(vec3<f64>(x * 1.0e30, x, -x));
+    let e: vec8<f64> = exp(vec8<f64>(vec4<f64>(x), vec4<f64>(-x * 100.0)));
+    let p: vec2<f64> = pow(vec2<f64>(x, x + 1.0), vec2<f64>(-x, 300.5));
+    let l: vec2<f64> = log2(vec2<f64>(x, 1.0 / x));
+    let t: vec2<f64> = tanh(vec2<f64>(x, -x * 0.01));
+    o[16 * g] = s.x;
+    o[16 * g + 1] = s.y;
+    o[16 * g + 2] = s.z;
+    o[16 * g + 3] = s.w;
+    o[16 * g + 4] = c.x;
+    o[16 * g + 5] = c.y;
+    o[16 * g + 6] = c.z;
+    o[16 * g + 7] = e[0];
+    o[16 * g + 8] = e[7];
+    o[16 * g + 9] = p.x;
+    o[16 * g + 10] = p.y;
+    o[16 * g + 11] = l.x;
+    o[16 * g + 12] = l.y;
+    o[16 * g + 13] = t.x;
+    o[16 * g + 14] = t.y;
+    o[16 * g + 15] = rsqrt(x);
+}
+run lanes {
+    grid = [1];
+    block = [8];
+    ulps = 2;
+    arg o = fill(128, 0.0);
+    arg xs = [0.75, 1.0, 2.5, 3.25, 0.0625, 7.5, 0.3, 1.5e-5];
+    expect o = interp;
+}
+"#;
+
+#[test]
+fn f64_transcendentals_on_vector_lanes_agree_with_the_interpreter() {
+    agrees_with_the_interpreter("f64lanes", F64_LANES, 1);
+}
+
+/// Without `shaderFloat64` an f64 kernel is refused by name (the transcendental functions
+/// need no more than that: no `Int64`, no `Fma`).
+#[test]
+fn f64_transcendentals_need_only_float64() {
+    let m = xpu::ir::parse(F64_LANES).unwrap().verify().unwrap();
+    let (h, _) = m.kernels().next().unwrap();
+    let mut caps = Caps::all(8);
+    caps.int64 = false;
+    let e = emit_kernel(&m, h, &caps).unwrap();
+    assert!(
+        !e.capabilities.iter().any(|c| c == "Int64"),
+        "{:?}",
+        e.capabilities
+    );
+    caps.float64 = false;
+    let err = emit_kernel(&m, h, &caps).unwrap_err().to_string();
+    assert!(err.contains("shaderFloat64"), "{err}");
+}
