@@ -180,10 +180,10 @@ impl<'e, 'a> F<'e, 'a> {
         let a = self.g(glsl::NMAX, &[a, l]);
         self.g(glsl::NMIN, &[a, h])
     }
-    fn to_int(&mut self, a: Word) -> Word {
+    fn f_to_i(&mut self, a: Word) -> Word {
         self.em.opi(Op::ConvertFToS, self.i, &[a])
     }
-    fn to_float(&mut self, a: Word) -> Word {
+    fn i_to_f(&mut self, a: Word) -> Word {
         self.em.opi(Op::ConvertSToF, self.d, &[a])
     }
     /// `2^k` for an `i32` `k` in the normal range (exact).
@@ -194,7 +194,7 @@ impl<'e, 'a> F<'e, 'a> {
     /// `p · 2^k` for an integral `f64` `k` with |k| ≤ 2044, as two exact power-of-two
     /// factors, so a result in the subnormal range is rounded once, by the second product.
     fn scale(&mut self, p: Word, k: Word) -> Word {
-        let ki = self.to_int(k);
+        let ki = self.f_to_i(k);
         let one = self.ci(1);
         let h = self.em.opi(Op::ShiftRightArithmetic, self.i, &[ki, one]);
         let j = self.em.opi(Op::ISub, self.i, &[ki, h]);
@@ -356,7 +356,7 @@ impl<'e, 'a> F<'e, 'a> {
         let e = self.em.opi(Op::ISub, self.i, &[e, dec]);
         let adj = self.seli(tiny, adj, zero_i);
         let e = self.em.opi(Op::ISub, self.i, &[e, adj]);
-        let ef = self.to_float(e);
+        let ef = self.i_to_f(e);
         // s = f/(2 + f) as a double-double: f and 2 + f exact (two parts), s_lo from the
         // quotient's exact residual.
         let one = self.c(1.0);
@@ -556,8 +556,8 @@ impl<'e, 'a> F<'e, 'a> {
                 Operand::IdRef(ev),
             ],
         );
-        let e = self.em.load(self.i, ev); // a = m·2^E, m in [0.5, 1)
-        // ns = ceil(E/24) - 2, t = E - 24·(ns + 2).
+        // a = m·2^E, m in [0.5, 1); ns = ceil(E/24) - 2, t = E - 24·(ns + 2).
+        let e = self.em.load(self.i, ev);
         let (c23, c24, c2) = (self.ci(23), self.ci(24), self.ci(2));
         let ns = self.em.opi(Op::IAdd, self.i, &[e, c23]);
         let ns = self.em.opi(Op::SDiv, self.i, &[ns, c24]);
@@ -594,7 +594,7 @@ impl<'e, 'a> F<'e, 'a> {
             dg.push(self.add(s, a2));
         }
         // Carries from digit 8 up to digit 1 (dg[9] .. dg[2]); digit 0 (dg[1]) keeps its carry.
-        let mut digits = vec![0; 10];
+        let mut digits = [0; 10];
         let mut carry: Option<Word> = None;
         for j in (2..10).rev() {
             let v = match carry {
@@ -638,9 +638,9 @@ impl<'e, 'a> F<'e, 'a> {
         // Digits 2..8: adjacent pairs add exactly (48 bits); the pairs do not overlap.
         let mut terms = Vec::with_capacity(7);
         let mut wk = w1;
-        for j in 3..10 {
+        for &dj in &digits[3..10] {
             wk = self.mulc(wk, 2f64.powi(-24));
-            terms.push(self.mul(digits[j], wk));
+            terms.push(self.mul(dj, wk));
         }
         let pa = self.add(terms[0], terms[1]);
         let pb = self.add(terms[2], terms[3]);
@@ -698,7 +698,7 @@ impl<'e, 'a> F<'e, 'a> {
         let k4 = self.floor(k4);
         let k4 = self.mulc(k4, 4.0);
         let kq = self.sub(k, k4);
-        let kq = self.to_int(kq);
+        let kq = self.f_to_i(kq);
         // sin r = r + r·z·Ps(z) + rl·(1 - z/2); cos r = 1 - z/2 + z²·Pc(z) - r·rl, with
         // z = r² exact in two parts and 1 - z/2 carried with its rounding error (fdlibm).
         let (z, zl) = self.two_prod(r, r);
@@ -771,7 +771,7 @@ impl<'e, 'a> F<'e, 'a> {
         // cancels (y = 0.36 gives k = 1, u = -0.29).
         let (k, r, rl) = self.exp_reduce(y, None);
         let (u, ul) = self.expm1_core(r, rl);
-        let ki = self.to_int(k);
+        let ki = self.f_to_i(k);
         let pk = self.pow2(ki);
         let one = self.c(1.0);
         let pu = self.mul(pk, u);
@@ -1085,7 +1085,13 @@ impl Em<'_> {
     /// meet the native backends' bounds (GLSL.std.450's `f32` functions are allowed 3 + 2|x|
     /// ulps and worse, and are only `f32`). Inputs outside a function's main domain (`log` of
     /// x ≤ 0, `pow` of x ≤ 0, `sin`/`cos` beyond ±65536, infinities, NaN) take GLSL.std.450.
-    pub(super) fn transcendental_f32(&mut self, fun: MathFn, vs: &[Word], t: Word, lanes: u8) -> R<Word> {
+    pub(super) fn transcendental_f32(
+        &mut self,
+        fun: MathFn,
+        vs: &[Word],
+        t: Word,
+        lanes: u8,
+    ) -> R<Word> {
         self.cap(Capability::Float64);
         let dt = self.vec_ty(Scalar::F64, lanes)?;
         let it = self.vec_ty(Scalar::I32, lanes)?;
@@ -1277,7 +1283,11 @@ mod tests {
         assert_eq!(PIO2_1, std::f64::consts::FRAC_PI_2);
         assert_eq!(LN2_HI, std::f64::consts::LN_2);
         assert_eq!(LN2_A + LN2_B, std::f64::consts::LN_2);
-        assert_eq!(LN2_A.to_bits() & 0x1f_ffff, 0, "LN2_A has 32 significant bits");
+        assert_eq!(
+            LN2_A.to_bits() & 0x1f_ffff,
+            0,
+            "LN2_A has 32 significant bits"
+        );
         assert_eq!(INV_LN2_HI, std::f64::consts::LOG2_E);
         assert_eq!(TWO_THIRDS_HI, 2.0 / 3.0);
     }
