@@ -354,9 +354,9 @@ fn the_streaming_benchmark_runs() {
         eprintln!("no Vulkan device, skipping");
         return;
     }
-    let (name, rows) = xpu::devices::vulkan::bench::measure(1 << 16, 3).unwrap();
+    let (name, rows) = xpu::devices::vulkan::bench::measure(1 << 16, 256, 3).unwrap();
     println!("{name}: {rows:?}");
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 3);
     for r in rows {
         assert!(r.vulkan_ms > 0.0 && r.copy_ms > 0.0, "{r:?}");
     }

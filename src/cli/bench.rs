@@ -23,6 +23,9 @@ pub struct BenchArgs {
     /// The square matrix size of sgemm (a multiple of 64).
     #[arg(long, default_value_t = 4096)]
     pub gemm: u32,
+    /// Work-items per block of the streaming kernels (Vulkan).
+    #[arg(long, default_value_t = 256)]
+    pub block: u32,
     /// Timed rounds per figure (the median is reported).
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
@@ -92,7 +95,7 @@ kernel sgemm(c: buf<f32, rw>, a: buf<f32>, b: buf<f32>, n: u32) {
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
     if args.backend == "vulkan" {
-        return crate::devices::vulkan::bench::run(args.elems, args.reps);
+        return crate::devices::vulkan::bench::run(args.elems, args.block, args.reps);
     }
     if args.backend != "cuda" {
         eprintln!(

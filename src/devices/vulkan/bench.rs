@@ -32,7 +32,17 @@ kernel triad(a: buf<f32, rw>, b: buf<f32>, c: buf<f32>, s: f32, n: u32) {
         a[i] = b[i] + s * c[i];
     }
 }
+
+kernel copy(y: buf<f32, rw>, x: buf<f32>, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = x[i];
+    }
+}
 "#;
+
+/// The kernels timed, with the bytes each moves per element.
+const NAMES: [(&str, f64); 3] = [("saxpy", 12.0), ("triad", 12.0), ("copy", 8.0)];
 
 /// One benchmark's medians, in milliseconds, with the bytes it moves.
 #[derive(Clone, Debug)]
@@ -97,8 +107,13 @@ fn timed(
     })
 }
 
-/// `[(saxpy, copy), (triad, copy)]` times (ms) on `device`.
-fn kernels_on(device: &Device, elems: usize, reps: usize) -> Result<Vec<(Times, Times)>, String> {
+/// `(kernel, copy of the same bytes)` times (ms) on `device`, one pair per entry of `NAMES`.
+fn kernels_on(
+    device: &Device,
+    elems: usize,
+    block: u32,
+    reps: usize,
+) -> Result<Vec<(Times, Times)>, String> {
     let e = |x: crate::devices::DeviceError| x.to_string();
     let module = crate::ir::parse(KERNELS)
         .and_then(|m| m.verify())
@@ -111,58 +126,45 @@ fn kernels_on(device: &Device, elems: usize, reps: usize) -> Result<Vec<(Times, 
         .collect::<Result<_, _>>()?;
     let f32e = ElemType::scalar(Scalar::F32);
     let n = elems as u32;
-    let block = 256u32;
     let grid = n.div_ceil(block);
-    let geometry = || Launch::grid([grid]).block([block]);
-    let saxpy = program.kernel("saxpy").map_err(|x| x.to_string())?;
-    let triad = program.kernel("triad").map_err(|x| x.to_string())?;
-    let ts = timed(&stream, reps, || {
-        saxpy
-            .launch(
-                &stream,
-                geometry(),
-                [
-                    ArgValue::raw(&bufs[0], f32e, true),
-                    ArgValue::raw(&bufs[1], f32e, false),
-                    ArgValue::from(2.0f32),
-                    ArgValue::from(n),
-                ],
-            )
-            .map_err(|x| x.to_string())
-    })?;
-    let tt = timed(&stream, reps, || {
-        triad
-            .launch(
-                &stream,
-                geometry(),
-                [
-                    ArgValue::raw(&bufs[0], f32e, true),
-                    ArgValue::raw(&bufs[1], f32e, false),
-                    ArgValue::raw(&bufs[2], f32e, false),
-                    ArgValue::from(3.0f32),
-                    ArgValue::from(n),
-                ],
-            )
-            .map_err(|x| x.to_string())
-    })?;
-    // The same bytes moved as a copy: 12 bytes per element = a read and a write of 6.
-    let half = bytes * 3 / 2;
-    let src = RawBuffer::alloc_with(device, half, Init::Any).map_err(e)?;
-    let dst = RawBuffer::alloc_with(device, half, Init::Any).map_err(e)?;
-    let tc = timed(&stream, reps, || {
-        dst.copy_from_async(&stream, &src).map_err(e)
-    })?;
-    Ok(vec![(ts, tc), (tt, tc)])
+    let mut out = Vec::new();
+    for (name, per_elem) in NAMES {
+        let kernel = program.kernel(name).map_err(|x| x.to_string())?;
+        let scalar: &[ArgValue] = match name {
+            "saxpy" => &[ArgValue::from(2.0f32)],
+            "triad" => &[ArgValue::from(3.0f32)],
+            _ => &[],
+        };
+        let inputs = if name == "triad" { 2 } else { 1 };
+        let tk = timed(&stream, reps, || {
+            let mut args = vec![ArgValue::raw(&bufs[0], f32e, true)];
+            args.extend((1..=inputs).map(|b| ArgValue::raw(&bufs[b], f32e, false)));
+            args.extend(scalar.iter().cloned());
+            args.push(ArgValue::from(n));
+            kernel
+                .launch(&stream, Launch::grid([grid]).block([block]), args)
+                .map_err(|x| x.to_string())
+        })?;
+        // The same bytes moved as a copy: a read and a write of half of them.
+        let half = (per_elem as usize * elems) / 2;
+        let src = RawBuffer::alloc_with(device, half, Init::Any).map_err(e)?;
+        let dst = RawBuffer::alloc_with(device, half, Init::Any).map_err(e)?;
+        let tc = timed(&stream, reps, || {
+            dst.copy_from_async(&stream, &src).map_err(e)
+        })?;
+        out.push((tk, tc));
+    }
+    Ok(out)
 }
 
 /// Measures both benchmarks on the Vulkan device (and on CUDA when present).
-pub fn measure(elems: usize, reps: usize) -> Result<(String, Vec<Row>), String> {
+pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, Vec<Row>), String> {
     let vk = Device::open(Backend::Vulkan).map_err(|e| e.to_string())?;
     let name = vk.facts().name.clone().unwrap_or_else(|| "unnamed".into());
-    let v = kernels_on(&vk, elems, reps)?;
+    let v = kernels_on(&vk, elems, block, reps)?;
     drop(vk);
     let cuda = match Device::open(Backend::Cuda) {
-        Ok(d) => Some(kernels_on(&d, elems, reps)?),
+        Ok(d) => Some(kernels_on(&d, elems, block, reps)?),
         Err(_) => None,
     };
     // Compare like with like: device clocks only when every side has one.
@@ -173,13 +175,12 @@ pub fn measure(elems: usize, reps: usize) -> Result<(String, Vec<Row>), String> 
             .as_ref()
             .is_none_or(|c| c.iter().all(|(k, _)| k.device.is_some()));
     let pick = |t: &Times| if on_device { t.best() } else { t.host };
-    let names = ["saxpy", "triad"];
     Ok((
         name,
-        (0..2)
+        (0..NAMES.len())
             .map(|i| Row {
-                name: names[i],
-                bytes: 12.0 * elems as f64,
+                name: NAMES[i].0,
+                bytes: NAMES[i].1 * elems as f64,
                 vulkan_ms: pick(&v[i].0),
                 vulkan_host_ms: v[i].0.host,
                 copy_ms: pick(&v[i].1),
@@ -191,15 +192,18 @@ pub fn measure(elems: usize, reps: usize) -> Result<(String, Vec<Row>), String> 
 }
 
 /// `xpu bench vulkan`: prints the table; exit 0, or 2 when no Vulkan device runs it.
-pub fn run(elems: usize, reps: usize) -> std::process::ExitCode {
-    match measure(elems, reps) {
+pub fn run(elems: usize, block: u32, reps: usize) -> std::process::ExitCode {
+    match measure(elems, block, reps) {
         Ok((name, rows)) => {
             let how = if rows.iter().all(|r| r.timed_on_device) {
                 "device-timed (timestamp queries / CUDA events)"
             } else {
                 "host-timed (launch + stream sync)"
             };
-            println!("xpu bench vulkan on {name}: {elems} floats, median of {reps} rounds, {how}");
+            println!(
+                "xpu bench vulkan on {name}: {elems} floats, blocks of {block}, median of {reps} \
+                 rounds, {how}"
+            );
             println!(
                 "{:<8} {:>10} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9}",
                 "kernel",
