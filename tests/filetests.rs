@@ -30,11 +30,19 @@ struct Outcome {
 }
 
 fn run_backend(name: &str) -> Result<Outcome, String> {
+    run_with(name, &["tests/filetests", "tests/ub"], &[])
+}
+
+/// `xpu run PATHS --backend NAME` with `env` added.
+fn run_with(name: &str, paths: &[&str], env: &[(&str, &str)]) -> Result<Outcome, String> {
     // Cargo runs integration tests from the package root; relative paths keep the report short.
     let mut child = Command::new(env!("CARGO_BIN_EXE_xpu"))
-        .args(["run", "tests/filetests", "tests/ub", "--backend", name])
+        .arg("run")
+        .args(paths)
+        .args(["--backend", name])
         // The suites' default (contract §7): fresh device memory is poisoned.
         .env("CAJETA_XPU_POISON", "1")
+        .envs(env.iter().copied())
         .env_remove("CAJETA_XPU_BACKEND")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -116,4 +124,28 @@ fn filetests_pass_on_every_available_backend() {
         failures.join("\n")
     );
     assert!(ran >= 40, "only {ran} cases ran");
+}
+
+/// The coarsening pass (`xpu::ir::coarsen`), which GPUs apply to large launches only, forced
+/// onto every eligible launch of the file tests on the interpreter and the CPU: each result
+/// must still be the file's expected one.
+#[test]
+fn filetests_pass_coarsened() {
+    let mut failures = Vec::new();
+    for backend in ["interp", "cpu"] {
+        match run_with(
+            backend,
+            &["tests/filetests"],
+            &[("CAJETA_XPU_COARSEN", "force")],
+        ) {
+            Ok(outcome) if outcome.failed == 0 => println!("{}", outcome.report),
+            Ok(outcome) => failures.push(format!("on {backend}:\n{}", outcome.report)),
+            Err(message) => failures.push(format!("on {backend}:\n{message}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "coarsened file tests failed {}",
+        failures.join("\n")
+    );
 }

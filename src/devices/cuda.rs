@@ -395,6 +395,10 @@ impl DeviceImpl for CudaDevice {
         Ok(self.load_program(module))
     }
 
+    fn coarsens(&self) -> bool {
+        true
+    }
+
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Event
     }

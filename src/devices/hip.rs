@@ -487,6 +487,10 @@ impl DeviceImpl for HipDevice {
         }))
     }
 
+    fn coarsens(&self) -> bool {
+        true
+    }
+
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Event
     }

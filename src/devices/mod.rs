@@ -19,6 +19,7 @@
 //! Adding a backend: a module here implementing the traits, a `pub mod` line, and an arm in
 //! [`open_backend`].
 
+pub mod coarse;
 pub mod cpu;
 pub mod host;
 pub mod interp;
@@ -284,6 +285,11 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn emulated_on_host(&self) -> bool {
         false
     }
+    /// Whether large launches of eligible kernels should run coarsened ([`coarse`]): GPUs,
+    /// whose one-element-per-work-item kernels leave memory bandwidth unused.
+    fn coarsens(&self) -> bool {
+        false
+    }
 }
 
 /// A module on one device.
@@ -479,6 +485,7 @@ impl Device {
             device: self.clone(),
             module,
             imp,
+            coarse: Arc::default(),
         })
     }
 
@@ -589,6 +596,8 @@ pub struct Program {
     device: Device,
     module: Arc<VerifiedModule>,
     imp: Arc<dyn ProgramImpl>,
+    /// Each kernel's coarsened variant once built (`None`: not eligible).
+    coarse: Arc<Mutex<HashMap<String, Option<Arc<dyn KernelImpl>>>>>,
 }
 
 impl Program {
@@ -631,6 +640,16 @@ impl Program {
             function: Arc::new(function.clone()),
             imp,
         })
+    }
+
+    /// The coarsened variant of kernel `name`, built on first request.
+    fn coarse_variant(&self, name: &str) -> Result<Option<Arc<dyn KernelImpl>>, LaunchError> {
+        if let Some(v) = self.coarse.lock().get(name) {
+            return Ok(v.clone());
+        }
+        let v = coarse::variant(self.device.inner.imp.as_ref(), &self.module, name)?;
+        self.coarse.lock().insert(name.to_string(), v.clone());
+        Ok(v)
     }
 
     /// The kernel's manifest on this device's backend, or `None` where the backend has no
@@ -734,6 +753,22 @@ impl Kernel {
                 ArgValue::Value(v) => DeviceArg::Value(*v),
                 ArgValue::Tag(t) => DeviceArg::Value(HostValue::from(*t)),
             });
+        }
+        let mode = coarse::mode().map_err(|reason| LaunchError::NoCode {
+            kernel: self.name.clone(),
+            backend: device.backend(),
+            reason,
+        })?;
+        if coarse::wanted(mode, device.inner.imp.as_ref(), &launch) {
+            if let Some(variant) = self.program.coarse_variant(&self.name)? {
+                // The logical grid's x extent is the variant's extra, last parameter.
+                bound.push(DeviceArg::Value(HostValue::from(launch.grid[0])));
+                return variant.launch(
+                    stream.implementation().as_ref(),
+                    &coarse::launch_of(&launch),
+                    &bound,
+                );
+            }
         }
         self.imp
             .launch(stream.implementation().as_ref(), &launch, &bound)

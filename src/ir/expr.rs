@@ -521,6 +521,56 @@ impl Expr {
         out
     }
 
+    /// The direct operand handles, mutably, in evaluation order (for passes that rebuild an
+    /// expression tree elsewhere).
+    pub fn operands_mut(&mut self) -> Vec<&mut ExprId> {
+        match self {
+            Expr::Literal(_)
+            | Expr::Param(_)
+            | Expr::Local(_)
+            | Expr::TemplateParam(_)
+            | Expr::Builtin(_)
+            | Expr::Len(_)
+            | Expr::Tag { .. } => vec![],
+            Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } => {
+                vec![arg]
+            }
+            Expr::Binary { lhs, rhs, .. } => vec![lhs, rhs],
+            Expr::Select {
+                cond,
+                accept,
+                reject,
+            } => vec![cond, accept, reject],
+            Expr::Compose { parts, .. } => parts.iter_mut().collect(),
+            Expr::Splat { value, .. } => vec![value],
+            Expr::Extract { vector, .. } | Expr::Swizzle { vector, .. } => vec![vector],
+            Expr::Index { index, .. } | Expr::VLoad { index, .. } => vec![index],
+            Expr::Call { args, .. } | Expr::Math { args, .. } | Expr::Wave { args, .. } => {
+                args.iter_mut().collect()
+            }
+            Expr::Dispatch { tag, args } => std::iter::once(tag).chain(args.iter_mut()).collect(),
+            Expr::Atomic {
+                place,
+                value,
+                compare,
+                ..
+            } => {
+                let mut out = Vec::new();
+                if let Place::Element { index, .. } = place {
+                    out.push(index);
+                }
+                if let Some(c) = compare {
+                    out.push(c);
+                }
+                out.push(value);
+                out
+            }
+            Expr::MatrixFill { value, .. } => vec![value],
+            Expr::MatrixLoad { offset, stride, .. } => vec![offset, stride],
+            Expr::MatrixMma { a, b, c } => vec![a, b, c],
+        }
+    }
+
     /// Calls `f` on each direct operand, in evaluation order.
     pub fn for_each_operand(&self, mut f: impl FnMut(ExprId)) {
         match self {

@@ -7,6 +7,7 @@
 
 mod arena;
 pub mod builder;
+pub mod coarsen;
 mod diag;
 mod expr;
 mod function;

@@ -105,6 +105,34 @@ impl VerifiedModule {
     }
 }
 
+impl VerifiedModule {
+    /// This module with one more concrete function appended, checked by every per-function
+    /// rule against the module (a pass's output, such as [`crate::ir::coarsen`]'s). The
+    /// name must be new.
+    pub fn with_function(
+        &self,
+        f: Function,
+    ) -> Result<(VerifiedModule, Handle<Function>), Diagnostics> {
+        let mut sink = Sink::default();
+        if self.module.function(&f.name).is_some() {
+            sink.push(
+                codes::DUPLICATE_NAME,
+                f.span,
+                format!("a function named `{}` already exists", f.name),
+            );
+        }
+        decls::check(&self.module, &f, &mut sink);
+        let typed = typeck::check_function(&self.module, &f);
+        body::check(&self.module, &f, &typed, &mut sink);
+        sink.finish()?;
+        let mut out = self.clone();
+        out.types.push(typed.types());
+        out.origins.push(None);
+        let handle = out.module.functions.append(f);
+        Ok((out, handle))
+    }
+}
+
 impl Module {
     /// Verifies the module: see [`verify`].
     pub fn verify(self) -> Result<VerifiedModule, Diagnostics> {
