@@ -429,6 +429,40 @@ impl Gen {
         }
     }
 
+    /// A bounds-test shaped condition, `affine op uniform` (either order, unsigned or
+    /// signed), which the CPU backend runs without masks when it holds in a whole wave.
+    fn bounds_cond(&mut self) -> String {
+        let ids: &[&str] = if self.helper {
+            &["lane_id", "local_id.x"]
+        } else {
+            &["gid", "lid", "lane_id"]
+        };
+        let id = *self.rng.pick(ids);
+        let k = 1 + self.rng.below(3);
+        let a = match self.rng.below(3) {
+            0 => id.to_string(),
+            1 => format!("({id} + {k}u32)"),
+            _ => format!("({id} * {k}u32)"),
+        };
+        let b = match self.rng.below(4) {
+            0 if !self.helper => "n".to_string(),
+            1 => "wave_width".to_string(),
+            2 if !self.helper => "(n - 5u32)".to_string(),
+            _ => format!("{}u32", self.rng.below(40)),
+        };
+        let op = *self.rng.pick(&["<", "<=", ">", ">="]);
+        let (a, b) = if self.rng.chance(25) {
+            (format!("({a} as i32)"), format!("({b} as i32)"))
+        } else {
+            (a, b)
+        };
+        if self.rng.chance(50) {
+            format!("({a} {op} {b})")
+        } else {
+            format!("({b} {op} {a})")
+        }
+    }
+
     fn stmts(&mut self, n: usize) {
         let mark = self.vars.len();
         for _ in 0..n {
@@ -470,7 +504,11 @@ impl Gen {
                 }
             }
             7 | 8 => {
-                let c = self.expr("bool", 2);
+                let c = if self.rng.chance(30) {
+                    self.bounds_cond()
+                } else {
+                    self.expr("bool", 2)
+                };
                 self.line(&format!("if {c} {{"));
                 self.nested(|g| g.stmts(3));
                 if self.rng.chance(50) {
@@ -1210,4 +1248,96 @@ run wide {
 }
 "#,
     );
+}
+
+#[test]
+fn bounds_test_ifs_agree_with_the_interpreter() {
+    // `if affine op uniform` runs its `then` side without masks when the test holds in a
+    // whole wave: every comparison, both operand orders, signed and unsigned, strides 1 and 2,
+    // a base near the top of u32 (lanes that wrap), partial waves, and buffers too short (the
+    // fault must be the interpreter's too), at the host's wave and at 4 and 8.
+    let (interp, cpu) = devices();
+    let conds = [
+        "i < n",
+        "i <= n",
+        "i > n",
+        "i >= n",
+        "n < i",
+        "n >= i",
+        "(i + off) < n",
+        "(i + off) >= n",
+        "(i as i32) < (n as i32)",
+        "(n as i32) <= ((i + off) as i32)",
+        "(i * 2u32) < n",
+    ];
+    let source = |wave: Option<u32>| {
+        let mut src = String::new();
+        for (k, c) in conds.iter().enumerate() {
+            if let Some(w) = wave {
+                writeln!(src, "@wave({w})").unwrap();
+            }
+            writeln!(
+                src,
+                "kernel b{k}(out: buf<i32, rw>, inp: buf<i32>, n: u32, off: u32) {{\n    \
+             let i: u32 = global_id.x;\n    let v: i32 = -1i32;\n    if {c} {{\n        \
+             v = inp[i] + 1i32;\n        out[i] = v * 2i32;\n    }} else {{\n        \
+             out[i] = 5i32 + v;\n    }}\n}}\n"
+            )
+            .unwrap();
+        }
+        src
+    };
+    let stream_i = KernelStream::current(&interp);
+    let stream_c = KernelStream::current(&cpu);
+    let mut checked = 0;
+    for wave in [None, Some(4u32), Some(8)] {
+        let src = source(wave);
+        let pi = load(&interp, &src);
+        let pc = load(&cpu, &src);
+        for k in 0..conds.len() {
+            let name = format!("b{k}");
+            let ki = pi.kernel(&name).unwrap();
+            let kc = pc.kernel(&name).unwrap();
+            for (grid, block) in [(3u32, 32u32), (2, 20)] {
+                let total = (grid * block) as usize;
+                for (n, off) in [
+                    (0u32, 0u32),
+                    (7, 0),
+                    (16, 0),
+                    (33, 0),
+                    (total as u32, 0),
+                    (u32::MAX - 3, 0),
+                    (40, u32::MAX - 20),
+                    (u32::MAX, u32::MAX - 40),
+                ] {
+                    for short in [0usize, 5] {
+                        let data: Vec<i32> = (0..total - short).map(|x| x as i32 * 3).collect();
+                        let launch = Launch::grid([grid]).block([block]);
+                        let run = |dev: &Device, kern: &xpu::Kernel, stream: &KernelStream| {
+                            let inp = dev.upload(&data).unwrap();
+                            let mut out = dev.upload(&vec![0i32; total]).unwrap();
+                            kern.launch(stream, launch.clone(), args![&mut out, &inp, n, off])
+                                .map(|_| out.download().unwrap())
+                        };
+                        let want = run(&interp, &ki, &stream_i);
+                        let got = run(&cpu, &kc, &stream_c);
+                        let what = format!("{} wave {wave:?} grid {grid} block {block} n {n} off {off} short {short}", conds[k]);
+                        match (want, got) {
+                            (Ok(w), Ok(g)) => assert_eq!(w, g, "{what}"),
+                            (
+                                Err(LaunchError::Undefined { kind, report, .. }),
+                                Err(LaunchError::OutOfBounds { line, .. }),
+                            ) => {
+                                assert_eq!(kind, "out_of_bounds", "{what}");
+                                assert!(report.starts_with(&format!("{line}:")), "{what}");
+                            }
+                            (w, g) => panic!("{what}: interpreter {w:?}, cpu {g:?}"),
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 3 * 11 * 2 * 8 * 2);
 }

@@ -151,7 +151,19 @@ pub struct Lower<'a, 'm> {
     wave_lin: Value,
     local_ids: [Val; 3],
     exec: Vec<Variable>,
-    driver: cranelift_codegen::ir::StackSlot,
+    /// Whether every lane of the wave is inside the block (`i8`, per wave).
+    wave_full: Value,
+    /// Whether the exec mask is known, at this point of the lowering, to be the wave's
+    /// initial mask (so that it is full exactly when `wave_full`): true from the start of the
+    /// kernel until something may have removed lanes for good.
+    exec_initial: bool,
+    /// How many enclosing `if`s have their body lowered twice (see `if_stmt`).
+    dup_depth: u32,
+    /// The driver's counters, in SSA variables: the wave, the barrier a region resumes at,
+    /// and the barrier the waves of this region stopped at (or `NONE`/`FINISHED`).
+    drv_wave: Variable,
+    drv_resume: Variable,
+    drv_next: Variable,
     frames: Vec<Frame<'m>>,
     loops: Vec<LoopFrame>,
     /// Where control goes when the exec mask becomes empty: the end of the innermost
@@ -192,21 +204,23 @@ fn comps_of(t: Type) -> usize {
 
 /// Whether a function (or a helper it reaches) contains `barrier()`.
 pub fn has_barrier(m: &Module, f: &Function, depth: u32) -> bool {
-    fn block(m: &Module, b: &[Stmt], f: &Function, depth: u32) -> bool {
-        b.iter().any(|s| match &s.kind {
-            StmtKind::Barrier => true,
-            k => {
-                k.blocks().iter().any(|bl| block(m, bl, f, depth))
-                    || stmt_calls(m, f, s).iter().any(|&h| {
-                        depth < 64
-                            && m.functions
-                                .try_get(h)
-                                .is_some_and(|g| has_barrier(m, g, depth + 1))
-                    })
-            }
-        })
-    }
-    block(m, &f.body, f, depth)
+    stmts_barrier(m, f, &f.body, depth)
+}
+
+/// Whether statements of `f` (or helpers they reach) contain `barrier()`.
+fn stmts_barrier(m: &Module, f: &Function, b: &[Stmt], depth: u32) -> bool {
+    b.iter().any(|s| match &s.kind {
+        StmtKind::Barrier => true,
+        k => {
+            k.blocks().iter().any(|bl| stmts_barrier(m, f, bl, depth))
+                || stmt_calls(m, f, s).iter().any(|&h| {
+                    depth < 64
+                        && m.functions
+                            .try_get(h)
+                            .is_some_and(|g| has_barrier(m, g, depth + 1))
+                })
+        }
+    })
 }
 
 fn stmt_calls(m: &Module, f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
@@ -287,8 +301,9 @@ impl<'a, 'm> Lower<'a, 'm> {
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
         let ctx = b.block_params(entry)[0];
-        let driver =
-            b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 4));
+        let drv_wave = b.declare_var(types::I32);
+        let drv_resume = b.declare_var(types::I32);
+        let drv_next = b.declare_var(types::I32);
         let zero = b.ins().iconst(types::I32, 0);
         let geometry = GeometryClass::new(cfg.block, cfg.wave);
         let mut s = Lower {
@@ -313,7 +328,12 @@ impl<'a, 'm> Lower<'a, 'm> {
             wave_lin: zero,
             local_ids: [Val::U(zero), Val::U(zero), Val::U(zero)],
             exec: Vec::new(),
-            driver,
+            wave_full: zero,
+            exec_initial: false,
+            dup_depth: 0,
+            drv_wave,
+            drv_resume,
+            drv_next,
             frames: Vec::new(),
             loops: Vec::new(),
             regions: Vec::new(),
@@ -478,6 +498,20 @@ impl<'a, 'm> Lower<'a, 'm> {
             let v = self.b.ins().iadd_imm_s(volume_v, self.n as i64 - 1);
             self.b.ins().udiv_imm_u(v, self.n as i64)
         };
+        // The waves' state: one area for all waves without barriers, else one per wave.
+        let state_base = self
+            .b
+            .ins()
+            .load(types::I64, notrap(), self.ctx, ctx_off::STATE);
+        let state_stride = if self.has_barrier {
+            Some(
+                self.b
+                    .ins()
+                    .load(types::I64, notrap(), self.ctx, ctx_off::STATE_STRIDE),
+            )
+        } else {
+            None
+        };
         let region_head = self.b.create_block();
         let wave_head = self.b.create_block();
         let wave_body = self.b.create_block();
@@ -486,21 +520,18 @@ impl<'a, 'm> Lower<'a, 'm> {
         let region_end = self.b.create_block();
         self.wave_next = wave_next;
         let zero = self.b.ins().iconst(types::I32, 0);
-        self.b.ins().stack_store(types::I64, zero, self.driver, 4);
+        self.b.def_var(self.drv_resume, zero);
         self.b.ins().jump(region_head, &[]);
 
         self.b.switch_to_block(region_head);
         let zero = self.b.ins().iconst(types::I32, 0);
         let none = self.b.ins().iconst(types::I32, NONE);
-        self.b.ins().stack_store(types::I64, zero, self.driver, 0);
-        self.b.ins().stack_store(types::I64, none, self.driver, 8);
+        self.b.def_var(self.drv_wave, zero);
+        self.b.def_var(self.drv_next, none);
         self.b.ins().jump(wave_head, &[]);
 
         self.b.switch_to_block(wave_head);
-        let w = self
-            .b
-            .ins()
-            .stack_load(types::I64, types::I32, self.driver, 0);
+        let w = self.b.use_var(self.drv_wave);
         let done = self
             .b
             .ins()
@@ -508,28 +539,25 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.ins().brif(done, region_end, &[], wave_body, &[]);
 
         self.b.switch_to_block(wave_body);
-        let w = self
-            .b
-            .ins()
-            .stack_load(types::I64, types::I32, self.driver, 0);
-        let stride = self
-            .b
-            .ins()
-            .load(types::I64, notrap(), self.ctx, ctx_off::STATE_STRIDE);
-        let base = self
-            .b
-            .ins()
-            .load(types::I64, notrap(), self.ctx, ctx_off::STATE);
-        let w64 = self.b.ins().uextend(types::I64, w);
-        let off = self.b.ins().imul(w64, stride);
-        self.state = self.b.ins().iadd(base, off);
+        let w = self.b.use_var(self.drv_wave);
+        self.state = match state_stride {
+            Some(stride) => {
+                let w64 = self.b.ins().uextend(types::I64, w);
+                let off = self.b.ins().imul(w64, stride);
+                self.b.ins().iadd(state_base, off)
+            }
+            None => state_base,
+        };
         self.wave_lin = self.b.ins().imul_imm_s(w, self.n as i64);
         self.local_ids_for_wave();
-        let init_mask = self.initial_mask(volume_v);
-        let resume = self
-            .b
-            .ins()
-            .stack_load(types::I64, types::I32, self.driver, 4);
+        // A full wave (every lane inside the block) starts with the all-ones mask; only a
+        // partial last wave computes its mask.
+        let rem = self.b.ins().isub(volume_v, self.wave_lin);
+        self.wave_full =
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, rem, self.n as i64);
+        let resume = self.b.use_var(self.drv_resume);
 
         // The exec mask: declared first, so it is in scope (spilled) at every barrier.
         let nmask = chunks(Scalar::Bool, self.n);
@@ -538,9 +566,24 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.ins().jump(dispatch_block, &[]);
 
         self.b.switch_to_block(start);
-        for (v, m) in self.exec.clone().into_iter().zip(init_mask) {
-            self.b.def_var(v, m);
-        }
+        let full_b = self.b.create_block();
+        let part_b = self.b.create_block();
+        let body_b = self.b.create_block();
+        self.b.ins().brif(self.wave_full, full_b, &[], part_b, &[]);
+        self.b.switch_to_block(full_b);
+        // Lanes past the wave (a wave of fewer than 4 lanes) stay off.
+        let ones: Vec<u64> = (0..4)
+            .map(|j| if j < self.n { u32::MAX as u64 } else { 0 })
+            .collect();
+        let ones = self.const_vec(types::I32X4, &ones);
+        self.set_exec(&vec![ones; nmask as usize]);
+        self.b.ins().jump(body_b, &[]);
+        self.b.switch_to_block(part_b);
+        let init_mask = self.initial_mask(volume_v);
+        self.set_exec(&init_mask);
+        self.b.ins().jump(body_b, &[]);
+        self.b.switch_to_block(body_b);
+        self.exec_initial = true;
         let types = (self.types_of)(kernel);
         let an = self
             .an
@@ -564,7 +607,9 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.b.ins().jump(kernel_end, &[]);
         }
         self.b.switch_to_block(kernel_end);
-        self.record(FINISHED);
+        if self.has_barrier {
+            self.record(FINISHED);
+        }
         self.b.ins().jump(wave_next, &[]);
 
         // Dispatch: the first region starts every wave; later ones resume at the barrier.
@@ -581,29 +626,31 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
 
         self.b.switch_to_block(wave_next);
-        let w = self
-            .b
-            .ins()
-            .stack_load(types::I64, types::I32, self.driver, 0);
+        let w = self.b.use_var(self.drv_wave);
         let w1 = self.b.ins().iadd_imm_s(w, 1);
-        self.b.ins().stack_store(types::I64, w1, self.driver, 0);
+        self.b.def_var(self.drv_wave, w1);
         self.b.ins().jump(wave_head, &[]);
 
         self.b.switch_to_block(region_end);
-        let next = self
-            .b
-            .ins()
-            .stack_load(types::I64, types::I32, self.driver, 8);
-        let fin = self.b.ins().icmp_imm_s(IntCC::Equal, next, FINISHED);
-        let ret = self.b.create_block();
-        let again = self.b.create_block();
-        self.b.ins().brif(fin, ret, &[], again, &[]);
-        self.b.switch_to_block(ret);
-        let z = self.b.ins().iconst(types::I32, 0);
-        self.b.ins().return_(&[z]);
-        self.b.switch_to_block(again);
-        self.b.ins().stack_store(types::I64, next, self.driver, 4);
-        self.b.ins().jump(region_head, &[]);
+        if self.has_barrier {
+            // Every wave finished, or all stopped at one barrier: the next region resumes
+            // there.
+            let next = self.b.use_var(self.drv_next);
+            let fin = self.b.ins().icmp_imm_s(IntCC::Equal, next, FINISHED);
+            let ret = self.b.create_block();
+            let again = self.b.create_block();
+            self.b.ins().brif(fin, ret, &[], again, &[]);
+            self.b.switch_to_block(ret);
+            let z = self.b.ins().iconst(types::I32, 0);
+            self.b.ins().return_(&[z]);
+            self.b.switch_to_block(again);
+            self.b.def_var(self.drv_resume, next);
+            self.b.ins().jump(region_head, &[]);
+        } else {
+            // Without barriers there is one region, which every wave finishes.
+            let z = self.b.ins().iconst(types::I32, 0);
+            self.b.ins().return_(&[z]);
+        }
 
         self.b.seal_all_blocks();
         let barriers = self.resumes.len() as u32;
@@ -623,10 +670,7 @@ impl<'a, 'm> Lower<'a, 'm> {
     /// Records that this wave stopped at `id` (a barrier, or `FINISHED`); every wave of a
     /// region must stop at the same one.
     fn record(&mut self, id: i64) {
-        let next = self
-            .b
-            .ins()
-            .stack_load(types::I64, types::I32, self.driver, 8);
+        let next = self.b.use_var(self.drv_next);
         let is_none = self.b.ins().icmp_imm_s(IntCC::Equal, next, NONE);
         let same = self.b.ins().icmp_imm_s(IntCC::Equal, next, id);
         let ok = self.b.ins().bor(is_none, same);
@@ -640,7 +684,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.fail(err::BARRIER, site, zero, zero);
         self.b.switch_to_block(good);
         let idv = self.b.ins().iconst(types::I32, id);
-        self.b.ins().stack_store(types::I64, idv, self.driver, 8);
+        self.b.def_var(self.drv_next, idv);
     }
 
     fn local_ids_for_wave(&mut self) {
@@ -908,6 +952,8 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     fn set_exec(&mut self, m: &[Value]) {
+        // Whoever knows the new mask to be the initial one again says so afterwards.
+        self.exec_initial = false;
         for (v, x) in self.exec.clone().into_iter().zip(m) {
             self.b.def_var(v, *x);
         }
@@ -1349,12 +1395,160 @@ impl<'a, 'm> Lower<'a, 'm> {
         then_b: &'m [Stmt],
         else_b: &'m [Stmt],
     ) -> Result<bool, JitError> {
+        if let Some(open) = self.if_affine(cond, then_b, else_b)? {
+            return Ok(open);
+        }
         let c = self
             .expr(cond)?
             .vals()
             .into_iter()
             .next()
             .expect("a condition");
+        self.if_on(c, then_b, else_b)
+    }
+
+    /// `if a < b` (or `<=`, `>`, `>=`) between an affine and a uniform 32-bit integer, the
+    /// bounds test of most kernels, with a small `then` side that has no `break`, `continue`,
+    /// `return` or barrier: when the comparison holds in every lane of the wave (scalar tests
+    /// of the first and last lane, the lanes rising without wrapping), the `then` side runs
+    /// under the unchanged exec mask (no lane leaves it) and the `else` side is skipped, so
+    /// the mask computations and blends of the divergent lowering are not done at all; else
+    /// the divergent lowering. The `then` side is lowered twice, so this is not nested.
+    ///
+    /// Returns `None` when the pattern does not apply (nothing emitted).
+    fn if_affine(
+        &mut self,
+        cond: ExprId,
+        then_b: &'m [Stmt],
+        else_b: &'m [Stmt],
+    ) -> Result<Option<bool>, JitError> {
+        /// Statements of the `then` side worth lowering twice.
+        const MAX_THEN_STMTS: usize = 32;
+        if self.dup_depth > 0 {
+            return Ok(None);
+        }
+        let f = self.frame().f;
+        let Some(&Expr::Binary { op, lhs, rhs }) = f.exprs.try_get(cond) else {
+            return Ok(None);
+        };
+        if !matches!(
+            op,
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        ) {
+            return Ok(None);
+        }
+        let s = scalar_of(self.ty(lhs));
+        if !matches!(s, Scalar::I32 | Scalar::U32) {
+            return Ok(None);
+        }
+        let (cl, cr) = (self.frame().an.expr(lhs), self.frame().an.expr(rhs));
+        let shape = matches!(
+            (cl, cr),
+            (Class::Affine(k), Class::Uniform) | (Class::Uniform, Class::Affine(k)) if k > 0
+        );
+        if !shape
+            || exits(then_b)
+            || exits(else_b)
+            || stmt_count(then_b) > MAX_THEN_STMTS
+            || self.reaches_barrier(cond)
+            || stmts_barrier(self.m, f, then_b, 0)
+            || stmts_barrier(self.m, f, else_b, 0)
+        {
+            return Ok(None);
+        }
+        let mut ops = self.eval_ops(&[lhs, rhs])?.into_iter();
+        let a = ops.next().map(Ev::vals).unwrap_or_default().remove(0);
+        let b = ops.next().map(Ev::vals).unwrap_or_default().remove(0);
+        // Lane l of the affine side is `base + l × k`; `op` as `affine op uniform`.
+        let (base, k, u, op) = match (&a, &b) {
+            (Val::A(base, k), Val::U(u)) => (*base, *k, *u, op),
+            (Val::U(u), Val::A(base, k)) => (
+                *base,
+                *k,
+                *u,
+                match op {
+                    BinaryOp::Lt => BinaryOp::Gt,
+                    BinaryOp::Le => BinaryOp::Ge,
+                    BinaryOp::Gt => BinaryOp::Lt,
+                    _ => BinaryOp::Le,
+                },
+            ),
+            _ => {
+                let c = self.compare(op, s, &a, &b);
+                return Ok(Some(self.if_on(c, then_b, else_b)?));
+            }
+        };
+        let span = (k as i128) * (self.n as i128 - 1);
+        if k <= 0 || span > i32::MAX as i128 {
+            let c = self.compare(op, s, &a, &b);
+            return Ok(Some(self.if_on(c, then_b, else_b)?));
+        }
+        // In i64 the lanes' values are exact: the wave's lanes are `first ..= last`, rising,
+        // and do not wrap when `last` fits the type.
+        let signed = s.is_signed();
+        let ext = |me: &mut Self, x: Value| {
+            if signed {
+                me.b.ins().sextend(types::I64, x)
+            } else {
+                me.b.ins().uextend(types::I64, x)
+            }
+        };
+        let first = ext(self, base);
+        let last = self.b.ins().iadd_imm_s(first, span as i64);
+        let max = if signed {
+            i32::MAX as i64
+        } else {
+            u32::MAX as i64
+        };
+        let nowrap = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedLessThanOrEqual, last, max);
+        let uu = ext(self, u);
+        let holds = match op {
+            BinaryOp::Lt => self.b.ins().icmp(IntCC::SignedLessThan, last, uu),
+            BinaryOp::Le => self.b.ins().icmp(IntCC::SignedLessThanOrEqual, last, uu),
+            BinaryOp::Gt => self.b.ins().icmp(IntCC::SignedGreaterThan, first, uu),
+            _ => self
+                .b
+                .ins()
+                .icmp(IntCC::SignedGreaterThanOrEqual, first, uu),
+        };
+        let all = self.b.ins().band(nowrap, holds);
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let merge = self.b.create_block();
+        self.b.ins().brif(all, fast, &[], slow, &[]);
+        let before = self.exec_initial;
+        self.dup_depth += 1;
+        self.b.switch_to_block(fast);
+        let open = self.block(then_b)?;
+        if open {
+            self.b.ins().jump(merge, &[]);
+        }
+        let fast_known = self.exec_initial;
+        self.exec_initial = before;
+        self.b.switch_to_block(slow);
+        let c = self.compare(op, s, &Val::A(base, k), &Val::U(u));
+        let open2 = self.if_on(c, then_b, else_b)?;
+        if open2 {
+            self.b.ins().jump(merge, &[]);
+        }
+        self.dup_depth -= 1;
+        self.b.switch_to_block(merge);
+        self.exec_initial = fast_known && self.exec_initial;
+        if !open && !open2 {
+            self.b
+                .ins()
+                .trap(cranelift_codegen::ir::TrapCode::unwrap_user(1));
+            return Ok(Some(false));
+        }
+        Ok(Some(true))
+    }
+
+    /// An `if` on an evaluated condition: a plain branch when uniform, else under masks.
+    fn if_on(&mut self, c: Val, then_b: &'m [Stmt], else_b: &'m [Stmt]) -> Result<bool, JitError> {
+        let before = self.exec_initial;
         match c {
             Val::U(c) => {
                 let tb = self.b.create_block();
@@ -1366,12 +1560,17 @@ impl<'a, 'm> Lower<'a, 'm> {
                 if t_open {
                     self.b.ins().jump(merge, &[]);
                 }
+                let t_known = self.exec_initial;
+                self.exec_initial = before;
                 self.b.switch_to_block(eb);
                 let e_open = self.block(else_b)?;
                 if e_open {
                     self.b.ins().jump(merge, &[]);
                 }
                 self.b.switch_to_block(merge);
+                // Known at the merge when known at the end of every side that reaches it.
+                self.exec_initial =
+                    (t_known || !t_open) && (self.exec_initial || !e_open) && (t_open || e_open);
                 if !t_open && !e_open {
                     // Unreachable merge: give it a terminator and report the end closed.
                     self.b
@@ -1434,6 +1633,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                     let u = self.mask_or(&a, &em);
                     self.set_exec(&u);
                 }
+                // No lane left for good: the mask is the one before the `if`.
+                self.exec_initial = before && !exits(then_b) && !exits(else_b);
                 self.after_divergent_exit(then_b, else_b);
                 Ok(true)
             }
@@ -1505,6 +1706,12 @@ impl<'a, 'm> Lower<'a, 'm> {
         } else {
             (Vec::new(), Vec::new())
         };
+        // A body that removes lanes (break, continue, return) comes back to the header
+        // with fewer.
+        let before = self.exec_initial;
+        if exits(body) {
+            self.exec_initial = false;
+        }
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
         let body_block = self.b.create_block();
@@ -1608,6 +1815,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         if exits(body) {
             self.check_empty();
         }
+        // Without exits every lane that entered leaves by the condition: the mask is back.
+        self.exec_initial = before && !exits(body);
         self.scope.truncate(mark);
         Ok(true)
     }
@@ -1911,6 +2120,9 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     /// Whether the exec mask covers every lane (`i8`).
     fn mask_full(&mut self) -> Value {
+        if self.exec_initial {
+            return self.wave_full;
+        }
         let e = self.exec();
         let bits = self.mask_bits(&e);
         let full = if self.n == 64 {
@@ -1961,34 +2173,35 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
             Val::A(bv, 1) if contiguous => {
                 // Contiguous: whole chunks when every lane's element exists (reading an
-                // inactive lane's element is harmless then); else lane by lane, checked.
+                // inactive lane's element is harmless then); else, out of line, the lanes are
+                // checked and gathered one by one into a stack copy. Either way the chunks
+                // are loaded at the join from one address, so the fast path carries a single
+                // pointer through the join rather than the chunks.
                 let full = self.affine_in_bounds(*bv, len);
                 let i64v = self.b.ins().uextend(types::I64, *bv);
                 let off = self.b.ins().imul_imm_s(i64v, size);
                 let addr = self.b.ins().iadd(ptr, off);
-                let vec_b = self.b.create_block();
                 let lane_b = self.b.create_block();
+                self.b.set_cold_block(lane_b);
                 let join = self.b.create_block();
-                let nc = chunks(s, self.n) as usize;
-                for _ in 0..nc {
-                    self.b.append_block_param(join, vty(s));
-                }
-                self.b.ins().brif(full, vec_b, &[], lane_b, &[]);
-                self.b.switch_to_block(vec_b);
-                let vs: Vec<Value> = (0..nc)
-                    .map(|c| self.b.ins().load(vty(s), notrap(), addr, (c * 16) as i32))
-                    .collect();
-                let args: Vec<cranelift_codegen::ir::BlockArg> =
-                    vs.iter().map(|&v| v.into()).collect();
-                self.b.ins().jump(join, &args);
+                let from = self.b.append_block_param(join, types::I64);
+                self.b.ins().brif(full, join, &[addr.into()], lane_b, &[]);
                 self.b.switch_to_block(lane_b);
                 self.bounds(idx, extra, len, site);
-                let vs = self.gather(s, ptr, esize, idx, 0);
-                let args: Vec<cranelift_codegen::ir::BlockArg> =
-                    vs.iter().map(|&v| v.into()).collect();
-                self.b.ins().jump(join, &args);
+                let nc = chunks(s, self.n);
+                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    nc * 16,
+                    4,
+                ));
+                let copy = self.b.ins().stack_addr(types::I64, slot, 0);
+                self.gather_to(s, ptr, esize, idx, copy);
+                self.b.ins().jump(join, &[copy.into()]);
                 self.b.switch_to_block(join);
-                out.push(Val::V(self.b.block_params(join).to_vec()));
+                let vs: Vec<Value> = (0..nc)
+                    .map(|c| self.b.ins().load(vty(s), notrap(), from, (c * 16) as i32))
+                    .collect();
+                out.push(Val::V(vs));
             }
             _ => {
                 for c in 0..comps {
@@ -2020,6 +2233,26 @@ impl<'a, 'm> Lower<'a, 'm> {
             vals.push(self.load_scalar(s, a, off));
         }
         self.pack_lanes(s, &vals)
+    }
+
+    /// Like [`Self::gather`], but the lanes' scalars are stored in lane order at `dst`.
+    fn gather_to(&mut self, s: Scalar, ptr: Value, esize: i64, idx: &Val, dst: Value) {
+        let chunks = self.materialize(Scalar::U32, idx);
+        let e = self.exec();
+        let safe: Vec<Value> = chunks
+            .iter()
+            .zip(&e)
+            .map(|(&x, &m)| self.b.ins().band(x, m))
+            .collect();
+        let lanes = self.lanes(Scalar::U32, &Val::V(safe));
+        let size = s.size() as i32;
+        for (l, &i) in lanes.iter().enumerate() {
+            let i64v = self.b.ins().uextend(types::I64, i);
+            let o = self.b.ins().imul_imm_s(i64v, esize);
+            let a = self.b.ins().iadd(ptr, o);
+            let v = self.b.ins().load(uty(s), notrap(), a, 0);
+            self.b.ins().store(notrap(), v, dst, l as i32 * size);
+        }
     }
 
     fn load_scalar(&mut self, s: Scalar, addr: Value, off: i32) -> Value {
@@ -2079,6 +2312,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let full = self.b.ins().band(inb, full);
                 let vec_b = self.b.create_block();
                 let lane_b = self.b.create_block();
+                // Out of line: partial waves and the ends of objects only.
+                self.b.set_cold_block(lane_b);
                 let join = self.b.create_block();
                 self.b.ins().brif(full, vec_b, &[], lane_b, &[]);
                 self.b.switch_to_block(vec_b);
@@ -2771,6 +3006,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.def_vars(&res, &am);
                 let saved = self.mask_vars();
                 self.def_vars(&saved, &save);
+                let known = self.exec_initial;
                 let any = self.mask_any(&need);
                 let rb = self.b.create_block();
                 let join = self.b.create_block();
@@ -2793,6 +3029,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.b.switch_to_block(join);
                 let s = self.use_vars(&saved);
                 self.set_exec(&s);
+                self.exec_initial = known;
                 Ok(Val::V(self.use_vars(&res)))
             }
         }
@@ -4229,6 +4466,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let saved_exec = self.mask_vars();
         let e = self.exec();
         self.def_vars(&saved_exec, &e);
+        let known = self.exec_initial;
         let loop_base = self.loops.len();
         self.frames.push(Frame {
             func: function,
@@ -4252,6 +4490,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.frames.pop();
         let e = self.use_vars(&saved_exec);
         self.set_exec(&e);
+        self.exec_initial = known;
         let result = match &ret {
             None => Ev::Void,
             Some(slot) => {
@@ -4297,6 +4536,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let saved = self.mask_vars();
         let e = self.exec();
         self.def_vars(&saved, &e);
+        let known = self.exec_initial;
         let tv = Val::V(self.materialize(Scalar::U32, &t));
         // Held in variables: a member's barrier resumes without this block's values.
         let tv_h = self.hold(Scalar::U32, tv);
@@ -4349,6 +4589,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
         let e = self.use_vars(&saved);
         self.set_exec(&e);
+        self.exec_initial = known;
         if comps == 0 {
             return Ok(Ev::Void);
         }
@@ -4359,6 +4600,20 @@ impl<'a, 'm> Lower<'a, 'm> {
 }
 
 /// Whether a block contains `break`, `continue` or `return` (not counting helpers).
+/// Statements in a block, nested ones included.
+fn stmt_count(b: &[Stmt]) -> usize {
+    b.iter()
+        .map(|s| {
+            1 + s
+                .kind
+                .blocks()
+                .iter()
+                .map(|bl| stmt_count(bl))
+                .sum::<usize>()
+        })
+        .sum()
+}
+
 fn exits(b: &[Stmt]) -> bool {
     b.iter().any(|s| match &s.kind {
         StmtKind::Break(_) | StmtKind::Continue(_) | StmtKind::Return(_) => true,

@@ -282,12 +282,19 @@ impl CompiledKernel {
         if std::env::var_os("XPU_JIT_DUMP").is_some() {
             eprintln!("{}", ctx.func.display());
         }
+        let asm = std::env::var_os("XPU_JIT_ASM").is_some();
+        ctx.set_disasm(asm);
         jm.define_function(id, &mut ctx).map_err(|e| {
             codegen(match e {
                 cranelift_module::ModuleError::Compilation(c) => format!("{c:?}"),
                 e => e.to_string(),
             })
         })?;
+        if asm {
+            if let Some(text) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+                eprintln!("{text}");
+            }
+        }
         let code_bytes = ctx
             .compiled_code()
             .map(|c| c.code_info().total_size as u64)
