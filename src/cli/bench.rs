@@ -120,12 +120,14 @@ mod imp {
 #[cfg(feature = "cuda")]
 mod imp {
     use super::BenchArgs;
+    use crate::buffer::RawBuffer;
     use crate::devices::cuda::{CodeSource, CudaDevice, CudaProgram};
     use crate::devices::{
-        BufferBinding, DeviceArg, DeviceImpl, DeviceMemory, Init, ProgramImpl, StreamImpl,
+        Backend, Device, DeviceImpl, DeviceMemory, Init, ProgramImpl, StreamImpl,
     };
     use crate::ir::{ElemType, Scalar};
-    use crate::launch::{HostValue, Launch};
+    use crate::launch::{ArgValue, Launch};
+    use crate::stream::KernelStream;
     use std::process::ExitCode;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -162,22 +164,8 @@ mod imp {
         }
     }
 
-    fn buf(mem: &Arc<dyn DeviceMemory>, writable: bool) -> DeviceArg {
-        DeviceArg::Buffer(BufferBinding {
-            memory: mem.clone(),
-            offset: 0,
-            len: mem.size(),
-            elem: ElemType::scalar(Scalar::F32),
-            writable,
-        })
-    }
-
-    fn f32v(x: f32) -> DeviceArg {
-        DeviceArg::Value(HostValue::scalar(Scalar::F32, x.to_bits() as u64))
-    }
-
-    fn u32v(x: u32) -> DeviceArg {
-        DeviceArg::Value(HostValue::scalar(Scalar::U32, x as u64))
+    fn buf(raw: &RawBuffer, writable: bool) -> ArgValue<'_> {
+        ArgValue::raw(raw, ElemType::scalar(Scalar::F32), writable)
     }
 
     pub fn run(args: &BenchArgs) -> ExitCode {
@@ -191,52 +179,67 @@ mod imp {
     }
 
     fn go(args: &BenchArgs) -> Result<(), String> {
-        let dev = CudaDevice::open(0).map_err(|e| e.to_string())?;
+        let e = |x: crate::devices::DeviceError| x.to_string();
+        // Kernels are timed through the public API (`Kernel::launch`), as a user runs them:
+        // its checks, and the coarsened variant on large launches (crate::devices::coarse).
+        let device = Device::open(Backend::Cuda).map_err(e)?;
+        let any: &dyn std::any::Any = device.implementation().as_ref();
+        let dev = any
+            .downcast_ref::<CudaDevice>()
+            .ok_or("the CUDA device is not a CudaDevice")?;
         let module = crate::ir::parse(super::KERNELS)
             .map_err(|e| e.render("bench.xk"))?
             .verify()
             .map_err(|e| e.render("bench.xk"))?;
         let module = Arc::new(module);
-        let program = dev.load_program(&module);
-        let stream = dev.create_stream().map_err(|e| e.to_string())?;
+        // First use of every kernel, through the backend's own program: where its PTX came
+        // from and what it cost.
+        let cuda_program = dev.load_program(&module);
+        for k in ["saxpy", "triad", "touch", "sgemm"] {
+            let h = module.kernel(k).ok_or(format!("no kernel {k}"))?;
+            cuda_program
+                .kernel(k, module.function(h))
+                .map_err(|e| e.to_string())?;
+        }
+        let first_use = program_first_use(&cuda_program);
+        let program = device.load(module.clone()).map_err(e)?;
+        let kernel = |k: &str| program.kernel(k).map_err(|e| e.to_string());
+        let (saxpy, triad, touch, sgemm) = (
+            kernel("saxpy")?,
+            kernel("triad")?,
+            kernel("touch")?,
+            kernel("sgemm")?,
+        );
+        let stream = KernelStream::create(&device).map_err(e)?;
         let cx = Ctx {
-            dev: &dev,
-            stream: stream.clone(),
+            dev,
+            stream: stream.implementation().clone(),
             reps: args.reps.max(1),
         };
         let mut rows: Vec<(String, f64, String)> = Vec::new();
         let name = dev.facts().name.clone().unwrap_or_default();
 
-        // First use of every kernel: where its PTX came from and what it cost.
-        let mut kernels = std::collections::HashMap::new();
-        for k in ["saxpy", "triad", "touch", "sgemm"] {
-            let h = module.kernel(k).ok_or(format!("no kernel {k}"))?;
-            let imp = program
-                .kernel(k, module.function(h))
-                .map_err(|e| e.to_string())?;
-            kernels.insert(k, imp);
-        }
-        let cuda_program = program_first_use(&program);
-
         let n = args.elems;
         let bytes = n * 4;
-        let a = dev.alloc(bytes, Init::Any).map_err(|e| e.to_string())?;
-        let b = dev.alloc(bytes, Init::Any).map_err(|e| e.to_string())?;
-        let c = dev.alloc(bytes, Init::Any).map_err(|e| e.to_string())?;
+        let alloc = |bytes| RawBuffer::alloc_with(&device, bytes, Init::Any).map_err(e);
+        let (a, b, c) = (alloc(bytes)?, alloc(bytes)?, alloc(bytes)?);
         let grid = (n as u32).div_ceil(256);
         let l1 = Launch::grid([grid]).block([256]);
 
         let copy_s = cx.time(|| {
-            dev.copy(stream.as_ref(), &b, 0, &a, 0, bytes)
+            dev.copy(cx.stream.as_ref(), b.memory(), 0, a.memory(), 0, bytes)
                 .map_err(|e| e.to_string())
         })?;
         let copy_gbs = 2.0 * bytes as f64 / copy_s / 1e9;
         rows.push(("memcpy DtoD (GB/s)".into(), copy_gbs, "peer".into()));
-        let saxpy_args = vec![buf(&a, true), buf(&b, false), f32v(2.0), u32v(n as u32)];
         let s = cx.time(|| {
-            kernels["saxpy"]
-                .launch(stream.as_ref(), &l1, &saxpy_args)
-                .map_err(|e| e.to_string())
+            let args = [
+                buf(&a, true),
+                buf(&b, false),
+                2.0f32.into(),
+                (n as u32).into(),
+            ];
+            saxpy.launch(&stream, l1, args).map_err(|e| e.to_string())
         })?;
         let gbs = 3.0 * bytes as f64 / s / 1e9;
         rows.push((
@@ -244,17 +247,15 @@ mod imp {
             gbs,
             format!("{:.3} of DtoD", gbs / copy_gbs),
         ));
-        let triad_args = vec![
-            buf(&a, true),
-            buf(&b, false),
-            buf(&c, false),
-            f32v(3.0),
-            u32v(n as u32),
-        ];
         let s = cx.time(|| {
-            kernels["triad"]
-                .launch(stream.as_ref(), &l1, &triad_args)
-                .map_err(|e| e.to_string())
+            let args = [
+                buf(&a, true),
+                buf(&b, false),
+                buf(&c, false),
+                3.0f32.into(),
+                (n as u32).into(),
+            ];
+            triad.launch(&stream, l1, args).map_err(|e| e.to_string())
         })?;
         let gbs = 3.0 * bytes as f64 / s / 1e9;
         rows.push((
@@ -267,23 +268,19 @@ mod imp {
         // sgemm.
         let g = args.gemm - args.gemm % 64;
         let mbytes = g as usize * g as usize * 4;
-        let ma = dev.alloc(mbytes, Init::Any).map_err(|e| e.to_string())?;
-        let mb = dev.alloc(mbytes, Init::Any).map_err(|e| e.to_string())?;
-        let mc = dev.alloc(mbytes, Init::Any).map_err(|e| e.to_string())?;
+        let (ma, mb, mc) = (alloc(mbytes)?, alloc(mbytes)?, alloc(mbytes)?);
         // Small integers keep the inputs finite.
         let host: Vec<u8> = (0..g as usize * g as usize)
             .flat_map(|i| (((i * 7) % 5) as f32 - 2.0).to_le_bytes())
             .collect();
-        dev.write(stream.as_ref(), &ma, 0, &host)
+        dev.write(cx.stream.as_ref(), ma.memory(), 0, &host)
             .map_err(|e| e.to_string())?;
-        dev.write(stream.as_ref(), &mb, 0, &host)
+        dev.write(cx.stream.as_ref(), mb.memory(), 0, &host)
             .map_err(|e| e.to_string())?;
         let gl = Launch::grid([g / 64, g / 64]).block([16, 16]);
-        let gemm_args = vec![buf(&mc, true), buf(&ma, false), buf(&mb, false), u32v(g)];
         let s = cx.time(|| {
-            kernels["sgemm"]
-                .launch(stream.as_ref(), &gl, &gemm_args)
-                .map_err(|e| e.to_string())
+            let args = [buf(&mc, true), buf(&ma, false), buf(&mb, false), g.into()];
+            sgemm.launch(&stream, gl, args).map_err(|e| e.to_string())
         })?;
         let tflops = 2.0 * (g as f64).powi(3) / s / 1e12;
         rows.push((
@@ -293,18 +290,16 @@ mod imp {
         ));
 
         // Host launch cost.
-        let touch_args = vec![buf(&mc, true), u32v(u32::MAX)];
         let tl = Launch::grid([1]).block([32]);
         let launches = 20_000;
         let t0 = Instant::now();
         for _ in 0..launches {
-            kernels["touch"]
-                .launch(stream.as_ref(), &tl, &touch_args)
-                .map_err(|e| e.to_string())?;
+            let args = [buf(&mc, true), u32::MAX.into()];
+            touch.launch(&stream, tl, args).map_err(|e| e.to_string())?;
         }
-        stream.sync().map_err(|e| e.to_string())?;
+        stream.sync().map_err(e)?;
         let ours = t0.elapsed().as_secs_f64() / launches as f64;
-        let bare = bare_launch_cost(&cx, &mc, launches)?;
+        let bare = bare_launch_cost(&cx, mc.memory(), launches)?;
         rows.push((
             "launch, xpu (us)".into(),
             ours * 1e6,
@@ -324,7 +319,7 @@ mod imp {
             println!("{{\n  \"device\": \"{name}\",\n{}\n}}", items.join(",\n"));
         } else {
             println!("xpu bench cuda on {name} (median of {} rounds)", cx.reps);
-            if let Some(line) = cuda_program {
+            if let Some(line) = first_use {
                 println!("{line}");
             }
             println!("{:<36} {:>12}  ratio", "measure", "value");

@@ -16,7 +16,7 @@ use super::{DeviceImpl, KernelImpl, ProgramImpl};
 use crate::facts::DeviceFacts;
 use crate::ir::{coarsen, VerifiedModule};
 use crate::launch::{Launch, LaunchError};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Work-items of the original launch per work-item of a coarsened one. On an H200 a saxpy
 /// moved 0.82 of a device copy's bandwidth at one element per thread, 1.01 at two, 1.03 at
@@ -31,9 +31,16 @@ pub enum Mode {
     Force,
 }
 
-/// The mode from the environment; a value that is none of `off auto force` is an error.
+/// The mode from the environment (read once per process); a value that is none of
+/// `off auto force` is an error.
 pub fn mode() -> Result<Mode, String> {
-    match std::env::var("CAJETA_XPU_COARSEN") {
+    static MODE: OnceLock<Result<Mode, String>> = OnceLock::new();
+    MODE.get_or_init(|| parse_mode(std::env::var("CAJETA_XPU_COARSEN").ok()))
+        .clone()
+}
+
+fn parse_mode(value: Option<String>) -> Result<Mode, String> {
+    match value.ok_or(()) {
         Err(_) => Ok(Mode::Auto),
         Ok(v) => match v.trim() {
             "" | "auto" => Ok(Mode::Auto),
@@ -105,4 +112,21 @@ pub fn launch_of(launch: &Launch) -> Launch {
     let mut l = *launch;
     l.grid[0] = launch.grid[0].div_ceil(FACTOR);
     l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_names() {
+        let m = |v: Option<&str>| parse_mode(v.map(str::to_string));
+        assert_eq!(m(None), Ok(Mode::Auto));
+        assert_eq!(m(Some("auto")), Ok(Mode::Auto));
+        assert_eq!(m(Some(" force ")), Ok(Mode::Force));
+        assert_eq!(m(Some("off")), Ok(Mode::Off));
+        assert!(m(Some("sometimes"))
+            .unwrap_err()
+            .contains("off, auto, force"));
+    }
 }

@@ -73,6 +73,10 @@ struct Inner {
     /// host's cores): a blocking `vkWaitForFences` sleeps and wakes late, as a CUDA stream
     /// sync in its default spin mode does not.
     spin: bool,
+    /// `VK_KHR_pipeline_executable_properties`, enabled where offered and
+    /// `XPU_VK_PIPELINE_STATS=1` asks for the driver's statistics of every pipeline built
+    /// (registers, local memory, ...) on stderr: what the SPIR-V became on this device.
+    exec_stats: Option<ash::khr::pipeline_executable_properties::Device>,
 }
 
 impl Drop for Inner {
@@ -128,9 +132,15 @@ impl Inner {
                     reason: format!("no memory type with property flags {:#x}", props.as_raw()),
                 });
             };
-            let alloc = vk::MemoryAllocateInfo::default()
+            // One allocation per buffer, so say so (core in 1.1): drivers place dedicated
+            // allocations on their own pages.
+            let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(buf);
+            let mut alloc = vk::MemoryAllocateInfo::default()
                 .allocation_size(req.size)
                 .memory_type_index(ty);
+            if std::env::var("XPU_VK_DEDICATED").map_or(true, |v| v != "0") {
+                alloc = alloc.push_next(&mut dedicated);
+            }
             let mem = match self.device.allocate_memory(&alloc, None) {
                 Ok(m) => m,
                 Err(e) => {
@@ -695,6 +705,8 @@ impl VulkanDevice {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut fcp);
             unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         }
+        let want_stats = std::env::var("XPU_VK_PIPELINE_STATS").is_ok_and(|v| v == "1")
+            && has_ext(ash::khr::pipeline_executable_properties::NAME);
         let e8 = has_ext(ash::khr::_8bit_storage::NAME);
         let ef16 = has_ext(ash::khr::shader_float16_int8::NAME);
         let ea64 = has_ext(ash::khr::shader_atomic_int64::NAME);
@@ -818,6 +830,12 @@ impl VulkanDevice {
             ext_names.push(ash::ext::subgroup_size_control::NAME.as_ptr());
             dinfo = dinfo.push_next(&mut ensc);
         }
+        let mut enstats = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+            .pipeline_executable_info(true);
+        if want_stats {
+            ext_names.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+            dinfo = dinfo.push_next(&mut enstats);
+        }
         let dinfo = dinfo.enabled_extension_names(&ext_names);
         // SAFETY: valid create info with features the device reported.
         let device = unsafe { instance.create_device(pd, &dinfo, None) }
@@ -885,8 +903,6 @@ impl VulkanDevice {
         Ok(VulkanDevice {
             inner: Arc::new(Inner {
                 _entry: entry,
-                instance,
-                device,
                 queue: Mutex::new(queue),
                 memory,
                 pipeline_cache: cache,
@@ -900,6 +916,11 @@ impl VulkanDevice {
                     (limits.timestamp_period as f64, mask)
                 }),
                 spin: props.device_type != vk::PhysicalDeviceType::CPU,
+                exec_stats: want_stats.then(|| {
+                    ash::khr::pipeline_executable_properties::Device::new(&instance, &device)
+                }),
+                instance,
+                device,
             }),
             facts,
             caps,
@@ -1348,9 +1369,12 @@ impl VkKernel {
         if self.required_subgroup.is_some() {
             stage = stage.push_next(&mut required);
         }
-        let info = vk::ComputePipelineCreateInfo::default()
+        let mut info = vk::ComputePipelineCreateInfo::default()
             .stage(stage)
             .layout(self.layout);
+        if self.inner.exec_stats.is_some() {
+            info = info.flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
+        }
         // SAFETY: valid create info; the pipeline is destroyed with the kernel.
         let p = unsafe {
             self.inner
@@ -1358,8 +1382,60 @@ impl VkKernel {
                 .create_compute_pipelines(self.inner.pipeline_cache, &[info], None)
         }
         .map_err(|(_, e)| vk_err("vkCreateComputePipelines", e))?[0];
+        if let Some(stats) = &self.inner.exec_stats {
+            print_pipeline_stats(stats, p, &self.name, block);
+        }
         map.insert((block, shared_len), p);
         Ok(p)
+    }
+}
+
+/// `XPU_VK_PIPELINE_STATS=1`: the driver's statistics of a pipeline, one line on stderr.
+fn print_pipeline_stats(
+    stats: &ash::khr::pipeline_executable_properties::Device,
+    pipeline: vk::Pipeline,
+    kernel: &str,
+    block: [u32; 3],
+) {
+    let info = vk::PipelineInfoKHR::default().pipeline(pipeline);
+    // SAFETY: a live pipeline created with CAPTURE_STATISTICS.
+    let Ok(executables) = (unsafe { stats.get_pipeline_executable_properties(&info) }) else {
+        return;
+    };
+    for index in 0..executables.len() as u32 {
+        let exe = vk::PipelineExecutableInfoKHR::default()
+            .pipeline(pipeline)
+            .executable_index(index);
+        // SAFETY: as above, with an index below the count the driver gave.
+        let Ok(list) = (unsafe { stats.get_pipeline_executable_statistics(&exe) }) else {
+            continue;
+        };
+        let items: Vec<String> = list
+            .iter()
+            .map(|st| {
+                let name = st
+                    .name_as_c_str()
+                    .map_or("?".into(), |n| n.to_string_lossy());
+                // SAFETY: the union member is the one `format` names.
+                let value = unsafe {
+                    match st.format {
+                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => {
+                            (st.value.b32 != 0).to_string()
+                        }
+                        vk::PipelineExecutableStatisticFormatKHR::INT64 => st.value.i64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => {
+                            st.value.f64.to_string()
+                        }
+                        _ => st.value.u64.to_string(),
+                    }
+                };
+                format!("{name}={value}")
+            })
+            .collect();
+        eprintln!(
+            "vulkan pipeline {kernel} block {block:?}: {}",
+            items.join(", ")
+        );
     }
 }
 
