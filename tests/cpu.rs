@@ -1326,9 +1326,12 @@ fn bounds_test_ifs_agree_with_the_interpreter() {
                             (Ok(w), Ok(g)) => assert_eq!(w, g, "{what}"),
                             (
                                 Err(LaunchError::Undefined { kind, report, .. }),
-                                Err(LaunchError::OutOfBounds { line, .. }),
+                                Err(LaunchError::OutOfBounds {
+                                    line, index, len, ..
+                                }),
                             ) => {
                                 assert_eq!(kind, "out_of_bounds", "{what}");
+                                assert!(index >= len && len == (total - short) as u64, "{what}");
                                 assert!(report.starts_with(&format!("{line}:")), "{what}");
                             }
                             (w, g) => panic!("{what}: interpreter {w:?}, cpu {g:?}"),

@@ -59,6 +59,18 @@ pub struct Lowered {
 const FINISHED: i64 = 0x7fff_ffff;
 const NONE: i64 = -1;
 
+/// What the lowering knows about the exec mask at a point of the kernel (ordered: a merge of
+/// paths knows the least of what each knows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Known {
+    /// Any mask.
+    Unknown,
+    /// The wave's initial mask: full exactly when `wave_full`.
+    Initial,
+    /// Every lane of the wave.
+    Full,
+}
+
 /// An expression's value.
 #[derive(Clone, Debug)]
 enum Ev {
@@ -153,10 +165,11 @@ pub struct Lower<'a, 'm> {
     exec: Vec<Variable>,
     /// Whether every lane of the wave is inside the block (`i8`, per wave).
     wave_full: Value,
-    /// Whether the exec mask is known, at this point of the lowering, to be the wave's
-    /// initial mask (so that it is full exactly when `wave_full`): true from the start of the
-    /// kernel until something may have removed lanes for good.
-    exec_initial: bool,
+    /// What is known, at this point of the lowering, about the exec mask.
+    known: Known,
+    /// Affine bases (stride 1 or more) whose wave's lanes are known not to wrap here (the
+    /// unmasked side of a bounds-test `if`, see `if_affine`).
+    nowrap: Vec<Value>,
     /// How many enclosing `if`s have their body lowered twice (see `if_stmt`).
     dup_depth: u32,
     /// The driver's counters, in SSA variables: the wave, the barrier a region resumes at,
@@ -329,7 +342,8 @@ impl<'a, 'm> Lower<'a, 'm> {
             local_ids: [Val::U(zero), Val::U(zero), Val::U(zero)],
             exec: Vec::new(),
             wave_full: zero,
-            exec_initial: false,
+            known: Known::Unknown,
+            nowrap: Vec::new(),
             dup_depth: 0,
             drv_wave,
             drv_resume,
@@ -583,7 +597,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.set_exec(&init_mask);
         self.b.ins().jump(body_b, &[]);
         self.b.switch_to_block(body_b);
-        self.exec_initial = true;
+        self.known = Known::Initial;
         let types = (self.types_of)(kernel);
         let an = self
             .an
@@ -817,6 +831,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         let good = self.b.create_block();
         self.b.set_cold_block(bad);
         self.b.ins().brif(cond, bad, &[], good, &[]);
+        // Both have their one predecessor: sealed now, a variable read after the check is
+        // the value read before it (see `unmasked`).
+        self.b.seal_block(bad);
+        self.b.seal_block(good);
         self.b.switch_to_block(bad);
         let i = index(self);
         self.fail(code, site, i, len);
@@ -953,7 +971,7 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     fn set_exec(&mut self, m: &[Value]) {
         // Whoever knows the new mask to be the initial one again says so afterwards.
-        self.exec_initial = false;
+        self.known = Known::Unknown;
         for (v, x) in self.exec.clone().into_iter().zip(m) {
             self.b.def_var(v, *x);
         }
@@ -1514,20 +1532,39 @@ impl<'a, 'm> Lower<'a, 'm> {
                 .ins()
                 .icmp(IntCC::SignedGreaterThanOrEqual, first, uu),
         };
-        let all = self.b.ins().band(nowrap, holds);
+        let mut all = self.b.ins().band(nowrap, holds);
+        let before = self.known;
+        // With the initial mask, a full wave takes the fast side knowing every lane active.
+        let fast_known = match before {
+            Known::Initial => {
+                all = self.b.ins().band(all, self.wave_full);
+                Known::Full
+            }
+            k => k,
+        };
         let fast = self.b.create_block();
         let slow = self.b.create_block();
         let merge = self.b.create_block();
         self.b.ins().brif(all, fast, &[], slow, &[]);
-        let before = self.exec_initial;
+        // Sealed now (one predecessor each), so that the fast side reads the affine operand's
+        // variable as the same value (`nowrap` names it).
+        self.b.seal_block(fast);
+        self.b.seal_block(slow);
         self.dup_depth += 1;
         self.b.switch_to_block(fast);
+        self.known = fast_known;
+        if !signed {
+            self.nowrap.push(base);
+        }
         let open = self.block(then_b)?;
+        if !signed {
+            self.nowrap.pop();
+        }
         if open {
             self.b.ins().jump(merge, &[]);
         }
-        let fast_known = self.exec_initial;
-        self.exec_initial = before;
+        let fast_known = self.known;
+        self.known = before;
         self.b.switch_to_block(slow);
         let c = self.compare(op, s, &Val::A(base, k), &Val::U(u));
         let open2 = self.if_on(c, then_b, else_b)?;
@@ -1536,7 +1573,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
         self.dup_depth -= 1;
         self.b.switch_to_block(merge);
-        self.exec_initial = fast_known && self.exec_initial;
+        // Both sides end with the mask they started with (the slow side's is `before`).
+        self.known = fast_known.min(self.known).min(before);
         if !open && !open2 {
             self.b
                 .ins()
@@ -1548,7 +1586,7 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     /// An `if` on an evaluated condition: a plain branch when uniform, else under masks.
     fn if_on(&mut self, c: Val, then_b: &'m [Stmt], else_b: &'m [Stmt]) -> Result<bool, JitError> {
-        let before = self.exec_initial;
+        let before = self.known;
         match c {
             Val::U(c) => {
                 let tb = self.b.create_block();
@@ -1560,8 +1598,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                 if t_open {
                     self.b.ins().jump(merge, &[]);
                 }
-                let t_known = self.exec_initial;
-                self.exec_initial = before;
+                let t_known = self.known;
+                self.known = before;
                 self.b.switch_to_block(eb);
                 let e_open = self.block(else_b)?;
                 if e_open {
@@ -1569,8 +1607,12 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
                 self.b.switch_to_block(merge);
                 // Known at the merge when known at the end of every side that reaches it.
-                self.exec_initial =
-                    (t_known || !t_open) && (self.exec_initial || !e_open) && (t_open || e_open);
+                self.known = match (t_open, e_open) {
+                    (true, true) => t_known.min(self.known),
+                    (true, false) => t_known,
+                    (false, true) => self.known,
+                    (false, false) => Known::Unknown,
+                };
                 if !t_open && !e_open {
                     // Unreachable merge: give it a terminator and report the end closed.
                     self.b
@@ -1634,7 +1676,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                     self.set_exec(&u);
                 }
                 // No lane left for good: the mask is the one before the `if`.
-                self.exec_initial = before && !exits(then_b) && !exits(else_b);
+                self.known = if exits(then_b) || exits(else_b) {
+                    Known::Unknown
+                } else {
+                    before
+                };
                 self.after_divergent_exit(then_b, else_b);
                 Ok(true)
             }
@@ -1708,9 +1754,9 @@ impl<'a, 'm> Lower<'a, 'm> {
         };
         // A body that removes lanes (break, continue, return) comes back to the header
         // with fewer.
-        let before = self.exec_initial;
+        let before = self.known;
         if exits(body) {
-            self.exec_initial = false;
+            self.known = Known::Unknown;
         }
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
@@ -1816,7 +1862,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.check_empty();
         }
         // Without exits every lane that entered leaves by the condition: the mask is back.
-        self.exec_initial = before && !exits(body);
+        self.known = if exits(body) { Known::Unknown } else { before };
         self.scope.truncate(mark);
         Ok(true)
     }
@@ -2118,10 +2164,51 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.ins().band(lt, nowrap)
     }
 
+    /// Whether an access at the stride-1 index `base + lane` is known to have every lane
+    /// active and no lane wrapping past `u32::MAX`.
+    fn unmasked(&self, base: Value) -> bool {
+        self.known == Known::Full && self.nowrap.contains(&base)
+    }
+
+    /// The address of element `base` for a whole-wave access at `base + lane` (see
+    /// [`Self::unmasked`]), after its bounds check: lanes `base ..= base + N - 1` are active
+    /// and rising, so they are in bounds exactly when the last is, and otherwise the first
+    /// bad lane (the one the lane-by-lane check reports) has index `max(base, len)`. The
+    /// failure leaves the function, so the fast path has no join.
+    fn unmasked_addr(
+        &mut self,
+        base: Value,
+        ptr: Value,
+        len: Value,
+        size: i64,
+        site: u32,
+    ) -> Value {
+        let b64 = self.b.ins().uextend(types::I64, base);
+        let last = self.b.ins().iadd_imm_s(b64, self.n as i64 - 1);
+        let bad = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedGreaterThanOrEqual, last, len);
+        self.check(
+            bad,
+            err::OOB,
+            site,
+            |me| {
+                let past = me.b.ins().icmp(IntCC::SignedGreaterThan, len, b64);
+                me.b.ins().select(past, len, b64)
+            },
+            len,
+        );
+        let off = self.b.ins().imul_imm_s(b64, size);
+        self.b.ins().iadd(ptr, off)
+    }
+
     /// Whether the exec mask covers every lane (`i8`).
     fn mask_full(&mut self) -> Value {
-        if self.exec_initial {
-            return self.wave_full;
+        match self.known {
+            Known::Full => return self.b.ins().iconst(types::I8, 1),
+            Known::Initial => return self.wave_full,
+            Known::Unknown => {}
         }
         let e = self.exec();
         let bits = self.mask_bits(&e);
@@ -2170,6 +2257,13 @@ impl<'a, 'm> Lower<'a, 'm> {
                     let v = self.load_scalar(s, addr, (c as i64 * size) as i32);
                     out.push(Val::U(v));
                 }
+            }
+            Val::A(bv, 1) if contiguous && self.unmasked(*bv) => {
+                let addr = self.unmasked_addr(*bv, ptr, len, size, site);
+                let vs: Vec<Value> = (0..chunks(s, self.n))
+                    .map(|c| self.b.ins().load(vty(s), notrap(), addr, (c * 16) as i32))
+                    .collect();
+                out.push(Val::V(vs));
             }
             Val::A(bv, 1) if contiguous => {
                 // Contiguous: whole chunks when every lane's element exists (reading an
@@ -2303,6 +2397,13 @@ impl<'a, 'm> Lower<'a, 'm> {
                             .ins()
                             .store(notrap(), *x, addr, (c as i64 * size) as i32);
                     }
+                }
+            }
+            Val::A(bv, 1) if contiguous && self.unmasked(*bv) => {
+                let addr = self.unmasked_addr(*bv, ptr, len, size, site);
+                let cs = self.materialize(s, &vals[0]);
+                for (c, &x) in cs.iter().enumerate() {
+                    self.b.ins().store(notrap(), x, addr, (c * 16) as i32);
                 }
             }
             Val::A(bv, 1) if contiguous => {
@@ -3006,7 +3107,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.def_vars(&res, &am);
                 let saved = self.mask_vars();
                 self.def_vars(&saved, &save);
-                let known = self.exec_initial;
+                let known = self.known;
                 let any = self.mask_any(&need);
                 let rb = self.b.create_block();
                 let join = self.b.create_block();
@@ -3029,7 +3130,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.b.switch_to_block(join);
                 let s = self.use_vars(&saved);
                 self.set_exec(&s);
-                self.exec_initial = known;
+                self.known = known;
                 Ok(Val::V(self.use_vars(&res)))
             }
         }
@@ -4466,7 +4567,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let saved_exec = self.mask_vars();
         let e = self.exec();
         self.def_vars(&saved_exec, &e);
-        let known = self.exec_initial;
+        let known = self.known;
         let loop_base = self.loops.len();
         self.frames.push(Frame {
             func: function,
@@ -4490,7 +4591,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.frames.pop();
         let e = self.use_vars(&saved_exec);
         self.set_exec(&e);
-        self.exec_initial = known;
+        self.known = known;
         let result = match &ret {
             None => Ev::Void,
             Some(slot) => {
@@ -4536,7 +4637,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let saved = self.mask_vars();
         let e = self.exec();
         self.def_vars(&saved, &e);
-        let known = self.exec_initial;
+        let known = self.known;
         let tv = Val::V(self.materialize(Scalar::U32, &t));
         // Held in variables: a member's barrier resumes without this block's values.
         let tv_h = self.hold(Scalar::U32, tv);
@@ -4589,7 +4690,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
         let e = self.use_vars(&saved);
         self.set_exec(&e);
-        self.exec_initial = known;
+        self.known = known;
         if comps == 0 {
             return Ok(Ev::Void);
         }
