@@ -10,8 +10,10 @@
 //!   polynomial, and `2^k` applied in two halves so that underflow and overflow round right.
 //! - `log`, `log2`: `x = 2^e·m` with m in [√½, √2), `log m = 2·atanh(f / (2 + f))` as an odd
 //!   series in `s = f/(2+f)`; subnormals are scaled first.
-//! - `sin`, `cos`: `x = k·π/2 + r` in three fma steps (accurate while |x| is below about
-//!   2^30; beyond that the reduction loses bits), degree-17/16 polynomials on |r| ≤ π/4.
+//! - `sin`, `cos` (submodule `trig`, the Vulkan backend's algorithm with fma products):
+//!   `x = k·π/2 + r + rl` by Cody–Waite with a three-double π/2 below 2^27, and by
+//!   Payne–Hanek (a table of 2/π bits, exact products) from 2^27 on, under a per-lane
+//!   branch; every finite argument is reduced right. Degree-19/18 polynomials on |r| ≤ π/4.
 //! - `tanh`: `expm1(2|x|) / (expm1(2|x|) + 2)` with a series `expm1` below 1, sign copied.
 //! - `pow`: `exp(y·log|x|)` with C's special cases; for `f64` the logarithm and the product
 //!   are carried in double-double (fma residuals), so the error stays near 1 ulp for large
@@ -26,6 +28,8 @@
 //! Measured against the interpreter the `f32` results are within 1 ulp; `f64` within 2 ulp
 //! (1 for `exp`, `sin`, `cos` on moderate arguments).
 
+mod trig;
+
 use super::{codes, FnCx, LResult};
 use crate::ir::{MathFn, Scalar};
 use inkwell::types::BasicTypeEnum;
@@ -36,9 +40,6 @@ use inkwell::{FloatPredicate as F, IntPredicate};
 const LN2_HI: f64 = 0.6931471803691238;
 const LN2_LO: f64 = 1.9082149292705877e-10;
 const INV_LN2: f64 = std::f64::consts::LOG2_E;
-const PIO2_1: f64 = 1.5707963267341256;
-const PIO2_2: f64 = 6.077100506303966e-11;
-const PIO2_3: f64 = 2.0222662487111665e-21;
 
 fn factorial(n: u32) -> f64 {
     (1..=n).map(|k| k as f64).product()
@@ -235,53 +236,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.log_special(x, res)
     }
 
-    fn sin_cos64(&self, x: BasicValueEnum<'ctx>, cos: bool) -> LResult<BasicValueEnum<'ctx>> {
-        let i64t = self.cx.context.i64_type();
-        let k = self.un64(
-            "llvm.rint",
-            self.f2(O::FMul, x, self.d(std::f64::consts::FRAC_2_PI))?,
-        )?;
-        let nk = self.b().build_float_neg(k.into_float_value(), "")?.into();
-        let r = self.fma64(nk, self.d(PIO2_1), x)?;
-        let r = self.fma64(nk, self.d(PIO2_2), r)?;
-        let r = self.fma64(nk, self.d(PIO2_3), r)?;
-        let z = self.f2(O::FMul, r, r)?;
-        // sin r = r + r·z·(−1/3! + z/5! − ...), cos r = 1 + z·(−1/2! + z/4! − ...).
-        let sc: Vec<f64> = (1..=8)
-            .rev()
-            .map(|n| (-1f64).powi(n) / factorial(2 * n as u32 + 1))
-            .collect();
-        let cc: Vec<f64> = (1..=8)
-            .rev()
-            .map(|n| (-1f64).powi(n) / factorial(2 * n as u32))
-            .collect();
-        let sp = self.poly(z, &sc)?;
-        let s = self.fma64(self.f2(O::FMul, r, z)?, sp, r)?;
-        let cp = self.poly(z, &cc)?;
-        let c = self.fma64(z, cp, self.d(1.0))?;
-        let q = self.cx.call_value(
-            "llvm.fptosi.sat",
-            &[i64t.into(), self.cx.context.f64_type().into()],
-            &[k],
-        )?;
-        let q =
-            self.b()
-                .build_int_add(q.into_int_value(), i64t.const_int(cos as u64, false), "")?;
-        let q = self.b().build_and(q, i64t.const_int(3, false), "")?;
-        // Quadrant q (after cos's shift by one): 0 sin, 1 cos, 2 −sin, 3 −cos.
-        let odd = self.b().build_and(q, i64t.const_int(1, false), "")?;
-        let odd = self
-            .b()
-            .build_int_compare(IntPredicate::NE, odd, i64t.const_zero(), "")?;
-        let neg = self.b().build_and(q, i64t.const_int(2, false), "")?;
-        let neg = self
-            .b()
-            .build_int_compare(IntPredicate::NE, neg, i64t.const_zero(), "")?;
-        let v = self.select(odd.into(), c, s)?;
-        let nv = self.b().build_float_neg(v.into_float_value(), "")?.into();
-        self.select(neg.into(), nv, v)
-    }
-
     fn tanh64(&self, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
         let a = self.un64("llvm.fabs", x)?;
         let y = self.f2(O::FMul, a, self.d(2.0))?;
@@ -428,8 +382,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             MathFn::Exp2 => self.exp2_64(x)?,
             MathFn::Log => self.log64(x)?,
             MathFn::Log2 => self.log2_64(x)?,
-            MathFn::Sin => self.sin_cos64(x, false)?,
-            MathFn::Cos => self.sin_cos64(x, true)?,
+            MathFn::Sin => trig::sin_cos(&mut trig::Ir(self), x, false)?,
+            MathFn::Cos => trig::sin_cos(&mut trig::Ir(self), x, true)?,
             MathFn::Tanh => self.tanh64(x)?,
             MathFn::Pow => self.pow64(x, wide[1], s == Scalar::F64)?,
             _ => {

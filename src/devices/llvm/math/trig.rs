@@ -1,0 +1,715 @@
+//! `f64` `sin` and `cos` for every finite argument, written once over a small arithmetic
+//! interface ([`Arith`]) so that the LLVM lowering ([`Ir`]) and a plain-`f64` model (the unit
+//! tests' `Host`) run exactly the same sequence of operations: the model is what the tests
+//! compare with the interpreter's libm.
+//!
+//! The algorithm is the Vulkan backend's (`src/devices/vulkan/math.rs`), with its Dekker
+//! products replaced by fma ones (NVPTX and AMDGPU have a fused `fma`):
+//! - |x| < 2^27: Cody–Waite, `x − k·π/2` with π/2 in three doubles and exact products, the
+//!   reduced argument kept as a double-double `r + rl` (error below 2^-130).
+//! - 2^27 ≤ |x| < inf: Payne–Hanek, `x·2/π` mod 4 from a table of 24-bit pieces of 2/π
+//!   (exact products of 24-bit pieces, carries propagated as fdlibm's `__kernel_rem_pio2`
+//!   does), under a per-lane branch so the common case does not pay for it. About 2^-120
+//!   absolute.
+//! - Taylor polynomials on |r| ≤ π/4 (+ε) with `rl` folded in to first order; `sin` of
+//!   |x| < 2^-26 is `x` (signed zeros and subnormals kept); inf and NaN give NaN.
+
+use super::super::{FnCx, LResult};
+use inkwell::values::{BasicValueEnum, InstructionOpcode as O};
+use inkwell::FloatPredicate;
+
+/// π/2 in three doubles (159 bits); `PIO2_1` is `FRAC_PI_2`.
+const PIO2_1: f64 = f64::from_bits(0x3FF9_21FB_5444_2D18);
+const PIO2_2: f64 = f64::from_bits(0x3C91_A626_3314_5C07);
+const PIO2_3: f64 = f64::from_bits(0xB91F_1976_B7ED_8FBC);
+/// From this |x| on, Payne–Hanek (below it Cody–Waite's k < 2^27 keeps the three-part π/2
+/// exact enough).
+const CW_LIMIT: f64 = 134_217_728.0;
+
+/// 2/π in 24-bit pieces, `2/π = Σ TWO_OVER_PI[j] · 2^(-24(j+1))` (fdlibm's `ipio2`, as in the
+/// Vulkan backend); fifty pieces cover the largest finite argument with the 120 fraction bits
+/// the reduction keeps.
+const TWO_OVER_PI: [u32; 52] = [
+    0xA2F983, 0x6E4E44, 0x1529FC, 0x2757D1, 0xF534DD, 0xC0DB62, 0x95993C, 0x439041, 0xFE5163,
+    0xABDEBB, 0xC561B7, 0x246E3A, 0x424DD2, 0xE00649, 0x2EEA09, 0xD1921C, 0xFE1DEB, 0x1CB129,
+    0xA73EE8, 0x8235F5, 0x2EBB44, 0x84E99C, 0x7026B4, 0x5F7E41, 0x3991D6, 0x398353, 0x39F49C,
+    0x845F8B, 0xBDF928, 0x3B1FF8, 0x97FFDE, 0x05980F, 0xEF2F11, 0x8B5A0A, 0x6D1F6D, 0x367ECF,
+    0x27CB09, 0xB74F46, 0x3F669E, 0x5FEA2D, 0x7527BA, 0xC7EBE5, 0xF17B3D, 0x0739F7, 0x8A5292,
+    0xEA6BFB, 0x5FB11F, 0x8D5D08, 0x560330, 0x46FC7B, 0x6BABF0, 0xCFBC20,
+];
+/// Zero pieces before `TWO_OVER_PI[0]` in the device table, so that the reduction's window
+/// (which starts up to three pieces before the first one it needs) never indexes below 0.
+const TABLE_PAD: usize = 3;
+/// The device table's length: the padding, then the pieces.
+const TABLE_LEN: usize = TABLE_PAD + TWO_OVER_PI.len();
+/// The name of the module's table global (one per module, made on first use).
+const TABLE_NAME: &str = "xpu_two_over_pi";
+
+/// The padded table's entry `i`.
+fn table_entry(i: usize) -> f64 {
+    i.checked_sub(TABLE_PAD)
+        .map_or(0.0, |j| f64::from(TWO_OVER_PI[j]))
+}
+
+fn factorial(n: u32) -> f64 {
+    (1..=n).map(f64::from).product()
+}
+
+/// Float comparisons (ordered: false when either side is NaN).
+#[derive(Clone, Copy)]
+pub(super) enum Cmp {
+    Lt,
+    Ge,
+    Eq,
+}
+
+/// Scalar `f64` arithmetic, every operation correctly rounded (`fma` fused), as both the
+/// device and the host model provide it.
+pub(super) trait Arith {
+    type V: Copy;
+    type B: Copy;
+    fn c(&mut self, v: f64) -> Self::V;
+    fn add(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
+    fn sub(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
+    fn mul(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
+    fn div(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
+    fn fma(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LResult<Self::V>;
+    fn neg(&mut self, a: Self::V) -> LResult<Self::V>;
+    fn abs(&mut self, a: Self::V) -> LResult<Self::V>;
+    fn floor(&mut self, a: Self::V) -> LResult<Self::V>;
+    /// Round to the nearest integer, ties to even.
+    fn rint(&mut self, a: Self::V) -> LResult<Self::V>;
+    fn cmp(&mut self, p: Cmp, a: Self::V, b: Self::V) -> LResult<Self::B>;
+    fn and(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B>;
+    fn or(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B>;
+    fn sel(&mut self, c: Self::B, a: Self::V, b: Self::V) -> LResult<Self::V>;
+    /// `(m, e)` with `a = m·2^e`, m in [0.5, 1), e an integral f64, for a positive normal `a`.
+    fn frexp(&mut self, a: Self::V) -> LResult<(Self::V, Self::V)>;
+    /// `2^k` for an integral `k` in [-1022, 1023].
+    fn pow2(&mut self, k: Self::V) -> LResult<Self::V>;
+    /// The padded 2/π table's entry `i`, for an integral `i` in [0, TABLE_LEN).
+    fn table(&mut self, i: Self::V) -> LResult<Self::V>;
+    /// `then`'s values where `cond` holds, `otherwise` elsewhere; `then` runs only for the
+    /// lanes that need it (a branch on the device).
+    fn guarded<const N: usize>(
+        &mut self,
+        cond: Self::B,
+        otherwise: [Self::V; N],
+        then: impl FnOnce(&mut Self) -> LResult<[Self::V; N]>,
+    ) -> LResult<[Self::V; N]>;
+
+    fn mulc(&mut self, a: Self::V, k: f64) -> LResult<Self::V> {
+        let k = self.c(k);
+        self.mul(a, k)
+    }
+    /// `c[0] + x·(c[1] + x·(c[2] + …))` with fma.
+    fn horner(&mut self, x: Self::V, c: &[f64]) -> LResult<Self::V> {
+        let mut acc = self.c(c[c.len() - 1]);
+        for &k in c[..c.len() - 1].iter().rev() {
+            let k = self.c(k);
+            acc = self.fma(acc, x, k)?;
+        }
+        Ok(acc)
+    }
+    /// Knuth's two-sum: `s + e == a + b` exactly, `s = fl(a + b)`.
+    fn two_sum(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
+        let s = self.add(a, b)?;
+        let bb = self.sub(s, a)?;
+        let sb = self.sub(s, bb)?;
+        let da = self.sub(a, sb)?;
+        let db = self.sub(b, bb)?;
+        Ok((s, self.add(da, db)?))
+    }
+    /// Dekker's fast two-sum, for |a| ≥ |b| (or a = 0).
+    fn fast_two_sum(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
+        let s = self.add(a, b)?;
+        let t = self.sub(s, a)?;
+        Ok((s, self.sub(b, t)?))
+    }
+    /// The exact product `p + e == a·b` through fma (no overflow, not near underflow).
+    fn two_prod(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
+        let p = self.mul(a, b)?;
+        let np = self.neg(p)?;
+        Ok((p, self.fma(a, b, np)?))
+    }
+    /// `v mod 4` for an integral `v` (exact: the multiples of 4 involved are exact).
+    fn mod4(&mut self, v: Self::V) -> LResult<Self::V> {
+        let q = self.mulc(v, 0.25)?;
+        let q = self.floor(q)?;
+        let q4 = self.mulc(q, 4.0)?;
+        self.sub(v, q4)
+    }
+}
+
+/// Cody–Waite reduction of `a` = |x| < 2^27: `(r, rl, k)` with `a = k·π/2 + r + rl`.
+fn reduce_cw<A: Arith>(f: &mut A, a: A::V) -> LResult<(A::V, A::V, A::V)> {
+    let q = f.mulc(a, std::f64::consts::FRAC_2_PI)?;
+    let k = f.rint(q)?;
+    let c1 = f.c(PIO2_1);
+    let (p1, e1) = f.two_prod(k, c1)?;
+    let t = f.sub(a, p1)?; // exact (Sterbenz)
+    let c2 = f.c(PIO2_2);
+    let (p2, e2) = f.two_prod(k, c2)?;
+    let p3 = f.mulc(k, PIO2_3)?;
+    let np2 = f.neg(p2)?;
+    let (h, l) = f.two_sum(t, np2)?;
+    let ne1 = f.neg(e1)?;
+    let (h, l2) = f.two_sum(h, ne1)?;
+    let t = f.add(e2, p3)?;
+    let l = f.add(l, l2)?;
+    let l = f.sub(l, t)?;
+    let (r, rl) = f.fast_two_sum(h, l)?;
+    Ok((r, rl, k))
+}
+
+/// Payne–Hanek reduction of a finite `a` = |x| ≥ 2^27: `(r, rl, q)` with
+/// `a = (4n + q)·π/2 + r + rl`, |r| ≤ π/4 (+ε), to about 2^-120 absolute.
+///
+/// `a = X0·2^(E-24) + X1·2^(E-48) + X2·2^(E-72)` (24-bit integer pieces) times
+/// `2/π = Σ P_j·2^(-24(j+1))`: the products are grouped into digits
+/// `D_n = Σ_i X_i·P_(n-i)` (exact, below 2^50) of weight `2^(E - 24(n+2))`. Digits of
+/// weight 4 or more are multiples of 4 and skipped; the window starts at the digit of
+/// weight 2^t, t ∈ [-23, 0] (with the one above it, which can add 2), and runs 8 digits
+/// on (the last of weight below 2^-140). Carries make digits 1..8 proper 24-bit digits, so
+/// the fraction is read off them exactly.
+fn reduce_ph<A: Arith>(f: &mut A, a: A::V) -> LResult<(A::V, A::V, A::V)> {
+    // a = m·2^E, m in [0.5, 1); ns = floor((E + 23)/24) - 2 (E ≥ 28), t = E - 24·(ns + 2).
+    let (m, e) = f.frexp(a)?;
+    let c23 = f.c(23.0);
+    let c24 = f.c(24.0);
+    let ns = f.add(e, c23)?;
+    let ns = f.div(ns, c24)?; // correctly rounded, so its floor is exact
+    let ns = f.floor(ns)?;
+    let w = f.mulc(ns, 24.0)?;
+    let t = f.sub(e, w)?;
+    let c2 = f.c(2.0);
+    let ns = f.sub(ns, c2)?;
+    let wt = f.pow2(t)?;
+    // The pieces of a's significand.
+    let m24 = f.mulc(m, 16_777_216.0)?;
+    let x0 = f.floor(m24)?;
+    let r1 = f.sub(m24, x0)?;
+    let r1 = f.mulc(r1, 16_777_216.0)?;
+    let x1 = f.floor(r1)?;
+    let r2 = f.sub(r1, x1)?;
+    let x2 = f.mulc(r2, 16_777_216.0)?;
+    // Table pieces P_(ns-3+k) for k = 0..11 (index ns + k with the padding).
+    let mut pk = Vec::with_capacity(12);
+    for k in 0..12 {
+        let ck = f.c(f64::from(k));
+        let idx = f.add(ns, ck)?;
+        pk.push(f.table(idx)?);
+    }
+    // D for digit n = ns + j - 1, j = 0..9: X0·P_n + X1·P_(n-1) + X2·P_(n-2) (P_n is pk[j+2]).
+    let mut dg = Vec::with_capacity(10);
+    for j in 0..10usize {
+        let a0 = f.mul(x0, pk[j + 2])?;
+        let a1 = f.mul(x1, pk[j + 1])?;
+        let a2 = f.mul(x2, pk[j])?;
+        let s = f.add(a0, a1)?;
+        dg.push(f.add(s, a2)?);
+    }
+    // Carries from digit 8 up to digit 1 (dg[9] .. dg[2]); digit 0 (dg[1]) keeps its carry.
+    let mut digits = [f.c(0.0); 10];
+    let mut carry = f.c(0.0);
+    for j in (2..10).rev() {
+        let v = f.add(dg[j], carry)?;
+        let cv = f.mulc(v, 2f64.powi(-24))?;
+        let cf = f.floor(cv)?;
+        let back = f.mulc(cf, 16_777_216.0)?;
+        digits[j] = f.sub(v, back)?;
+        carry = cf;
+    }
+    let d0 = f.add(dg[1], carry)?;
+    // Integer part mod 4 and the top digit's fraction.
+    let v0 = f.mul(d0, wt)?;
+    let i0 = f.floor(v0)?;
+    let f0 = f.sub(v0, i0)?;
+    let wm1 = f.mulc(wt, 16_777_216.0)?;
+    let vm1 = f.mul(dg[0], wm1)?;
+    let im1 = f.mod4(vm1)?;
+    let i = f.add(i0, im1)?;
+    let q = f.mod4(i)?;
+    // G = f0 + digit 1 is exact (at most 47 bits) and decides whether the fraction is at
+    // least 1/2; then the fraction becomes G - 1 and the quadrant moves up one.
+    let w1 = f.mulc(wt, 2f64.powi(-24))?;
+    let t1 = f.mul(digits[2], w1)?;
+    let g = f.add(f0, t1)?;
+    let half = f.c(0.5);
+    let up = f.cmp(Cmp::Ge, g, half)?;
+    let one = f.c(1.0);
+    let gm = f.sub(g, one)?;
+    let g = f.sel(up, gm, g)?;
+    let q1 = f.add(q, one)?;
+    let q = f.sel(up, q1, q)?;
+    // Digits 2..8: adjacent pairs add exactly (48 bits); the pairs do not overlap.
+    let mut terms = Vec::with_capacity(7);
+    let mut wk = w1;
+    for &dj in &digits[3..10] {
+        wk = f.mulc(wk, 2f64.powi(-24))?;
+        terms.push(f.mul(dj, wk)?);
+    }
+    let pa = f.add(terms[0], terms[1])?;
+    let pb = f.add(terms[2], terms[3])?;
+    let pc = f.add(terms[4], terms[5])?;
+    let (rh, rl) = f.fast_two_sum(pa, pb)?;
+    let tail = f.add(pc, terms[6])?;
+    let rl = f.add(rl, tail)?;
+    let (fh, fl) = f.two_sum(g, rh)?;
+    let fl = f.add(fl, rl)?;
+    let (fh, fl) = f.fast_two_sum(fh, fl)?;
+    // r = F·π/2.
+    let c1 = f.c(PIO2_1);
+    let (r, re) = f.two_prod(fh, c1)?;
+    let t1 = f.mulc(fh, PIO2_2)?;
+    let t2 = f.mulc(fl, PIO2_1)?;
+    let t = f.add(t1, t2)?;
+    let re = f.add(re, t)?;
+    let (r, rl) = f.fast_two_sum(r, re)?;
+    Ok((r, rl, q))
+}
+
+/// `sin x` (or `cos x` when `cos`) for any f64 `x`.
+pub(super) fn sin_cos<A: Arith>(f: &mut A, x: A::V, cos: bool) -> LResult<A::V> {
+    let a = f.abs(x)?;
+    let inf = f.c(f64::INFINITY);
+    let fin = f.cmp(Cmp::Lt, a, inf)?;
+    let (r, rl, k) = reduce_cw(f, a)?;
+    let lim = f.c(CW_LIMIT);
+    let big = f.cmp(Cmp::Ge, a, lim)?;
+    let big = f.and(big, fin)?;
+    let [r, rl, k] = f.guarded(big, [r, rl, k], |f| {
+        let (r, rl, q) = reduce_ph(f, a)?;
+        Ok([r, rl, q])
+    })?;
+    // sin r = r + r·z·Ps(z) + rl·(1 - z/2); cos r = 1 - z/2 + z²·Pc(z) - r·rl, with z = r²
+    // exact in two parts and 1 - z/2 carried with its rounding error (fdlibm).
+    let (z, zl) = f.two_prod(r, r)?;
+    let cs: Vec<f64> = (1..=9)
+        .map(|j| (-1f64).powi(j) / factorial(2 * j as u32 + 1))
+        .collect();
+    let cc: Vec<f64> = (2..=9)
+        .map(|j| (-1f64).powi(j) / factorial(2 * j as u32))
+        .collect();
+    let one = f.c(1.0);
+    let hz = f.mulc(z, 0.5)?;
+    let w = f.sub(one, hz)?;
+    let ps = f.horner(z, &cs)?;
+    let rz = f.mul(r, z)?;
+    let corr = f.mul(rl, w)?;
+    let ts = f.fma(rz, ps, corr)?;
+    let sin_r = f.add(r, ts)?;
+    let pc = f.horner(z, &cc)?;
+    let zz = f.mul(z, z)?;
+    let tc = f.mul(zz, pc)?;
+    let hzl = f.mulc(zl, 0.5)?;
+    let rrl = f.mul(r, rl)?;
+    let u = f.add(hzl, rrl)?;
+    let tc = f.sub(tc, u)?;
+    let ow = f.sub(one, w)?;
+    let err = f.sub(ow, hz)?;
+    let tc = f.add(err, tc)?;
+    let cos_r = f.add(w, tc)?;
+    // The quadrant n = k mod 4 (plus one for cos, cos x = sin(x + π/2)): 0 sin, 1 cos,
+    // 2 -sin, 3 -cos (4 is 0 again).
+    let n = f.mod4(k)?;
+    let n = if cos { f.add(n, one)? } else { n };
+    let (c1, c2, c3) = (f.c(1.0), f.c(2.0), f.c(3.0));
+    let is1 = f.cmp(Cmp::Eq, n, c1)?;
+    let is2 = f.cmp(Cmp::Eq, n, c2)?;
+    let is3 = f.cmp(Cmp::Eq, n, c3)?;
+    let odd = f.or(is1, is3)?;
+    let negq = f.or(is2, is3)?;
+    let v = f.sel(odd, cos_r, sin_r)?;
+    let nv = f.neg(v)?;
+    let v = f.sel(negq, nv, v)?;
+    let v = if cos {
+        v
+    } else {
+        // sin is odd; below 2^-26 it is x itself (keeps -0 and subnormals).
+        let zero = f.c(0.0);
+        let xneg = f.cmp(Cmp::Lt, x, zero)?;
+        let nv = f.neg(v)?;
+        let v = f.sel(xneg, nv, v)?;
+        let tiny_lim = f.c(2f64.powi(-26));
+        let tiny = f.cmp(Cmp::Lt, a, tiny_lim)?;
+        f.sel(tiny, x, v)?
+    };
+    let nan = f.c(f64::NAN);
+    f.sel(fin, v, nan)
+}
+
+/// The device side: LLVM IR appended to the function being lowered.
+pub(super) struct Ir<'f, 'a, 'ctx>(pub(super) &'f FnCx<'a, 'ctx>);
+
+impl<'ctx> Ir<'_, '_, 'ctx> {
+    fn call(&self, name: &str, args: &[BasicValueEnum<'ctx>]) -> LResult<BasicValueEnum<'ctx>> {
+        let t = self.0.cx.context.f64_type().into();
+        self.0.cx.call_value(name, &[t], args)
+    }
+
+    /// The module's 2/π table (a constant global in the target's global space).
+    fn table_global(&self) -> inkwell::values::GlobalValue<'ctx> {
+        let cx = self.0.cx;
+        if let Some(g) = cx.module.get_global(TABLE_NAME) {
+            return g;
+        }
+        let f64t = cx.context.f64_type();
+        let vals: Vec<_> = (0..TABLE_LEN)
+            .map(|i| f64t.const_float(table_entry(i)))
+            .collect();
+        let ty = f64t.array_type(TABLE_LEN as u32);
+        let g = cx
+            .module
+            .add_global(ty, Some(self.0.t.global_space()), TABLE_NAME);
+        g.set_initializer(&f64t.const_array(&vals));
+        g.set_constant(true);
+        g.set_linkage(inkwell::module::Linkage::Internal);
+        g.set_alignment(8);
+        g
+    }
+}
+
+impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
+    type V = BasicValueEnum<'ctx>;
+    type B = BasicValueEnum<'ctx>;
+
+    fn c(&mut self, v: f64) -> Self::V {
+        self.0.cx.context.f64_type().const_float(v).into()
+    }
+    fn add(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
+        self.0.binop(O::FAdd, a, b)
+    }
+    fn sub(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
+        self.0.binop(O::FSub, a, b)
+    }
+    fn mul(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
+        self.0.binop(O::FMul, a, b)
+    }
+    fn div(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
+        self.0.binop(O::FDiv, a, b)
+    }
+    fn fma(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LResult<Self::V> {
+        self.call("llvm.fma", &[a, b, c])
+    }
+    fn neg(&mut self, a: Self::V) -> LResult<Self::V> {
+        Ok(self.0.b().build_float_neg(a.into_float_value(), "")?.into())
+    }
+    fn abs(&mut self, a: Self::V) -> LResult<Self::V> {
+        self.call("llvm.fabs", &[a])
+    }
+    fn floor(&mut self, a: Self::V) -> LResult<Self::V> {
+        self.call("llvm.floor", &[a])
+    }
+    fn rint(&mut self, a: Self::V) -> LResult<Self::V> {
+        self.call("llvm.rint", &[a])
+    }
+    fn cmp(&mut self, p: Cmp, a: Self::V, b: Self::V) -> LResult<Self::B> {
+        let p = match p {
+            Cmp::Lt => FloatPredicate::OLT,
+            Cmp::Ge => FloatPredicate::OGE,
+            Cmp::Eq => FloatPredicate::OEQ,
+        };
+        self.0.fcmp(p, a, b)
+    }
+    fn and(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B> {
+        self.0.binop(O::And, a, b)
+    }
+    fn or(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B> {
+        self.0.binop(O::Or, a, b)
+    }
+    fn sel(&mut self, c: Self::B, a: Self::V, b: Self::V) -> LResult<Self::V> {
+        self.0.select(c, a, b)
+    }
+    fn frexp(&mut self, a: Self::V) -> LResult<(Self::V, Self::V)> {
+        let ctx = self.0.cx.context;
+        let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
+        let b = self.0.b();
+        let bits = b.build_bit_cast(a, i64t, "")?.into_int_value();
+        let eb = b.build_right_shift(bits, i64t.const_int(52, false), false, "")?;
+        let eb = b.build_and(eb, i64t.const_int(0x7ff, false), "")?;
+        let e = b.build_int_sub(eb, i64t.const_int(1022, false), "")?;
+        let e = b.build_signed_int_to_float(e, f64t, "")?.into();
+        let mb = b.build_and(bits, i64t.const_int(0x000f_ffff_ffff_ffff, false), "")?;
+        let mb = b.build_or(mb, i64t.const_int(0x3fe0_0000_0000_0000, false), "")?;
+        let m = b.build_bit_cast(mb, f64t, "")?;
+        Ok((m, e))
+    }
+    fn pow2(&mut self, k: Self::V) -> LResult<Self::V> {
+        let ctx = self.0.cx.context;
+        let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
+        let b = self.0.b();
+        let ki = b.build_float_to_signed_int(k.into_float_value(), i64t, "")?;
+        let biased = b.build_int_add(ki, i64t.const_int(1023, false), "")?;
+        let bits = b.build_left_shift(biased, i64t.const_int(52, false), "")?;
+        Ok(b.build_bit_cast(bits, f64t, "")?)
+    }
+    fn table(&mut self, i: Self::V) -> LResult<Self::V> {
+        let g = self.table_global();
+        let ctx = self.0.cx.context;
+        let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
+        let b = self.0.b();
+        let idx = b.build_float_to_signed_int(i.into_float_value(), i64t, "")?;
+        // SAFETY: `idx` is in [0, TABLE_LEN) (reduce_ph's window), inside the array.
+        let p = unsafe {
+            b.build_in_bounds_gep(
+                f64t.array_type(TABLE_LEN as u32),
+                g.as_pointer_value(),
+                &[i64t.const_zero(), idx],
+                "",
+            )?
+        };
+        Ok(b.build_load(f64t, p, "")?)
+    }
+    fn guarded<const N: usize>(
+        &mut self,
+        cond: Self::B,
+        otherwise: [Self::V; N],
+        then: impl FnOnce(&mut Self) -> LResult<[Self::V; N]>,
+    ) -> LResult<[Self::V; N]> {
+        let ctx = self.0.cx.context;
+        let b = self.0.b();
+        let from = b.get_insert_block().expect("positioned");
+        let body = ctx.append_basic_block(self.0.llfn, "trig.ph");
+        let join = ctx.append_basic_block(self.0.llfn, "trig.join");
+        b.build_conditional_branch(cond.into_int_value(), body, join)?;
+        b.position_at_end(body);
+        let vals = then(self)?;
+        let b = self.0.b();
+        let body_end = b.get_insert_block().expect("positioned");
+        b.build_unconditional_branch(join)?;
+        b.position_at_end(join);
+        let mut out = otherwise;
+        for (o, v) in out.iter_mut().zip(vals) {
+            let phi = b.build_phi(ctx.f64_type(), "")?;
+            phi.add_incoming(&[(&*o, from), (&v, body_end)]);
+            *o = phi.as_basic_value();
+        }
+        Ok(out)
+    }
+}
+
+/// The host model: the same operations on Rust `f64`.
+#[cfg(test)]
+pub(super) struct Host;
+
+#[cfg(test)]
+impl Arith for Host {
+    type V = f64;
+    type B = bool;
+
+    fn c(&mut self, v: f64) -> f64 {
+        v
+    }
+    fn add(&mut self, a: f64, b: f64) -> LResult<f64> {
+        Ok(a + b)
+    }
+    fn sub(&mut self, a: f64, b: f64) -> LResult<f64> {
+        Ok(a - b)
+    }
+    fn mul(&mut self, a: f64, b: f64) -> LResult<f64> {
+        Ok(a * b)
+    }
+    fn div(&mut self, a: f64, b: f64) -> LResult<f64> {
+        Ok(a / b)
+    }
+    fn fma(&mut self, a: f64, b: f64, c: f64) -> LResult<f64> {
+        Ok(a.mul_add(b, c))
+    }
+    fn neg(&mut self, a: f64) -> LResult<f64> {
+        Ok(-a)
+    }
+    fn abs(&mut self, a: f64) -> LResult<f64> {
+        Ok(a.abs())
+    }
+    fn floor(&mut self, a: f64) -> LResult<f64> {
+        Ok(a.floor())
+    }
+    fn rint(&mut self, a: f64) -> LResult<f64> {
+        Ok(a.round_ties_even())
+    }
+    fn cmp(&mut self, p: Cmp, a: f64, b: f64) -> LResult<bool> {
+        Ok(match p {
+            Cmp::Lt => a < b,
+            Cmp::Ge => a >= b,
+            Cmp::Eq => a == b,
+        })
+    }
+    fn and(&mut self, a: bool, b: bool) -> LResult<bool> {
+        Ok(a && b)
+    }
+    fn or(&mut self, a: bool, b: bool) -> LResult<bool> {
+        Ok(a || b)
+    }
+    fn sel(&mut self, c: bool, a: f64, b: f64) -> LResult<f64> {
+        Ok(if c { a } else { b })
+    }
+    fn frexp(&mut self, a: f64) -> LResult<(f64, f64)> {
+        let bits = a.to_bits();
+        let e = ((bits >> 52) & 0x7ff) as i64 - 1022;
+        let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3fe0_0000_0000_0000);
+        Ok((m, e as f64))
+    }
+    fn pow2(&mut self, k: f64) -> LResult<f64> {
+        Ok(f64::from_bits(((k as i64 + 1023) as u64) << 52))
+    }
+    fn table(&mut self, i: f64) -> LResult<f64> {
+        Ok(table_entry(i as usize))
+    }
+    fn guarded<const N: usize>(
+        &mut self,
+        cond: bool,
+        otherwise: [f64; N],
+        then: impl FnOnce(&mut Self) -> LResult<[f64; N]>,
+    ) -> LResult<[f64; N]> {
+        if cond {
+            then(self)
+        } else {
+            Ok(otherwise)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Distance in ulps between two finite f64 (or 0 for two NaNs, `u64::MAX` for one).
+    fn ulps(a: f64, b: f64) -> u64 {
+        if a.is_nan() || b.is_nan() {
+            return if a.is_nan() && b.is_nan() {
+                0
+            } else {
+                u64::MAX
+            };
+        }
+        let key = |x: f64| {
+            let i = x.to_bits() as i64;
+            if i < 0 {
+                i64::MIN - i
+            } else {
+                i
+            }
+        };
+        key(a).abs_diff(key(b))
+    }
+
+    fn model(x: f64, cos: bool) -> f64 {
+        sin_cos(&mut Host, x, cos).expect("the host model cannot fail")
+    }
+
+    /// A deterministic stream of 64-bit values (xorshift64*).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        /// A random double of either sign with an unbiased exponent in [lo, hi].
+        fn double(&mut self, lo: i64, hi: i64) -> f64 {
+            let r = self.next();
+            let e = lo + (r >> 11) as i64 % (hi - lo + 1);
+            let bits = ((e + 1023) as u64) << 52 | (self.next() & 0x000f_ffff_ffff_ffff);
+            let x = f64::from_bits(bits);
+            if r & 1 == 1 {
+                -x
+            } else {
+                x
+            }
+        }
+    }
+
+    /// Max ulps from the interpreter's libm (`f64::sin`/`cos`) over `xs`, with the worst x.
+    fn worst(xs: impl IntoIterator<Item = f64>) -> (u64, f64) {
+        let mut w = (0, 0.0);
+        for x in xs {
+            for (got, want) in [(model(x, false), x.sin()), (model(x, true), x.cos())] {
+                let d = ulps(got, want);
+                if d > w.0 {
+                    w = (d, x);
+                }
+            }
+        }
+        w
+    }
+
+    #[test]
+    fn the_table_is_two_over_pi() {
+        let v = TWO_OVER_PI[..3]
+            .iter()
+            .enumerate()
+            .map(|(j, &p)| f64::from(p) * 2f64.powi(-24 * (j as i32 + 1)))
+            .sum::<f64>();
+        assert_eq!(v, std::f64::consts::FRAC_2_PI);
+        assert!(TWO_OVER_PI.iter().all(|&p| p < 1 << 24));
+        assert_eq!(PIO2_1, std::f64::consts::FRAC_PI_2);
+        assert_eq!(table_entry(0), 0.0);
+        assert_eq!(table_entry(TABLE_PAD), f64::from(TWO_OVER_PI[0]));
+    }
+
+    /// Huge arguments (Payne–Hanek), 2^27 up to the largest double: within 1 ulp.
+    #[test]
+    fn huge_arguments_reduce_exactly() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let (d, x) = worst((0..200_000).map(|_| rng.double(27, 1023)));
+        assert!(d <= 1, "{d} ulps at {x:e}");
+        // The filetest's huge arguments, 2^27 itself, the largest double, and neighbours of
+        // the double closest to a multiple of π/2 (Muller, Elementary Functions, 11.1).
+        let special = [
+            -3.0e18,
+            1.0e22,
+            1.0e100,
+            -2.5e200,
+            f64::MAX,
+            134_217_728.0,
+            1.0e15,
+            6381956970095103.0 * 2f64.powi(796),
+            6381956970095104.0 * 2f64.powi(797),
+        ];
+        let (d, x) = worst(special);
+        assert!(d <= 1, "{d} ulps at {x:e}");
+        // That closest double itself: glibc's cos is 8 ulps off there (-4.68716592425462e-19),
+        // so compare with the exact value (mpmath at 2000 bits: -4.68716592425462761e-19).
+        let x = 6381956970095103.0 * 2f64.powi(797);
+        let d = ulps(model(x, true), -4.687_165_924_254_627_6e-19);
+        assert!(d == 0, "cos of the hardest argument: {d} ulps");
+        assert_eq!(model(x, false), 1.0);
+    }
+
+    /// Moderate and tiny arguments (Cody–Waite), and the special values.
+    #[test]
+    fn small_arguments_and_special_values() {
+        let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+        let (d, x) = worst((0..200_000).map(|_| rng.double(-30, 26)));
+        assert!(d <= 1, "{d} ulps at {x:e}");
+        let (d, x) = worst((0..20_000).map(|_| rng.double(-1074, -30)));
+        assert!(d <= 1, "{d} ulps at {x:e}");
+        for x in [0.0, -0.0, 5e-324, -5e-324] {
+            assert_eq!(model(x, false).to_bits(), x.to_bits());
+            assert_eq!(model(x, true), 1.0);
+        }
+        for x in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+            assert!(model(x, false).is_nan() && model(x, true).is_nan());
+        }
+    }
+
+    /// f32 sin/cos go through the f64 routine and round once: huge f32 arguments (up to
+    /// 3.4e38) must match the interpreter's `(x as f64).sin() as f32`.
+    #[test]
+    fn f32_arguments_round_once() {
+        let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+        for _ in 0..100_000 {
+            let x = rng.double(-20, 127) as f32;
+            let x = f64::from(x);
+            for (got, want) in [(model(x, false), x.sin()), (model(x, true), x.cos())] {
+                // One f32 ulp is 2^29 f64 ulps of the same binade; a double rounding can
+                // at worst move the f32 result by one ulp.
+                let (g, w) = (got as f32, want as f32);
+                let d = ulps(f64::from(g), f64::from(w));
+                assert!(d <= 1 << 29, "{x:e}: {g} vs {w}");
+            }
+        }
+    }
+}
