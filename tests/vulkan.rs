@@ -673,3 +673,158 @@ fn f64_transcendentals_are_refused_by_name_without_float64() {
     let err = emit_kernel(&m, h, &caps).unwrap_err().to_string();
     assert!(err.contains("shaderFloat64"), "{err}");
 }
+
+/// The runtime's stream and event tests: a counter kernel (one work-item adds 1).
+const COUNTER: &str = r#"
+kernel bump(c: buf<u32, rw>, k: u32) {
+    if global_id.x == 0 {
+        c[0] = c[0] + k;
+    }
+}
+
+kernel fill(o: buf<u32, rw>, v: u32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        o[i] = v + i;
+    }
+}
+
+kernel twice(o: buf<u32, rw>, x: buf<u32>, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        o[i] = 2 * x[i];
+    }
+}
+"#;
+
+fn vulkan_or_skip() -> Option<xpu::Device> {
+    match xpu::Device::open(Backend::Vulkan) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("no Vulkan device, skipping: {e}");
+            None
+        }
+    }
+}
+
+fn counter_program(device: &xpu::Device) -> xpu::Program {
+    device
+        .load(xpu::ir::parse(COUNTER).unwrap().verify().unwrap())
+        .unwrap()
+}
+
+#[test]
+fn many_launches_then_one_sync_are_all_applied() {
+    // Thousands of launches recorded before one sync (recycled command buffers, fences and
+    // descriptors must not lose or reorder any), then launches each followed by a sync. The
+    // host cost per launch is printed (a figure for the docs, not checked).
+    let Some(device) = vulkan_or_skip() else {
+        return;
+    };
+    let program = counter_program(&device);
+    let bump = program.kernel("bump").unwrap();
+    let stream = xpu::KernelStream::create(&device).unwrap();
+    let mut c = device.upload(&[0u32]).unwrap();
+    let one = || xpu::Launch::grid([1]).block([1]);
+    bump.launch(&stream, one(), xpu::args![&mut c, 1u32]).unwrap();
+    stream.sync().unwrap();
+    const N: u32 = 2000;
+    let t0 = std::time::Instant::now();
+    for _ in 0..N {
+        bump.launch(&stream, one(), xpu::args![&mut c, 1u32]).unwrap();
+    }
+    let launched = t0.elapsed();
+    stream.sync().unwrap();
+    let synced = t0.elapsed();
+    const M: u32 = 200;
+    let t1 = std::time::Instant::now();
+    for _ in 0..M {
+        bump.launch(&stream, one(), xpu::args![&mut c, 2u32]).unwrap();
+        stream.sync().unwrap();
+    }
+    let each = t1.elapsed();
+    println!(
+        "vulkan {:?}: {N} launches {:.1} us each, {:.1} us each with the sync; launch+sync {:.1} us",
+        device.facts().name,
+        launched.as_secs_f64() * 1e6 / N as f64,
+        synced.as_secs_f64() * 1e6 / N as f64,
+        each.as_secs_f64() * 1e6 / M as f64
+    );
+    let mut out = [0u32];
+    c.download_into(&mut out).unwrap();
+    assert_eq!(out[0], 1 + N + 2 * M);
+}
+
+#[test]
+fn events_order_streams_and_bracket_the_work() {
+    let Some(device) = vulkan_or_skip() else {
+        return;
+    };
+    let program = counter_program(&device);
+    let (fill, twice) = (
+        program.kernel("fill").unwrap(),
+        program.kernel("twice").unwrap(),
+    );
+    let n = 4096u32;
+    let geometry = || xpu::Launch::grid([n / 64]).block([64]);
+    let a = xpu::KernelStream::create(&device).unwrap();
+    let b = xpu::KernelStream::create(&device).unwrap();
+    let mut x = device.upload(&vec![0u32; n as usize]).unwrap();
+    let mut y = device.upload(&vec![0u32; n as usize]).unwrap();
+    // Work on `a`, an event after it, `b` waiting for the event: b's kernel sees a's writes.
+    fill.launch(&a, geometry(), xpu::args![&mut x, 7u32, n])
+        .unwrap();
+    let e = a.record().unwrap();
+    b.wait_for(&e).unwrap();
+    twice
+        .launch(&b, geometry(), xpu::args![&mut y, &x, n])
+        .unwrap();
+    b.sync().unwrap();
+    let got = y.download().unwrap();
+    assert!(got.iter().enumerate().all(|(i, &v)| v == 2 * (7 + i as u32)));
+    // An event completes without anyone syncing its stream: polling it is enough.
+    fill.launch(&a, geometry(), xpu::args![&mut x, 9u32, n])
+        .unwrap();
+    let e = a.record().unwrap();
+    let t0 = std::time::Instant::now();
+    while !e.is_complete() {
+        assert!(t0.elapsed().as_secs() < 30, "the event never completed");
+        std::thread::yield_now();
+    }
+    assert_eq!(x.download().unwrap()[5], 14);
+    // Events bracket work on the device clock where the queue writes timestamps; they stay
+    // readable after their stream is gone, and the later one is not before the earlier one.
+    let timed = device.implementation().timer_tier() == xpu::devices::TimerTier::Event;
+    let e0 = a.record().unwrap();
+    fill.launch(&a, geometry(), xpu::args![&mut x, 1u32, n])
+        .unwrap();
+    let e1 = a.record().unwrap();
+    let e2 = a.record().unwrap();
+    drop(a);
+    e2.sync().unwrap();
+    assert!(e0.is_complete() && e1.is_complete() && e2.is_complete());
+    assert_eq!(e1.elapsed_since(&e0).is_some(), timed);
+    assert_eq!(e2.elapsed_since(&e0).is_some(), timed);
+    if timed {
+        assert!(e2.elapsed_since(&e0) >= e1.elapsed_since(&e0));
+    }
+    assert_eq!(x.download().unwrap()[5], 6);
+    // A timer around one small launch reads the device interval; the median is printed (a
+    // figure for the docs: with the event timestamps in the launch's own submission it is the
+    // kernel's time, not the host's recording and submission).
+    let s = xpu::KernelStream::create(&device).unwrap();
+    let mut readings = Vec::new();
+    for _ in 0..51 {
+        let timer = xpu::KernelTimer::start(&s).unwrap();
+        fill.launch(&s, geometry(), xpu::args![&mut x, 2u32, n])
+            .unwrap();
+        let t = timer.stop().unwrap();
+        assert_eq!(t.nanos.is_some(), timed);
+        readings.extend(t.nanos);
+    }
+    readings.sort();
+    if let Some(m) = readings.get(readings.len() / 2) {
+        println!("vulkan: a {n}-element launch between timer events: median {m} ns");
+    }
+    assert_eq!(x.download().unwrap()[5], 7);
+}
