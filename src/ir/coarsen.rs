@@ -12,22 +12,25 @@
 //! plain accesses by different work-items are a race, undefined. So running the `F` copies
 //! interleaved statement by statement in one work-item is one of the schedules the original
 //! launch allows, provided the kernel has nothing that ties a work-item to its own workgroup
-//! or wave: no barrier, shared memory, wave verb, fragment, fence, and no loop (a loop
-//! would need per-copy iteration masks; such kernels keep the one-work-item shape).
+//! or wave: no barrier, shared memory, wave verb, fragment or fence. Loops must be `for`
+//! loops whose bounds are the same in every copy, with no `break`/`continue`: such a loop
+//! runs once for all copies with its body under the copies' masks (copies leaving a loop
+//! apart would need per-copy iteration masks; those kernels keep the one-work-item shape).
 //!
 //! **Shape.** Copy `c` of physical workgroup `p` is logical workgroup `p·F + c`; its
 //! `group_id.x`, `global_id.x` and `num_groups.x` are rewritten to the logical ones (the
 //! logical grid's x extent arrives as one extra `u32` parameter), and a copy past the logical
 //! grid is inactive from the start. Control flow is flattened to per-copy *masks* (bool
 //! locals): a divergent `if` computes each copy's branch mask, and every statement inside
-//! runs once per copy under its mask. Statements that read memory and then write it (an
+//! runs once per copy under its mask. Pure expressions run for every copy without a branch,
+//! so every per-copy local starts as zero (none is read uninitialised). Statements that read memory and then write it (an
 //! element assignment, `vstore`) are split in two phases, so every copy's loads are issued
 //! before any copy's store: that is the memory-level parallelism the pass exists for. A
 //! `return` clears the copy's masks at every enclosing level.
 
 use super::{
-    Base, BinaryOp, Builtin, Dim, Expr, ExprId, Function, Handle, Literal, Local, Param, Place,
-    Scalar, Span, Stmt, StmtKind, Type, UnaryOp, VerifiedModule,
+    Base, BinaryOp, Builtin, Dim, Expr, ExprId, Function, Handle, Literal, Local, LoopKind, Param,
+    Place, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, VerifiedModule,
 };
 use std::collections::HashSet;
 
@@ -50,7 +53,166 @@ pub fn eligible(vm: &VerifiedModule, kernel: Handle<Function>) -> Result<(), Ine
     }
     let mut seen = HashSet::new();
     check_block(vm, f, &f.body, true)?;
-    check_exprs(vm, f, true, &mut seen)
+    check_exprs(vm, f, true, &mut seen)?;
+    let uniform = uniform_locals(f);
+    check_loops(f, &f.body, &uniform)
+}
+
+/// The locals whose value is the same in every copy: each assignment to them is outside
+/// every `if` (so no copy skips it) and assigns a copy-uniform value.
+fn uniform_locals(f: &Function) -> HashSet<usize> {
+    // Every assignment: (local, value, under an if?). A `for` variable is assigned by its
+    // loop (uniform when its start and step are).
+    fn collect(block: &[Stmt], under_if: bool, out: &mut Vec<(usize, Option<ExprId>, bool)>) {
+        for s in block {
+            match &s.kind {
+                StmtKind::Let { local, init } => out.push((local.index(), *init, under_if)),
+                StmtKind::Assign { place, value } => match place {
+                    Place::Local(l) | Place::Lane { local: l, .. } => {
+                        out.push((l.index(), Some(*value), under_if))
+                    }
+                    Place::Element {
+                        base: Base::Local(l),
+                        ..
+                    } => out.push((l.index(), None, true)),
+                    Place::Element { .. } => {}
+                },
+                StmtKind::If {
+                    then_block,
+                    else_block,
+                    ..
+                } => {
+                    collect(then_block, true, out);
+                    collect(else_block, true, out);
+                }
+                StmtKind::Loop { kind, body, .. } => {
+                    if let LoopKind::For {
+                        var, start, step, ..
+                    } = kind
+                    {
+                        out.push((var.index(), Some(*start), under_if));
+                        if let Some(st) = step {
+                            out.push((var.index(), Some(*st), under_if));
+                        }
+                    }
+                    collect(body, under_if, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut writes = Vec::new();
+    collect(&f.body, false, &mut writes);
+    // An atomic on a private array element writes it too.
+    for (_, e) in f.exprs.iter() {
+        if let Expr::Atomic {
+            place:
+                Place::Element {
+                    base: Base::Local(l),
+                    ..
+                },
+            ..
+        } = e
+        {
+            writes.push((l.index(), None, true));
+        }
+    }
+    let mut uniform: HashSet<usize> = (0..f.locals.len()).collect();
+    loop {
+        let before = uniform.len();
+        for &(l, value, under_if) in &writes {
+            let ok = !under_if && value.is_none_or(|v| uniform_expr(f, v, &uniform));
+            if !ok {
+                uniform.remove(&l);
+            }
+        }
+        if uniform.len() == before {
+            return uniform;
+        }
+    }
+}
+
+/// Whether `e` computes the same value in every copy: pure, and reading only literals,
+/// parameters, coordinates other than the x ones the pass rewrites, and uniform locals.
+fn uniform_expr(f: &Function, e: ExprId, uniform: &HashSet<usize>) -> bool {
+    let ok = match &f.exprs[e] {
+        Expr::Local(l) => uniform.contains(&l.index()),
+        Expr::Builtin(Builtin::GroupId(Dim::X) | Builtin::GlobalId(Dim::X)) => false,
+        Expr::Index { .. }
+        | Expr::VLoad { .. }
+        | Expr::Call { .. }
+        | Expr::Dispatch { .. }
+        | Expr::Atomic { .. } => false,
+        _ => true,
+    };
+    ok && f.exprs[e]
+        .operands()
+        .into_iter()
+        .all(|o| uniform_expr(f, o, uniform))
+}
+
+/// Loops run once for all copies, so each must be a `for` whose bounds are the same in
+/// every copy, with no `break`/`continue` and no assignment to its variable in the body.
+fn check_loops(f: &Function, block: &[Stmt], uniform: &HashSet<usize>) -> Result<(), Ineligible> {
+    for s in block {
+        match &s.kind {
+            StmtKind::Loop { kind, body, .. } => {
+                let LoopKind::For {
+                    var,
+                    start,
+                    end,
+                    step,
+                } = kind
+                else {
+                    return Err(
+                        "has a `while` or `loop` (its trip count may differ between copies)",
+                    );
+                };
+                let bounds = [Some(*start), Some(*end), *step];
+                if !bounds
+                    .into_iter()
+                    .flatten()
+                    .all(|b| uniform_expr(f, b, uniform))
+                {
+                    return Err("has a loop whose bounds may differ between copies");
+                }
+                if assigns(body, *var) {
+                    return Err("assigns a `for` variable in its loop");
+                }
+                check_loops(f, body, uniform)?;
+            }
+            StmtKind::Break(_) | StmtKind::Continue(_) => {
+                return Err("has a `break` or `continue` (copies would leave a loop apart)")
+            }
+            StmtKind::If {
+                then_block,
+                else_block,
+                ..
+            } => {
+                check_loops(f, then_block, uniform)?;
+                check_loops(f, else_block, uniform)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether `block` assigns `local` (whole or a lane).
+fn assigns(block: &[Stmt], local: Handle<Local>) -> bool {
+    block.iter().any(|s| match &s.kind {
+        StmtKind::Assign {
+            place: Place::Local(l) | Place::Lane { local: l, .. },
+            ..
+        } => *l == local,
+        StmtKind::If {
+            then_block,
+            else_block,
+            ..
+        } => assigns(then_block, local) || assigns(else_block, local),
+        StmtKind::Loop { body, .. } => assigns(body, local),
+        _ => false,
+    })
 }
 
 fn check_block(
@@ -64,9 +226,6 @@ fn check_block(
             StmtKind::Barrier => return Err("has a barrier"),
             StmtKind::Fence(_) => return Err("has a fence"),
             StmtKind::MatrixStore { .. } => return Err("uses matrix fragments"),
-            StmtKind::Loop { .. } | StmtKind::Break(_) | StmtKind::Continue(_) if kernel => {
-                return Err("has a loop")
-            }
             StmtKind::If {
                 then_block,
                 else_block,
@@ -230,6 +389,35 @@ impl Pass<'_> {
         self.expr(Expr::Literal(Literal::Bool(v)))
     }
 
+    /// A zero of a scalar or vector type (`None` for arrays, fragments and tags, which pure
+    /// code never reads whole: their elements are loads, which run under the copy's mask).
+    fn zero(&mut self, ty: Type) -> Option<ExprId> {
+        let (scalar, lanes) = match ty {
+            Type::Scalar(s) => (s, 1),
+            Type::Vector(s, n) => (s, n),
+            _ => return None,
+        };
+        let lit = if scalar == Scalar::Bool {
+            Literal::Bool(false)
+        } else if scalar.is_float() {
+            Literal::Float {
+                value: 0.0,
+                ty: scalar,
+            }
+        } else {
+            Literal::Int {
+                bits: 0,
+                ty: scalar,
+            }
+        };
+        let value = self.expr(Expr::Literal(lit));
+        Some(if lanes == 1 {
+            value
+        } else {
+            self.expr(Expr::Splat { lanes, value })
+        })
+    }
+
     fn local(&mut self, name: String, ty: Type) -> Handle<Local> {
         self.out.locals.append(Local {
             name,
@@ -328,14 +516,20 @@ impl Pass<'_> {
                             let v = self.copy(*e, c);
                             out.push(self.let_(l, Some(v)));
                         }
+                        // Zero first: pure code reads every copy's locals, so none may be
+                        // left uninitialised for a copy the guard skips.
                         Some(e) => {
-                            out.push(self.let_(l, None));
+                            let zero = self.zero(ty);
+                            out.push(self.let_(l, zero));
                             let v = self.copy(*e, c);
                             let set = self.assign(l, v);
                             let g = self.guarded(c, vec![set]);
                             out.push(g);
                         }
-                        None => out.push(self.let_(l, None)),
+                        None => {
+                            let zero = self.zero(ty);
+                            out.push(self.let_(l, zero));
+                        }
                     }
                 }
             }
@@ -432,6 +626,40 @@ impl Pass<'_> {
                     let g = self.guarded(c, clears);
                     out.push(g);
                 }
+            }
+            StmtKind::Loop {
+                label,
+                kind:
+                    LoopKind::For {
+                        var,
+                        start,
+                        end,
+                        step,
+                    },
+                body,
+            } => {
+                // One loop for every copy (its bounds are copy-uniform, `eligible` checked),
+                // its variable shared; the body runs per copy under the enclosing masks.
+                let decl = &self.src.locals[*var];
+                let (name, ty) = (decl.name.clone(), decl.ty);
+                let shared = self.local(format!("{name}_{}", var.index()), ty);
+                for c in 0..self.factor {
+                    self.locals[c][var.index()] = Some(shared);
+                }
+                let start = self.copy(*start, 0);
+                let end = self.copy(*end, 0);
+                let step = step.map(|st| self.copy(st, 0));
+                let body = self.block(body);
+                out.push(self.stmt(StmtKind::Loop {
+                    label: label.clone(),
+                    kind: LoopKind::For {
+                        var: shared,
+                        start,
+                        end,
+                        step,
+                    },
+                    body,
+                }));
             }
             // `eligible` refused kernels with these.
             StmtKind::Loop { .. }
@@ -615,6 +843,11 @@ kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
     } else {
         y[i] = a * t + y[i];
     }
+    for k: u32 in 0..n step 97 {
+        if (i + k) % 3 == 0 {
+            y[i] += x[(i + k) % n];
+        }
+    }
     let g: u32 = group_id.x;
     if local_id.x == 3 {
         y[i] = (num_groups.x as f32) * 1000.0 + (g as f32);
@@ -622,7 +855,14 @@ kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
 }
 
 kernel looped(y: buf<f32, rw>) {
-    for k: u32 in 0..4 {
+    let i: u32 = global_id.x;
+    while y[i] < 10.0 {
+        y[i] += 1.0;
+    }
+}
+
+kernel bounded(y: buf<f32, rw>) {
+    for k: u32 in 0..global_id.x {
         y[global_id.x] += 1.0;
     }
 }
@@ -636,9 +876,12 @@ kernel waves(y: buf<f32, rw>) {
     fn refuses_what_ties_a_work_item_to_its_group() {
         let vm = verified(KERNELS);
         assert_eq!(eligible(&vm, vm.kernel("saxpy").unwrap()), Ok(()));
+        assert!(eligible(&vm, vm.kernel("looped").unwrap())
+            .unwrap_err()
+            .contains("`while`"));
         assert_eq!(
-            eligible(&vm, vm.kernel("looped").unwrap()),
-            Err("has a loop")
+            eligible(&vm, vm.kernel("bounded").unwrap()),
+            Err("has a loop whose bounds may differ between copies")
         );
         assert_eq!(
             eligible(&vm, vm.kernel("waves").unwrap()),
