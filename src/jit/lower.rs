@@ -130,9 +130,11 @@ struct LoopFrame {
 }
 
 enum KParam {
+    /// A buffer: its `BufRef` is at `off` in the context's table. The pointer and length are
+    /// loaded where they are used rather than kept in registers across the wave loop (a load
+    /// folds into its user; a register held for the whole loop is spilled anyway).
     Buf {
-        ptr: Value,
-        len: Value,
+        off: i32,
         elem: ElemType,
     },
     Val(Vec<Val>),
@@ -149,6 +151,8 @@ pub struct Lower<'a, 'm> {
     // entry values
     ctx: Value,
     kparams: Vec<KParam>,
+    /// The context's table of `BufRef`s.
+    bufs: Value,
     group: [Value; 3],
     ngroups: [Value; 3],
     /// The block per dimension and its volume (constants, or loaded for a generic 1-D block).
@@ -329,6 +333,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             n: cfg.wave,
             ctx,
             kparams: Vec::new(),
+            bufs: zero,
             group: [zero; 3],
             ngroups: [zero; 3],
             bdim: [zero; 4],
@@ -364,6 +369,13 @@ impl<'a, 'm> Lower<'a, 'm> {
         s
     }
 
+    /// A buffer parameter's pointer and length (elements, `i64`).
+    fn buf_ref(&mut self, off: i32) -> (Value, Value) {
+        let ptr = self.b.ins().load(types::I64, notrap(), self.bufs, off);
+        let len = self.b.ins().load(types::I64, notrap(), self.bufs, off + 8);
+        (ptr, len)
+    }
+
     fn ptr_load(&mut self, off: i32) -> Value {
         self.b.ins().load(types::I64, notrap(), self.ctx, off)
     }
@@ -371,15 +383,14 @@ impl<'a, 'm> Lower<'a, 'm> {
     /// Loads everything uniform over the launch.
     fn prologue(&mut self, f: &'m Function) {
         let bufs = self.ptr_load(ctx_off::BUFS);
+        self.bufs = bufs;
         let args = self.ptr_load(ctx_off::ARGS);
         for (i, p) in f.params.iter().enumerate() {
             let kp = match p.ty {
-                Type::Buffer { elem, .. } => {
-                    let off = (i * 16) as i32;
-                    let ptr = self.b.ins().load(types::I64, notrap(), bufs, off);
-                    let len = self.b.ins().load(types::I64, notrap(), bufs, off + 8);
-                    KParam::Buf { ptr, len, elem }
-                }
+                Type::Buffer { elem, .. } => KParam::Buf {
+                    off: (i * 16) as i32,
+                    elem,
+                },
                 t => {
                     let s = scalar_of(t);
                     let n = comps_of(t);
@@ -580,23 +591,26 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.ins().jump(dispatch_block, &[]);
 
         self.b.switch_to_block(start);
-        let full_b = self.b.create_block();
-        let part_b = self.b.create_block();
-        let body_b = self.b.create_block();
-        self.b.ins().brif(self.wave_full, full_b, &[], part_b, &[]);
-        self.b.switch_to_block(full_b);
-        // Lanes past the wave (a wave of fewer than 4 lanes) stay off.
-        let ones: Vec<u64> = (0..4)
-            .map(|j| if j < self.n { u32::MAX as u64 } else { 0 })
-            .collect();
-        let ones = self.const_vec(types::I32X4, &ones);
-        self.set_exec(&vec![ones; nmask as usize]);
-        self.b.ins().jump(body_b, &[]);
-        self.b.switch_to_block(part_b);
-        let init_mask = self.initial_mask(volume_v);
-        self.set_exec(&init_mask);
-        self.b.ins().jump(body_b, &[]);
-        self.b.switch_to_block(body_b);
+        if self.has_barrier {
+            // Spilled at every barrier: a full wave's is a constant.
+            let full_b = self.b.create_block();
+            let part_b = self.b.create_block();
+            let body_b = self.b.create_block();
+            self.b.ins().brif(self.wave_full, full_b, &[], part_b, &[]);
+            self.b.switch_to_block(full_b);
+            let ones = self.full_chunk();
+            self.set_exec(&vec![ones; nmask as usize]);
+            self.b.ins().jump(body_b, &[]);
+            self.b.switch_to_block(part_b);
+            let init_mask = self.initial_mask(volume_v);
+            self.set_exec(&init_mask);
+            self.b.ins().jump(body_b, &[]);
+            self.b.switch_to_block(body_b);
+        } else {
+            // Usually dead: while the mask is known (`Known`), `exec` computes it.
+            let init_mask = self.initial_mask(volume_v);
+            self.set_exec(&init_mask);
+        }
         self.known = Known::Initial;
         let types = (self.types_of)(kernel);
         let an = self
@@ -962,11 +976,32 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     fn exec(&mut self) -> Vec<Value> {
-        self.exec
-            .clone()
-            .iter()
-            .map(|&v| self.b.use_var(v))
-            .collect()
+        // A known mask is computed where it is needed, so that the variables (which hold the
+        // same lanes) are not kept live through code that does not read them.
+        match self.known {
+            Known::Full => {
+                let ones = self.full_chunk();
+                vec![ones; self.exec.len()]
+            }
+            Known::Initial => {
+                let volume = self.bdim[3];
+                self.initial_mask(volume)
+            }
+            Known::Unknown => self
+                .exec
+                .clone()
+                .iter()
+                .map(|&v| self.b.use_var(v))
+                .collect(),
+        }
+    }
+
+    /// A mask chunk with every lane of the wave on (lanes past a wave of fewer than 4 off).
+    fn full_chunk(&mut self) -> Value {
+        let ones: Vec<u64> = (0..4)
+            .map(|j| if j < self.n { u32::MAX as u64 } else { 0 })
+            .collect();
+        self.const_vec(types::I32X4, &ones)
     }
 
     fn set_exec(&mut self, m: &[Value]) {
@@ -2028,9 +2063,10 @@ impl<'a, 'm> Lower<'a, 'm> {
                     .get(i as usize)
                     .map(|p| p.name.clone())
                     .unwrap_or_default();
-                match &self.kparams[i as usize] {
-                    KParam::Buf { ptr, len, elem } => {
-                        (*ptr, *len, *elem, format!("buffer {name}"), false)
+                match self.kparams[i as usize] {
+                    KParam::Buf { off, elem } => {
+                        let (ptr, len) = self.buf_ref(off);
+                        (ptr, len, elem, format!("buffer {name}"), false)
                     }
                     KParam::Val(_) => {
                         let z = self.b.ins().iconst(types::I64, 0);
@@ -2881,8 +2917,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                 Ev::Vals(self.load_elem(*base, &i, span, *lanes as u32)?)
             }
             Expr::Len(i) => {
-                let len = match &self.kparams[*i as usize] {
-                    KParam::Buf { len, .. } => *len,
+                let len = match self.kparams[*i as usize] {
+                    KParam::Buf { off, .. } => self.buf_ref(off).1,
                     KParam::Val(_) => self.b.ins().iconst(types::I64, 0),
                 };
                 let max = self.b.ins().iconst(types::I64, u32::MAX as i64);

@@ -403,6 +403,7 @@ impl CompiledKernel {
         // Chunks small enough to balance, large enough to amortise the counter.
         let threads = workers.max(1).min(total as usize);
         let chunk = (total / (threads as u64 * 8)).clamp(1, 64);
+        let one_d = grid[1] == 1 && grid[2] == 1;
         let bufs = SendPtr(bufs.as_ptr());
         let args = SendPtr(args.as_ptr());
         let work = |_: usize| {
@@ -432,10 +433,15 @@ impl CompiledKernel {
                         return;
                     }
                     for g in first..(first + chunk).min(total) {
-                        let gx = (g % grid[0] as u64) as u32;
-                        let gy = ((g / grid[0] as u64) % grid[1] as u64) as u32;
-                        let gz = (g / (grid[0] as u64 * grid[1] as u64)) as u32;
-                        ctx.group = [gx, gy, gz, 0];
+                        ctx.group = if one_d {
+                            // No 64-bit divisions per workgroup for the common 1-D grid.
+                            [g as u32, 0, 0, 0]
+                        } else {
+                            let gx = (g % grid[0] as u64) as u32;
+                            let gy = ((g / grid[0] as u64) % grid[1] as u64) as u32;
+                            let gz = (g / (grid[0] as u64 * grid[1] as u64)) as u32;
+                            [gx, gy, gz, 0]
+                        };
                         if poison && shared_total > 0 {
                             // SAFETY: the worker's shared area holds `shared_total` bytes.
                             unsafe { std::ptr::write_bytes(shared, 0xFF, shared_total) };
