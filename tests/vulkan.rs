@@ -726,12 +726,14 @@ fn many_launches_then_one_sync_are_all_applied() {
     let stream = xpu::KernelStream::create(&device).unwrap();
     let mut c = device.upload(&[0u32]).unwrap();
     let one = || xpu::Launch::grid([1]).block([1]);
-    bump.launch(&stream, one(), xpu::args![&mut c, 1u32]).unwrap();
+    bump.launch(&stream, one(), xpu::args![&mut c, 1u32])
+        .unwrap();
     stream.sync().unwrap();
     const N: u32 = 2000;
     let t0 = std::time::Instant::now();
     for _ in 0..N {
-        bump.launch(&stream, one(), xpu::args![&mut c, 1u32]).unwrap();
+        bump.launch(&stream, one(), xpu::args![&mut c, 1u32])
+            .unwrap();
     }
     let launched = t0.elapsed();
     stream.sync().unwrap();
@@ -739,7 +741,8 @@ fn many_launches_then_one_sync_are_all_applied() {
     const M: u32 = 200;
     let t1 = std::time::Instant::now();
     for _ in 0..M {
-        bump.launch(&stream, one(), xpu::args![&mut c, 2u32]).unwrap();
+        bump.launch(&stream, one(), xpu::args![&mut c, 2u32])
+            .unwrap();
         stream.sync().unwrap();
     }
     let each = t1.elapsed();
@@ -781,7 +784,10 @@ fn events_order_streams_and_bracket_the_work() {
         .unwrap();
     b.sync().unwrap();
     let got = y.download().unwrap();
-    assert!(got.iter().enumerate().all(|(i, &v)| v == 2 * (7 + i as u32)));
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &v)| v == 2 * (7 + i as u32)));
     // An event completes without anyone syncing its stream: polling it is enough.
     fill.launch(&a, geometry(), xpu::args![&mut x, 9u32, n])
         .unwrap();

@@ -41,6 +41,7 @@ use parking_lot::Mutex;
 use spirv::{Caps, Emitted, ParamSlot};
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,7 +66,10 @@ struct Inner {
     queue: Mutex<vk::Queue>,
     memory: vk::PhysicalDeviceMemoryProperties,
     pipeline_cache: vk::PipelineCache,
+    /// For one-off work of the device (poison fills); streams have their own pools.
     command_pool: Mutex<vk::CommandPool>,
+    /// The compute queue's family.
+    family: u32,
     /// Nanoseconds per timestamp tick and the valid-bits mask, where the queue family writes
     /// timestamps (then events carry one and the timer tier is Event).
     timestamps: Option<(f64, u64)>,
@@ -77,6 +81,67 @@ struct Inner {
     /// `XPU_VK_PIPELINE_STATS=1` asks for the driver's statistics of every pipeline built
     /// (registers, local memory, ...) on stderr: what the SPIR-V became on this device.
     exec_stats: Option<ash::khr::pipeline_executable_properties::Device>,
+    /// `VK_KHR_push_descriptor` where offered (`XPU_VK_PUSH_DESCRIPTORS=0` turns it off), with
+    /// `maxPushDescriptors`: a launch writes its buffers into the command buffer instead of
+    /// creating a descriptor pool and set.
+    push_descriptor: Option<(ash::khr::push_descriptor::Device, u32)>,
+    /// Unsignalled fences for reuse: creating one per submission is a driver call that can
+    /// allocate, so a signalled fence is reset and kept.
+    fences: Mutex<Vec<vk::Fence>>,
+    /// Timestamp query slots for events, in pools of [`QUERY_CHUNK`].
+    queries: Mutex<QuerySlots>,
+    /// `XPU_VK_TRACE=1`: one stderr line per launch, submission, event and wait with the host
+    /// microseconds of its steps.
+    trace: bool,
+    /// Numbers streams in trace lines.
+    next_stream: AtomicU64,
+}
+
+/// Timestamp queries per pool; events take a free slot and give it back when their
+/// submission has completed and they are dropped.
+const QUERY_CHUNK: u32 = 64;
+
+#[derive(Default)]
+struct QuerySlots {
+    pools: Vec<vk::QueryPool>,
+    free: Vec<(vk::QueryPool, u32)>,
+}
+
+/// One timestamp query of an event, returned to the free list when dropped. A slot whose
+/// write may still be pending is dropped only with the submission that writes it (the
+/// stream's keep list), so a reused slot is never written twice.
+struct QuerySlot {
+    inner: Arc<Inner>,
+    pool: vk::QueryPool,
+    index: u32,
+}
+
+impl Drop for QuerySlot {
+    fn drop(&mut self) {
+        self.inner.queries.lock().free.push((self.pool, self.index));
+    }
+}
+
+/// `XPU_VK_TRACE` timing: microseconds since the last step, where tracing is on.
+struct Steps(Option<std::time::Instant>);
+
+impl Steps {
+    fn start(on: bool) -> Steps {
+        Steps(on.then(std::time::Instant::now))
+    }
+
+    /// Microseconds since the previous call (or the start); 0 when tracing is off.
+    fn lap(&mut self) -> f64 {
+        match &mut self.0 {
+            Some(t) => {
+                let now = std::time::Instant::now();
+                let us = (now - *t).as_secs_f64() * 1e6;
+                *t = now;
+                us
+            }
+            None => 0.0,
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -84,6 +149,12 @@ impl Drop for Inner {
         // SAFETY: every object made from the device holds an Arc<Inner>, so none is left.
         unsafe {
             let _ = self.device.device_wait_idle();
+            for f in self.fences.lock().drain(..) {
+                self.device.destroy_fence(f, None);
+            }
+            for p in self.queries.lock().pools.drain(..) {
+                self.device.destroy_query_pool(p, None);
+            }
             self.device
                 .destroy_command_pool(*self.command_pool.lock(), None);
             self.device
@@ -160,27 +231,97 @@ impl Inner {
         }
     }
 
-    fn command_buffer(&self) -> Result<vk::CommandBuffer, DeviceError> {
-        let pool = self.command_pool.lock();
+    /// Begins `cb` for one submission (a pool with `RESET_COMMAND_BUFFER` resets it here).
+    fn begin(&self, cb: vk::CommandBuffer) -> Result<(), DeviceError> {
+        // SAFETY: `cb` is not pending (new, or its last submission has completed).
+        unsafe {
+            self.device.begin_command_buffer(
+                cb,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+        }
+        .map_err(|e| vk_err("vkBeginCommandBuffer", e))
+    }
+
+    fn allocate_command_buffer(
+        &self,
+        pool: vk::CommandPool,
+    ) -> Result<vk::CommandBuffer, DeviceError> {
         let info = vk::CommandBufferAllocateInfo::default()
-            .command_pool(*pool)
+            .command_pool(pool)
             .level(vk::CommandBufferLevel::PRIMARY)
             .command_buffer_count(1);
-        // SAFETY: the pool is externally synchronised by its mutex.
-        unsafe {
-            let cb = self
-                .device
-                .allocate_command_buffers(&info)
-                .map_err(|e| vk_err("vkAllocateCommandBuffers", e))?[0];
-            self.device
-                .begin_command_buffer(
-                    cb,
-                    &vk::CommandBufferBeginInfo::default()
-                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-                )
-                .map_err(|e| vk_err("vkBeginCommandBuffer", e))?;
-            Ok(cb)
+        // SAFETY: the caller holds the pool's lock.
+        unsafe { self.device.allocate_command_buffers(&info) }
+            .map(|v| v[0])
+            .map_err(|e| vk_err("vkAllocateCommandBuffers", e))
+    }
+
+    /// Records `f` into a command buffer of the device's own pool, submits it and waits (the
+    /// poison fill of a fresh allocation). The pool's lock is held throughout: recording into
+    /// a command buffer uses its pool.
+    fn one_shot(&self, f: impl FnOnce(vk::CommandBuffer)) -> Result<(), DeviceError> {
+        let pool = self.command_pool.lock();
+        let cb = self.allocate_command_buffer(*pool)?;
+        let r = self.begin(cb).and_then(|()| {
+            f(cb);
+            let (fence, _) = self.submit(cb)?;
+            let r = self.wait_fence(fence);
+            self.recycle_fence(fence, r.is_ok());
+            r
+        });
+        // SAFETY: completed (or never submitted); the pool is locked.
+        unsafe { self.device.free_command_buffers(*pool, &[cb]) };
+        r
+    }
+
+    /// A fence from the free list, or a new one; `true` when it was reused.
+    fn fence(&self) -> Result<(vk::Fence, bool), DeviceError> {
+        if let Some(f) = self.fences.lock().pop() {
+            return Ok((f, true));
         }
+        // SAFETY: valid create info; the fence goes back to the free list or is destroyed.
+        unsafe {
+            self.device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+        }
+        .map(|f| (f, false))
+        .map_err(|e| vk_err("vkCreateFence", e))
+    }
+
+    /// A fence whose submission has completed (`signalled`), reset and kept for reuse; one
+    /// that failed is destroyed.
+    fn recycle_fence(&self, fence: vk::Fence, signalled: bool) {
+        // SAFETY: no queue operation uses the fence any more.
+        unsafe {
+            if signalled && self.device.reset_fences(&[fence]).is_ok() {
+                self.fences.lock().push(fence);
+            } else {
+                self.device.destroy_fence(fence, None);
+            }
+        }
+    }
+
+    /// A free timestamp query slot; a new pool of [`QUERY_CHUNK`] when none is left.
+    fn query_slot(self: &Arc<Self>) -> Result<QuerySlot, DeviceError> {
+        let mut q = self.queries.lock();
+        if q.free.is_empty() {
+            let info = vk::QueryPoolCreateInfo::default()
+                .query_type(vk::QueryType::TIMESTAMP)
+                .query_count(QUERY_CHUNK);
+            // SAFETY: valid create info; destroyed with the device.
+            let pool = unsafe { self.device.create_query_pool(&info, None) }
+                .map_err(|e| vk_err("vkCreateQueryPool", e))?;
+            q.pools.push(pool);
+            q.free.extend((0..QUERY_CHUNK).rev().map(|i| (pool, i)));
+        }
+        let (pool, index) = q.free.pop().expect("refilled above");
+        Ok(QuerySlot {
+            inner: self.clone(),
+            pool,
+            index,
+        })
     }
 
     /// A full memory barrier: every earlier command's writes before every later access.
@@ -202,24 +343,24 @@ impl Inner {
         }
     }
 
-    /// Ends and submits `cb`, returning a fence that signals when it completes.
-    fn submit(&self, cb: vk::CommandBuffer) -> Result<vk::Fence, DeviceError> {
+    /// Ends and submits `cb`, returning a fence that signals when it completes (and whether
+    /// the fence was reused).
+    fn submit(&self, cb: vk::CommandBuffer) -> Result<(vk::Fence, bool), DeviceError> {
         // SAFETY: `cb` is recording; the queue is externally synchronised by its mutex.
         unsafe {
             self.device
                 .end_command_buffer(cb)
                 .map_err(|e| vk_err("vkEndCommandBuffer", e))?;
-            let fence = self
-                .device
-                .create_fence(&vk::FenceCreateInfo::default(), None)
-                .map_err(|e| vk_err("vkCreateFence", e))?;
+            let (fence, reused) = self.fence()?;
             let cbs = [cb];
             let submit = vk::SubmitInfo::default().command_buffers(&cbs);
             let q = self.queue.lock();
-            self.device
-                .queue_submit(*q, &[submit], fence)
-                .map_err(|e| vk_err("vkQueueSubmit", e))?;
-            Ok(fence)
+            if let Err(e) = self.device.queue_submit(*q, &[submit], fence) {
+                // Unsignalled and unused: still good for the free list.
+                self.fences.lock().push(fence);
+                return Err(vk_err("vkQueueSubmit", e));
+            }
+            Ok((fence, reused))
         }
     }
 
@@ -242,12 +383,6 @@ impl Inner {
                 .wait_for_fences(&[fence], true, u64::MAX)
                 .map_err(|e| vk_err("vkWaitForFences (device lost or hung kernel)", e))
         }
-    }
-
-    fn free_command_buffer(&self, cb: vk::CommandBuffer) {
-        let pool = self.command_pool.lock();
-        // SAFETY: the command buffer has completed (its fence was waited on).
-        unsafe { self.device.free_command_buffers(*pool, &[cb]) };
     }
 }
 
@@ -351,162 +486,368 @@ impl Drop for DescriptorPool {
 
 type Keep = Box<dyn Any + Send + Sync>;
 
+/// How many operations a stream records before it submits on its own, so the device starts on
+/// a long run of launches while the host records the rest (a submission costs a few
+/// microseconds of driver time, paid once per this many operations).
+const OPS_PER_SUBMISSION: u32 = 64;
+
+/// A submitted command buffer, numbered in its stream's order.
 struct InFlight {
+    seq: u64,
     fence: vk::Fence,
     cb: vk::CommandBuffer,
-    _keep: Vec<Keep>,
-}
-
-#[derive(Default)]
-struct StreamState {
-    recording: Option<vk::CommandBuffer>,
+    /// What the commands use, dropped when they have completed.
     keep: Vec<Keep>,
-    in_flight: Vec<InFlight>,
 }
 
-struct VkStream {
+struct Recording {
+    cb: vk::CommandBuffer,
+    ops: u32,
+}
+
+struct StreamState {
+    /// The stream's own command pool (recording uses the pool, so one per stream lets
+    /// streams record on different threads at once); its buffers are reused, not freed.
+    pool: vk::CommandPool,
+    spare: Vec<vk::CommandBuffer>,
+    recording: Option<Recording>,
+    /// What the recording commands use.
+    keep: Vec<Keep>,
+    /// Oldest first.
+    in_flight: std::collections::VecDeque<InFlight>,
+    /// Submissions made so far; the recording one, if any, becomes number `submitted + 1`.
+    submitted: u64,
+    /// Every submission up to this number has completed and been retired.
+    completed: u64,
+}
+
+/// A stream's state, shared by its handle and its events (an event waits on, and may have
+/// to submit, the stream's work).
+struct StreamCore {
     inner: Arc<Inner>,
+    id: u64,
     state: Mutex<StreamState>,
 }
 
-// SAFETY: Vulkan handles are plain integers; access to the command buffer is serialised by
-// the state mutex and to the queue and pool by theirs.
+// SAFETY: Vulkan handles are plain integers; the command pool and its buffers are used only
+// under the state mutex, the queue under its own.
 unsafe impl Send for StreamState {}
 unsafe impl Sync for StreamState {}
 
-impl VkStream {
-    /// Records with `f` into the stream's open command buffer, behind a full barrier.
+impl StreamCore {
+    fn new(inner: &Arc<Inner>, family: u32) -> Result<StreamCore, DeviceError> {
+        // SAFETY: valid create info; destroyed in Drop once everything has completed.
+        let pool = unsafe {
+            inner.device.create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(family)
+                    .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                None,
+            )
+        }
+        .map_err(|e| vk_err("vkCreateCommandPool", e))?;
+        Ok(StreamCore {
+            inner: inner.clone(),
+            id: inner
+                .next_stream
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            state: Mutex::new(StreamState {
+                pool,
+                spare: Vec::new(),
+                recording: None,
+                keep: Vec::new(),
+                in_flight: Default::default(),
+                submitted: 0,
+                completed: 0,
+            }),
+        })
+    }
+
+    /// The recording command buffer, begun on a reused (or new) one if none is open.
+    fn open(&self, st: &mut StreamState) -> Result<vk::CommandBuffer, DeviceError> {
+        if let Some(r) = &st.recording {
+            return Ok(r.cb);
+        }
+        let cb = match st.spare.pop() {
+            Some(cb) => cb,
+            None => self.inner.allocate_command_buffer(st.pool)?,
+        };
+        if let Err(e) = self.inner.begin(cb) {
+            st.spare.push(cb);
+            return Err(e);
+        }
+        st.recording = Some(Recording { cb, ops: 0 });
+        Ok(cb)
+    }
+
+    /// Records with `f` into the open command buffer, behind a full barrier; submits after
+    /// [`OPS_PER_SUBMISSION`] operations.
     fn record(
         &self,
         keep: Vec<Keep>,
         f: impl FnOnce(vk::CommandBuffer),
     ) -> Result<(), DeviceError> {
         let mut st = self.state.lock();
-        let cb = match st.recording {
-            Some(cb) => cb,
-            None => {
-                let cb = self.inner.command_buffer()?;
-                st.recording = Some(cb);
-                cb
-            }
-        };
+        let cb = self.open(&mut st)?;
         self.inner.barrier(cb);
         f(cb);
         st.keep.extend(keep);
+        let r = st.recording.as_mut().expect("opened above");
+        r.ops += 1;
+        if r.ops >= OPS_PER_SUBMISSION {
+            self.submit(&mut st)?;
+        }
         Ok(())
     }
 
-    /// Submits what was recorded; returns the fence of the last submission, if any.
-    fn flush(&self) -> Result<Option<vk::Fence>, DeviceError> {
-        let mut st = self.state.lock();
-        if let Some(cb) = st.recording.take() {
-            let fence = self.inner.submit(cb)?;
-            let keep = std::mem::take(&mut st.keep);
-            st.in_flight.push(InFlight {
-                fence,
-                cb,
-                _keep: keep,
-            });
+    /// Submits the recording command buffer, if any, and retires what has completed.
+    fn submit(&self, st: &mut StreamState) -> Result<(), DeviceError> {
+        let Some(Recording { cb, ops }) = st.recording.take() else {
+            return Ok(());
+        };
+        let mut steps = Steps::start(self.inner.trace);
+        let keep = std::mem::take(&mut st.keep);
+        let (fence, reused) = match self.inner.submit(cb) {
+            Ok(f) => f,
+            Err(e) => {
+                // Not submitted: the buffer is begun afresh on its next use.
+                st.spare.push(cb);
+                return Err(e);
+            }
+        };
+        let submit_us = steps.lap();
+        st.submitted += 1;
+        st.in_flight.push_back(InFlight {
+            seq: st.submitted,
+            fence,
+            cb,
+            keep,
+        });
+        let retired = self.retire(st, u64::MAX, false);
+        if self.inner.trace {
+            eprintln!(
+                "xpu-vk stream {} submit #{} ({ops} ops, fence {}): submit {submit_us:.1} us, \
+                 retire {:.1} us, in flight {}",
+                self.id,
+                st.submitted,
+                if reused { "reused" } else { "new" },
+                steps.lap(),
+                st.in_flight.len()
+            );
         }
-        Ok(st.in_flight.last().map(|f| f.fence))
+        retired
     }
 
-    fn retire(&self, wait: bool) -> Result<(), DeviceError> {
-        let mut st = self.state.lock();
+    /// Retires submissions up to number `upto` in order, waiting for each when `wait`,
+    /// otherwise stopping at the first not yet complete. Fences and command buffers go back
+    /// for reuse. A failed wait (device lost) retires the submission and is answered.
+    fn retire(&self, st: &mut StreamState, upto: u64, wait: bool) -> Result<(), DeviceError> {
         let mut result = Ok(());
-        let mut still = Vec::new();
-        for f in std::mem::take(&mut st.in_flight) {
-            // SAFETY: the fence is live; it is destroyed only here once signalled.
-            let done = if wait {
-                match self.inner.wait_fence(f.fence) {
-                    Ok(()) => true,
+        while let Some(f) = st.in_flight.front() {
+            if f.seq > upto {
+                break;
+            }
+            let ok = if wait {
+                let r = self.inner.wait_fence(f.fence);
+                let ok = r.is_ok();
+                if result.is_ok() {
+                    result = r;
+                }
+                ok
+            } else {
+                // SAFETY: the fence is live.
+                match unsafe { self.inner.device.get_fence_status(f.fence) } {
+                    Ok(true) => true,
+                    Ok(false) => break,
                     Err(e) => {
-                        result = Err(e);
-                        true
+                        if result.is_ok() {
+                            result = Err(vk_err("vkGetFenceStatus (device lost)", e));
+                        }
+                        false
                     }
                 }
-            } else {
-                unsafe { self.inner.device.get_fence_status(f.fence) }.unwrap_or(false)
             };
-            if done {
-                // SAFETY: completed (or lost): nothing uses the fence or the buffer now.
-                unsafe { self.inner.device.destroy_fence(f.fence, None) };
-                self.inner.free_command_buffer(f.cb);
-            } else {
-                still.push(f);
+            let f = st.in_flight.pop_front().expect("front exists");
+            self.inner.recycle_fence(f.fence, ok);
+            st.spare.push(f.cb);
+            st.completed = f.seq;
+        }
+        result
+    }
+
+    /// Submits what the recording holds if submission `seq` is still being recorded.
+    fn ensure_submitted(&self, st: &mut StreamState, seq: u64) -> Result<(), DeviceError> {
+        if seq > st.submitted {
+            self.submit(st)?;
+        }
+        Ok(())
+    }
+
+    /// Blocks until submission `seq` (and every earlier one) has completed.
+    fn wait(&self, seq: u64) -> Result<(), DeviceError> {
+        let mut st = self.state.lock();
+        if seq <= st.completed {
+            return Ok(());
+        }
+        let mut steps = Steps::start(self.inner.trace);
+        self.ensure_submitted(&mut st, seq)?;
+        let flush_us = steps.lap();
+        let r = self.retire(&mut st, seq, true);
+        if self.inner.trace {
+            eprintln!(
+                "xpu-vk stream {} wait #{seq}: flush {flush_us:.1} us, wait {:.1} us",
+                self.id,
+                steps.lap()
+            );
+        }
+        r
+    }
+
+    /// Whether submission `seq` has completed, submitting it first if it is still being
+    /// recorded (so polling an event alone makes progress).
+    fn poll(&self, seq: u64) -> Result<bool, DeviceError> {
+        let mut st = self.state.lock();
+        if seq <= st.completed {
+            return Ok(true);
+        }
+        self.ensure_submitted(&mut st, seq)?;
+        self.retire(&mut st, seq, false)?;
+        Ok(seq <= st.completed)
+    }
+
+    /// Submits everything and waits for it.
+    fn sync(&self) -> Result<(), DeviceError> {
+        let mut st = self.state.lock();
+        let mut steps = Steps::start(self.inner.trace);
+        self.submit(&mut st)?;
+        let flush_us = steps.lap();
+        let r = self.retire(&mut st, u64::MAX, true);
+        if self.inner.trace {
+            eprintln!(
+                "xpu-vk stream {} sync to #{}: flush {flush_us:.1} us, wait {:.1} us",
+                self.id,
+                st.submitted,
+                steps.lap()
+            );
+        }
+        r
+    }
+}
+
+impl Drop for StreamCore {
+    fn drop(&mut self) {
+        let _ = self.sync();
+        let mut st = self.state.lock();
+        // Anything a failed submission left unretired is waited for by the device.
+        if !st.in_flight.is_empty() {
+            // SAFETY: a live device.
+            let _ = unsafe { self.inner.device.device_wait_idle() };
+            for f in std::mem::take(&mut st.in_flight) {
+                self.inner.recycle_fence(f.fence, false);
             }
         }
-        st.in_flight = still;
-        result
+        st.keep.clear();
+        // SAFETY: nothing recorded from the pool is pending; destroying it frees its buffers.
+        unsafe { self.inner.device.destroy_command_pool(st.pool, None) };
+    }
+}
+
+/// A stream: its core, shared with the events recorded on it.
+struct VkStream {
+    core: Arc<StreamCore>,
+}
+
+impl VkStream {
+    fn record(
+        &self,
+        keep: Vec<Keep>,
+        f: impl FnOnce(vk::CommandBuffer),
+    ) -> Result<(), DeviceError> {
+        self.core.record(keep, f)
+    }
+
+    /// Submits what was recorded and waits for all of it.
+    fn sync(&self) -> Result<(), DeviceError> {
+        self.core.sync()
     }
 }
 
 impl Drop for VkStream {
     fn drop(&mut self) {
-        let _ = self.flush();
-        let _ = self.retire(true);
+        // The handle's work is submitted and waited for even while events keep the core.
+        let _ = self.core.sync();
     }
 }
 
 impl StreamImpl for VkStream {
     fn sync(&self) -> Result<(), DeviceError> {
-        self.flush()?;
-        self.retire(true)
+        self.core.sync()
     }
 
     fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError> {
-        // An event is "everything so far": submit, and wait on the stream when asked.
-        self.flush()?;
-        let _ = self.retire(false);
-        // The stream retires its own fences, so the event submits a batch of its own: a full
-        // barrier (which waits for every earlier command on the queue) and a fence.
-        let cb = self.inner.command_buffer()?;
-        let query = match self.inner.timestamps {
+        // An event is "everything so far": the submission that holds (or held) the stream's
+        // last operation. Its timestamp, where the queue writes them, goes into the recording
+        // command buffer after a full barrier, so work recorded between two events lands in
+        // one submission with both timestamps and their interval is device time only. Nothing
+        // is submitted here: waiting on, polling or being waited for by another stream
+        // submits the event's work.
+        let core = &self.core;
+        let mut steps = Steps::start(core.inner.trace);
+        let mut st = core.state.lock();
+        let query = match core.inner.timestamps {
             Some(_) => {
-                let info = vk::QueryPoolCreateInfo::default()
-                    .query_type(vk::QueryType::TIMESTAMP)
-                    .query_count(1);
-                // SAFETY: valid create info; the pool is destroyed with the event.
-                let pool = unsafe { self.inner.device.create_query_pool(&info, None) };
-                match pool {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        self.inner.free_command_buffer(cb);
-                        return Err(vk_err("vkCreateQueryPool", e));
-                    }
-                }
+                let slot = core.inner.query_slot()?;
+                let cb = core.open(&mut st)?;
+                let dev = &core.inner.device;
+                // SAFETY: `cb` is recording; the slot is free (its last write completed), and
+                // commands on one query run in submission order, reset before write.
+                unsafe { dev.cmd_reset_query_pool(cb, slot.pool, slot.index, 1) };
+                core.inner.barrier(cb);
+                // After the full barrier: the tick at which every earlier command has finished.
+                // SAFETY: as above.
+                unsafe {
+                    dev.cmd_write_timestamp(
+                        cb,
+                        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                        slot.pool,
+                        slot.index,
+                    )
+                };
+                Some(slot)
             }
             None => None,
         };
-        if let Some(pool) = query {
-            // SAFETY: `cb` is recording.
-            unsafe { self.inner.device.cmd_reset_query_pool(cb, pool, 0, 1) };
+        let seq = st.submitted + st.recording.is_some() as u64;
+        drop(st);
+        if core.inner.trace {
+            eprintln!(
+                "xpu-vk stream {} event at #{seq}: {:.1} us",
+                core.id,
+                steps.lap()
+            );
         }
-        self.inner.barrier(cb);
-        if let Some(pool) = query {
-            // After the full barrier: the tick at which every earlier command has finished.
-            // SAFETY: `cb` is recording; the query was reset above.
-            unsafe {
-                self.inner.device.cmd_write_timestamp(
-                    cb,
-                    vk::PipelineStageFlags::BOTTOM_OF_PIPE,
-                    pool,
-                    0,
-                )
-            };
-        }
-        let fence = self.inner.submit(cb)?;
         Ok(Arc::new(VkEvent {
-            inner: self.inner.clone(),
-            fence,
-            cb,
+            core: core.clone(),
+            seq,
             query,
         }))
     }
 
-    fn wait_for(&self, _event: &dyn EventImpl) -> Result<(), DeviceError> {
-        // One queue, full barriers: later work already follows the event's work.
-        Ok(())
+    fn wait_for(&self, event: &dyn EventImpl) -> Result<(), DeviceError> {
+        // One queue, and every operation behind a full barrier: later work on this stream
+        // follows the event's work once that is submitted, which it may not be yet.
+        let event =
+            event
+                .as_any()
+                .downcast_ref::<VkEvent>()
+                .ok_or_else(|| DeviceError::ForeignObject {
+                    what: "the event".into(),
+                })?;
+        if Arc::ptr_eq(&event.core, &self.core) {
+            return Ok(());
+        }
+        let mut st = event.core.state.lock();
+        event.core.ensure_submitted(&mut st, event.seq)
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -514,25 +855,25 @@ impl StreamImpl for VkStream {
     }
 }
 
+/// A point in a stream: complete when the stream's submission number `seq` is.
 struct VkEvent {
-    inner: Arc<Inner>,
-    fence: vk::Fence,
-    cb: vk::CommandBuffer,
-    /// One timestamp query, written after everything before the event.
-    query: Option<vk::QueryPool>,
+    core: Arc<StreamCore>,
+    seq: u64,
+    /// The timestamp written after everything before the event.
+    query: Option<QuerySlot>,
 }
 
 impl VkEvent {
     /// The event's device tick, once its submission has completed.
     fn tick(&self) -> Option<u64> {
-        let pool = self.query?;
-        self.inner.wait_fence(self.fence).ok()?;
+        let slot = self.query.as_ref()?;
+        self.core.wait(self.seq).ok()?;
         let mut v = [0u64; 1];
         // SAFETY: the query was written by a completed submission.
         unsafe {
-            self.inner.device.get_query_pool_results(
-                pool,
-                0,
+            self.core.inner.device.get_query_pool_results(
+                slot.pool,
+                slot.index,
                 &mut v,
                 vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
             )
@@ -542,34 +883,40 @@ impl VkEvent {
     }
 }
 
-// SAFETY: handles are integers; waiting on a fence is thread-safe.
+// SAFETY: handles are integers; the stream state is behind its mutex.
 unsafe impl Send for VkEvent {}
 unsafe impl Sync for VkEvent {}
 
 impl Drop for VkEvent {
     fn drop(&mut self) {
-        let _ = self.inner.wait_fence(self.fence);
-        // SAFETY: completed; owned by this event.
-        unsafe { self.inner.device.destroy_fence(self.fence, None) };
-        self.inner.free_command_buffer(self.cb);
-        if let Some(pool) = self.query {
-            // SAFETY: the submission that wrote it has completed.
-            unsafe { self.inner.device.destroy_query_pool(pool, None) };
+        let Some(slot) = self.query.take() else {
+            return;
+        };
+        // The slot is free again only once the submission writing it has completed: until
+        // then it travels with that submission's keep list.
+        let mut st = self.core.state.lock();
+        if self.seq <= st.completed {
+            drop(st);
+            drop(slot);
+        } else if self.seq > st.submitted {
+            st.keep.push(Box::new(slot));
+        } else if let Some(f) = st.in_flight.iter_mut().find(|f| f.seq == self.seq) {
+            f.keep.push(Box::new(slot));
         }
     }
 }
 
 impl EventImpl for VkEvent {
     fn is_complete(&self) -> bool {
-        // SAFETY: the fence is live.
-        unsafe { self.inner.device.get_fence_status(self.fence) }.unwrap_or(true)
+        // A failure (device lost) reads as complete: the next wait reports it.
+        self.core.poll(self.seq).unwrap_or(true)
     }
     fn sync(&self) -> Result<(), DeviceError> {
-        self.inner.wait_fence(self.fence)
+        self.core.wait(self.seq)
     }
     fn elapsed_since(&self, earlier: &dyn EventImpl) -> Option<Duration> {
         let earlier = earlier.as_any().downcast_ref::<VkEvent>()?;
-        let (period, mask) = self.inner.timestamps?;
+        let (period, mask) = self.core.inner.timestamps?;
         let ticks = self.tick()?.wrapping_sub(earlier.tick()?) & mask;
         Some(Duration::from_nanos((ticks as f64 * period).round() as u64))
     }
@@ -705,6 +1052,15 @@ impl VulkanDevice {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut fcp);
             unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         }
+        // Push descriptors: a launch's buffers written into its command buffer (no pool or
+        // set per launch). XPU_VK_PUSH_DESCRIPTORS=0 keeps the per-launch pool (tests use it).
+        let push_descriptors = has_ext(ash::khr::push_descriptor::NAME)
+            && std::env::var("XPU_VK_PUSH_DESCRIPTORS").map_or(true, |v| v != "0");
+        let mut pdp = vk::PhysicalDevicePushDescriptorPropertiesKHR::default();
+        if push_descriptors {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut pdp);
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
         let want_stats = std::env::var("XPU_VK_PIPELINE_STATS").is_ok_and(|v| v == "1")
             && has_ext(ash::khr::pipeline_executable_properties::NAME);
         let e8 = has_ext(ash::khr::_8bit_storage::NAME);
@@ -832,6 +1188,9 @@ impl VulkanDevice {
         }
         let mut enstats = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
             .pipeline_executable_info(true);
+        if push_descriptors {
+            ext_names.push(ash::khr::push_descriptor::NAME.as_ptr());
+        }
         if want_stats {
             ext_names.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
             dinfo = dinfo.push_next(&mut enstats);
@@ -907,6 +1266,7 @@ impl VulkanDevice {
                 memory,
                 pipeline_cache: cache,
                 command_pool: Mutex::new(pool),
+                family,
                 timestamps: (valid_bits > 0 && limits.timestamp_period > 0.0).then(|| {
                     let mask = if valid_bits >= 64 {
                         u64::MAX
@@ -919,6 +1279,16 @@ impl VulkanDevice {
                 exec_stats: want_stats.then(|| {
                     ash::khr::pipeline_executable_properties::Device::new(&instance, &device)
                 }),
+                push_descriptor: push_descriptors.then(|| {
+                    (
+                        ash::khr::push_descriptor::Device::new(&instance, &device),
+                        pdp.max_push_descriptors,
+                    )
+                }),
+                fences: Mutex::new(Vec::new()),
+                queries: Mutex::new(QuerySlots::default()),
+                trace: std::env::var("XPU_VK_TRACE").is_ok_and(|v| v == "1"),
+                next_stream: AtomicU64::new(0),
                 instance,
                 device,
             }),
@@ -995,19 +1365,11 @@ impl DeviceImpl for VulkanDevice {
         };
         if init == Init::Poison && bytes > 0 {
             // Poisoned before anyone can use it: one fill, waited on here.
-            let cb = self.inner.command_buffer()?;
-            // SAFETY: `cb` is recording; the buffer is live.
-            unsafe {
-                self.inner
-                    .device
-                    .cmd_fill_buffer(cb, buffer, 0, vk::WHOLE_SIZE, 0xffff_ffff)
-            };
-            let fence = self.inner.submit(cb)?;
-            let r = self.inner.wait_fence(fence);
-            // SAFETY: completed.
-            unsafe { self.inner.device.destroy_fence(fence, None) };
-            self.inner.free_command_buffer(cb);
-            r?;
+            let dev = &self.inner.device;
+            self.inner.one_shot(|cb| {
+                // SAFETY: `cb` is recording; the buffer is live.
+                unsafe { dev.cmd_fill_buffer(cb, buffer, 0, vk::WHOLE_SIZE, 0xffff_ffff) }
+            })?;
         }
         Ok(Arc::new(mem))
     }
@@ -1068,8 +1430,7 @@ impl DeviceImpl for VulkanDevice {
             )?;
         }
         // Downloads are synchronous here: submit, wait, and hand back a finished ticket.
-        s.flush()?;
-        s.retire(true)?;
+        s.sync()?;
         let bytes = staging.with_map(|map| map[..len].to_vec())?;
         Ok(Box::new(VkReadDone(bytes)))
     }
@@ -1105,8 +1466,7 @@ impl DeviceImpl for VulkanDevice {
 
     fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
         Ok(Arc::new(VkStream {
-            inner: self.inner.clone(),
-            state: Mutex::new(StreamState::default()),
+            core: Arc::new(StreamCore::new(&self.inner, self.inner.family)?),
         }))
     }
 
@@ -1216,6 +1576,9 @@ struct VkKernel {
     set_layout: vk::DescriptorSetLayout,
     layout: vk::PipelineLayout,
     bindings: u32,
+    /// The buffers are pushed into the command buffer (`VK_KHR_push_descriptor`, at most
+    /// `maxPushDescriptors` of them) rather than bound through a set from a per-launch pool.
+    push_descriptors: bool,
     min_offset_align: u64,
     params: Vec<String>,
     /// The subgroup size the pipeline requires, where the device allows requiring one.
@@ -1290,11 +1653,17 @@ impl VkKernel {
                         .stage_flags(vk::ShaderStageFlags::COMPUTE)
                 })
                 .collect();
+            let push_descriptors = bindings > 0
+                && inner
+                    .push_descriptor
+                    .as_ref()
+                    .is_some_and(|&(_, max)| bindings <= max);
+            let mut set_info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&binds);
+            if push_descriptors {
+                set_info = set_info.flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR);
+            }
             let set_layout = dev
-                .create_descriptor_set_layout(
-                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&binds),
-                    None,
-                )
+                .create_descriptor_set_layout(&set_info, None)
                 .map_err(|e| vk_err("vkCreateDescriptorSetLayout", e))?;
             let ranges = [vk::PushConstantRange {
                 stage_flags: vk::ShaderStageFlags::COMPUTE,
@@ -1331,6 +1700,7 @@ impl VkKernel {
                 set_layout,
                 layout,
                 bindings,
+                push_descriptors,
                 min_offset_align,
                 params: function.params.iter().map(|p| p.name.clone()).collect(),
                 required_subgroup,
@@ -1481,6 +1851,7 @@ impl KernelImpl for VkKernel {
         })?;
         // Wave verbs work on subgroups, which hold consecutive linear local ids only when the
         // block is 1-D or its rows fill whole subgroups (lavapipe packs each row separately).
+        let mut steps = Steps::start(self.inner.trace);
         let sg = self.emitted.subgroup_size.max(1);
         if self.emitted.uses_wave_verbs
             && (launch.block[1] > 1 || launch.block[2] > 1)
@@ -1560,6 +1931,7 @@ impl KernelImpl for VkKernel {
                 }
             }
         }
+        let args_us = steps.lap();
         let shared_len = match self.emitted.dynamic_shared_elem {
             Some(size) => (launch.shared_bytes / size.max(1)).max(1),
             None => 1,
@@ -1567,9 +1939,32 @@ impl KernelImpl for VkKernel {
         let pipeline = self
             .pipeline(launch.block, shared_len)
             .map_err(device_err)?;
+        let pipeline_us = steps.lap();
         let dev = &self.inner.device;
-        // One small descriptor pool per launch, destroyed when the launch completes.
-        let set = if self.bindings > 0 {
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = writes
+            .iter()
+            .map(|&(_, buffer, offset, range)| {
+                [vk::DescriptorBufferInfo {
+                    buffer,
+                    offset,
+                    range,
+                }]
+            })
+            .collect();
+        // The writes name no set: pushed as they are, or aimed at the per-launch set.
+        let ws: Vec<vk::WriteDescriptorSet> = writes
+            .iter()
+            .zip(&infos)
+            .map(|(&(binding, ..), info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_binding(binding)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        // Without push descriptors: one small descriptor pool per launch, destroyed when the
+        // launch completes.
+        let set = if self.bindings > 0 && !self.push_descriptors {
             let sizes = [vk::DescriptorPoolSize {
                 ty: vk::DescriptorType::STORAGE_BUFFER,
                 descriptor_count: self.bindings,
@@ -1596,36 +1991,21 @@ impl KernelImpl for VkKernel {
                             .set_layouts(&layouts),
                     )
                     .map_err(|e| device_err(vk_err("vkAllocateDescriptorSets", e)))?[0];
-                let infos: Vec<[vk::DescriptorBufferInfo; 1]> = writes
-                    .iter()
-                    .map(|&(_, buffer, offset, range)| {
-                        [vk::DescriptorBufferInfo {
-                            buffer,
-                            offset,
-                            range,
-                        }]
-                    })
-                    .collect();
-                let ws: Vec<_> = writes
-                    .iter()
-                    .zip(&infos)
-                    .map(|(&(binding, ..), info)| {
-                        vk::WriteDescriptorSet::default()
-                            .dst_set(set)
-                            .dst_binding(binding)
-                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                            .buffer_info(info)
-                    })
-                    .collect();
+                let ws: Vec<_> = ws.iter().map(|w| w.dst_set(set)).collect();
                 dev.update_descriptor_sets(&ws, &[]);
                 Some(set)
             }
         } else {
             None
         };
+        let descriptors_us = steps.lap();
         let layout = self.layout;
         let grid = launch.grid;
-        s.record(keep, |cb| {
+        let pusher = match (&self.inner.push_descriptor, self.push_descriptors) {
+            (Some((p, _)), true) => Some(p),
+            _ => None,
+        };
+        let r = s.record(keep, |cb| {
             // SAFETY: `cb` is recording; every object it names is kept alive until done.
             unsafe {
                 dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
@@ -1639,12 +2019,31 @@ impl KernelImpl for VkKernel {
                         &[],
                     );
                 }
+                if let Some(p) = pusher {
+                    p.cmd_push_descriptor_set(cb, vk::PipelineBindPoint::COMPUTE, layout, 0, &ws);
+                }
                 if !push.is_empty() {
                     dev.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
                 }
                 dev.cmd_dispatch(cb, grid[0], grid[1], grid[2]);
             }
-        })
-        .map_err(device_err)
+        });
+        if self.inner.trace {
+            let record_us = steps.lap();
+            eprintln!(
+                "xpu-vk launch {} grid {grid:?} block {:?}: args {args_us:.1} us, pipeline \
+                 {pipeline_us:.1} us, descriptors {descriptors_us:.1} us ({}), record \
+                 {record_us:.1} us, total {:.1} us",
+                self.name,
+                launch.block,
+                if self.push_descriptors {
+                    "pushed"
+                } else {
+                    "pool"
+                },
+                args_us + pipeline_us + descriptors_us + record_us
+            );
+        }
+        r.map_err(device_err)
     }
 }
