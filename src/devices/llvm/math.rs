@@ -3,21 +3,28 @@
 //!
 //! Everything is computed in `f64`: an `f32` (or `f16`, already widened to `f32`) argument is
 //! widened, evaluated, and rounded once, so `f32` results are correctly rounded except in rare
-//! double-rounding cases. The `f64` algorithms are the classic ones (fdlibm's reductions with
-//! Taylor polynomials long enough for full `f64` precision):
+//! double-rounding cases.
 //!
+//! `f64` results (and `sin`/`cos` of every width) come from the submodules, which port the
+//! Vulkan backend's algorithms (`src/devices/vulkan/math.rs`) with fma products and are
+//! written once over [`arith::Arith`], so their unit tests run the emitted operation sequence
+//! on the host against the interpreter's libm:
+//! - `trig`: `sin`, `cos`: `x = k·π/2 + r + rl` by Cody–Waite (three-double π/2, exact
+//!   products) below 2^27 and by Payne–Hanek (a constant table of 2/π in 24-bit pieces,
+//!   exact products, carries) from 2^27 on, under a per-lane branch so only lanes with huge
+//!   arguments pay; every finite argument is reduced right. Taylor polynomials on |r| ≤ π/4.
+//! - `explog`: `exp exp2 log log2 tanh` and `pow`'s core, with the reduced argument, the
+//!   logarithm (about 2^-100) and `y·log x` carried in double-double.
+//!
+//! The `f32` paths of `exp exp2 log log2 tanh pow` stay in plain `f64` here (fdlibm-style
+//! reductions, Taylor polynomials), which is far inside their bounds:
 //! - `exp`, `exp2`: `x = k·ln2 + r` (Cody–Waite, two constants) with |r| ≤ ln2/2, a degree-13
 //!   polynomial, and `2^k` applied in two halves so that underflow and overflow round right.
 //! - `log`, `log2`: `x = 2^e·m` with m in [√½, √2), `log m = 2·atanh(f / (2 + f))` as an odd
 //!   series in `s = f/(2+f)`; subnormals are scaled first.
-//! - `sin`, `cos` (submodule `trig`, the Vulkan backend's algorithm with fma products):
-//!   `x = k·π/2 + r + rl` by Cody–Waite with a three-double π/2 below 2^27, and by
-//!   Payne–Hanek (a table of 2/π bits, exact products) from 2^27 on, under a per-lane
-//!   branch; every finite argument is reduced right. Degree-19/18 polynomials on |r| ≤ π/4.
 //! - `tanh`: `expm1(2|x|) / (expm1(2|x|) + 2)` with a series `expm1` below 1, sign copied.
-//! - `pow`: `exp(y·log|x|)` with C's special cases; for `f64` the logarithm and the product
-//!   are carried in double-double (fma residuals), so the error stays near 1 ulp for large
-//!   `|y·log x|`.
+//! - `pow`: `exp(y·log|x|)` with C's special cases (shared with `f64`, whose core is
+//!   `explog::pow_core`; `f64` zero, infinite or NaN operands take this plain path too).
 //!
 //! - `rsqrt` (f32): `1/sqrt` in f64, rounded once (so it agrees with the interpreter's).
 //! - `%` on floats: C `fmod`, exact, by musl's integer shift-and-subtract on the significands
@@ -25,9 +32,12 @@
 //!   exact. LLVM's `frem` is not used: NVPTX expands it as `x − trunc(x/y)·y`, which is wrong
 //!   for large quotients (`1e10 % 3` gave 256).
 //!
-//! Measured against the interpreter the `f32` results are within 1 ulp; `f64` within 2 ulp
-//! (1 for `exp`, `sin`, `cos` on moderate arguments).
+//! Measured against the interpreter (host model, unit tests): `f32` within 1 ulp; `f64`
+//! `exp exp2 log log2 sin cos` and `pow`'s core within 1 ulp over their whole domains
+//! (`sin`/`cos` up to 1.8e308), `tanh` within 2 (glibc's own error).
 
+mod arith;
+mod explog;
 mod trig;
 
 use super::{codes, FnCx, LResult};
@@ -252,51 +262,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.cx.call_value("llvm.copysign", &[t64], &[t, x])
     }
 
-    /// `log|x|` as a double-double `(hi, lo)` for a positive finite x (pow's logarithm):
-    /// `s = f/(2+f)` carried to double-double with fma residuals, `log m = 2s + T(s)`.
-    fn log_dd(
-        &self,
-        x: BasicValueEnum<'ctx>,
-    ) -> LResult<(BasicValueEnum<'ctx>, BasicValueEnum<'ctx>)> {
-        let (e, _) = self.log_parts(x)?;
-        // Recover m = x / 2^e exactly (log_parts chose e so that m is in [√½, √2)).
-        let neg_e = self.b().build_float_neg(e.into_float_value(), "")?.into();
-        let m = self.ldexp(x, neg_e)?;
-        let f = self.f2(O::FSub, m, self.d(1.0))?;
-        // u = 2 + f as hi + lo (two-sum).
-        let u_hi = self.f2(O::FAdd, self.d(2.0), f)?;
-        let u_lo = self.f2(O::FAdd, self.f2(O::FSub, self.d(2.0), u_hi)?, f)?;
-        let s_hi = self.f2(O::FDiv, f, u_hi)?;
-        let neg_s = self
-            .b()
-            .build_float_neg(s_hi.into_float_value(), "")?
-            .into();
-        let r = self.fma64(neg_s, u_hi, f)?;
-        let r = self.fma64(neg_s, u_lo, r)?;
-        let s_lo = self.f2(O::FDiv, r, u_hi)?;
-        let z = self.f2(O::FMul, s_hi, s_hi)?;
-        let coeffs: Vec<f64> = (1..=11).rev().map(|n| 1.0 / (2 * n + 1) as f64).collect();
-        let rz = self.poly(z, &coeffs)?;
-        let two_s = self.f2(O::FMul, s_hi, self.d(2.0))?;
-        let t = self.f2(O::FMul, self.f2(O::FMul, two_s, z)?, rz)?;
-        let lo1 = self.fma64(s_lo, self.d(2.0), t)?;
-        // e·ln2_hi is exact; add 2s_hi by two-sum, collect the low parts.
-        let a = self.f2(O::FMul, e, self.d(LN2_HI))?;
-        let hi = self.f2(O::FAdd, a, two_s)?;
-        let bb = self.f2(O::FSub, hi, a)?;
-        let err = self.f2(
-            O::FAdd,
-            self.f2(O::FSub, a, self.f2(O::FSub, hi, bb)?)?,
-            self.f2(O::FSub, two_s, bb)?,
-        )?;
-        let lo = self.f2(O::FAdd, err, lo1)?;
-        let lo = self.fma64(e, self.d(LN2_LO), lo)?;
-        // Renormalise: the low part above can be far larger than an ulp of the high part.
-        let h2 = self.f2(O::FAdd, hi, lo)?;
-        let l2 = self.f2(O::FSub, lo, self.f2(O::FSub, h2, hi)?)?;
-        Ok((h2, l2))
-    }
-
     /// pow with C's special cases: exp(y·log|x|), the product carried in double-double when
     /// `precise` (f64), plain f64 otherwise (f32 and f16 need no more).
     fn pow64(
@@ -307,32 +272,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     ) -> LResult<BasicValueEnum<'ctx>> {
         let ax = self.un64("llvm.fabs", x)?;
         let r = if precise {
-            let (l_hi, l_lo) = self.log_dd(ax)?;
-            let p_hi = self.f2(O::FMul, y, l_hi)?;
-            let neg_p = self
-                .b()
-                .build_float_neg(p_hi.into_float_value(), "")?
-                .into();
-            let p_lo = self.fma64(y, l_hi, neg_p)?;
-            let p_lo = self.fma64(y, l_lo, p_lo)?;
-            // Renormalise p so that exp(p_hi)·(1 + p_lo) is accurate to first order.
-            let p2 = self.f2(O::FAdd, p_hi, p_lo)?;
-            let p_lo = self.f2(O::FSub, p_lo, self.f2(O::FSub, p2, p_hi)?)?;
-            let p_hi = p2;
-            let e = self.exp64(p_hi)?;
-            let corr = self.fma64(e, p_lo, e)?;
-            // exp(p_hi) overflowed or underflowed, or p is not finite: the plain value.
-            let fin = self.fcmp(F::ONE, self.un64("llvm.fabs", corr)?, self.d(f64::INFINITY))?;
-            let sane = self.fcmp(F::ORD, p_lo, p_lo)?;
-            let ok = self.binop(O::And, fin, sane)?;
-            // log of 0 or inf: fall back to the plain evaluation below.
+            // exp(y·log|x|) in double-double (`explog::pow_core`) for finite nonzero x and
+            // non-NaN y; x = 0, inf, NaN or y NaN take the plain evaluation, which gets
+            // their 0, inf and NaN right.
             let l = self.log64(ax)?;
             let plain = self.exp64(self.f2(O::FMul, y, l)?)?;
             let finite_x = self.fcmp(F::ONE, ax, self.d(f64::INFINITY))?;
             let nonzero_x = self.fcmp(F::ONE, ax, self.d(0.0))?;
+            let y_num = self.fcmp(F::ORD, y, y)?;
             let regular = self.binop(O::And, finite_x, nonzero_x)?;
-            let ok = self.binop(O::And, ok, regular)?;
-            self.select(ok, corr, plain)?
+            let regular = self.binop(O::And, regular, y_num)?;
+            let axs = self.select(regular, ax, self.d(1.0))?;
+            let ys = self.select(regular, y, self.d(1.0))?;
+            let core = explog::pow_core(&mut arith::Ir(self), axs, ys)?;
+            self.select(regular, core, plain)?
         } else {
             let l = self.log64(ax)?;
             self.exp64(self.f2(O::FMul, y, l)?)?
@@ -377,13 +330,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .collect::<Result<_, _>>()?
         };
         let x = wide[0];
+        let ir = &mut arith::Ir(self);
         let r = match fun {
+            // f64 carries the extra precision it needs in double-double (`explog`); f32 (and
+            // f16) results computed in plain f64 are already far inside their bounds.
+            MathFn::Exp if s == Scalar::F64 => explog::exp(ir, x)?,
+            MathFn::Exp2 if s == Scalar::F64 => explog::exp2(ir, x)?,
+            MathFn::Log if s == Scalar::F64 => explog::log(ir, x, false)?,
+            MathFn::Log2 if s == Scalar::F64 => explog::log(ir, x, true)?,
+            MathFn::Tanh if s == Scalar::F64 => explog::tanh(ir, x)?,
             MathFn::Exp => self.exp64(x)?,
             MathFn::Exp2 => self.exp2_64(x)?,
             MathFn::Log => self.log64(x)?,
             MathFn::Log2 => self.log2_64(x)?,
-            MathFn::Sin => trig::sin_cos(&mut trig::Ir(self), x, false)?,
-            MathFn::Cos => trig::sin_cos(&mut trig::Ir(self), x, true)?,
+            MathFn::Sin => trig::sin_cos(ir, x, false)?,
+            MathFn::Cos => trig::sin_cos(ir, x, true)?,
             MathFn::Tanh => self.tanh64(x)?,
             MathFn::Pow => self.pow64(x, wide[1], s == Scalar::F64)?,
             _ => {

@@ -14,9 +14,8 @@
 //! - Taylor polynomials on |r| ≤ π/4 (+ε) with `rl` folded in to first order; `sin` of
 //!   |x| < 2^-26 is `x` (signed zeros and subnormals kept); inf and NaN give NaN.
 
-use super::super::{FnCx, LResult};
-use inkwell::values::{BasicValueEnum, InstructionOpcode as O};
-use inkwell::FloatPredicate;
+use super::super::LResult;
+use super::arith::{factorial, Arith, Cmp};
 
 /// π/2 in three doubles (159 bits); `PIO2_1` is `FRAC_PI_2`.
 const PIO2_1: f64 = f64::from_bits(0x3FF9_21FB_5444_2D18);
@@ -41,104 +40,14 @@ const TWO_OVER_PI: [u32; 52] = [
 /// (which starts up to three pieces before the first one it needs) never indexes below 0.
 const TABLE_PAD: usize = 3;
 /// The device table's length: the padding, then the pieces.
-const TABLE_LEN: usize = TABLE_PAD + TWO_OVER_PI.len();
+pub(super) const TABLE_LEN: usize = TABLE_PAD + TWO_OVER_PI.len();
 /// The name of the module's table global (one per module, made on first use).
-const TABLE_NAME: &str = "xpu_two_over_pi";
+pub(super) const TABLE_NAME: &str = "xpu_two_over_pi";
 
 /// The padded table's entry `i`.
-fn table_entry(i: usize) -> f64 {
+pub(super) fn table_entry(i: usize) -> f64 {
     i.checked_sub(TABLE_PAD)
         .map_or(0.0, |j| f64::from(TWO_OVER_PI[j]))
-}
-
-fn factorial(n: u32) -> f64 {
-    (1..=n).map(f64::from).product()
-}
-
-/// Float comparisons (ordered: false when either side is NaN).
-#[derive(Clone, Copy)]
-pub(super) enum Cmp {
-    Lt,
-    Ge,
-    Eq,
-}
-
-/// Scalar `f64` arithmetic, every operation correctly rounded (`fma` fused), as both the
-/// device and the host model provide it.
-pub(super) trait Arith {
-    type V: Copy;
-    type B: Copy;
-    fn c(&mut self, v: f64) -> Self::V;
-    fn add(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    fn sub(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    fn mul(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    fn div(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    fn fma(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LResult<Self::V>;
-    fn neg(&mut self, a: Self::V) -> LResult<Self::V>;
-    fn abs(&mut self, a: Self::V) -> LResult<Self::V>;
-    fn floor(&mut self, a: Self::V) -> LResult<Self::V>;
-    /// Round to the nearest integer, ties to even.
-    fn rint(&mut self, a: Self::V) -> LResult<Self::V>;
-    fn cmp(&mut self, p: Cmp, a: Self::V, b: Self::V) -> LResult<Self::B>;
-    fn and(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B>;
-    fn or(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B>;
-    fn sel(&mut self, c: Self::B, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    /// `(m, e)` with `a = m·2^e`, m in [0.5, 1), e an integral f64, for a positive normal `a`.
-    fn frexp(&mut self, a: Self::V) -> LResult<(Self::V, Self::V)>;
-    /// `2^k` for an integral `k` in [-1022, 1023].
-    fn pow2(&mut self, k: Self::V) -> LResult<Self::V>;
-    /// The padded 2/π table's entry `i`, for an integral `i` in [0, TABLE_LEN).
-    fn table(&mut self, i: Self::V) -> LResult<Self::V>;
-    /// `then`'s values where `cond` holds, `otherwise` elsewhere; `then` runs only for the
-    /// lanes that need it (a branch on the device).
-    fn guarded<const N: usize>(
-        &mut self,
-        cond: Self::B,
-        otherwise: [Self::V; N],
-        then: impl FnOnce(&mut Self) -> LResult<[Self::V; N]>,
-    ) -> LResult<[Self::V; N]>;
-
-    fn mulc(&mut self, a: Self::V, k: f64) -> LResult<Self::V> {
-        let k = self.c(k);
-        self.mul(a, k)
-    }
-    /// `c[0] + x·(c[1] + x·(c[2] + …))` with fma.
-    fn horner(&mut self, x: Self::V, c: &[f64]) -> LResult<Self::V> {
-        let mut acc = self.c(c[c.len() - 1]);
-        for &k in c[..c.len() - 1].iter().rev() {
-            let k = self.c(k);
-            acc = self.fma(acc, x, k)?;
-        }
-        Ok(acc)
-    }
-    /// Knuth's two-sum: `s + e == a + b` exactly, `s = fl(a + b)`.
-    fn two_sum(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
-        let s = self.add(a, b)?;
-        let bb = self.sub(s, a)?;
-        let sb = self.sub(s, bb)?;
-        let da = self.sub(a, sb)?;
-        let db = self.sub(b, bb)?;
-        Ok((s, self.add(da, db)?))
-    }
-    /// Dekker's fast two-sum, for |a| ≥ |b| (or a = 0).
-    fn fast_two_sum(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
-        let s = self.add(a, b)?;
-        let t = self.sub(s, a)?;
-        Ok((s, self.sub(b, t)?))
-    }
-    /// The exact product `p + e == a·b` through fma (no overflow, not near underflow).
-    fn two_prod(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
-        let p = self.mul(a, b)?;
-        let np = self.neg(p)?;
-        Ok((p, self.fma(a, b, np)?))
-    }
-    /// `v mod 4` for an integral `v` (exact: the multiples of 4 involved are exact).
-    fn mod4(&mut self, v: Self::V) -> LResult<Self::V> {
-        let q = self.mulc(v, 0.25)?;
-        let q = self.floor(q)?;
-        let q4 = self.mulc(q, 4.0)?;
-        self.sub(v, q4)
-    }
 }
 
 /// Cody–Waite reduction of `a` = |x| < 2^27: `(r, rl, k)` with `a = k·π/2 + r + rl`.
@@ -339,239 +248,9 @@ pub(super) fn sin_cos<A: Arith>(f: &mut A, x: A::V, cos: bool) -> LResult<A::V> 
     f.sel(fin, v, nan)
 }
 
-/// The device side: LLVM IR appended to the function being lowered.
-pub(super) struct Ir<'f, 'a, 'ctx>(pub(super) &'f FnCx<'a, 'ctx>);
-
-impl<'ctx> Ir<'_, '_, 'ctx> {
-    fn call(&self, name: &str, args: &[BasicValueEnum<'ctx>]) -> LResult<BasicValueEnum<'ctx>> {
-        let t = self.0.cx.context.f64_type().into();
-        self.0.cx.call_value(name, &[t], args)
-    }
-
-    /// The module's 2/π table (a constant global in the target's global space).
-    fn table_global(&self) -> inkwell::values::GlobalValue<'ctx> {
-        let cx = self.0.cx;
-        if let Some(g) = cx.module.get_global(TABLE_NAME) {
-            return g;
-        }
-        let f64t = cx.context.f64_type();
-        let vals: Vec<_> = (0..TABLE_LEN)
-            .map(|i| f64t.const_float(table_entry(i)))
-            .collect();
-        let ty = f64t.array_type(TABLE_LEN as u32);
-        let g = cx
-            .module
-            .add_global(ty, Some(self.0.t.global_space()), TABLE_NAME);
-        g.set_initializer(&f64t.const_array(&vals));
-        g.set_constant(true);
-        g.set_linkage(inkwell::module::Linkage::Internal);
-        g.set_alignment(8);
-        g
-    }
-}
-
-impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
-    type V = BasicValueEnum<'ctx>;
-    type B = BasicValueEnum<'ctx>;
-
-    fn c(&mut self, v: f64) -> Self::V {
-        self.0.cx.context.f64_type().const_float(v).into()
-    }
-    fn add(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
-        self.0.binop(O::FAdd, a, b)
-    }
-    fn sub(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
-        self.0.binop(O::FSub, a, b)
-    }
-    fn mul(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
-        self.0.binop(O::FMul, a, b)
-    }
-    fn div(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
-        self.0.binop(O::FDiv, a, b)
-    }
-    fn fma(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LResult<Self::V> {
-        self.call("llvm.fma", &[a, b, c])
-    }
-    fn neg(&mut self, a: Self::V) -> LResult<Self::V> {
-        Ok(self.0.b().build_float_neg(a.into_float_value(), "")?.into())
-    }
-    fn abs(&mut self, a: Self::V) -> LResult<Self::V> {
-        self.call("llvm.fabs", &[a])
-    }
-    fn floor(&mut self, a: Self::V) -> LResult<Self::V> {
-        self.call("llvm.floor", &[a])
-    }
-    fn rint(&mut self, a: Self::V) -> LResult<Self::V> {
-        self.call("llvm.rint", &[a])
-    }
-    fn cmp(&mut self, p: Cmp, a: Self::V, b: Self::V) -> LResult<Self::B> {
-        let p = match p {
-            Cmp::Lt => FloatPredicate::OLT,
-            Cmp::Ge => FloatPredicate::OGE,
-            Cmp::Eq => FloatPredicate::OEQ,
-        };
-        self.0.fcmp(p, a, b)
-    }
-    fn and(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B> {
-        self.0.binop(O::And, a, b)
-    }
-    fn or(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B> {
-        self.0.binop(O::Or, a, b)
-    }
-    fn sel(&mut self, c: Self::B, a: Self::V, b: Self::V) -> LResult<Self::V> {
-        self.0.select(c, a, b)
-    }
-    fn frexp(&mut self, a: Self::V) -> LResult<(Self::V, Self::V)> {
-        let ctx = self.0.cx.context;
-        let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
-        let b = self.0.b();
-        let bits = b.build_bit_cast(a, i64t, "")?.into_int_value();
-        let eb = b.build_right_shift(bits, i64t.const_int(52, false), false, "")?;
-        let eb = b.build_and(eb, i64t.const_int(0x7ff, false), "")?;
-        let e = b.build_int_sub(eb, i64t.const_int(1022, false), "")?;
-        let e = b.build_signed_int_to_float(e, f64t, "")?.into();
-        let mb = b.build_and(bits, i64t.const_int(0x000f_ffff_ffff_ffff, false), "")?;
-        let mb = b.build_or(mb, i64t.const_int(0x3fe0_0000_0000_0000, false), "")?;
-        let m = b.build_bit_cast(mb, f64t, "")?;
-        Ok((m, e))
-    }
-    fn pow2(&mut self, k: Self::V) -> LResult<Self::V> {
-        let ctx = self.0.cx.context;
-        let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
-        let b = self.0.b();
-        let ki = b.build_float_to_signed_int(k.into_float_value(), i64t, "")?;
-        let biased = b.build_int_add(ki, i64t.const_int(1023, false), "")?;
-        let bits = b.build_left_shift(biased, i64t.const_int(52, false), "")?;
-        Ok(b.build_bit_cast(bits, f64t, "")?)
-    }
-    fn table(&mut self, i: Self::V) -> LResult<Self::V> {
-        let g = self.table_global();
-        let ctx = self.0.cx.context;
-        let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
-        let b = self.0.b();
-        let idx = b.build_float_to_signed_int(i.into_float_value(), i64t, "")?;
-        // SAFETY: `idx` is in [0, TABLE_LEN) (reduce_ph's window), inside the array.
-        let p = unsafe {
-            b.build_in_bounds_gep(
-                f64t.array_type(TABLE_LEN as u32),
-                g.as_pointer_value(),
-                &[i64t.const_zero(), idx],
-                "",
-            )?
-        };
-        Ok(b.build_load(f64t, p, "")?)
-    }
-    fn guarded<const N: usize>(
-        &mut self,
-        cond: Self::B,
-        otherwise: [Self::V; N],
-        then: impl FnOnce(&mut Self) -> LResult<[Self::V; N]>,
-    ) -> LResult<[Self::V; N]> {
-        let ctx = self.0.cx.context;
-        let b = self.0.b();
-        let from = b.get_insert_block().expect("positioned");
-        let body = ctx.append_basic_block(self.0.llfn, "trig.ph");
-        let join = ctx.append_basic_block(self.0.llfn, "trig.join");
-        b.build_conditional_branch(cond.into_int_value(), body, join)?;
-        b.position_at_end(body);
-        let vals = then(self)?;
-        let b = self.0.b();
-        let body_end = b.get_insert_block().expect("positioned");
-        b.build_unconditional_branch(join)?;
-        b.position_at_end(join);
-        let mut out = otherwise;
-        for (o, v) in out.iter_mut().zip(vals) {
-            let phi = b.build_phi(ctx.f64_type(), "")?;
-            phi.add_incoming(&[(&*o, from), (&v, body_end)]);
-            *o = phi.as_basic_value();
-        }
-        Ok(out)
-    }
-}
-
-/// The host model: the same operations on Rust `f64`.
-#[cfg(test)]
-pub(super) struct Host;
-
-#[cfg(test)]
-impl Arith for Host {
-    type V = f64;
-    type B = bool;
-
-    fn c(&mut self, v: f64) -> f64 {
-        v
-    }
-    fn add(&mut self, a: f64, b: f64) -> LResult<f64> {
-        Ok(a + b)
-    }
-    fn sub(&mut self, a: f64, b: f64) -> LResult<f64> {
-        Ok(a - b)
-    }
-    fn mul(&mut self, a: f64, b: f64) -> LResult<f64> {
-        Ok(a * b)
-    }
-    fn div(&mut self, a: f64, b: f64) -> LResult<f64> {
-        Ok(a / b)
-    }
-    fn fma(&mut self, a: f64, b: f64, c: f64) -> LResult<f64> {
-        Ok(a.mul_add(b, c))
-    }
-    fn neg(&mut self, a: f64) -> LResult<f64> {
-        Ok(-a)
-    }
-    fn abs(&mut self, a: f64) -> LResult<f64> {
-        Ok(a.abs())
-    }
-    fn floor(&mut self, a: f64) -> LResult<f64> {
-        Ok(a.floor())
-    }
-    fn rint(&mut self, a: f64) -> LResult<f64> {
-        Ok(a.round_ties_even())
-    }
-    fn cmp(&mut self, p: Cmp, a: f64, b: f64) -> LResult<bool> {
-        Ok(match p {
-            Cmp::Lt => a < b,
-            Cmp::Ge => a >= b,
-            Cmp::Eq => a == b,
-        })
-    }
-    fn and(&mut self, a: bool, b: bool) -> LResult<bool> {
-        Ok(a && b)
-    }
-    fn or(&mut self, a: bool, b: bool) -> LResult<bool> {
-        Ok(a || b)
-    }
-    fn sel(&mut self, c: bool, a: f64, b: f64) -> LResult<f64> {
-        Ok(if c { a } else { b })
-    }
-    fn frexp(&mut self, a: f64) -> LResult<(f64, f64)> {
-        let bits = a.to_bits();
-        let e = ((bits >> 52) & 0x7ff) as i64 - 1022;
-        let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3fe0_0000_0000_0000);
-        Ok((m, e as f64))
-    }
-    fn pow2(&mut self, k: f64) -> LResult<f64> {
-        Ok(f64::from_bits(((k as i64 + 1023) as u64) << 52))
-    }
-    fn table(&mut self, i: f64) -> LResult<f64> {
-        Ok(table_entry(i as usize))
-    }
-    fn guarded<const N: usize>(
-        &mut self,
-        cond: bool,
-        otherwise: [f64; N],
-        then: impl FnOnce(&mut Self) -> LResult<[f64; N]>,
-    ) -> LResult<[f64; N]> {
-        if cond {
-            then(self)
-        } else {
-            Ok(otherwise)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::arith::Host;
     use super::*;
 
     /// Distance in ulps between two finite f64 (or 0 for two NaNs, `u64::MAX` for one).
@@ -673,7 +352,7 @@ mod tests {
         // That closest double itself: glibc's cos is 8 ulps off there (-4.68716592425462e-19),
         // so compare with the exact value (mpmath at 2000 bits: -4.68716592425462761e-19).
         let x = 6381956970095103.0 * 2f64.powi(797);
-        let d = ulps(model(x, true), -4.687_165_924_254_627_6e-19);
+        let d = ulps(model(x, true), -4.687_165_924_254_628e-19);
         assert!(d == 0, "cos of the hardest argument: {d} ulps");
         assert_eq!(model(x, false), 1.0);
     }
