@@ -716,46 +716,76 @@ fn counter_program(device: &xpu::Device) -> xpu::Program {
 #[test]
 fn many_launches_then_one_sync_are_all_applied() {
     // Thousands of launches recorded before one sync (recycled command buffers, fences and
-    // descriptors must not lose or reorder any), then launches each followed by a sync. The
-    // host cost per launch is printed (a figure for the docs, not checked).
-    let Some(device) = vulkan_or_skip() else {
-        return;
-    };
-    let program = counter_program(&device);
-    let bump = program.kernel("bump").unwrap();
-    let stream = xpu::KernelStream::create(&device).unwrap();
-    let mut c = device.upload(&[0u32]).unwrap();
-    let one = || xpu::Launch::grid([1]).block([1]);
-    bump.launch(&stream, one(), xpu::args![&mut c, 1u32])
-        .unwrap();
-    stream.sync().unwrap();
-    const N: u32 = 2000;
-    let t0 = std::time::Instant::now();
-    for _ in 0..N {
+    // descriptors must not lose or reorder any), then launches each followed by a sync, with
+    // push descriptors where the device has them and with the per-launch descriptor pool
+    // (XPU_VK_PUSH_DESCRIPTORS=0, read when a device opens; a test opening one meanwhile takes
+    // the pool path too, which computes the same). The host cost per launch is printed (a
+    // figure for the docs, not checked).
+    for push in ["1", "0"] {
+        std::env::set_var("XPU_VK_PUSH_DESCRIPTORS", push);
+        let device = vulkan_or_skip();
+        std::env::remove_var("XPU_VK_PUSH_DESCRIPTORS");
+        let Some(device) = device else {
+            return;
+        };
+        let program = counter_program(&device);
+        let (bump, fill, twice) = (
+            program.kernel("bump").unwrap(),
+            program.kernel("fill").unwrap(),
+            program.kernel("twice").unwrap(),
+        );
+        let stream = xpu::KernelStream::create(&device).unwrap();
+        let mut c = device.upload(&[0u32]).unwrap();
+        let one = || xpu::Launch::grid([1]).block([1]);
         bump.launch(&stream, one(), xpu::args![&mut c, 1u32])
             .unwrap();
-    }
-    let launched = t0.elapsed();
-    stream.sync().unwrap();
-    let synced = t0.elapsed();
-    const M: u32 = 200;
-    let t1 = std::time::Instant::now();
-    for _ in 0..M {
-        bump.launch(&stream, one(), xpu::args![&mut c, 2u32])
-            .unwrap();
         stream.sync().unwrap();
+        const N: u32 = 2000;
+        let t0 = std::time::Instant::now();
+        for _ in 0..N {
+            bump.launch(&stream, one(), xpu::args![&mut c, 1u32])
+                .unwrap();
+        }
+        let launched = t0.elapsed();
+        stream.sync().unwrap();
+        let synced = t0.elapsed();
+        const M: u32 = 200;
+        let t1 = std::time::Instant::now();
+        for _ in 0..M {
+            bump.launch(&stream, one(), xpu::args![&mut c, 2u32])
+                .unwrap();
+            stream.sync().unwrap();
+        }
+        let each = t1.elapsed();
+        println!(
+            "vulkan {:?}, push descriptors {push}: {N} launches {:.1} us each, {:.1} us each \
+             with the sync; launch+sync {:.1} us",
+            device.facts().name,
+            launched.as_secs_f64() * 1e6 / N as f64,
+            synced.as_secs_f64() * 1e6 / N as f64,
+            each.as_secs_f64() * 1e6 / M as f64
+        );
+        let mut out = [0u32];
+        c.download_into(&mut out).unwrap();
+        assert_eq!(out[0], 1 + N + 2 * M);
+        // Alternating kernels with different bindings, each reading the last one's output.
+        let n = 1000u32;
+        let mut x = device.upload(&vec![0u32; n as usize]).unwrap();
+        let mut y = device.upload(&vec![0u32; n as usize]).unwrap();
+        let g = || xpu::Launch::grid([(n + 63) / 64]).block([64]);
+        for k in 0..100u32 {
+            fill.launch(&stream, g(), xpu::args![&mut x, k, n]).unwrap();
+            twice
+                .launch(&stream, g(), xpu::args![&mut y, &x, n])
+                .unwrap();
+        }
+        stream.sync().unwrap();
+        let got = y.download().unwrap();
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v == 2 * (99 + i as u32)));
     }
-    let each = t1.elapsed();
-    println!(
-        "vulkan {:?}: {N} launches {:.1} us each, {:.1} us each with the sync; launch+sync {:.1} us",
-        device.facts().name,
-        launched.as_secs_f64() * 1e6 / N as f64,
-        synced.as_secs_f64() * 1e6 / N as f64,
-        each.as_secs_f64() * 1e6 / M as f64
-    );
-    let mut out = [0u32];
-    c.download_into(&mut out).unwrap();
-    assert_eq!(out[0], 1 + N + 2 * M);
 }
 
 #[test]
