@@ -1344,3 +1344,47 @@ fn bounds_test_ifs_agree_with_the_interpreter() {
     }
     assert_eq!(checked, 3 * 11 * 2 * 8 * 2);
 }
+
+#[test]
+fn whole_wave_shared_accesses_check_bounds() {
+    // A 2-D block of whole waves: every wave is full, so a stride-1 shared access is whole
+    // chunks or a fault (also when its lanes wrap past u32::MAX), reported at the first bad
+    // lane as the lane-by-lane check would.
+    let (interp, cpu) = devices();
+    let src = "kernel sh(out: buf<i32, rw>, k: u32) {\n    shared t: [i32; 64];\n    \
+               let l: u32 = local_id.y * 16u32 + local_id.x;\n    t[l + k] = 7i32 + (l as i32);\n    \
+               barrier();\n    out[l] = t[l] + t[(l + k) % 64u32];\n}\n";
+    let pi = load(&interp, src);
+    let pc = load(&cpu, src);
+    let stream_i = KernelStream::current(&interp);
+    let stream_c = KernelStream::current(&cpu);
+    for (k, bad) in [
+        (0u32, None),
+        (32, Some(64u64)),
+        (33, Some(64)),
+        (200, Some(200)),
+        (u32::MAX - 5, Some(u32::MAX as u64 - 5)),
+    ] {
+        let run = |dev: &Device, p: &xpu::Program, stream: &KernelStream| {
+            let mut out = dev.upload(&[0i32; 64]).unwrap();
+            p.kernel("sh")
+                .unwrap()
+                .launch(stream, Launch::grid([1]).block([16, 4]), args![&mut out, k])
+                .map(|_| out.download().unwrap())
+        };
+        let got = run(&cpu, &pc, &stream_c);
+        match bad {
+            None => {
+                let want = run(&interp, &pi, &stream_i);
+                assert!(want.is_ok(), "k {k}");
+                assert_eq!(got.unwrap(), want.unwrap(), "k {k}");
+            }
+            Some(first) => match got {
+                Err(LaunchError::OutOfBounds { index, len, .. }) => {
+                    assert_eq!((index, len), (first, 64), "k {k}");
+                }
+                e => panic!("k {k}: expected out of bounds, got {e:?}"),
+            },
+        }
+    }
+}

@@ -578,10 +578,16 @@ impl<'a, 'm> Lower<'a, 'm> {
         // A full wave (every lane inside the block) starts with the all-ones mask; only a
         // partial last wave computes its mask.
         let rem = self.b.ins().isub(volume_v, self.wave_lin);
-        self.wave_full =
+        // A fixed block of whole waves has only full waves.
+        let whole_waves =
+            self.cfg.block[0] != 0 && self.cfg.block.iter().product::<u32>() % self.n == 0;
+        self.wave_full = if whole_waves {
+            self.b.ins().iconst(types::I8, 1)
+        } else {
             self.b
                 .ins()
-                .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, rem, self.n as i64);
+                .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, rem, self.n as i64)
+        };
         let resume = self.b.use_var(self.drv_resume);
 
         // The exec mask: declared first, so it is in scope (spilled) at every barrier.
@@ -611,7 +617,11 @@ impl<'a, 'm> Lower<'a, 'm> {
             let init_mask = self.initial_mask(volume_v);
             self.set_exec(&init_mask);
         }
-        self.known = Known::Initial;
+        self.known = if whole_waves {
+            Known::Full
+        } else {
+            Known::Initial
+        };
         let types = (self.types_of)(kernel);
         let an = self
             .an
@@ -2200,17 +2210,23 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.ins().band(lt, nowrap)
     }
 
-    /// Whether an access at the stride-1 index `base + lane` is known to have every lane
-    /// active and no lane wrapping past `u32::MAX`.
-    fn unmasked(&self, base: Value) -> bool {
-        self.known == Known::Full && self.nowrap.contains(&base)
+    /// Whether an access to `object` at the stride-1 index `base + lane` has every lane
+    /// active and either no lane wrapping past `u32::MAX` or an object of fewer than 2³²
+    /// elements (a shared array): then it is whole chunks or a fault, see
+    /// [`Self::unmasked_addr`].
+    fn unmasked(&self, base: Value, object: Base) -> bool {
+        self.known == Known::Full
+            && (self.nowrap.contains(&base) || matches!(object, Base::Shared(_)))
     }
 
     /// The address of element `base` for a whole-wave access at `base + lane` (see
-    /// [`Self::unmasked`]), after its bounds check: lanes `base ..= base + N - 1` are active
-    /// and rising, so they are in bounds exactly when the last is, and otherwise the first
-    /// bad lane (the one the lane-by-lane check reports) has index `max(base, len)`. The
-    /// failure leaves the function, so the fast path has no join.
+    /// [`Self::unmasked`]), after its bounds check. Lanes `base ..= base + N - 1` (in i64)
+    /// are all active. Without wrapping they rise, so they are in bounds exactly when the last
+    /// is, and otherwise the first bad lane (the one the lane-by-lane check reports) has
+    /// index `max(base, len)`. With wrapping (`last > u32::MAX`, only when `len < 2³²`) the
+    /// lane of index `u32::MAX` is out of bounds, so is the access, and the first bad lane is
+    /// again `max(base, len)`, before the wrap. The failure leaves the function, so the fast
+    /// path has no join.
     fn unmasked_addr(
         &mut self,
         base: Value,
@@ -2294,7 +2310,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     out.push(Val::U(v));
                 }
             }
-            Val::A(bv, 1) if contiguous && self.unmasked(*bv) => {
+            Val::A(bv, 1) if contiguous && self.unmasked(*bv, base) => {
                 let addr = self.unmasked_addr(*bv, ptr, len, size, site);
                 let vs: Vec<Value> = (0..chunks(s, self.n))
                     .map(|c| self.b.ins().load(vty(s), notrap(), addr, (c * 16) as i32))
@@ -2435,7 +2451,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     }
                 }
             }
-            Val::A(bv, 1) if contiguous && self.unmasked(*bv) => {
+            Val::A(bv, 1) if contiguous && self.unmasked(*bv, base) => {
                 let addr = self.unmasked_addr(*bv, ptr, len, size, site);
                 let cs = self.materialize(s, &vals[0]);
                 for (c, &x) in cs.iter().enumerate() {
