@@ -462,6 +462,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         };
         let r_eq = self.select(equal.into(), zero_x, x)?;
         let early_v = self.select(nan_case.into(), nan, r_eq)?;
+        // Lanes split here (early or the loop) and wait for each other at `done` when the
+        // function uses wave verbs, as at the end of an IR `if`.
+        let sync = self.converge_begin()?;
         self.b().build_conditional_branch(early, done, general)?;
 
         // General case: normalise both significands (subnormals by ctlz).
@@ -564,6 +567,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b().position_at_end(done);
         let phi = self.b().build_phi(ft, "fmod")?;
         phi.add_incoming(&[(&early_v, entry_bb), (&general_v, general_end)]);
+        self.converge_end(sync)?;
         Ok(phi.as_basic_value())
     }
 }

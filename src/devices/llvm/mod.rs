@@ -862,6 +862,21 @@ struct LoopFrame<'ctx> {
     cont: BasicBlock<'ctx>,
 }
 
+/// An if or loop whose lanes the target makes reconverge at its merge (`converge_begin`).
+/// A lane that leaves it early (`break`/`continue` to an outer loop, a helper's `return`)
+/// does not jump past the merge: it records where it is going in the escape slot and goes to
+/// the merge, so every lane that entered arrives there and the wait is for exactly them;
+/// after the merge it goes on (`dispatch_escape`).
+struct SyncFrame<'ctx> {
+    merge: BasicBlock<'ctx>,
+    /// The loops open around the construct (`FnCx::loops.len()` on entry).
+    loops: usize,
+}
+
+/// The escape slot's code of a helper's `return` routed through merges (a `break` to loop
+/// `k` is `1 + 2k`, a `continue` `2 + 2k`; 0 is no escape).
+const ESCAPE_RETURN: u64 = u32::MAX as u64;
+
 /// The state of lowering one function.
 struct FnCx<'a, 'ctx> {
     cx: &'a Cx<'ctx>,
@@ -886,6 +901,12 @@ struct FnCx<'a, 'ctx> {
     /// Whether this is a kernel, where `return` ends the lane (a helper's returns to its
     /// caller instead).
     is_kernel: bool,
+    /// The constructs being lowered whose merges wait for their lanes, innermost last.
+    syncs: Vec<SyncFrame<'ctx>>,
+    /// Where a lane leaving synced constructs early is going (`ESCAPE_RETURN`, or a loop
+    /// frame's code); and a helper's return value on its way out. Made on first use.
+    escape_slot: Option<PointerValue<'ctx>>,
+    return_slot: Option<PointerValue<'ctx>>,
 }
 
 /// Whether `f`, or a helper it reaches, uses a wave verb. A call through a tag counts if any
@@ -968,7 +989,17 @@ fn lower_function<'ctx>(
         span: f.span,
         sync_waves: uses_waves(module, f, 0),
         is_kernel: kernel_symbol.is_some(),
+        syncs: Vec::new(),
+        escape_slot: None,
+        return_slot: None,
     };
+    if fx.sync_waves {
+        // The escape slot starts clear on every call.
+        let i32t = cx.context.i32_type();
+        let slot = fx.entry_alloca(i32t.into(), "escape")?;
+        cx.builder.build_store(slot, i32t.const_zero())?;
+        fx.escape_slot = Some(slot);
+    }
     // Parameters.
     let mut i = 0u32;
     for p in &f.params {
@@ -1200,23 +1231,29 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 else_block,
             } => {
                 let c = self.value(*cond)?.into_int_value();
-                let sync = self.converge_begin(&[then_block, else_block], None)?;
+                let sync = self.converge_begin()?;
                 let then_bb = self.cx.context.append_basic_block(self.llfn, "then");
                 let else_bb = self.cx.context.append_basic_block(self.llfn, "else");
                 let merge = self.cx.context.append_basic_block(self.llfn, "endif");
                 self.b().build_conditional_branch(c, then_bb, else_bb)?;
+                self.enter_sync(sync, merge);
                 self.b().position_at_end(then_bb);
-                self.block(then_block)?;
-                if self.open() {
+                let r = self.block(then_block);
+                if r.is_ok() && self.open() {
                     self.b().build_unconditional_branch(merge)?;
                 }
                 self.b().position_at_end(else_bb);
-                self.block(else_block)?;
-                if self.open() {
+                let r = r.and_then(|()| self.block(else_block));
+                if r.is_ok() && self.open() {
                     self.b().build_unconditional_branch(merge)?;
                 }
+                self.leave_sync(sync);
+                r?;
                 self.b().position_at_end(merge);
                 self.converge_end(sync)?;
+                if sync.is_some() && self.escapes_from(&[then_block, else_block], None) {
+                    self.dispatch_escape()?;
+                }
             }
             StmtKind::Loop { label, kind, body } => self.loop_stmt(label, kind, body)?,
             StmtKind::Break(label) | StmtKind::Continue(label) => {
@@ -1233,17 +1270,40 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     return self.err(codes::INPUT, "`break`/`continue` outside its loop");
                 };
                 let to = if is_break { frame.brk } else { frame.cont };
-                self.b().build_unconditional_branch(to)?;
+                let k = self
+                    .loops
+                    .iter()
+                    .rposition(|f| f.brk == frame.brk)
+                    .expect("the frame is on the stack");
+                match self.syncs.last() {
+                    // A synced construct inside loop `k` is in the way: through its merge.
+                    Some(sync) if sync.loops > k => {
+                        let merge = sync.merge;
+                        self.set_escape(1 + 2 * k as u64 + (!is_break) as u64)?;
+                        self.b().build_unconditional_branch(merge)?;
+                    }
+                    _ => {
+                        self.b().build_unconditional_branch(to)?;
+                    }
+                }
                 self.dead_block();
             }
             StmtKind::Return(v) => {
-                match v {
-                    Some(e) => {
-                        let v = self.value(*e)?;
-                        self.b().build_return(Some(&v))?;
+                let v = v.map(|e| self.value(e)).transpose()?;
+                match self.syncs.last() {
+                    // A helper's return inside synced constructs goes out through their
+                    // merges (a kernel's return ends the lane, which holds up no wait).
+                    Some(sync) if !self.is_kernel => {
+                        let merge = sync.merge;
+                        if let Some(v) = v {
+                            let slot = self.return_slot(v.get_type())?;
+                            self.b().build_store(slot, v)?;
+                        }
+                        self.set_escape(ESCAPE_RETURN)?;
+                        self.b().build_unconditional_branch(merge)?;
                     }
-                    None => {
-                        self.b().build_return(None)?;
+                    _ => {
+                        self.b().build_return(v.as_ref().map(|v| v as _))?;
                     }
                 }
                 self.dead_block();
@@ -1340,7 +1400,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let body_bb = ctx.append_basic_block(self.llfn, "body");
         let latch = ctx.append_basic_block(self.llfn, "latch");
         let exit = ctx.append_basic_block(self.llfn, "endloop");
-        let sync = self.converge_begin(&[body], Some(label))?;
+        let sync = self.converge_begin()?;
         let mut for_state = None;
         if let LoopKind::For {
             var,
@@ -1391,6 +1451,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.b().build_conditional_branch(c, body_bb, exit)?;
             }
         }
+        self.enter_sync(sync, exit);
         self.loops.push(LoopFrame {
             label: label.clone(),
             brk: exit,
@@ -1399,6 +1460,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b().position_at_end(body_bb);
         let r = self.block(body);
         self.loops.pop();
+        self.leave_sync(sync);
         r?;
         if self.open() {
             self.b().build_unconditional_branch(latch)?;
@@ -1415,38 +1477,134 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b().build_unconditional_branch(header)?;
         self.b().position_at_end(exit);
         self.converge_end(sync)?;
+        if sync.is_some() && self.escapes_from(&[body], Some(label)) {
+            self.dispatch_escape()?;
+        }
         Ok(())
     }
 
     /// On entry to an if or a loop in a function that uses wave verbs: the mask of the lanes
     /// arriving together, which the target waits for again at the merge point
     /// (`converge_end`), since the IR's lanes reconverge at the end of every if/loop and wave
-    /// verbs rely on it (NVIDIA's independent thread scheduling does not promise it).
-    /// Constructs that lanes can leave by `break`/`continue`, or by a helper's `return`, are
-    /// left alone: those lanes would never arrive. A kernel's `return` ends the lane, and
-    /// ended lanes do not hold up a warp sync.
-    /// `looping` is the loop's label when the construct is a loop, whose own `break` and
-    /// `continue` stay inside it.
-    fn converge_begin(
-        &mut self,
-        blocks: &[&[Stmt]],
-        looping: Option<&Option<String>>,
-    ) -> LResult<Option<IntValue<'ctx>>> {
+    /// verbs rely on it (NVIDIA's independent thread scheduling does not promise it). Lanes
+    /// that leave the construct early pass through its merge too (`SyncFrame`), so all of
+    /// them arrive. A kernel's `return` ends the lane, and ended lanes do not hold up a warp
+    /// sync.
+    fn converge_begin(&self) -> LResult<Option<IntValue<'ctx>>> {
         if !self.sync_waves || !self.open() {
-            return Ok(None);
-        }
-        let returns_escape = !self.is_kernel;
-        let inner: Vec<Option<String>> = looping.into_iter().cloned().collect();
-        if blocks
-            .iter()
-            .any(|b| escapes(b, &mut inner.clone(), returns_escape))
-        {
             return Ok(None);
         }
         self.t.converge_begin(self.cx)
     }
 
-    fn converge_end(&mut self, mask: Option<IntValue<'ctx>>) -> LResult<()> {
+    fn enter_sync(&mut self, sync: Option<IntValue<'ctx>>, merge: BasicBlock<'ctx>) {
+        if sync.is_some() {
+            self.syncs.push(SyncFrame {
+                merge,
+                loops: self.loops.len(),
+            });
+        }
+    }
+
+    fn leave_sync(&mut self, sync: Option<IntValue<'ctx>>) {
+        if sync.is_some() {
+            self.syncs.pop();
+        }
+    }
+
+    /// Whether lanes can leave `blocks` (of a loop labelled `looping`, when it is one) other
+    /// than by falling off their end.
+    fn escapes_from(&self, blocks: &[&[Stmt]], looping: Option<&Option<String>>) -> bool {
+        let inner: Vec<Option<String>> = looping.into_iter().cloned().collect();
+        blocks
+            .iter()
+            .any(|b| escapes(b, &mut inner.clone(), !self.is_kernel))
+    }
+
+    fn set_escape(&mut self, code: u64) -> LResult<()> {
+        let slot = self
+            .escape_slot
+            .ok_or_else(|| LowerError::new(codes::LLVM, "an escape without its slot"))?;
+        let i32t = self.cx.context.i32_type();
+        self.b().build_store(slot, i32t.const_int(code, false))?;
+        Ok(())
+    }
+
+    fn return_slot(&mut self, ty: BasicTypeEnum<'ctx>) -> LResult<PointerValue<'ctx>> {
+        if let Some(s) = self.return_slot {
+            return Ok(s);
+        }
+        let s = self.entry_alloca(ty, "ret")?;
+        self.return_slot = Some(s);
+        Ok(s)
+    }
+
+    /// After a synced construct's merge: a lane that came there escaping goes on, to the
+    /// next synced construct's merge if one is in the way, else to its target (the loop's
+    /// exit or latch, or the helper's return), clearing the slot.
+    fn dispatch_escape(&mut self) -> LResult<()> {
+        let ctx = self.cx.context;
+        let i32t = ctx.i32_type();
+        let slot = self
+            .escape_slot
+            .ok_or_else(|| LowerError::new(codes::LLVM, "an escape without its slot"))?;
+        let code = self.b().build_load(i32t, slot, "escape")?.into_int_value();
+        let on = ctx.append_basic_block(self.llfn, "noescape");
+        let next = self.syncs.last().map(|s| (s.merge, s.loops));
+        let mut cases = Vec::new();
+        let mut targets = Vec::new();
+        for (k, frame) in self.loops.iter().enumerate() {
+            for (cont, to) in [(false, frame.brk), (true, frame.cont)] {
+                targets.push((1 + 2 * k as u64 + cont as u64, next.filter(|n| n.1 > k), to));
+            }
+        }
+        for (code, through, to) in targets {
+            let bb = ctx.append_basic_block(self.llfn, "escape.to");
+            cases.push((i32t.const_int(code, false), bb));
+            self.b().position_at_end(bb);
+            match through {
+                Some((merge, _)) => {
+                    self.b().build_unconditional_branch(merge)?;
+                }
+                None => {
+                    self.b().build_store(slot, i32t.const_zero())?;
+                    self.b().build_unconditional_branch(to)?;
+                }
+            }
+        }
+        if !self.is_kernel {
+            let bb = ctx.append_basic_block(self.llfn, "escape.ret");
+            cases.push((i32t.const_int(ESCAPE_RETURN, false), bb));
+            self.b().position_at_end(bb);
+            match next {
+                Some((merge, _)) => {
+                    self.b().build_unconditional_branch(merge)?;
+                }
+                None => match self.f.ret {
+                    Some(t) => {
+                        let ty = self.vt(t)?;
+                        let slot = self.return_slot(ty)?;
+                        let v = self.b().build_load(ty, slot, "ret")?;
+                        self.b().build_return(Some(&v))?;
+                    }
+                    None => {
+                        self.b().build_return(None)?;
+                    }
+                },
+            }
+        }
+        // The switch goes in the merge block, which the builder left before the cases.
+        let merge_end = code
+            .as_instruction()
+            .and_then(|i| i.get_parent())
+            .ok_or_else(|| LowerError::new(codes::LLVM, "escape load without a block"))?;
+        self.b().position_at_end(merge_end);
+        self.b().build_switch(code, on, &cases)?;
+        self.b().position_at_end(on);
+        Ok(())
+    }
+
+    fn converge_end(&self, mask: Option<IntValue<'ctx>>) -> LResult<()> {
         match mask {
             Some(m) => self.t.converge_end(self.cx, m),
             None => Ok(()),

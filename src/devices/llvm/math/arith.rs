@@ -257,6 +257,9 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
         let from = b.get_insert_block().expect("positioned");
         let body = ctx.append_basic_block(self.0.llfn, "trig.ph");
         let join = ctx.append_basic_block(self.0.llfn, "trig.join");
+        // The lanes that take the branch wait for the others at `join` when the function
+        // uses wave verbs, as at the end of an IR `if`.
+        let sync = self.0.converge_begin()?;
         b.build_conditional_branch(cond.into_int_value(), body, join)?;
         b.position_at_end(body);
         let vals = then(self)?;
@@ -270,6 +273,7 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
             phi.add_incoming(&[(&*o, from), (&v, body_end)]);
             *o = phi.as_basic_value();
         }
+        self.0.converge_end(sync)?;
         Ok(out)
     }
 }
