@@ -718,15 +718,20 @@ fn many_launches_then_one_sync_are_all_applied() {
     // Thousands of launches recorded before one sync (recycled command buffers, fences and
     // descriptors must not lose or reorder any), then launches each followed by a sync, with
     // push descriptors where the device has them and with the per-launch descriptor pool
-    // (XPU_VK_PUSH_DESCRIPTORS=0, read when a device opens; a test opening one meanwhile takes
-    // the pool path too, which computes the same). The host cost per launch is printed (a
-    // figure for the docs, not checked).
+    // (XPU_VK_PUSH_DESCRIPTORS=0, read when a device opens; a test opening its first device
+    // meanwhile takes the pool path too, which computes the same). The host cost per launch is
+    // printed (a figure for the docs, not checked).
     for push in ["1", "0"] {
+        // A device of its own (`Device::open` keeps the first one opened in the process).
         std::env::set_var("XPU_VK_PUSH_DESCRIPTORS", push);
-        let device = vulkan_or_skip();
+        let device = xpu::devices::vulkan::VulkanDevice::open();
         std::env::remove_var("XPU_VK_PUSH_DESCRIPTORS");
-        let Some(device) = device else {
-            return;
+        let device = match device {
+            Ok(d) => xpu::Device::from_impl(std::sync::Arc::new(d)),
+            Err(e) => {
+                eprintln!("no Vulkan device, skipping: {e}");
+                return;
+            }
         };
         let program = counter_program(&device);
         let (bump, fill, twice) = (
@@ -772,7 +777,7 @@ fn many_launches_then_one_sync_are_all_applied() {
         let n = 1000u32;
         let mut x = device.upload(&vec![0u32; n as usize]).unwrap();
         let mut y = device.upload(&vec![0u32; n as usize]).unwrap();
-        let g = || xpu::Launch::grid([(n + 63) / 64]).block([64]);
+        let g = || xpu::Launch::grid([n.div_ceil(64)]).block([64]);
         for k in 0..100u32 {
             fill.launch(&stream, g(), xpu::args![&mut x, k, n]).unwrap();
             twice
