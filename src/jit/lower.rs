@@ -1577,7 +1577,12 @@ impl<'a, 'm> Lower<'a, 'm> {
                 .ins()
                 .icmp(IntCC::SignedGreaterThanOrEqual, first, uu),
         };
-        let mut all = self.b.ins().band(nowrap, holds);
+        // `last < u` or `last <= u` bounds `last` by the type's maximum already.
+        let mut all = if matches!(op, BinaryOp::Lt | BinaryOp::Le) {
+            holds
+        } else {
+            self.b.ins().band(nowrap, holds)
+        };
         let before = self.known;
         // With the initial mask, a full wave takes the fast side knowing every lane active.
         let fast_known = match before {
@@ -1611,10 +1616,18 @@ impl<'a, 'm> Lower<'a, 'm> {
         let fast_known = self.known;
         self.known = before;
         self.b.switch_to_block(slow);
+        let first_slow = self.b.func.dfg.num_blocks();
         let c = self.compare(op, s, &Val::A(base, k), &Val::U(u));
         let open2 = self.if_on(c, then_b, else_b)?;
         if open2 {
             self.b.ins().jump(merge, &[]);
+        }
+        // The masked side (partial waves, the edge of the data) out of line: laid out after
+        // the fast path, its blocks count as outside the wave loop for the register
+        // allocator, which then keeps the fast path's values in registers.
+        self.b.set_cold_block(slow);
+        for i in first_slow..self.b.func.dfg.num_blocks() {
+            self.b.set_cold_block(Block::from_u32(i as u32));
         }
         self.dup_depth -= 1;
         self.b.switch_to_block(merge);
