@@ -1102,7 +1102,9 @@ impl Em<'_> {
             bt
         };
         let x32 = vs[0];
-        let x = self.opi(Op::FConvert, dt, &[x32]);
+        // Widened and narrowed through the bits where the device flushes f32 subnormals
+        // (an `FConvert` would flush a subnormal argument or result to zero).
+        let x = self.widen_f32(x32, lanes)?;
         let g32 = |em: &mut Self, i: u32| em.ext_inst(t, i, vs);
         // A lane is "in domain" where the f64 path is used; elsewhere the GLSL result is kept.
         let (r64, fallback, in_domain) = match fun {
@@ -1181,7 +1183,7 @@ impl Em<'_> {
                         (r, fb, ok)
                     }
                     _ => {
-                        let y = self.opi(Op::FConvert, dt, &[vs[1]]);
+                        let y = self.widen_f32(vs[1], lanes)?;
                         let (ok, flip, s) = self.pow_edges(dt, bty, x, y);
                         let ax = self.ext_inst(dt, glsl::FABS, &[x]);
                         let l = self.ln_f64(dt, it, ax, lanes);
@@ -1261,8 +1263,15 @@ impl Em<'_> {
                 (r, fb, ok)
             }
         };
-        let r32 = self.opi(Op::FConvert, t, &[r64]);
-        Ok(self.opi(Op::Select, t, &[in_domain, r32, fallback]))
+        let r32 = self.f64_to_f32(r64, lanes)?;
+        let r32 = self.opi(Op::Select, t, &[in_domain, r32, fallback]);
+        if matches!(fun, MathFn::Sin | MathFn::Tanh) {
+            // Odd functions keep a zero's sign (lavapipe folded sin(-0.0) to +0.0).
+            let zero = self.fconst(dt, 0.0);
+            let z = self.opi(Op::FOrdEqual, bty, &[x, zero]);
+            return Ok(self.opi(Op::Select, t, &[z, x32, r32]));
+        }
+        Ok(r32)
     }
 }
 
