@@ -590,6 +590,9 @@ impl IntoSharedModule for &VerifiedModule {
     }
 }
 
+/// Kernel name → its coarsened variant's device code (`None`: not eligible).
+type CoarseVariants = HashMap<String, Option<Arc<dyn KernelImpl>>>;
+
 /// A verified module loaded on a device.
 #[derive(Clone)]
 pub struct Program {
@@ -597,7 +600,7 @@ pub struct Program {
     module: Arc<VerifiedModule>,
     imp: Arc<dyn ProgramImpl>,
     /// Each kernel's coarsened variant once built (`None`: not eligible).
-    coarse: Arc<Mutex<HashMap<String, Option<Arc<dyn KernelImpl>>>>>,
+    coarse: Arc<Mutex<CoarseVariants>>,
 }
 
 impl Program {

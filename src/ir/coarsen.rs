@@ -32,7 +32,7 @@ use super::{
     Base, BinaryOp, Builtin, Dim, Expr, ExprId, Function, Handle, Literal, Local, LoopKind, Param,
     Place, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, VerifiedModule,
 };
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Why a kernel keeps its one-work-item shape.
 pub type Ineligible = &'static str;
@@ -52,7 +52,7 @@ pub fn eligible(vm: &VerifiedModule, kernel: Handle<Function>) -> Result<(), Ine
         return Err("uses shared memory");
     }
     let mut seen = HashSet::new();
-    check_block(vm, f, &f.body, true)?;
+    check_block(&f.body)?;
     check_exprs(vm, f, true, &mut seen)?;
     let uniform = uniform_locals(f);
     check_loops(f, &f.body, &uniform)
@@ -215,12 +215,7 @@ fn assigns(block: &[Stmt], local: Handle<Local>) -> bool {
     })
 }
 
-fn check_block(
-    vm: &VerifiedModule,
-    f: &Function,
-    block: &[Stmt],
-    kernel: bool,
-) -> Result<(), Ineligible> {
+fn check_block(block: &[Stmt]) -> Result<(), Ineligible> {
     for s in block {
         match &s.kind {
             StmtKind::Barrier => return Err("has a barrier"),
@@ -231,10 +226,10 @@ fn check_block(
                 else_block,
                 ..
             } => {
-                check_block(vm, f, then_block, kernel)?;
-                check_block(vm, f, else_block, kernel)?;
+                check_block(then_block)?;
+                check_block(else_block)?;
             }
-            StmtKind::Loop { body, .. } => check_block(vm, f, body, kernel)?,
+            StmtKind::Loop { body, .. } => check_block(body)?,
             _ => {}
         }
     }
@@ -279,12 +274,10 @@ fn check_exprs(
             {
                 return Err("a helper reads the x coordinates")
             }
-            Expr::Call { function, .. } => {
-                if seen.insert(function.index()) {
-                    let g = &module.functions[*function];
-                    check_block(vm, g, &g.body, false)?;
-                    check_exprs(vm, g, false, seen)?;
-                }
+            Expr::Call { function, .. } if seen.insert(function.index()) => {
+                let g = &module.functions[*function];
+                check_block(&g.body)?;
+                check_exprs(vm, g, false, seen)?;
             }
             Expr::Dispatch { .. } | Expr::Tag { .. } => {
                 // Every member of every tag set the module has: a dispatch may reach any.
@@ -292,7 +285,7 @@ fn check_exprs(
                     for &m in &set.members {
                         if seen.insert(m.index()) {
                             let g = &module.functions[m];
-                            check_block(vm, g, &g.body, false)?;
+                            check_block(&g.body)?;
                             check_exprs(vm, g, false, seen)?;
                         }
                     }
@@ -343,6 +336,7 @@ pub fn coarsen(
         global_x: Vec::new(),
         groups_param,
         masks: Vec::new(),
+        hoisted: HashMap::new(),
     };
     let mut body = pass.prologue();
     let rest = pass.block(&src.body);
@@ -364,6 +358,9 @@ struct Pass<'a> {
     groups_param: u32,
     /// The mask levels in scope, innermost last; each holds one bool local per copy.
     masks: Vec<Vec<Handle<Local>>>,
+    /// The loads of the statement being rewritten, already read into one local per copy
+    /// (`hoist_loads`): `[(copy, source expression)]`.
+    hoisted: HashMap<(usize, ExprId), Handle<Local>>,
 }
 
 impl Pass<'_> {
@@ -503,6 +500,69 @@ impl Pass<'_> {
     }
 
     fn statement(&mut self, s: &Stmt, out: &mut Vec<Stmt>) {
+        let roots: Vec<ExprId> = match &s.kind {
+            StmtKind::Let { init, .. } => init.iter().copied().collect(),
+            StmtKind::Assign { place, value } => match place {
+                Place::Element { index, .. } => vec![*index, *value],
+                _ => vec![*value],
+            },
+            StmtKind::VStore { index, value, .. } => vec![*index, *value],
+            _ => Vec::new(),
+        };
+        self.hoist_loads(&roots, out);
+        self.statement_body(s, out);
+        self.hoisted.clear();
+    }
+
+    /// Reads the loads of a statement (those that run whatever happens: not in a `&&`/`||`
+    /// right operand, and none in a statement with a call or atomic) into per-copy locals,
+    /// every copy's before any copy's arithmetic: a device compiler that will not move a
+    /// load above a branch (Vulkan on NVIDIA, whose f32 arithmetic branches on subnormals)
+    /// still gets every load in flight at once.
+    fn hoist_loads(&mut self, roots: &[ExprId], out: &mut Vec<Stmt>) {
+        fn walk(f: &Function, e: ExprId, out: &mut Vec<ExprId>, plain: &mut bool) {
+            let x = &f.exprs[e];
+            match x {
+                Expr::Call { .. } | Expr::Dispatch { .. } | Expr::Atomic { .. } => *plain = false,
+                Expr::Binary {
+                    op: BinaryOp::LogicalAnd | BinaryOp::LogicalOr,
+                    lhs,
+                    ..
+                } => walk(f, *lhs, out, plain),
+                Expr::Index { .. } | Expr::VLoad { .. } => {
+                    // Loads inside the index first (evaluation order), then this one.
+                    x.for_each_operand(|o| walk(f, o, out, plain));
+                    out.push(e);
+                }
+                _ => x.for_each_operand(|o| walk(f, o, out, plain)),
+            }
+        }
+        let mut loads = Vec::new();
+        let mut plain = true;
+        for &r in roots {
+            walk(self.src, r, &mut loads, &mut plain);
+        }
+        if !plain || loads.is_empty() {
+            return;
+        }
+        for c in 0..self.factor {
+            for &e in &loads {
+                let Some(ty) = self.vm.expr_type(self.kernel, e) else {
+                    continue;
+                };
+                let t = self.local(format!("xpu_load_{c}_{}", self.out.locals.len()), ty);
+                let zero = self.zero(ty);
+                out.push(self.let_(t, zero));
+                let v = self.copy(e, c);
+                let set = self.assign(t, v);
+                let g = self.guarded(c, vec![set]);
+                out.push(g);
+                self.hoisted.insert((c, e), t);
+            }
+        }
+    }
+
+    fn statement_body(&mut self, s: &Stmt, out: &mut Vec<Stmt>) {
         match &s.kind {
             StmtKind::Let { local, init } => {
                 let decl = &self.src.locals[*local];
@@ -727,6 +787,9 @@ impl Pass<'_> {
     /// Whether evaluating `e` can only compute (no memory read, call or atomic), so that it
     /// may run for a copy whose mask is clear.
     fn pure(&self, e: ExprId) -> bool {
+        if self.hoisted.contains_key(&(0, e)) {
+            return true;
+        }
         let ok = !matches!(
             self.src.exprs[e],
             Expr::Index { .. }
@@ -768,6 +831,9 @@ impl Pass<'_> {
 
     /// A copy of the tree `e` for copy `c` in the output function.
     fn copy(&mut self, e: ExprId, c: usize) -> ExprId {
+        if let Some(&l) = self.hoisted.get(&(c, e)) {
+            return self.out.add_expr(Expr::Local(l), self.src.expr_span(e));
+        }
         let mut x = self.src.exprs[e].clone();
         for op in x.operands_mut() {
             *op = self.copy(*op, c);
