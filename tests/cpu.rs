@@ -1294,7 +1294,7 @@ fn bounds_test_ifs_agree_with_the_interpreter() {
         let src = source(wave);
         let pi = load(&interp, &src);
         let pc = load(&cpu, &src);
-        for k in 0..conds.len() {
+        for (k, cond) in conds.iter().enumerate() {
             let name = format!("b{k}");
             let ki = pi.kernel(&name).unwrap();
             let kc = pc.kernel(&name).unwrap();
@@ -1316,12 +1316,12 @@ fn bounds_test_ifs_agree_with_the_interpreter() {
                         let run = |dev: &Device, kern: &xpu::Kernel, stream: &KernelStream| {
                             let inp = dev.upload(&data).unwrap();
                             let mut out = dev.upload(&vec![0i32; total]).unwrap();
-                            kern.launch(stream, launch.clone(), args![&mut out, &inp, n, off])
+                            kern.launch(stream, launch, args![&mut out, &inp, n, off])
                                 .map(|_| out.download().unwrap())
                         };
                         let want = run(&interp, &ki, &stream_i);
                         let got = run(&cpu, &kc, &stream_c);
-                        let what = format!("{} wave {wave:?} grid {grid} block {block} n {n} off {off} short {short}", conds[k]);
+                        let what = format!("{cond} wave {wave:?} grid {grid} block {block} n {n} off {off} short {short}");
                         match (want, got) {
                             (Ok(w), Ok(g)) => assert_eq!(w, g, "{what}"),
                             (
