@@ -99,8 +99,9 @@ impl DeviceImpl for CpuDevice {
     }
 }
 
-/// One compiled specialisation's key: the block and the wave.
-type SpecKey = ([u32; 3], u32);
+/// One compiled specialisation's key: the block, the wave, and whether every wave of the block
+/// is full (a 1-D block of whole waves gets code that knows it).
+type SpecKey = ([u32; 3], u32, bool);
 
 struct CpuProgram {
     module: Arc<VerifiedModule>,
@@ -121,16 +122,19 @@ fn spec_block(block: [u32; 3]) -> [u32; 3] {
     }
 }
 
-/// Compiles `handle` of `module` at `block` and `wave`.
+/// Compiles `handle` of `module` at `block` and `wave`; `whole_waves`: every launch of the code
+/// has a block of whole waves (only then may it be run).
 pub fn compile(
     module: &VerifiedModule,
     handle: Handle<Function>,
     block: [u32; 3],
     wave: u32,
+    whole_waves: bool,
 ) -> Result<CompiledKernel, jit::JitError> {
     let f = module.function(handle);
     let mut cfg = jit::config(f, block, None);
     cfg.wave = wave;
+    cfg.whole_waves = whole_waves;
     let types = |h: Handle<Function>| module.expr_types(h);
     CompiledKernel::compile(module.module(), handle, cfg, &types)
 }
@@ -159,19 +163,20 @@ impl CpuProgram {
             })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
-        let probe =
-            compile(&self.module, handle, PROBE_BLOCK, wave).map_err(|e| LaunchError::NoCode {
+        let probe = compile(&self.module, handle, PROBE_BLOCK, wave, false).map_err(|e| {
+            LaunchError::NoCode {
                 kernel: name.to_string(),
                 backend: Backend::Cpu,
                 reason: e.to_string(),
-            })?;
+            }
+        })?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
         manifest.built_wave = Some(wave);
         manifest.code_bytes = Some(probe.code_bytes);
         manifest.static_shared_bytes = Some(probe.static_shared as u64);
         let compile_time = probe.compile_time;
         let mut specs = HashMap::new();
-        specs.insert((PROBE_BLOCK, wave), Arc::new(probe));
+        specs.insert((PROBE_BLOCK, wave, false), Arc::new(probe));
         let k = Arc::new(CpuKernel {
             module: self.module.clone(),
             handle,
@@ -214,12 +219,13 @@ impl CpuKernel {
     }
 
     fn spec(&self, block: [u32; 3]) -> Result<Arc<CompiledKernel>, LaunchError> {
+        let whole_waves = block.iter().product::<u32>() % self.wave == 0;
         let block = spec_block(block);
-        let key = (block, self.wave);
+        let key = (block, self.wave, whole_waves);
         if let Some(c) = self.specs.lock().get(&key) {
             return Ok(c.clone());
         }
-        let c = compile(&self.module, self.handle, block, self.wave).map_err(|e| {
+        let c = compile(&self.module, self.handle, block, self.wave, whole_waves).map_err(|e| {
             LaunchError::NoCode {
                 kernel: self.name().to_string(),
                 backend: Backend::Cpu,
@@ -370,7 +376,7 @@ pub fn aot_build(file: &std::path::Path, emit: Option<&std::path::Path>) -> std:
     let mut total = Duration::ZERO;
     for (h, f) in module.kernels() {
         let wave = build_wave(f);
-        match compile(&module, h, PROBE_BLOCK, wave) {
+        match compile(&module, h, PROBE_BLOCK, wave, false) {
             Ok(c) => {
                 total += c.compile_time;
                 println!(

@@ -44,6 +44,10 @@ pub struct Config {
     /// Lanes per wave (the work-item loop's vector width).
     pub wave: u32,
     pub block: [u32; 3],
+    /// Every block this code runs has a multiple of `wave` work-items, so every wave is full
+    /// (implied for a fixed block whose volume is a multiple; for a 1-D block of any size,
+    /// the launch guarantees it).
+    pub whole_waves: bool,
     /// The host has a fused multiply-add instruction.
     pub fma: bool,
 }
@@ -579,8 +583,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         // partial last wave computes its mask.
         let rem = self.b.ins().isub(volume_v, self.wave_lin);
         // A fixed block of whole waves has only full waves.
-        let whole_waves =
-            self.cfg.block[0] != 0 && self.cfg.block.iter().product::<u32>() % self.n == 0;
+        let whole_waves = self.cfg.whole_waves
+            || (self.cfg.block[0] != 0 && self.cfg.block.iter().product::<u32>() % self.n == 0);
         self.wave_full = if whole_waves {
             self.b.ins().iconst(types::I8, 1)
         } else {

@@ -220,6 +220,7 @@ pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> C
     Config {
         wave: wave.clamp(1, 64),
         block,
+        whole_waves: false,
         fma: host_fma(),
     }
 }
