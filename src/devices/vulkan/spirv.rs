@@ -3073,26 +3073,27 @@ impl Em<'_> {
         Ok(self.opi(Op::Bitcast, t, &[bits]))
     }
 
-    /// f32 `a <o> b` (`+ - *`) on a device that flushes f32 subnormals: the f32 operation
-    /// where no operand and not the result has a zero exponent field (zero or subnormal),
-    /// since only there can a flush have happened; else the exact f64 path (exact in f64 for
-    /// two f32 operands, one rounding to f32 from the bits), behind a branch, so ordinary
-    /// operands never pay for it (on the H200 the f64 path on every operation cost saxpy
-    /// 40 % of its time, in conversions).
+    /// f32 `a <o> b` (`+ - *`) on a device that flushes f32 subnormals: the f32 operation,
+    /// and the exact f64 path (exact in f64 for two f32 operands, one rounding to f32 from
+    /// the bits) behind a branch taken only where a flush may have changed the result. One
+    /// test of the result decides (an `FSETP` with an abs modifier): a flushed result or
+    /// product is zero; a flushed subnormal operand changes a sum only if the other addend
+    /// is below 2^-101 (at or above it, its ulp is at least 2^-124, four times any
+    /// subnormal, so the exact sum rounds to it anyway), where the result is below 2^-101
+    /// too; a flushed operand times an infinity is NaN. So: `|r| < 2^-126` for a product,
+    /// `|r| < 2^-101` for a sum, or NaN. (Testing operands and result bit by bit cost saxpy
+    /// on the H200 40 % of its time in integer work; the f64 path on every operation, 30 %.)
     #[allow(clippy::too_many_arguments)]
     fn f32_unflushed(&mut self, o: Op, n: u8, t: Word, bty: Word, a: Word, b: Word) -> R<Word> {
         let fast = self.fop(o, t, &[a, b]);
-        let ut = self.vec_ty(Scalar::U32, n)?;
-        let exp = self.konst(ut, 0x7f80_0000);
-        let zero = self.konst(ut, 0);
-        let tiny = |em: &mut Self, v: Word| {
-            let bits = em.opi(Op::Bitcast, ut, &[v]);
-            let e = em.opi(Op::BitwiseAnd, ut, &[bits, exp]);
-            em.opi(Op::IEqual, bty, &[e, zero])
+        let limit = if o == Op::FMul {
+            f32::MIN_POSITIVE
+        } else {
+            2f32.powi(-101)
         };
-        let (ta, tb, tr) = (tiny(self, a), tiny(self, b), tiny(self, fast));
-        let t1 = self.opi(Op::LogicalOr, bty, &[ta, tb]);
-        let lanes = self.opi(Op::LogicalOr, bty, &[t1, tr]);
+        let limit = self.konst(t, limit.to_bits() as u64);
+        let mag = self.ext_inst(t, glsl::FABS, &[fast]);
+        let lanes = self.opi(Op::FUnordLessThan, bty, &[mag, limit]);
         let any = if n > 1 {
             let bt = self.boolt();
             self.opi(Op::Any, bt, &[lanes])
