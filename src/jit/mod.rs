@@ -7,7 +7,9 @@
 //! ([`lanes`]). Divergent control flow runs under lane masks (an `if` runs each side with its
 //! mask and skips a side with no lane; a loop runs until every lane has left; `break`,
 //! `continue` and `return` update masks); uniform control flow is plain branches
-//! ([`analysis`] decides which). A store under a partial mask writes lane by lane, never
+//! ([`analysis`] decides which). An `if` that compares an affine index with a uniform bound
+//! first tests, with two scalar compares, whether it holds in the whole wave, and then runs its
+//! `then` side unmasked, its stride-1 accesses whole vectors after one scalar bounds compare. A store under a partial mask writes lane by lane, never
 //! load-blend-store; every buffer, shared and private access is bounds-checked, once per
 //! lane vector where the index is affine, and a violation fails the launch naming kernel,
 //! line and index (DESIGN.md, Decision 8). Barriers split the body into regions: every
