@@ -223,6 +223,10 @@ mod imp {
         let bytes = n * 4;
         let alloc = |bytes| RawBuffer::alloc_with(&device, bytes, Init::Any).map_err(e);
         let (a, b, c) = (alloc(bytes)?, alloc(bytes)?, alloc(bytes)?);
+        for (i, buf) in [&a, &b, &c].into_iter().enumerate() {
+            buf.write(&crate::devices::bench_data::random_f32_bytes(n, i as u64))
+                .map_err(e)?;
+        }
         let grid = (n as u32).div_ceil(256);
         let l1 = Launch::grid([grid]).block([256]);
 

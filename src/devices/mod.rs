@@ -19,6 +19,7 @@
 //! Adding a backend: a module here implementing the traits, a `pub mod` line, and an arm in
 //! [`open_backend`].
 
+pub mod bench_data;
 pub mod coarse;
 pub mod cpu;
 pub mod host;

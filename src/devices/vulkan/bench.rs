@@ -124,6 +124,12 @@ fn kernels_on(
     let bufs: Vec<RawBuffer> = (0..3)
         .map(|_| RawBuffer::alloc_with(device, bytes, Init::Any).map_err(e))
         .collect::<Result<_, _>>()?;
+    for (i, b) in bufs.iter().enumerate() {
+        b.write(&crate::devices::bench_data::random_f32_bytes(
+            elems, i as u64,
+        ))
+        .map_err(e)?;
+    }
     let f32e = ElemType::scalar(Scalar::F32);
     let n = elems as u32;
     let grid = n.div_ceil(block);

@@ -217,9 +217,7 @@ impl Inner {
             let mut alloc = vk::MemoryAllocateInfo::default()
                 .allocation_size(req.size)
                 .memory_type_index(ty);
-            if std::env::var("XPU_VK_DEDICATED").map_or(true, |v| v != "0") {
-                alloc = alloc.push_next(&mut dedicated);
-            }
+            alloc = alloc.push_next(&mut dedicated);
             let mem = match self.device.allocate_memory(&alloc, None) {
                 Ok(m) => m,
                 Err(e) => {

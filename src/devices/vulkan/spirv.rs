@@ -3094,8 +3094,8 @@ impl Em<'_> {
         let limit = self.konst(t, limit.to_bits() as u64);
         let mag = self.ext_inst(t, glsl::FABS, &[fast]);
         let lanes = self.opi(Op::FUnordLessThan, bty, &[mag, limit]);
+        let bt = self.boolt();
         let any = if n > 1 {
-            let bt = self.boolt();
             self.opi(Op::Any, bt, &[lanes])
         } else {
             lanes
