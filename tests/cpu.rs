@@ -11,6 +11,7 @@
 //!   interpreter reports undefined behaviour for are discarded. `XPU_FUZZ_CASES` sets the
 //!   count (default 1000).
 
+use std::io::Write;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use std::fmt::Write as _;
@@ -854,7 +855,10 @@ fn fuzz_batch_agrees_on_vulkan() {
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary = stdout.lines().last().unwrap_or_default().to_string();
-    println!("vulkan fuzz batch (100 generated kernels): {summary}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "vulkan fuzz batch (100 generated kernels): {summary}"
+    );
     let failures: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("FAIL") || l.starts_with("    "))
@@ -1008,7 +1012,9 @@ fn differential_fuzz_against_the_interpreter() {
         agreed.load(Ordering::Relaxed),
         discarded.load(Ordering::Relaxed),
     );
-    println!(
+    // Straight to stderr, past the test harness's capture, so every CI log shows the count.
+    let _ = writeln!(
+        std::io::stderr(),
         "differential fuzz: {} generated kernels, {a} agreed, {d} discarded (undefined behaviour)",
         a + d
     );
