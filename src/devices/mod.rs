@@ -24,6 +24,7 @@ pub mod coarse;
 pub mod cpu;
 pub mod host;
 pub mod interp;
+pub(crate) mod mathconst;
 // The NVIDIA backend and the LLVM lowering it shares with AMDGPU (engineer F).
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod cache;

@@ -500,15 +500,7 @@ impl Pass<'_> {
     }
 
     fn statement(&mut self, s: &Stmt, out: &mut Vec<Stmt>) {
-        let roots: Vec<ExprId> = match &s.kind {
-            StmtKind::Let { init, .. } => init.iter().copied().collect(),
-            StmtKind::Assign { place, value } => match place {
-                Place::Element { index, .. } => vec![*index, *value],
-                _ => vec![*value],
-            },
-            StmtKind::VStore { index, value, .. } => vec![*index, *value],
-            _ => Vec::new(),
-        };
+        let roots = s.kind.value_roots();
         self.hoist_loads(&roots, out);
         self.statement_body(s, out);
         self.hoisted.clear();

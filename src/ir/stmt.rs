@@ -99,6 +99,20 @@ pub enum StmtKind {
 }
 
 impl StmtKind {
+    /// The expressions a `let`, an assignment or a `vstore` evaluates, in evaluation order
+    /// (an element's index before the value); empty for every other statement.
+    pub fn value_roots(&self) -> Vec<ExprId> {
+        match self {
+            StmtKind::Let { init, .. } => init.iter().copied().collect(),
+            StmtKind::Assign { place, value } => match place {
+                Place::Element { index, .. } => vec![*index, *value],
+                _ => vec![*value],
+            },
+            StmtKind::VStore { index, value, .. } => vec![*index, *value],
+            _ => Vec::new(),
+        }
+    }
+
     /// The nested blocks of this statement.
     pub fn blocks(&self) -> Vec<&Block> {
         match self {

@@ -41,6 +41,7 @@ mod explog;
 mod trig;
 
 use super::{codes, FnCx, LResult};
+use crate::devices::mathconst::factorial;
 use crate::ir::{MathFn, Scalar};
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::IntValue;
@@ -50,10 +51,6 @@ use inkwell::{FloatPredicate as F, IntPredicate};
 const LN2_HI: f64 = 0.6931471803691238;
 const LN2_LO: f64 = 1.9082149292705877e-10;
 const INV_LN2: f64 = std::f64::consts::LOG2_E;
-
-fn factorial(n: u32) -> f64 {
-    (1..=n).map(|k| k as f64).product()
-}
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
     fn d(&self, v: f64) -> BasicValueEnum<'ctx> {

@@ -1355,15 +1355,7 @@ impl Em<'_> {
     }
 
     fn stmt(&mut self, s: &Stmt) -> R<()> {
-        let roots: Vec<ExprId> = match &s.kind {
-            StmtKind::Let { init, .. } => init.iter().copied().collect(),
-            StmtKind::Assign { place, value } => match place {
-                Place::Element { index, .. } => vec![*index, *value],
-                _ => vec![*value],
-            },
-            StmtKind::VStore { index, value, .. } => vec![*index, *value],
-            _ => Vec::new(),
-        };
+        let roots = s.kind.value_roots();
         self.prefetch(&roots)?;
         let r = self.stmt_body(s);
         self.prefetched.clear();

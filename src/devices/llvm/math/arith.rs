@@ -8,9 +8,6 @@ use super::trig::{table_entry, TABLE_LEN, TABLE_NAME};
 use inkwell::values::{BasicValueEnum, InstructionOpcode as O};
 use inkwell::FloatPredicate;
 
-pub(super) fn factorial(n: u32) -> f64 {
-    (1..=n).map(f64::from).product()
-}
 /// Float comparisons: ordered (false when either side is NaN) but for `Ne`, which is true
 /// then (Rust's `!=`).
 #[derive(Clone, Copy)]

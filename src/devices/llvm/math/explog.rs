@@ -15,21 +15,11 @@
 //! Special values follow C (the interpreter's Rust `f64` methods).
 
 use super::super::LResult;
-use super::arith::{factorial, Arith, Cmp};
-
-/// `ln 2` in three parts: `LN2_A` has 32 significant bits (so `e·LN2_A` is exact for any
-/// exponent), `LN2_A + LN2_B` is fdlibm's `ln2_hi + ln2_lo`, `LN2_C` the next 53 bits.
-const LN2_A: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
-const LN2_B: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
-const LN2_C: f64 = f64::from_bits(0x3A8C_C01F_97B5_7A08);
-/// `ln 2` and `1/ln 2` as double-doubles (106 bits).
-const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEFA_39EF);
-const LN2_LO: f64 = f64::from_bits(0x3C7A_BC9E_3B39_803F);
-const INV_LN2_HI: f64 = f64::from_bits(0x3FF7_1547_652B_82FE);
-const INV_LN2_LO: f64 = f64::from_bits(0x3C77_77D0_FFDA_0D24);
-/// 2/3 as a double-double.
-const TWO_THIRDS_HI: f64 = f64::from_bits(0x3FE5_5555_5555_5555);
-const TWO_THIRDS_LO: f64 = f64::from_bits(0x3C85_5555_5555_5555);
+use super::arith::{Arith, Cmp};
+use crate::devices::mathconst::{
+    factorial, INV_LN2_HI, INV_LN2_LO, LN2_A, LN2_B, LN2_C, LN2_HI, LN2_LO, TWO_THIRDS_HI,
+    TWO_THIRDS_LO,
+};
 
 /// `(k, r, rl)` with `hi + lo = k·ln2 + r + rl`, |r| ≤ ln2/2 + ε, for |hi| ≤ 800.
 fn exp_reduce<A: Arith>(f: &mut A, hi: A::V, lo: Option<A::V>) -> LResult<(A::V, A::V, A::V)> {

@@ -15,30 +15,11 @@
 //!   |x| < 2^-26 is `x` (signed zeros and subnormals kept); inf and NaN give NaN.
 
 use super::super::LResult;
-use super::arith::{factorial, Arith, Cmp};
+use super::arith::{Arith, Cmp};
+use crate::devices::mathconst::{
+    factorial, PIO2_1, PIO2_2, PIO2_3, SIN_CW_LIMIT as CW_LIMIT, TABLE_PAD, TWO_OVER_PI,
+};
 
-/// π/2 in three doubles (159 bits); `PIO2_1` is `FRAC_PI_2`.
-const PIO2_1: f64 = f64::from_bits(0x3FF9_21FB_5444_2D18);
-const PIO2_2: f64 = f64::from_bits(0x3C91_A626_3314_5C07);
-const PIO2_3: f64 = f64::from_bits(0xB91F_1976_B7ED_8FBC);
-/// From this |x| on, Payne–Hanek (below it Cody–Waite's k < 2^27 keeps the three-part π/2
-/// exact enough).
-const CW_LIMIT: f64 = 134_217_728.0;
-
-/// 2/π in 24-bit pieces, `2/π = Σ TWO_OVER_PI[j] · 2^(-24(j+1))` (fdlibm's `ipio2`, as in the
-/// Vulkan backend); fifty pieces cover the largest finite argument with the 120 fraction bits
-/// the reduction keeps.
-const TWO_OVER_PI: [u32; 52] = [
-    0xA2F983, 0x6E4E44, 0x1529FC, 0x2757D1, 0xF534DD, 0xC0DB62, 0x95993C, 0x439041, 0xFE5163,
-    0xABDEBB, 0xC561B7, 0x246E3A, 0x424DD2, 0xE00649, 0x2EEA09, 0xD1921C, 0xFE1DEB, 0x1CB129,
-    0xA73EE8, 0x8235F5, 0x2EBB44, 0x84E99C, 0x7026B4, 0x5F7E41, 0x3991D6, 0x398353, 0x39F49C,
-    0x845F8B, 0xBDF928, 0x3B1FF8, 0x97FFDE, 0x05980F, 0xEF2F11, 0x8B5A0A, 0x6D1F6D, 0x367ECF,
-    0x27CB09, 0xB74F46, 0x3F669E, 0x5FEA2D, 0x7527BA, 0xC7EBE5, 0xF17B3D, 0x0739F7, 0x8A5292,
-    0xEA6BFB, 0x5FB11F, 0x8D5D08, 0x560330, 0x46FC7B, 0x6BABF0, 0xCFBC20,
-];
-/// Zero pieces before `TWO_OVER_PI[0]` in the device table, so that the reduction's window
-/// (which starts up to three pieces before the first one it needs) never indexes below 0.
-const TABLE_PAD: usize = 3;
 /// The device table's length: the padding, then the pieces.
 pub(super) const TABLE_LEN: usize = TABLE_PAD + TWO_OVER_PI.len();
 /// The name of the module's table global (one per module, made on first use).
