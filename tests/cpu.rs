@@ -11,10 +11,10 @@
 //!   interpreter reports undefined behaviour for are discarded. `XPU_FUZZ_CASES` sets the
 //!   count (default 1000).
 
-use std::io::Write;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use std::fmt::Write as _;
+use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use xpu::{args, Backend, Device, KernelBuffer, KernelStream, Launch, LaunchError};
 
@@ -1349,6 +1349,86 @@ fn bounds_test_ifs_agree_with_the_interpreter() {
         }
     }
     assert_eq!(checked, 3 * 11 * 2 * 8 * 2);
+}
+
+#[test]
+fn waves_restarted_after_a_failed_bounds_test() {
+    // A kernel whose top-level bounds-test `if` follows only effect-free `let`s runs its full
+    // waves in a loop of their own; the first wave whose test fails runs again from its
+    // start in the ordinary (masked) loop, with the rest of the workgroup. The `let`s before
+    // the `if` (a load, a wave verb) and the statements after it must behave as on the
+    // interpreter: failing first waves (`>=`), a failing wave in the middle of a group,
+    // partial waves, and at waves 4, 8 and the host's.
+    for wave in ["", "@wave(4)\n", "@wave(8)\n"] {
+        let src = format!(
+            r#"
+{wave}kernel ge(out: buf<i32, rw>, out2: buf<i32, rw>, inp: buf<i32>, k: u32) {{
+    let i: u32 = global_id.x;
+    let x: i32 = inp[i] * 3;
+    let t: i32 = wave_reduce_sum(x);
+    if i >= k {{
+        out[i] = x + t;
+    }} else {{
+        out[i] = -x;
+    }}
+    out2[i] = x + 1;
+}}
+
+{wave}kernel lt(out: buf<i32, rw>, inp: buf<i32>, n: u32) {{
+    let i: u32 = global_id.x;
+    let l: u32 = local_id.x;
+    let x: i32 = inp[i % 64];
+    if l < n {{
+        out[i] = x * 2 + (l as i32);
+    }}
+    if i < n {{
+        out[i] += 1;
+    }}
+}}
+
+run ge {{
+    grid = [3];
+    block = [32];
+    arg out = fill(96, 0);
+    arg out2 = fill(96, 0);
+    arg inp = iota(96);
+    arg k = 37;
+    expect out = interp;
+    expect out2 = interp;
+}}
+
+run ge {{
+    grid = [2];
+    block = [40];
+    arg out = fill(80, 0);
+    arg out2 = fill(80, 0);
+    arg inp = iota(80);
+    arg k = 0;
+    expect out = interp;
+    expect out2 = interp;
+}}
+
+run lt {{
+    grid = [3];
+    block = [40];
+    arg out = fill(120, 0);
+    arg inp = iota(64);
+    arg n = 21;
+    expect out = interp;
+}}
+
+run lt {{
+    grid = [4];
+    block = [16];
+    arg out = fill(64, 0);
+    arg inp = iota(64);
+    arg n = 64;
+    expect out = interp;
+}}
+"#
+        );
+        run_blocks(&src);
+    }
 }
 
 #[test]

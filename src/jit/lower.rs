@@ -180,6 +180,11 @@ pub struct Lower<'a, 'm> {
     nowrap: Vec<Value>,
     /// How many enclosing `if`s have their body lowered twice (see `if_stmt`).
     dup_depth: u32,
+    /// In the full-wave loop (see `fast_loop`): where a wave whose bounds test fails restarts
+    /// in the ordinary wave loop.
+    restart: Option<Block>,
+    /// The `if` about to be lowered may restart its wave (nothing before it has effects).
+    restart_ok: bool,
     /// The driver's counters, in SSA variables: the wave, the barrier a region resumes at,
     /// and the barrier the waves of this region stopped at (or `NONE`/`FINISHED`).
     drv_wave: Variable,
@@ -354,6 +359,8 @@ impl<'a, 'm> Lower<'a, 'm> {
             known: Known::Unknown,
             nowrap: Vec::new(),
             dup_depth: 0,
+            restart: None,
+            restart_ok: false,
             drv_wave,
             drv_resume,
             drv_next,
@@ -522,16 +529,43 @@ impl<'a, 'm> Lower<'a, 'm> {
     /// Lowers the kernel body inside the region/wave driver and finishes the function.
     pub fn run(mut self, kernel: Handle<Function>) -> Result<Lowered, JitError> {
         let f = &self.m.functions[kernel];
-        let volume_v = self.bdim[3];
-        let waves_v = {
-            let v = self.b.ins().iadd_imm_s(volume_v, self.n as i64 - 1);
-            self.b.ins().udiv_imm_u(v, self.n as i64)
-        };
-        // The waves' state: one area for all waves without barriers, else one per wave.
-        let state_base = self
-            .b
-            .ins()
-            .load(types::I64, notrap(), self.ctx, ctx_off::STATE);
+        // A kernel without barriers whose bounds-test `if` may restart a wave runs its full
+        // waves in a loop of their own first; the ordinary loop below takes over at the first
+        // wave whose test fails. It loads the launch's values again, so that nothing but the
+        // context and the wave counter is live from the fast loop into it (values live into
+        // the masked code were what the register allocator spilled in the fast loop).
+        let restarts = !self.has_barrier && restartable(f);
+        // The blocks of the ordinary loop when it only takes over: laid out after the fast
+        // loop (cold).
+        let mut slow_blocks = None;
+        if restarts {
+            let (volume_v, waves_v, state_base) = self.launch_values();
+            self.fast_loop(kernel, waves_v, state_base, volume_v)?;
+            slow_blocks = Some(self.b.func.dfg.num_blocks());
+            let restart = self.b.current_block().expect("the restart block");
+            self.b.set_cold_block(restart);
+            // The wave, from its first linear id, which the failing test's branch passes:
+            // any use of the loop's counter out here made the register allocator keep the
+            // counter on the stack in the fast loop (about 6 % of the triad's throughput).
+            // Through memory, read back by an atomic load (which the optimiser does not
+            // forward a store to), or it folds `lin / n` back into the counter.
+            let lin = self.b.block_params(restart)[0];
+            let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                4,
+                2,
+            ));
+            let addr = self.b.ins().stack_addr(types::I64, slot, 0);
+            self.b.ins().store(notrap(), lin, addr, 0);
+            let lin = self.b.ins().atomic_load(types::I32, notrap(), addr);
+            let w = self.b.ins().udiv_imm_u(lin, self.n as i64);
+            self.b.def_var(self.drv_wave, w);
+            self.kparams.clear();
+            self.shared_offsets.clear();
+            self.shared_lens.clear();
+            self.prologue(f);
+        }
+        let (volume_v, waves_v, state_base) = self.launch_values();
         let state_stride = if self.has_barrier {
             Some(
                 self.b
@@ -550,12 +584,17 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.wave_next = wave_next;
         let zero = self.b.ins().iconst(types::I32, 0);
         self.b.def_var(self.drv_resume, zero);
+        if !restarts {
+            self.b.def_var(self.drv_wave, zero);
+        }
         self.b.ins().jump(region_head, &[]);
 
         self.b.switch_to_block(region_head);
-        let zero = self.b.ins().iconst(types::I32, 0);
         let none = self.b.ins().iconst(types::I32, NONE);
-        self.b.def_var(self.drv_wave, zero);
+        if self.has_barrier {
+            let zero = self.b.ins().iconst(types::I32, 0);
+            self.b.def_var(self.drv_wave, zero);
+        }
         self.b.def_var(self.drv_next, none);
         self.b.ins().jump(wave_head, &[]);
 
@@ -577,21 +616,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
             None => state_base,
         };
-        self.wave_lin = self.b.ins().imul_imm_s(w, self.n as i64);
-        self.local_ids_for_wave();
-        // A full wave (every lane inside the block) starts with the all-ones mask; only a
-        // partial last wave computes its mask.
-        let rem = self.b.ins().isub(volume_v, self.wave_lin);
-        // A fixed block of whole waves has only full waves.
-        let whole_waves = self.cfg.whole_waves
-            || (self.cfg.block[0] != 0 && self.cfg.block.iter().product::<u32>() % self.n == 0);
-        self.wave_full = if whole_waves {
-            self.b.ins().iconst(types::I8, 1)
-        } else {
-            self.b
-                .ins()
-                .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, rem, self.n as i64)
-        };
+        let whole_waves = self.wave_setup(w, volume_v);
         let resume = self.b.use_var(self.drv_resume);
 
         // The exec mask: declared first, so it is in scope (spilled) at every barrier.
@@ -694,6 +719,11 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.b.ins().return_(&[z]);
         }
 
+        if let Some(first) = slow_blocks {
+            for i in first..self.b.func.dfg.num_blocks() {
+                self.b.set_cold_block(Block::from_u32(i as u32));
+            }
+        }
         self.b.seal_all_blocks();
         let barriers = self.resumes.len() as u32;
         let state_bytes = self.state_size.div_ceil(16) * 16;
@@ -707,6 +737,143 @@ impl<'a, 'm> Lower<'a, 'm> {
             static_shared,
             barriers,
         })
+    }
+
+    /// The block's volume, its number of waves and the waves' state area (one area for all
+    /// waves without barriers, else one per wave, `STATE_STRIDE` apart).
+    fn launch_values(&mut self) -> (Value, Value, Value) {
+        let volume_v = self.bdim[3];
+        let waves_v = {
+            let v = self.b.ins().iadd_imm_s(volume_v, self.n as i64 - 1);
+            self.b.ins().udiv_imm_u(v, self.n as i64)
+        };
+        let state_base = self
+            .b
+            .ins()
+            .load(types::I64, notrap(), self.ctx, ctx_off::STATE);
+        (volume_v, waves_v, state_base)
+    }
+
+    /// The values of wave `w`: its first linear id, local ids and whether it is full; returns
+    /// whether every wave of the block is full (known at compile time).
+    fn wave_setup(&mut self, w: Value, volume_v: Value) -> bool {
+        self.wave_lin = self.b.ins().imul_imm_s(w, self.n as i64);
+        self.local_ids_for_wave();
+        // A full wave (every lane inside the block) starts with the all-ones mask; only a
+        // partial last wave computes its mask.
+        let rem = self.b.ins().isub(volume_v, self.wave_lin);
+        // A fixed block of whole waves has only full waves.
+        let whole_waves = self.cfg.whole_waves
+            || (self.cfg.block[0] != 0 && self.cfg.block.iter().product::<u32>() % self.n == 0);
+        self.wave_full = if whole_waves {
+            self.b.ins().iconst(types::I8, 1)
+        } else {
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, rem, self.n as i64)
+        };
+        whole_waves
+    }
+
+    /// The full-wave loop of a kernel without barriers (see `restartable`): waves `0..` run
+    /// the body with its first bounds-test `if` on the fast side only; a wave whose test fails
+    /// jumps, with `drv_wave` still naming it, to the block this leaves current, where the
+    /// ordinary wave loop (masked code) runs it and the rest of the workgroup. Nothing before
+    /// that `if` has effects, so running the wave again from its start is unobservable. The
+    /// masked code is then outside this loop, so the register allocator has nothing in it to
+    /// spill the loop's long-lived values (buffer table, parameters, wave counter) for.
+    fn fast_loop(
+        &mut self,
+        kernel: Handle<Function>,
+        waves_v: Value,
+        state_base: Value,
+        volume_v: Value,
+    ) -> Result<(), JitError> {
+        let f = &self.m.functions[kernel];
+        let head = self.b.create_block();
+        let body = self.b.create_block();
+        let next = self.b.create_block();
+        let done = self.b.create_block();
+        let restart = self.b.create_block();
+        self.b.append_block_param(restart, types::I32);
+        let zero = self.b.ins().iconst(types::I32, 0);
+        self.b.def_var(self.drv_wave, zero);
+        self.b.ins().jump(head, &[]);
+
+        self.b.switch_to_block(head);
+        let w = self.b.use_var(self.drv_wave);
+        let end = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, w, waves_v);
+        self.b.ins().brif(end, done, &[], body, &[]);
+
+        self.b.switch_to_block(body);
+        let w = self.b.use_var(self.drv_wave);
+        self.state = state_base;
+        let whole_waves = self.wave_setup(w, volume_v);
+        let nmask = chunks(Scalar::Bool, self.n);
+        self.exec = (0..nmask).map(|_| self.new_var(types::I32X4)).collect();
+        let init_mask = self.initial_mask(volume_v);
+        self.set_exec(&init_mask);
+        self.known = if whole_waves {
+            Known::Full
+        } else {
+            Known::Initial
+        };
+        let an = self
+            .an
+            .analyse(kernel, vec![Class::Uniform; f.params.len()]);
+        let kernel_end = self.b.create_block();
+        self.frames.push(Frame {
+            func: kernel,
+            f,
+            an,
+            types: (self.types_of)(kernel),
+            params: Vec::new(),
+            locals: vec![None; f.locals.len()],
+            ret: None,
+            exit: Some(kernel_end),
+            loop_base: 0,
+            is_kernel: true,
+        });
+        self.regions.push(kernel_end);
+        self.wave_next = next;
+        self.restart = Some(restart);
+        let mark = self.scope.len();
+        let mut open = true;
+        for (i, st) in f.body.iter().enumerate() {
+            self.restart_ok = match &st.kind {
+                StmtKind::If { cond, .. } => {
+                    pure_expr(f, *cond) && f.body[..i].iter().all(|p| pure_let(f, p))
+                }
+                _ => false,
+            };
+            if !self.stmt(st)? {
+                open = false;
+                break;
+            }
+        }
+        self.restart_ok = false;
+        self.restart = None;
+        self.scope.truncate(mark);
+        if open {
+            self.b.ins().jump(kernel_end, &[]);
+        }
+        self.b.switch_to_block(kernel_end);
+        self.b.ins().jump(next, &[]);
+        self.b.switch_to_block(next);
+        let w = self.b.use_var(self.drv_wave);
+        let w1 = self.b.ins().iadd_imm_s(w, 1);
+        self.b.def_var(self.drv_wave, w1);
+        self.b.ins().jump(head, &[]);
+        self.b.switch_to_block(done);
+        let z = self.b.ins().iconst(types::I32, 0);
+        self.b.ins().return_(&[z]);
+        self.frames.pop();
+        self.regions.pop();
+        self.b.switch_to_block(restart);
+        Ok(())
     }
 
     /// Records that this wave stopped at `id` (a barrier, or `FINISHED`); every wave of a
@@ -1491,6 +1658,13 @@ impl<'a, 'm> Lower<'a, 'm> {
     ) -> Result<Option<bool>, JitError> {
         /// Statements of the `then` side worth lowering twice.
         const MAX_THEN_STMTS: usize = 32;
+        // Whether a failing wave may restart in the ordinary wave loop (see `fast_loop`);
+        // only the `if` it was set for.
+        let restart = if std::mem::take(&mut self.restart_ok) {
+            self.restart
+        } else {
+            None
+        };
         if self.dup_depth > 0 {
             return Ok(None);
         }
@@ -1597,13 +1771,25 @@ impl<'a, 'm> Lower<'a, 'm> {
             k => k,
         };
         let fast = self.b.create_block();
-        let slow = self.b.create_block();
         let merge = self.b.create_block();
-        self.b.ins().brif(all, fast, &[], slow, &[]);
+        let slow = match restart {
+            // A failing wave goes straight to the restart, with its first linear id (see
+            // `run`).
+            Some(r) => {
+                let lin = self.wave_lin;
+                self.b.ins().brif(all, fast, &[], r, &[lin.into()]);
+                r
+            }
+            None => {
+                let slow = self.b.create_block();
+                self.b.ins().brif(all, fast, &[], slow, &[]);
+                self.b.seal_block(slow);
+                slow
+            }
+        };
         // Sealed now (one predecessor each), so that the fast side reads the affine operand's
         // variable as the same value (`nowrap` names it).
         self.b.seal_block(fast);
-        self.b.seal_block(slow);
         self.dup_depth += 1;
         self.b.switch_to_block(fast);
         self.known = fast_known;
@@ -1619,13 +1805,23 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
         let fast_known = self.known;
         self.known = before;
-        self.b.switch_to_block(slow);
         let first_slow = self.b.func.dfg.num_blocks();
-        let c = self.compare(op, s, &Val::A(base, k), &Val::U(u));
-        let open2 = self.if_on(c, then_b, else_b)?;
-        if open2 {
-            self.b.ins().jump(merge, &[]);
-        }
+        let open2 = match restart {
+            // The wave runs again, from its start, in the ordinary loop.
+            Some(_) => {
+                self.known = fast_known;
+                false
+            }
+            None => {
+                self.b.switch_to_block(slow);
+                let c = self.compare(op, s, &Val::A(base, k), &Val::U(u));
+                let open2 = self.if_on(c, then_b, else_b)?;
+                if open2 {
+                    self.b.ins().jump(merge, &[]);
+                }
+                open2
+            }
+        };
         // The masked side (partial waves, the edge of the data) out of line: laid out after
         // the fast path, its blocks count as outside the wave loop for the register
         // allocator, which then keeps the fast path's values in registers.
@@ -1636,7 +1832,12 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.dup_depth -= 1;
         self.b.switch_to_block(merge);
         // Both sides end with the mask they started with (the slow side's is `before`).
-        self.known = fast_known.min(self.known).min(before);
+        self.known = if restart.is_some() {
+            // Only the fast side reaches the merge.
+            fast_known
+        } else {
+            fast_known.min(self.known).min(before)
+        };
         if !open && !open2 {
             self.b
                 .ins()
@@ -4771,6 +4972,56 @@ impl<'a, 'm> Lower<'a, 'm> {
 
 /// Whether a block contains `break`, `continue` or `return` (not counting helpers).
 /// Statements in a block, nested ones included.
+/// Whether a kernel runs its full waves in a loop of their own (`Lower::fast_loop`): it has a
+/// top-level `if` with a comparison as its condition, before which only `let`s without effects
+/// run (so a wave may be started again). The caller excludes kernels with barriers.
+fn restartable(f: &Function) -> bool {
+    for st in &f.body {
+        match &st.kind {
+            StmtKind::If { cond, .. } => {
+                return pure_expr(f, *cond)
+                    && matches!(
+                        f.exprs.try_get(*cond),
+                        Some(Expr::Binary {
+                            op: BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge,
+                            ..
+                        })
+                    )
+            }
+            _ if pure_let(f, st) => {}
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// A `let` whose initialiser has no effect (no call, dispatch or atomic); evaluating it twice
+/// is unobservable (a fault would happen the first time).
+fn pure_let(f: &Function, st: &Stmt) -> bool {
+    match &st.kind {
+        StmtKind::Let { init, .. } => init.is_none_or(|e| pure_expr(f, e)),
+        _ => false,
+    }
+}
+
+/// An expression without calls, dispatches or atomics.
+fn pure_expr(f: &Function, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        let Some(x) = f.exprs.try_get(e) else {
+            return false;
+        };
+        if matches!(
+            x,
+            Expr::Call { .. } | Expr::Dispatch { .. } | Expr::Atomic { .. }
+        ) {
+            return false;
+        }
+        x.for_each_operand(|o| stack.push(o));
+    }
+    true
+}
+
 fn stmt_count(b: &[Stmt]) -> usize {
     b.iter()
         .map(|s| {
