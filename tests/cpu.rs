@@ -1381,9 +1381,7 @@ fn waves_restarted_after_a_failed_bounds_test() {
     if l < n {{
         out[i] = x * 2 + (l as i32);
     }}
-    if i < n {{
-        out[i] += 1;
-    }}
+    out[i] += 1;
 }}
 
 run ge {{
