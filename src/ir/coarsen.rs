@@ -337,6 +337,7 @@ pub fn coarsen(
         groups_param,
         masks: Vec::new(),
         hoisted: HashMap::new(),
+        span: src.span,
     };
     let mut body = pass.prologue();
     let rest = pass.block(&src.body);
@@ -361,13 +362,16 @@ struct Pass<'a> {
     /// The loads of the statement being rewritten, already read into one local per copy
     /// (`hoist_loads`): `[(copy, source expression)]`.
     hoisted: HashMap<(usize, ExprId), Handle<Local>>,
+    /// The source statement being rewritten: what it becomes keeps its span, so a fault
+    /// in the variant names the line of the kernel as written.
+    span: Span,
 }
 
 impl Pass<'_> {
     fn stmt(&self, kind: StmtKind) -> Stmt {
         Stmt {
             kind,
-            span: self.src.span,
+            span: self.span,
         }
     }
 
@@ -492,14 +496,17 @@ impl Pass<'_> {
     }
 
     fn block(&mut self, block: &[Stmt]) -> Vec<Stmt> {
+        let outer = self.span;
         let mut out = Vec::new();
         for s in block {
             self.statement(s, &mut out);
         }
+        self.span = outer;
         out
     }
 
     fn statement(&mut self, s: &Stmt, out: &mut Vec<Stmt>) {
+        self.span = s.span;
         let roots = s.kind.value_roots();
         self.hoist_loads(&roots, out);
         self.statement_body(s, out);
