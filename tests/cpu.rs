@@ -1371,17 +1371,17 @@ fn waves_restarted_after_a_failed_bounds_test() {
     }} else {{
         out[i] = -x;
     }}
-    out2[i] = x + 1;
+    out2[i] += x + 1;
 }}
 
-{wave}kernel lt(out: buf<i32, rw>, inp: buf<i32>, n: u32) {{
+{wave}kernel lt(out: buf<i32, rw>, cnt: buf<i32, rw>, inp: buf<i32>, n: u32) {{
     let i: u32 = global_id.x;
     let l: u32 = local_id.x;
     let x: i32 = inp[i % 64];
     if l < n {{
         out[i] = x * 2 + (l as i32);
     }}
-    out[i] += 1;
+    cnt[i] += 1;
 }}
 
 run ge {{
@@ -1410,18 +1410,22 @@ run lt {{
     grid = [3];
     block = [40];
     arg out = fill(120, 0);
+    arg cnt = fill(120, 0);
     arg inp = iota(64);
     arg n = 21;
     expect out = interp;
+    expect cnt = interp;
 }}
 
 run lt {{
     grid = [4];
     block = [16];
     arg out = fill(64, 0);
+    arg cnt = fill(64, 0);
     arg inp = iota(64);
     arg n = 64;
     expect out = interp;
+    expect cnt = interp;
 }}
 "#
         );
