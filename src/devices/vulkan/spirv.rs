@@ -2384,16 +2384,7 @@ impl Em<'_> {
                 } else {
                     self.fop(o, t, &[a, b])
                 };
-                let ok_int = match s {
-                    Scalar::F16 => self.caps.int16,
-                    Scalar::F64 => self.caps.int64,
-                    _ => true,
-                };
-                if self.caps.folds_float_identities && ok_int && !self.wide.contains_key(&t) {
-                    self.zero_sign_fixup(op, s, n, bty, a, b, r)?
-                } else {
-                    r
-                }
+                self.identity_fixup(op, s, n, bty, t, a, b, r)?
             }
             BinaryOp::Add => self.opi(Op::IAdd, t, &[a, b]),
             BinaryOp::Sub => self.opi(Op::ISub, t, &[a, b]),
@@ -2408,9 +2399,13 @@ impl Em<'_> {
                 let dt = self.vec_ty(Scalar::F64, n)?;
                 let (da, db) = (self.widen_f32(a, n)?, self.widen_f32(b, n)?);
                 let q = self.fop(Op::FDiv, dt, &[da, db]);
-                self.f64_to_f32(q, n)?
+                let r = self.f64_to_f32(q, n)?;
+                self.identity_fixup(op, s, n, bty, t, a, b, r)?
             }
-            BinaryOp::Div if float => self.fop(Op::FDiv, t, &[a, b]),
+            BinaryOp::Div if float => {
+                let r = self.fop(Op::FDiv, t, &[a, b]);
+                self.identity_fixup(op, s, n, bty, t, a, b, r)?
+            }
             BinaryOp::Rem if float && s == Scalar::F32 && self.caps.float64 => {
                 // C fmod, computed in f64 where drivers' `x - y * trunc(x / y)` is exact for
                 // every f32 pair whose quotient fits 29 bits.
@@ -2970,6 +2965,21 @@ impl Em<'_> {
         );
         let zbits = match op {
             BinaryOp::Add => self.opi(Op::BitwiseAnd, ut, &[sa, sb]),
+            BinaryOp::Div => {
+                // A zero quotient has the XOR of the signs, but 0/0 and 0/NaN are NaN
+                // (lavapipe folded `0.0 / x` to +0.0 whatever x was).
+                let x = self.opi(Op::BitwiseXor, ut, &[sa, sb]);
+                let exp = self.konst(ut, exp_mask);
+                let amag = self.opi(Op::BitwiseAnd, ut, &[ab, mag]);
+                let bmag = self.opi(Op::BitwiseAnd, ut, &[bb, mag]);
+                let azero = self.opi(Op::IEqual, bty, &[amag, uzero]);
+                let bzero = self.opi(Op::IEqual, bty, &[bmag, uzero]);
+                let bnan = self.opi(Op::UGreaterThan, bty, &[bmag, exp]);
+                let b_bad = self.opi(Op::LogicalOr, bty, &[bzero, bnan]);
+                let bad = self.opi(Op::LogicalAnd, bty, &[azero, b_bad]);
+                let nan = self.konst(ut, nan_bits);
+                self.opi(Op::Select, ut, &[bad, nan, x])
+            }
             BinaryOp::Sub => {
                 let nsb = self.opi(Op::BitwiseXor, ut, &[sb, sign]);
                 self.opi(Op::BitwiseAnd, ut, &[sa, nsb])
@@ -2988,6 +2998,33 @@ impl Em<'_> {
         };
         let o = self.opi(Op::Select, ut, &[rzero, zbits, rb]);
         Ok(self.opi(Op::Bitcast, t, &[o]))
+    }
+
+    /// A float `+ - * /` result made exact where the compiler folds float identities
+    /// ([`Caps::folds_float_identities`]: `zero_sign_fixup`, where an integer type of the
+    /// width exists); unchanged elsewhere.
+    #[allow(clippy::too_many_arguments)]
+    fn identity_fixup(
+        &mut self,
+        op: BinaryOp,
+        s: Scalar,
+        n: u8,
+        bty: Word,
+        t: Word,
+        a: Word,
+        b: Word,
+        r: Word,
+    ) -> R<Word> {
+        let ok_int = match s {
+            Scalar::F16 => self.caps.int16,
+            Scalar::F64 => self.caps.int64,
+            _ => true,
+        };
+        if self.caps.folds_float_identities && ok_int && !self.wide.contains_key(&t) {
+            self.zero_sign_fixup(op, s, n, bty, a, b, r)
+        } else {
+            Ok(r)
+        }
     }
 
     /// Exact C `fmod(|x|, |y|)` of two `f32` values held in `f64` (the caller restores the
