@@ -2,7 +2,8 @@
 //! work-item doing the work of [`FACTOR`] work-items of consecutive workgroups.
 //!
 //! GPU backends ask for it ([`super::DeviceImpl::coarsens`]) and get it on launches large
-//! enough that a quarter of the work-items still fill the device several times over; the CPU
+//! enough that a quarter of the work-items still fill the device several times over, of
+//! kernels without loops (streaming kernels, where it was measured to pay); the CPU
 //! and the interpreter never do (their work-item loops are already the coarsening). The
 //! variant is built once per program and kernel, through the backend's own `load`, so its
 //! device code is cached like any kernel's.
@@ -14,7 +15,7 @@
 
 use super::{DeviceImpl, KernelImpl, ProgramImpl};
 use crate::facts::DeviceFacts;
-use crate::ir::{coarsen, VerifiedModule};
+use crate::ir::{coarsen, Function, Stmt, StmtKind, VerifiedModule};
 use crate::launch::{Launch, LaunchError};
 use std::sync::{Arc, OnceLock};
 
@@ -53,13 +54,22 @@ fn parse_mode(value: Option<String>) -> Result<Mode, String> {
     }
 }
 
-/// Whether `launch` should run coarsened on `device` (the kernel's eligibility aside).
-pub fn wanted(mode: Mode, device: &dyn DeviceImpl, launch: &Launch) -> bool {
+/// Whether `launch` of `kernel` should run coarsened on `device` (the kernel's eligibility
+/// aside). `auto` leaves kernels with loops alone: their work per element is not a single
+/// memory round trip, and coarsening them was not measured to help (`force` still does).
+pub fn wanted(mode: Mode, device: &dyn DeviceImpl, kernel: &Function, launch: &Launch) -> bool {
     match mode {
         Mode::Off => false,
         Mode::Force => launch.grid[0] >= 2,
-        Mode::Auto => device.coarsens() && large(device.facts(), launch),
+        Mode::Auto => device.coarsens() && large(device.facts(), launch) && !has_loop(&kernel.body),
     }
+}
+
+fn has_loop(block: &[Stmt]) -> bool {
+    block.iter().any(|s| match &s.kind {
+        StmtKind::Loop { .. } => true,
+        other => other.blocks().into_iter().any(|b| has_loop(b)),
+    })
 }
 
 /// A launch whose coarsened form still has four full device loads of work-items (or, where

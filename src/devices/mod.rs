@@ -764,7 +764,7 @@ impl Kernel {
             backend: device.backend(),
             reason,
         })?;
-        if coarse::wanted(mode, device.inner.imp.as_ref(), &launch) {
+        if coarse::wanted(mode, device.inner.imp.as_ref(), function, &launch) {
             if let Some(variant) = self.program.coarse_variant(&self.name)? {
                 // The logical grid's x extent is the variant's extra, last parameter.
                 bound.push(DeviceArg::Value(HostValue::from(launch.grid[0])));
