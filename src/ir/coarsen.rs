@@ -23,10 +23,12 @@
 //! grid is inactive from the start. Control flow is flattened to per-copy *masks* (bool
 //! locals): a divergent `if` computes each copy's branch mask, and every statement inside
 //! runs once per copy under its mask. Pure expressions run for every copy without a branch,
-//! so every per-copy local starts as zero (none is read uninitialised). Statements that read memory and then write it (an
-//! element assignment, `vstore`) are split in two phases, so every copy's loads are issued
-//! before any copy's store: that is the memory-level parallelism the pass exists for. A
-//! `return` clears the copy's masks at every enclosing level.
+//! so every per-copy local starts as zero (none is read uninitialised). A statement's loads
+//! are read into per-copy locals first, every copy's before any copy's arithmetic or store
+//! (`hoist_loads`); what is left of an assignment whose operands still read memory (a call,
+//! an atomic) runs in two phases, operands then stores. That is the memory-level
+//! parallelism the pass exists for. A `return` clears the copy's masks at every enclosing
+//! level.
 
 use super::{
     Base, BinaryOp, Builtin, Dim, Expr, ExprId, Function, Handle, Literal, Local, LoopKind, Param,
