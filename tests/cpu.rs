@@ -1476,3 +1476,84 @@ fn whole_wave_shared_accesses_check_bounds() {
         }
     }
 }
+
+#[test]
+fn full_wave_loop_checks_lengths_once_and_faults_as_before() {
+    // The full-wave loop folds the lengths of the buffers its bounds-test `if` indexes at the
+    // tested index into the wave's fast test (one compare per wave, no compare per access); a
+    // wave that fails only that restarts in the ordinary loop, which must report the fault as
+    // the per-access checks do: the first wave holding a bad index, and in it the first
+    // access (b, c, then a) whose last lane is out of bounds, at index max(first lane, len).
+    let (interp, cpu) = devices();
+    for (wave, w) in [("", 0u64), ("@wave(8)\n", 8), ("@wave(4)\n", 4)] {
+        let src = format!(
+            "{wave}kernel triad(n: u32, s: f32, a: buf<f32, rw>, b: buf<f32>, c: buf<f32>) {{\n    \
+             let i: u32 = global_id.x;\n    if i < n {{\n        a[i] = b[i] + s * c[i];\n    }}\n}}\n"
+        );
+        let pi = load(&interp, &src);
+        let pc = load(&cpu, &src);
+        let w = if w == 0 {
+            pc.manifest("triad").unwrap().built_wave.unwrap() as u64
+        } else {
+            w
+        };
+        let stream_i = KernelStream::current(&interp);
+        let stream_c = KernelStream::current(&cpu);
+        for (n, la, lb, lc) in [
+            (128u32, 128usize, 128usize, 128usize),
+            (120, 128, 128, 128),
+            (128, 100, 128, 128),
+            (128, 128, 100, 128),
+            (128, 128, 128, 100),
+            (128, 100, 110, 128),
+            (128, 128, 117, 105),
+            (128, 1, 128, 128),
+        ] {
+            let run = |dev: &Device, p: &xpu::Program, stream: &KernelStream| {
+                let b: Vec<f32> = (0..lb).map(|x| x as f32).collect();
+                let c: Vec<f32> = (0..lc).map(|x| 0.5 * x as f32).collect();
+                let b = dev.upload(&b).unwrap();
+                let c = dev.upload(&c).unwrap();
+                let mut a = dev.upload(&vec![-1.0f32; la]).unwrap();
+                p.kernel("triad")
+                    .unwrap()
+                    .launch(
+                        stream,
+                        Launch::grid([4]).block([32]),
+                        args![n, 3.0f32, &mut a, &b, &c],
+                    )
+                    .map(|_| a.download().unwrap())
+            };
+            // The first wave with an index out of bounds of any buffer, and in it the first
+            // access that fails.
+            let items = n as u64;
+            let mut want_fault = None;
+            'waves: for first in (0..items).step_by(w as usize) {
+                let last = (first + w - 1).min(items - 1);
+                for (name, len) in [("b", lb), ("c", lc), ("a", la)] {
+                    if last >= len as u64 {
+                        want_fault = Some((format!("buffer {name}"), first.max(len as u64), len));
+                        break 'waves;
+                    }
+                }
+            }
+            let got = run(&cpu, &pc, &stream_c);
+            match want_fault {
+                None => {
+                    let want = run(&interp, &pi, &stream_i).unwrap();
+                    assert_eq!(got.unwrap(), want, "wave {w} n {n} lens {la} {lb} {lc}");
+                }
+                Some((what_w, index_w, len_w)) => match got {
+                    Err(LaunchError::OutOfBounds {
+                        what, index, len, ..
+                    }) => assert_eq!(
+                        (what, index, len),
+                        (what_w, index_w, len_w as u64),
+                        "wave {w} n {n} lens {la} {lb} {lc}"
+                    ),
+                    e => panic!("wave {w} n {n} lens {la} {lb} {lc}: expected a fault, got {e:?}"),
+                },
+            }
+        }
+    }
+}

@@ -185,6 +185,15 @@ pub struct Lower<'a, 'm> {
     restart: Option<Block>,
     /// The `if` about to be lowered may restart its wave (nothing before it has effects).
     restart_ok: bool,
+    /// In the full-wave loop: the buffer parameters indexed, in the restarting `if`'s `then`
+    /// side, by its tested affine operand, and the least of their lengths (`i64`, loaded once
+    /// per workgroup before the loop). The fast test then also asks `last < least`, so those
+    /// accesses need no length compare of their own (see `fast_lens`).
+    fast_bufs: Vec<u32>,
+    fast_least: Option<Value>,
+    /// While lowering the fast side of that `if`: its tested stride-1 base, whose whole-wave
+    /// accesses to `fast_bufs` are known in bounds.
+    fast_base: Option<Value>,
     /// The driver's counters, in SSA variables: the wave, the barrier a region resumes at,
     /// and the barrier the waves of this region stopped at (or `NONE`/`FINISHED`).
     drv_wave: Variable,
@@ -361,6 +370,9 @@ impl<'a, 'm> Lower<'a, 'm> {
             dup_depth: 0,
             restart: None,
             restart_ok: false,
+            fast_bufs: Vec::new(),
+            fast_least: None,
+            fast_base: None,
             drv_wave,
             drv_resume,
             drv_next,
@@ -382,9 +394,33 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     /// A buffer parameter's pointer and length (elements, `i64`).
     fn buf_ref(&mut self, off: i32) -> (Value, Value) {
-        let ptr = self.b.ins().load(types::I64, notrap(), self.bufs, off);
-        let len = self.b.ins().load(types::I64, notrap(), self.bufs, off + 8);
+        // On the fast side of the full-wave loop the table's words are pure values (it does
+        // not change during a launch): an unused length (see `unmasked_addr`) is dropped,
+        // and the optimiser may keep a pointer in a register across waves.
+        let flags = if self.fast_base.is_some() {
+            notrap().with_readonly().with_can_move()
+        } else {
+            notrap()
+        };
+        let ptr = self.b.ins().load(types::I64, flags, self.bufs, off);
+        let len = self.b.ins().load(types::I64, flags, self.bufs, off + 8);
         (ptr, len)
+    }
+
+    /// The least length of the buffers in `fast_bufs` (`i64`), or `None` when there are none.
+    fn fast_lens(&mut self) -> Option<Value> {
+        let mut least: Option<Value> = None;
+        for p in self.fast_bufs.clone() {
+            let KParam::Buf { off, .. } = self.kparams[p as usize] else {
+                continue;
+            };
+            let len = self.b.ins().load(types::I64, notrap(), self.bufs, off + 8);
+            least = Some(match least {
+                Some(l) => self.b.ins().smin(l, len),
+                None => len,
+            });
+        }
+        least
     }
 
     fn ptr_load(&mut self, off: i32) -> Value {
@@ -796,6 +832,11 @@ impl<'a, 'm> Lower<'a, 'm> {
         let done = self.b.create_block();
         let restart = self.b.create_block();
         self.b.append_block_param(restart, types::I32);
+        let an = self
+            .an
+            .analyse(kernel, vec![Class::Uniform; f.params.len()]);
+        self.fast_bufs = fast_bufs(f, &an);
+        self.fast_least = self.fast_lens();
         let zero = self.b.ins().iconst(types::I32, 0);
         self.b.def_var(self.drv_wave, zero);
         self.b.ins().jump(head, &[]);
@@ -821,9 +862,6 @@ impl<'a, 'm> Lower<'a, 'm> {
         } else {
             Known::Initial
         };
-        let an = self
-            .an
-            .analyse(kernel, vec![Class::Uniform; f.params.len()]);
         let kernel_end = self.b.create_block();
         self.frames.push(Frame {
             func: kernel,
@@ -856,6 +894,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
         self.restart_ok = false;
         self.restart = None;
+        self.fast_bufs.clear();
+        self.fast_least = None;
         self.scope.truncate(mark);
         if open {
             self.b.ins().jump(kernel_end, &[]);
@@ -1761,6 +1801,19 @@ impl<'a, 'm> Lower<'a, 'm> {
         } else {
             self.b.ins().band(nowrap, holds)
         };
+        // In the full-wave loop, a stride-1 unsigned test also asks that the last lane index
+        // every buffer its `then` side reads or writes at the tested index (`fast_bufs`): one
+        // compare against their least length, loaded once per workgroup, instead of a length
+        // compare per access. A wave that fails only this restarts in the ordinary loop, whose
+        // checks report the fault exactly as before.
+        let fast_base = match (restart, self.fast_least) {
+            (Some(_), Some(least)) if k == 1 && !signed => {
+                let inb = self.b.ins().icmp(IntCC::SignedLessThan, last, least);
+                all = self.b.ins().band(all, inb);
+                Some(base)
+            }
+            _ => None,
+        };
         let before = self.known;
         // With the initial mask, a full wave takes the fast side knowing every lane active.
         let fast_known = match before {
@@ -1796,7 +1849,9 @@ impl<'a, 'm> Lower<'a, 'm> {
         if !signed {
             self.nowrap.push(base);
         }
+        self.fast_base = fast_base;
         let open = self.block(then_b)?;
+        self.fast_base = None;
         if !signed {
             self.nowrap.pop();
         }
@@ -2448,12 +2503,19 @@ impl<'a, 'm> Lower<'a, 'm> {
     fn unmasked_addr(
         &mut self,
         base: Value,
-        ptr: Value,
-        len: Value,
+        object: Base,
+        (ptr, len): (Value, Value),
         size: i64,
         site: u32,
     ) -> Value {
         let b64 = self.b.ins().uextend(types::I64, base);
+        let checked = self.fast_base == Some(base)
+            && matches!(object, Base::Param(p) if self.fast_bufs.contains(&p));
+        if checked {
+            // The fast test holds `base + N - 1 < len` already (see `if_affine`).
+            let off = self.b.ins().imul_imm_s(b64, size);
+            return self.b.ins().iadd(ptr, off);
+        }
         let last = self.b.ins().iadd_imm_s(b64, self.n as i64 - 1);
         let bad = self
             .b
@@ -2529,7 +2591,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
             }
             Val::A(bv, 1) if contiguous && self.unmasked(*bv, base) => {
-                let addr = self.unmasked_addr(*bv, ptr, len, size, site);
+                let addr = self.unmasked_addr(*bv, base, (ptr, len), size, site);
                 let vs: Vec<Value> = (0..chunks(s, self.n))
                     .map(|c| self.b.ins().load(vty(s), notrap(), addr, (c * 16) as i32))
                     .collect();
@@ -2670,7 +2732,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
             }
             Val::A(bv, 1) if contiguous && self.unmasked(*bv, base) => {
-                let addr = self.unmasked_addr(*bv, ptr, len, size, site);
+                let addr = self.unmasked_addr(*bv, base, (ptr, len), size, site);
                 let cs = self.materialize(s, &vals[0]);
                 for (c, &x) in cs.iter().enumerate() {
                     self.b.ins().store(notrap(), x, addr, (c * 16) as i32);
@@ -5012,6 +5074,70 @@ fn restartable(f: &Function) -> bool {
         }
     }
     false
+}
+
+/// The buffer parameters that the `then` side of a restartable kernel's bounds-test `if`
+/// (see `restartable`) indexes, in a statement of its own, by the test's affine operand, when
+/// that operand is a local or a builtin of stride 1 (`let i = global_id.x; if i < n {
+/// a[i] = b[i] + s * c[i]; }`): `a`, `b` and `c`. Their lengths join the fast test
+/// (`Lower::if_affine`); a buffer wrongly listed costs speed only (its waves restart), never
+/// correctness.
+fn fast_bufs(f: &Function, an: &Analysis) -> Vec<u32> {
+    let Some(StmtKind::If {
+        cond, then_block, ..
+    }) = f
+        .body
+        .iter()
+        .map(|s| &s.kind)
+        .find(|k| !matches!(k, StmtKind::Let { .. }))
+    else {
+        return Vec::new();
+    };
+    let Some(&Expr::Binary { lhs, rhs, .. }) = f.exprs.try_get(*cond) else {
+        return Vec::new();
+    };
+    let leaf = |e: ExprId| match f.exprs.try_get(e) {
+        Some(Expr::Local(l)) => Some((Some(*l), None)),
+        Some(Expr::Builtin(b)) => Some((None, Some(*b))),
+        _ => None,
+    };
+    let Some(tested) = [lhs, rhs]
+        .into_iter()
+        .find(|&e| an.expr(e) == Class::Affine(1))
+        .and_then(leaf)
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut note = |base: &Base, index: ExprId| {
+        if let Base::Param(p) = base {
+            if leaf(index).as_ref() == Some(&tested) && !out.contains(p) {
+                out.push(*p);
+            }
+        }
+    };
+    for st in then_block.iter() {
+        if let StmtKind::Assign {
+            place: Place::Element { base, index },
+            ..
+        } = &st.kind
+        {
+            note(base, *index);
+        }
+        for root in st.kind.value_roots() {
+            let mut stack = vec![root];
+            while let Some(e) = stack.pop() {
+                let Some(x) = f.exprs.try_get(e) else {
+                    continue;
+                };
+                if let Expr::Index { base, index } = x {
+                    note(base, *index);
+                }
+                x.for_each_operand(|o| stack.push(o));
+            }
+        }
+    }
+    out
 }
 
 /// A `let` whose initialiser has no effect (no call, dispatch or atomic); evaluating it twice
