@@ -191,6 +191,8 @@ pub struct Lower<'a, 'm> {
     /// accesses need no length compare of their own (see `fast_lens`).
     fast_bufs: Vec<u32>,
     fast_least: Option<Value>,
+    /// Their pointers, loaded with the lengths (kept in registers across the loop).
+    fast_ptrs: Vec<(i32, Value)>,
     /// While lowering the fast side of that `if`: its tested stride-1 base, whose whole-wave
     /// accesses to `fast_bufs` are known in bounds.
     fast_base: Option<Value>,
@@ -372,6 +374,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             restart_ok: false,
             fast_bufs: Vec::new(),
             fast_least: None,
+            fast_ptrs: Vec::new(),
             fast_base: None,
             drv_wave,
             drv_resume,
@@ -402,7 +405,16 @@ impl<'a, 'm> Lower<'a, 'm> {
         } else {
             notrap()
         };
-        let ptr = self.b.ins().load(types::I64, flags, self.bufs, off);
+        let pre = self.fast_base.and_then(|_| {
+            self.fast_ptrs
+                .iter()
+                .find(|&&(o, _)| o == off)
+                .map(|&(_, p)| p)
+        });
+        let ptr = match pre {
+            Some(p) => p,
+            None => self.b.ins().load(types::I64, flags, self.bufs, off),
+        };
         let len = self.b.ins().load(types::I64, flags, self.bufs, off + 8);
         (ptr, len)
     }
@@ -414,6 +426,8 @@ impl<'a, 'm> Lower<'a, 'm> {
             let KParam::Buf { off, .. } = self.kparams[p as usize] else {
                 continue;
             };
+            let ptr = self.b.ins().load(types::I64, notrap(), self.bufs, off);
+            self.fast_ptrs.push((off, ptr));
             let len = self.b.ins().load(types::I64, notrap(), self.bufs, off + 8);
             least = Some(match least {
                 Some(l) => self.b.ins().smin(l, len),
@@ -896,6 +910,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.restart = None;
         self.fast_bufs.clear();
         self.fast_least = None;
+        self.fast_ptrs.clear();
         self.scope.truncate(mark);
         if open {
             self.b.ins().jump(kernel_end, &[]);
