@@ -34,23 +34,10 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-/// The benchmark kernels, in the text format.
+/// The kernels beside the shared streaming ones (`bench_data::STREAMING_KERNELS`), in the
+/// text format.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub const KERNELS: &str = r#"
-kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
-    let i: u32 = global_id.x;
-    if i < n {
-        y[i] = a * x[i] + y[i];
-    }
-}
-
-kernel triad(a: buf<f32, rw>, b: buf<f32>, c: buf<f32>, s: f32, n: u32) {
-    let i: u32 = global_id.x;
-    if i < n {
-        a[i] = b[i] + s * c[i];
-    }
-}
-
+const OTHER_KERNELS: &str = r#"
 kernel touch(a: buf<f32, rw>, n: u32) {
     if global_id.x >= n {
         a[0] = 0.0;
@@ -92,6 +79,15 @@ kernel sgemm(c: buf<f32, rw>, a: buf<f32>, b: buf<f32>, n: u32) {
     }
 }
 "#;
+
+/// Every benchmark kernel's source.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn kernels_source() -> String {
+    format!(
+        "{}{OTHER_KERNELS}",
+        crate::devices::bench_data::STREAMING_KERNELS
+    )
+}
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
     if args.backend == "vulkan" {
@@ -187,7 +183,7 @@ mod imp {
         let dev = any
             .downcast_ref::<CudaDevice>()
             .ok_or("the CUDA device is not a CudaDevice")?;
-        let module = crate::ir::parse(super::KERNELS)
+        let module = crate::ir::parse(&super::kernels_source())
             .map_err(|e| e.render("bench.xk"))?
             .verify()
             .map_err(|e| e.render("bench.xk"))?;
@@ -362,14 +358,12 @@ mod imp {
         launches: usize,
     ) -> Result<f64, String> {
         use cudarc::driver::result;
+        let module =
+            crate::ir::parse(&super::kernels_source()).map_err(|e| e.render("bench.xk"))?;
+        let touch = module.function("touch").ok_or("no touch kernel")?;
         let ptx = crate::devices::llvm::lower(
-            &crate::ir::parse(super::KERNELS).map_err(|e| e.render("bench.xk"))?,
-            &[crate::devices::llvm::KernelRef::plain(
-                crate::ir::parse(super::KERNELS)
-                    .map_err(|e| e.render("bench.xk"))?
-                    .function("touch")
-                    .ok_or("no touch kernel")?,
-            )],
+            &module,
+            &[crate::devices::llvm::KernelRef::plain(touch)],
             &crate::devices::llvm::nvptx::Nvptx::new(cx.dev.arch()),
             &Default::default(),
         )

@@ -1,7 +1,33 @@
-//! Inputs for the device benchmarks (`xpu bench cuda`, `xpu bench vulkan`): random `f32`s,
+//! The device benchmarks' shared pieces (`xpu bench cuda`, `xpu bench vulkan`): the
+//! streaming kernels both time, and their inputs: random `f32`s,
 //! never zeros or uninitialised memory, which can run faster than real data (a zero skips
 //! nothing on most paths, but on Vulkan/NVIDIA a zero result takes the exact subnormal path
 //! of f32 arithmetic, and poisoned memory is NaN).
+
+/// saxpy, STREAM triad and a plain copy, one element per work-item (bytes moved per element:
+/// 12, 12, 8).
+pub const STREAMING_KERNELS: &str = r#"
+kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+kernel triad(a: buf<f32, rw>, b: buf<f32>, c: buf<f32>, s: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        a[i] = b[i] + s * c[i];
+    }
+}
+
+kernel copy(y: buf<f32, rw>, x: buf<f32>, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = x[i];
+    }
+}
+"#;
 
 /// `elems` little-endian `f32`s, each ±[0.5, 1.5) with a random sign, from `seed`.
 pub fn random_f32_bytes(elems: usize, seed: u64) -> Vec<u8> {

@@ -17,30 +17,6 @@ use crate::stream::KernelStream;
 use crate::timer::KernelTimer;
 use std::time::Instant;
 
-/// The kernels (the same text as `xpu bench cuda`'s streaming pair).
-pub const KERNELS: &str = r#"
-kernel saxpy(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
-    let i: u32 = global_id.x;
-    if i < n {
-        y[i] = a * x[i] + y[i];
-    }
-}
-
-kernel triad(a: buf<f32, rw>, b: buf<f32>, c: buf<f32>, s: f32, n: u32) {
-    let i: u32 = global_id.x;
-    if i < n {
-        a[i] = b[i] + s * c[i];
-    }
-}
-
-kernel copy(y: buf<f32, rw>, x: buf<f32>, n: u32) {
-    let i: u32 = global_id.x;
-    if i < n {
-        y[i] = x[i];
-    }
-}
-"#;
-
 /// The kernels timed, with the bytes each moves per element.
 const NAMES: [(&str, f64); 3] = [("saxpy", 12.0), ("triad", 12.0), ("copy", 8.0)];
 
@@ -115,7 +91,7 @@ fn kernels_on(
     reps: usize,
 ) -> Result<Vec<(Times, Times)>, String> {
     let e = |x: crate::devices::DeviceError| x.to_string();
-    let module = crate::ir::parse(KERNELS)
+    let module = crate::ir::parse(crate::devices::bench_data::STREAMING_KERNELS)
         .and_then(|m| m.verify())
         .map_err(|d| d.render("bench"))?;
     let program = device.load(module).map_err(e)?;
