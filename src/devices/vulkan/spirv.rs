@@ -856,46 +856,39 @@ impl<'a> Em<'a> {
         );
         // Subnormals are preserved (semantics.md) at every float width the kernel uses and
         // the device can preserve; f32 is always in play (f16/f64 math may go through it).
-        let widths = [
+        let used = [
+            self.used.contains(&(Capability::Float16 as u32)),
+            true,
+            self.used.contains(&(Capability::Float64 as u32)),
+        ];
+        let c = &self.caps;
+        let modes = [
             (
-                16u32,
-                self.caps.denorm_preserve16,
-                self.used.contains(&(Capability::Float16 as u32)),
+                Capability::DenormPreserve,
+                spirv::ExecutionMode::DenormPreserve,
+                [
+                    c.denorm_preserve16,
+                    c.denorm_preserve32,
+                    c.denorm_preserve64,
+                ],
             ),
-            (32, self.caps.denorm_preserve32, true),
             (
-                64,
-                self.caps.denorm_preserve64,
-                self.used.contains(&(Capability::Float64 as u32)),
+                Capability::SignedZeroInfNanPreserve,
+                spirv::ExecutionMode::SignedZeroInfNanPreserve,
+                [
+                    c.szinan_preserve16,
+                    c.szinan_preserve32,
+                    c.szinan_preserve64,
+                ],
             ),
         ];
-        for (w, offered, used) in widths {
-            if offered && used {
-                self.cap(Capability::DenormPreserve);
-                self.ext("SPV_KHR_float_controls");
-                self.b
-                    .execution_mode(main, spirv::ExecutionMode::DenormPreserve, [w]);
-            }
-        }
-        let widths = [
-            (
-                16u32,
-                self.caps.szinan_preserve16,
-                self.used.contains(&(Capability::Float16 as u32)),
-            ),
-            (32, self.caps.szinan_preserve32, true),
-            (
-                64,
-                self.caps.szinan_preserve64,
-                self.used.contains(&(Capability::Float64 as u32)),
-            ),
-        ];
-        for (w, offered, used) in widths {
-            if offered && used {
-                self.cap(Capability::SignedZeroInfNanPreserve);
-                self.ext("SPV_KHR_float_controls");
-                self.b
-                    .execution_mode(main, spirv::ExecutionMode::SignedZeroInfNanPreserve, [w]);
+        for (cap, mode, offered) in modes {
+            for ((w, offered), used) in [16u32, 32, 64].into_iter().zip(offered).zip(used) {
+                if offered && used {
+                    self.cap(cap);
+                    self.ext("SPV_KHR_float_controls");
+                    self.b.execution_mode(main, mode, [w]);
+                }
             }
         }
         let push_bytes = self.push_bytes;
