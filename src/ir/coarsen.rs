@@ -521,31 +521,9 @@ impl Pass<'_> {
     /// load above a branch (Vulkan on NVIDIA, whose f32 arithmetic branches on subnormals)
     /// still gets every load in flight at once.
     fn hoist_loads(&mut self, roots: &[ExprId], out: &mut Vec<Stmt>) {
-        fn walk(f: &Function, e: ExprId, out: &mut Vec<ExprId>, plain: &mut bool) {
-            let x = &f.exprs[e];
-            match x {
-                Expr::Call { .. } | Expr::Dispatch { .. } | Expr::Atomic { .. } => *plain = false,
-                Expr::Binary {
-                    op: BinaryOp::LogicalAnd | BinaryOp::LogicalOr,
-                    lhs,
-                    ..
-                } => walk(f, *lhs, out, plain),
-                Expr::Index { .. } | Expr::VLoad { .. } => {
-                    // Loads inside the index first (evaluation order), then this one.
-                    x.for_each_operand(|o| walk(f, o, out, plain));
-                    out.push(e);
-                }
-                _ => x.for_each_operand(|o| walk(f, o, out, plain)),
-            }
-        }
-        let mut loads = Vec::new();
-        let mut plain = true;
-        for &r in roots {
-            walk(self.src, r, &mut loads, &mut plain);
-        }
-        if !plain || loads.is_empty() {
+        let Some(loads) = self.src.unconditional_loads(roots) else {
             return;
-        }
+        };
         for c in 0..self.factor {
             for &e in &loads {
                 let Some(ty) = self.vm.expr_type(self.kernel, e) else {

@@ -1,7 +1,7 @@
 //! Functions (kernels and device helpers), their locals, shared arrays, attributes and
 //! template parameters.
 
-use super::{Arena, Block, ElemType, Expr, Handle, Len, Span, Type};
+use super::{Arena, BinaryOp, Block, ElemType, Expr, ExprId, Handle, Len, Span, Type};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FunctionKind {
@@ -173,5 +173,47 @@ impl Function {
 
     pub fn is_kernel(&self) -> bool {
         self.kind == FunctionKind::Kernel
+    }
+
+    /// The loads (`Index`, `VLoad`) that evaluating the expression trees `roots` performs
+    /// whatever the values, in evaluation order (a load inside an index before the load it
+    /// indexes); not those in a `&&`/`||` right operand. `None` where the trees hold a call,
+    /// an atomic, a wave verb or a fragment operation: a load there may not move past it.
+    /// Lowerings use it to issue a statement's loads before its arithmetic.
+    pub fn unconditional_loads(&self, roots: &[ExprId]) -> Option<Vec<ExprId>> {
+        fn walk(f: &Function, e: ExprId, out: &mut Vec<ExprId>) -> Option<()> {
+            let x = &f.exprs[e];
+            match x {
+                Expr::Call { .. }
+                | Expr::Dispatch { .. }
+                | Expr::Atomic { .. }
+                | Expr::Wave { .. }
+                | Expr::MatrixFill { .. }
+                | Expr::MatrixLoad { .. }
+                | Expr::MatrixMma { .. } => return None,
+                Expr::Binary {
+                    op: BinaryOp::LogicalAnd | BinaryOp::LogicalOr,
+                    lhs,
+                    ..
+                } => walk(f, *lhs, out)?,
+                Expr::Index { .. } | Expr::VLoad { .. } => {
+                    for o in x.operands() {
+                        walk(f, o, out)?;
+                    }
+                    out.push(e);
+                }
+                _ => {
+                    for o in x.operands() {
+                        walk(f, o, out)?;
+                    }
+                }
+            }
+            Some(())
+        }
+        let mut out = Vec::new();
+        for &r in roots {
+            walk(self, r, &mut out)?;
+        }
+        Some(out)
     }
 }

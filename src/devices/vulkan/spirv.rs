@@ -1360,48 +1360,11 @@ impl Em<'_> {
     /// branch the arithmetic makes (f32 `+ - *` on a device that flushes subnormals,
     /// `f32_unflushed`) waits for the branch, whose condition waits for the earlier load:
     /// one load in flight at a time (on the H200 saxpy lost 30 %). Only loads that run
-    /// whatever happens are moved: not in a `&&`/`||` right operand, not in a statement
-    /// with a call, atomic, wave verb or fragment, and only scalar loads at an index with
-    /// no load in it.
+    /// whatever happens are moved (`Function::unconditional_loads`), and only scalar ones.
     fn prefetch(&mut self, roots: &[ExprId]) -> R<()> {
-        fn walk(f: &Function, e: ExprId, out: &mut Vec<ExprId>, pure: &mut bool) {
-            let x = &f.exprs[e];
-            match x {
-                Expr::Call { .. }
-                | Expr::Dispatch { .. }
-                | Expr::Atomic { .. }
-                | Expr::Wave { .. }
-                | Expr::MatrixFill { .. }
-                | Expr::MatrixLoad { .. }
-                | Expr::MatrixMma { .. } => *pure = false,
-                Expr::Binary {
-                    op: BinaryOp::LogicalAnd | BinaryOp::LogicalOr,
-                    lhs,
-                    ..
-                } => walk(f, *lhs, out, pure),
-                Expr::Index { index, .. } => {
-                    let mut inner = Vec::new();
-                    walk(f, *index, &mut inner, pure);
-                    if inner.is_empty() && !has_load(f, *index) {
-                        out.push(e);
-                    }
-                    out.extend(inner);
-                }
-                _ => x.for_each_operand(|o| walk(f, o, out, pure)),
-            }
-        }
-        fn has_load(f: &Function, e: ExprId) -> bool {
-            matches!(f.exprs[e], Expr::Index { .. } | Expr::VLoad { .. })
-                || f.exprs[e].operands().into_iter().any(|o| has_load(f, o))
-        }
-        let mut loads = Vec::new();
-        let mut pure = true;
-        for &r in roots {
-            walk(self.func(), r, &mut loads, &mut pure);
-        }
-        if !pure {
+        let Some(loads) = self.func().unconditional_loads(roots) else {
             return Ok(());
-        }
+        };
         let depth = self.frames.len();
         for e in loads {
             if self.ty_of(e).and_then(|t| t.lanes()) != Some(1)
