@@ -24,7 +24,7 @@ pub(crate) const PIO2_3: f64 = f64::from_bits(0xB91F_1976_B7ED_8FBC);
 pub(crate) const SIN_CW_LIMIT: f64 = 134_217_728.0;
 
 /// 2/π in 24-bit pieces: `2/π = Σ TWO_OVER_PI[j] · 2^(-24(j+1))`, fdlibm's `ipio2` (computed
-/// from Machin's formula in integer arithmetic; the Vulkan unit test checks the leading pieces
+/// from Machin's formula in integer arithmetic; the unit test below checks the leading pieces
 /// against `FRAC_2_PI`). Fifty pieces cover the largest finite argument (2^1024) with the
 /// 120 fraction bits the reduction keeps.
 pub(crate) const TWO_OVER_PI: [u32; 52] = [
@@ -42,4 +42,31 @@ pub(crate) const TABLE_PAD: usize = 3;
 /// `n!` as an `f64` (exact for the polynomial degrees used).
 pub(crate) fn factorial(n: u32) -> f64 {
     (1..=n).map(f64::from).product()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table's leading pieces are 2/π's first 72 bits, and the constants split as stated.
+    #[test]
+    fn constants() {
+        let v = TWO_OVER_PI[..3]
+            .iter()
+            .enumerate()
+            .map(|(j, &p)| f64::from(p) * 2f64.powi(-24 * (j as i32 + 1)))
+            .sum::<f64>();
+        assert_eq!(v, std::f64::consts::FRAC_2_PI);
+        assert!(TWO_OVER_PI.iter().all(|&p| p < 1 << 24));
+        assert_eq!(PIO2_1, std::f64::consts::FRAC_PI_2);
+        assert_eq!(LN2_HI, std::f64::consts::LN_2);
+        assert_eq!(LN2_A + LN2_B, std::f64::consts::LN_2);
+        assert_eq!(
+            LN2_A.to_bits() & 0x1f_ffff,
+            0,
+            "LN2_A has 32 significant bits"
+        );
+        assert_eq!(INV_LN2_HI, std::f64::consts::LOG2_E);
+        assert_eq!(TWO_THIRDS_HI, 2.0 / 3.0);
+    }
 }

@@ -1238,30 +1238,3 @@ impl Em<'_> {
         Ok(r32)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The table's leading pieces are 2/π's first 72 bits, and the constants split as stated.
-    #[test]
-    fn constants() {
-        let v = TWO_OVER_PI[..3]
-            .iter()
-            .enumerate()
-            .map(|(j, &p)| f64::from(p) * 2f64.powi(-24 * (j as i32 + 1)))
-            .sum::<f64>();
-        assert_eq!(v, std::f64::consts::FRAC_2_PI);
-        assert!(TWO_OVER_PI.iter().all(|&p| p < 1 << 24));
-        assert_eq!(PIO2_1, std::f64::consts::FRAC_PI_2);
-        assert_eq!(LN2_HI, std::f64::consts::LN_2);
-        assert_eq!(LN2_A + LN2_B, std::f64::consts::LN_2);
-        assert_eq!(
-            LN2_A.to_bits() & 0x1f_ffff,
-            0,
-            "LN2_A has 32 significant bits"
-        );
-        assert_eq!(INV_LN2_HI, std::f64::consts::LOG2_E);
-        assert_eq!(TWO_THIRDS_HI, 2.0 / 3.0);
-    }
-}

@@ -275,6 +275,62 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
     }
 }
 
+/// Distance in ulps between two f64 (0 for two NaNs, `u64::MAX` for one): the host-model
+/// tests' measure against the interpreter's libm.
+#[cfg(test)]
+pub(super) fn ulps(a: f64, b: f64) -> u64 {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() && b.is_nan() {
+            0
+        } else {
+            u64::MAX
+        };
+    }
+    let key = |x: f64| {
+        let i = x.to_bits() as i64;
+        if i < 0 {
+            i64::MIN - i
+        } else {
+            i
+        }
+    };
+    key(a).abs_diff(key(b))
+}
+
+/// A deterministic stream of test arguments (xorshift64*).
+#[cfg(test)]
+pub(super) struct Rng(pub(super) u64);
+
+#[cfg(test)]
+impl Rng {
+    pub(super) fn bits(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, 1).
+    pub(super) fn unit(&mut self) -> f64 {
+        (self.bits() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// A positive finite double, log-uniform over the whole range (subnormals too).
+    pub(super) fn positive(&mut self) -> f64 {
+        f64::from_bits(self.bits() % 0x7FF0_0000_0000_0000)
+    }
+    /// A double of either sign with an unbiased exponent in [lo, hi].
+    pub(super) fn double(&mut self, lo: i64, hi: i64) -> f64 {
+        let r = self.bits();
+        let e = lo + (r >> 11) as i64 % (hi - lo + 1);
+        let bits = ((e + 1023) as u64) << 52 | (self.bits() & 0x000f_ffff_ffff_ffff);
+        let x = f64::from_bits(bits);
+        if r & 1 == 1 {
+            -x
+        } else {
+            x
+        }
+    }
+}
+
 /// The host model: the same operations on Rust `f64`.
 #[cfg(test)]
 pub(super) struct Host;

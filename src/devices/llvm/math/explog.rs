@@ -258,46 +258,8 @@ pub(super) fn tanh<A: Arith>(f: &mut A, x: A::V) -> LResult<A::V> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::arith::Host;
+    use super::super::arith::{ulps, Host, Rng};
     use super::*;
-
-    /// Distance in ulps (0 for two NaNs, `u64::MAX` for one).
-    fn ulps(a: f64, b: f64) -> u64 {
-        if a.is_nan() || b.is_nan() {
-            return if a.is_nan() && b.is_nan() {
-                0
-            } else {
-                u64::MAX
-            };
-        }
-        let key = |x: f64| {
-            let i = x.to_bits() as i64;
-            if i < 0 {
-                i64::MIN - i
-            } else {
-                i
-            }
-        };
-        key(a).abs_diff(key(b))
-    }
-
-    /// A deterministic stream in [0, 1) and of raw bits (xorshift64*).
-    struct Rng(u64);
-    impl Rng {
-        fn bits(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn unit(&mut self) -> f64 {
-            (self.bits() >> 11) as f64 / (1u64 << 53) as f64
-        }
-        /// A positive finite double, log-uniform over the whole range (subnormals too).
-        fn positive(&mut self) -> f64 {
-            f64::from_bits(self.bits() % 0x7FF0_0000_0000_0000)
-        }
-    }
 
     /// The largest distance from the interpreter's libm over `xs`, and where.
     fn worst(
