@@ -35,8 +35,19 @@ pub fn build(args: &BuildArgs) -> ExitCode {
     match args.backend.as_str() {
         "cuda" => imp::build_cuda(args),
         "amdgpu" => amd::build_amdgpu(args),
-        "vulkan" => crate::devices::vulkan::aot::build(&args.file, args.emit.as_deref()),
-        "cpu" => crate::devices::cpu::aot_build(&args.file, args.emit.as_deref()),
+        "vulkan" | "cpu" => {
+            let module = match load(args) {
+                Ok(m) => m,
+                Err(code) => return code,
+            };
+            let path = args.file.display().to_string();
+            let emit = args.emit.as_deref();
+            if args.backend == "cpu" {
+                crate::devices::cpu::aot_build(&path, &module, emit)
+            } else {
+                crate::devices::vulkan::aot::build(&path, &module, emit)
+            }
+        }
         other => {
             eprintln!("xpu build: no ahead-of-time build for the `{other}` backend in this binary");
             ExitCode::from(2)
@@ -46,7 +57,6 @@ pub fn build(args: &BuildArgs) -> ExitCode {
 
 /// The file's verified module, with the emit folder created; the exit code on failure
 /// (diagnostics printed: 1 for the input, 2 for I/O).
-#[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
 fn load(args: &BuildArgs) -> Result<crate::ir::VerifiedModule, ExitCode> {
     let path = args.file.display().to_string();
     let src = std::fs::read_to_string(&args.file).map_err(|e| {

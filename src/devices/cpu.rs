@@ -349,34 +349,17 @@ impl KernelImpl for CpuKernel {
 /// memory. `--emit DIR` writes `DIR/<kernel>.manifest` (`key = value` lines, `absent` for what
 /// the CPU does not measure). Exit codes: 0 built, 1 a problem in the input or a kernel the
 /// CPU cannot lower, 2 usage or I/O.
-pub fn aot_build(file: &std::path::Path, emit: Option<&std::path::Path>) -> std::process::ExitCode {
+pub fn aot_build(
+    path: &str,
+    module: &VerifiedModule,
+    emit: Option<&std::path::Path>,
+) -> std::process::ExitCode {
     use std::process::ExitCode;
-    let path = file.display().to_string();
-    let src = match std::fs::read_to_string(file) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("xpu build: {path}: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let module = match crate::ir::parse(&src).and_then(|m| m.verify()) {
-        Ok(m) => m,
-        Err(d) => {
-            eprintln!("{}", d.render(&path));
-            return ExitCode::from(1);
-        }
-    };
-    if let Some(dir) = emit {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("xpu build: {}: {e}", dir.display());
-            return ExitCode::from(2);
-        }
-    }
     let mut failed = false;
     let mut total = Duration::ZERO;
     for (h, f) in module.kernels() {
         let wave = build_wave(f);
-        match compile(&module, h, PROBE_BLOCK, wave, false) {
+        match compile(module, h, PROBE_BLOCK, wave, false) {
             Ok(c) => {
                 total += c.compile_time;
                 println!(

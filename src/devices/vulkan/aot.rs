@@ -78,28 +78,7 @@ fn manifest_text(name: &str, f: &crate::ir::Function, e: &Emitted, device: &str)
 }
 
 /// The CLI's `build --backend vulkan`.
-pub fn build(file: &Path, emit: Option<&Path>) -> ExitCode {
-    let path = file.display().to_string();
-    let src = match std::fs::read_to_string(file) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("xpu build: {path}: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let module = match crate::ir::parse(&src).and_then(|m| m.verify()) {
-        Ok(m) => m,
-        Err(d) => {
-            eprintln!("{}", d.render(&path));
-            return ExitCode::from(1);
-        }
-    };
-    if let Some(dir) = emit {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("xpu build: {}: {e}", dir.display());
-            return ExitCode::from(2);
-        }
-    }
+pub fn build(path: &str, module: &crate::ir::VerifiedModule, emit: Option<&Path>) -> ExitCode {
     let (caps, device) = caps();
     let device = match device {
         Some(d) => d,
@@ -118,7 +97,7 @@ pub fn build(file: &Path, emit: Option<&Path>) -> ExitCode {
     let mut failed = false;
     for (h, f) in module.kernels() {
         let t0 = std::time::Instant::now();
-        let e = match emit_kernel(&module, h, &caps) {
+        let e = match emit_kernel(module, h, &caps) {
             Ok(e) => e,
             Err(u) => {
                 eprintln!("{path}: error[XPU-L001]: kernel {}: {u}", f.name);
