@@ -102,6 +102,8 @@ struct Opts {
     peers: bool,
     /// Kernels to run (`--only triad,saxpy`); empty: all.
     only: Vec<String>,
+    /// Work-items per workgroup of the streaming kernels (`--block N`).
+    block: u32,
 }
 
 impl Opts {
@@ -117,6 +119,7 @@ fn opts() -> Opts {
         threads: None,
         peers: true,
         only: Vec::new(),
+        block: 256,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -134,6 +137,10 @@ fn opts() -> Opts {
                     .get(i)
                     .map(|s| s.split(',').map(str::to_string).collect())
                     .unwrap_or_default();
+            }
+            "--block" => {
+                i += 1;
+                o.block = args.get(i).and_then(|s| s.parse().ok()).unwrap_or(256);
             }
             "--threads" => {
                 i += 1;
@@ -254,7 +261,7 @@ fn main() {
         let b = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let c = cpu.upload(&vec![2.0f32; stream_n]).unwrap();
         let mut a = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
-        let groups = n.div_ceil(256);
+        let groups = n.div_ceil(o.block);
         let hb = vec![1.0f32; stream_n];
         let hc = vec![2.0f32; stream_n];
         let mut ha = vec![0.0f32; stream_n];
@@ -263,7 +270,7 @@ fn main() {
             || {
                 k.launch(
                     &stream,
-                    Launch::grid([groups]).block([256]),
+                    Launch::grid([groups]).block([o.block]),
                     args![n, 3.0f32, &mut a, &b, &c],
                 )
                 .unwrap()
@@ -296,7 +303,7 @@ fn main() {
         let (k, compile_ms) = load(&cpu, SAXPY, "saxpy");
         let x = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let mut y = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
-        let groups = n.div_ceil(256);
+        let groups = n.div_ceil(o.block);
         let hx = vec![1.0f32; stream_n];
         let mut hy = vec![0.0f32; stream_n];
         let (t, tr) = time_pair(
@@ -304,7 +311,7 @@ fn main() {
             || {
                 k.launch(
                     &stream,
-                    Launch::grid([groups]).block([256]),
+                    Launch::grid([groups]).block([o.block]),
                     args![n, 2.0f32, &x, &mut y],
                 )
                 .unwrap()

@@ -1,7 +1,8 @@
 //! Streaming benchmarks on the Vulkan device: `saxpy` and STREAM `triad` on `elems` floats,
 //! each beside a device-to-device copy (`vkCmdCopyBuffer`) of the same bytes on the same
 //! device, and beside the CUDA backend's figure for the same kernel text in the same run when a
-//! CUDA device is present. Each figure is the median of `reps` rounds after one warm-up,
+//! CUDA device is present. Each figure is the median of `reps` rounds after half a second
+//! of warm-up launches (`WARM_UP`), and the first launch is printed beside it; each is
 //! read two ways: by `KernelTimer` at the device's tier (Vulkan: timestamp queries, the Event
 //! tier, where the queue writes timestamps; CUDA: events), and on the host around the
 //! launch and a stream sync (which adds submission and wake-up latency). The device-timed
@@ -28,17 +29,21 @@ pub struct Row {
     /// Device-timed where the tier allows, else host-timed (see `timed_on_device`).
     pub vulkan_ms: f64,
     pub vulkan_host_ms: f64,
+    /// The first launch after the pipeline was built, before the warm-up.
+    pub vulkan_cold_ms: f64,
     pub copy_ms: f64,
     pub cuda_ms: Option<f64>,
     /// Whether `vulkan_ms`/`copy_ms`/`cuda_ms` came from the device clock.
     pub timed_on_device: bool,
 }
 
-/// One measured operation: (device-timed median if available, host-timed median).
+/// One measured operation: (device-timed median if available, host-timed median), and the
+/// first launch's time (device-timed where the tier allows).
 #[derive(Clone, Copy, Debug)]
 struct Times {
     device: Option<f64>,
     host: f64,
+    cold: f64,
 }
 
 impl Times {
@@ -52,14 +57,36 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// How long every measured operation runs before its timed rounds. NVIDIA's driver raises the
+/// clocks of a process with no CUDA context only after some tenths of a second of Vulkan work:
+/// at 256M floats the first ~0.3 s of launches ran at 0.3–0.4× the steady speed on the H200
+/// (docs/vulkan-backend.md, Benchmark). The steady figure is the one compared; the first
+/// launch is printed beside it.
+const WARM_UP: std::time::Duration = std::time::Duration::from_millis(500);
+
 fn timed(
     stream: &KernelStream,
     reps: usize,
     mut f: impl FnMut() -> Result<(), String>,
 ) -> Result<Times, String> {
     let e = |x: crate::devices::DeviceError| x.to_string();
-    f()?;
-    stream.sync().map_err(e)?;
+    // The first launch (module load and pipeline creation are done by then: `kernel()`
+    // builds the pipeline), timed on the device where it can be.
+    let t0 = Instant::now();
+    let timer = KernelTimer::start(stream).map_err(e)?;
+    let r = f();
+    let timing = timer.stop();
+    r?;
+    let cold_host = t0.elapsed().as_secs_f64() * 1e3;
+    let cold = timing
+        .ok()
+        .and_then(|t| t.nanos)
+        .map_or(cold_host, |ns| ns as f64 / 1e6);
+    let warm = Instant::now();
+    while warm.elapsed() < WARM_UP {
+        f()?;
+        stream.sync().map_err(e)?;
+    }
     let mut host = Vec::new();
     let mut device = Vec::new();
     for _ in 0..reps.max(1) {
@@ -80,6 +107,7 @@ fn timed(
     Ok(Times {
         device: (device.len() == host.len()).then(|| median(device)),
         host: median(host),
+        cold,
     })
 }
 
@@ -165,6 +193,7 @@ pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, Vec<Row
                 bytes: NAMES[i].1 * elems as f64,
                 vulkan_ms: pick(&v[i].0),
                 vulkan_host_ms: v[i].0.host,
+                vulkan_cold_ms: v[i].0.cold,
                 copy_ms: pick(&v[i].1),
                 cuda_ms: cuda.as_ref().map(|c| pick(&c[i].0)),
                 timed_on_device: on_device,
@@ -187,11 +216,12 @@ pub fn run(elems: usize, block: u32, reps: usize) -> std::process::ExitCode {
                  rounds, {how}"
             );
             println!(
-                "{:<8} {:>10} {:>9} {:>10} {:>10} {:>9} {:>10} {:>9}",
+                "{:<8} {:>10} {:>9} {:>10} {:>10} {:>10} {:>9} {:>10} {:>9}",
                 "kernel",
                 "vulkan ms",
                 "GB/s",
                 "host ms",
+                "cold ms",
                 "copy ms",
                 "vk/copy",
                 "cuda ms",
@@ -205,11 +235,12 @@ pub fn run(elems: usize, block: u32, reps: usize) -> std::process::ExitCode {
                         (format!("{c:.3}"), format!("{:.2}", r.vulkan_ms / c))
                     });
                 println!(
-                    "{:<8} {:>10.3} {:>9.1} {:>10.3} {:>10.3} {:>9.2} {:>10} {:>9}",
+                    "{:<8} {:>10.3} {:>9.1} {:>10.3} {:>10.3} {:>10.3} {:>9.2} {:>10} {:>9}",
                     r.name,
                     r.vulkan_ms,
                     gbs,
                     r.vulkan_host_ms,
+                    r.vulkan_cold_ms,
                     r.copy_ms,
                     r.vulkan_ms / r.copy_ms,
                     cuda.0,
