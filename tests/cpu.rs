@@ -1499,16 +1499,24 @@ fn full_wave_loop_checks_lengths_once_and_faults_as_before() {
         };
         let stream_i = KernelStream::current(&interp);
         let stream_c = KernelStream::current(&cpu);
-        for (n, la, lb, lc) in [
-            (128u32, 128usize, 128usize, 128usize),
-            (120, 128, 128, 128),
-            (128, 100, 128, 128),
-            (128, 128, 100, 128),
-            (128, 128, 128, 100),
-            (128, 100, 110, 128),
-            (128, 128, 117, 105),
-            (128, 1, 128, 128),
-        ] {
+        // At 4 workgroups every call runs one; at 96 each call runs a run of them in the
+        // flat loop (`Lower::fast_loop`), so a failing wave falls mid-run.
+        for (scale, (n, la, lb, lc)) in [1u32, 24].into_iter().flat_map(|k| {
+            [
+                (128u32, 128usize, 128usize, 128usize),
+                (120, 128, 128, 128),
+                (128, 100, 128, 128),
+                (128, 128, 100, 128),
+                (128, 128, 128, 100),
+                (128, 100, 110, 128),
+                (128, 128, 117, 105),
+                (128, 1, 128, 128),
+            ]
+            .map(|(n, la, lb, lc)| {
+                let s = |l: usize| if l == 1 { 1 } else { l * k as usize };
+                (k, (n * k, s(la), s(lb), s(lc)))
+            })
+        }) {
             let run = |dev: &Device, p: &xpu::Program, stream: &KernelStream| {
                 let b: Vec<f32> = (0..lb).map(|x| x as f32).collect();
                 let c: Vec<f32> = (0..lc).map(|x| 0.5 * x as f32).collect();
@@ -1519,7 +1527,7 @@ fn full_wave_loop_checks_lengths_once_and_faults_as_before() {
                     .unwrap()
                     .launch(
                         stream,
-                        Launch::grid([4]).block([32]),
+                        Launch::grid([4 * scale]).block([32]),
                         args![n, 3.0f32, &mut a, &b, &c],
                     )
                     .map(|_| a.download().unwrap())

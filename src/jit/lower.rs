@@ -193,6 +193,9 @@ pub struct Lower<'a, 'm> {
     fast_least: Option<Value>,
     /// Their pointers, loaded with the lengths (kept in registers across the loop).
     fast_ptrs: Vec<(i32, Value)>,
+    /// In the full-wave loop: the scalar arguments' vectors, splatted once before the loop
+    /// (by the scalar they repeat), so that the loop keeps them in vector registers.
+    fast_splats: Vec<(Value, Value)>,
     /// While lowering the fast side of that `if`: its tested stride-1 base, whose whole-wave
     /// accesses to `fast_bufs` are known in bounds.
     fast_base: Option<Value>,
@@ -201,6 +204,14 @@ pub struct Lower<'a, 'm> {
     drv_wave: Variable,
     drv_resume: Variable,
     drv_next: Variable,
+    /// `fast_loop`'s flat loop (`i64`): the global index of the wave's first lane.
+    drv_flat: Variable,
+    /// In the flat loop: the block's `x` size (`i64`); an error exit writes the group to
+    /// `group.x` first.
+    flat_bx: Option<Value>,
+    /// Lowering the flat loop's body: the wave's first global `x` index (`u32`), which
+    /// `global_id.x` is (lane `l` adds `l`).
+    flat_base: Option<Value>,
     frames: Vec<Frame<'m>>,
     loops: Vec<LoopFrame>,
     /// Where control goes when the exec mask becomes empty: the end of the innermost
@@ -341,6 +352,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let drv_wave = b.declare_var(types::I32);
         let drv_resume = b.declare_var(types::I32);
         let drv_next = b.declare_var(types::I32);
+        let drv_flat = b.declare_var(types::I64);
         let zero = b.ins().iconst(types::I32, 0);
         let geometry = GeometryClass::new(cfg.block, cfg.wave);
         let mut s = Lower {
@@ -375,10 +387,14 @@ impl<'a, 'm> Lower<'a, 'm> {
             fast_bufs: Vec::new(),
             fast_least: None,
             fast_ptrs: Vec::new(),
+            fast_splats: Vec::new(),
             fast_base: None,
             drv_wave,
             drv_resume,
             drv_next,
+            drv_flat,
+            flat_bx: None,
+            flat_base: None,
             frames: Vec::new(),
             loops: Vec::new(),
             regions: Vec::new(),
@@ -458,8 +474,21 @@ impl<'a, 'm> Lower<'a, 'm> {
                     let mut vals = Vec::new();
                     for c in 0..n {
                         let off = ((i * 16 + c) * 8) as i32;
-                        let raw = self.b.ins().load(types::I64, notrap(), args, off);
-                        vals.push(Val::U(self.u64_to_lane(s, raw)));
+                        // At its own type (the lane's low bytes): a float argument then
+                        // lives in a vector register, where its splat is.
+                        let ty = uty(s);
+                        let low = if cfg!(target_endian = "big") {
+                            8 - ty.bytes() as i32
+                        } else {
+                            0
+                        };
+                        let v = self.b.ins().load(ty, notrap(), args, off + low);
+                        let v = if s == Scalar::Bool {
+                            self.b.ins().band_imm_u(v, 1)
+                        } else {
+                            v
+                        };
+                        vals.push(Val::U(v));
                     }
                     KParam::Val(vals)
                 }
@@ -524,22 +553,6 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.shared_offsets.push(off);
     }
 
-    fn u64_to_lane(&mut self, s: Scalar, raw: Value) -> Value {
-        match s {
-            Scalar::F64 => self.b.ins().bitcast(types::F64, le(), raw),
-            Scalar::F32 => {
-                let x = self.b.ins().ireduce(types::I32, raw);
-                self.b.ins().bitcast(types::F32, le(), x)
-            }
-            Scalar::I64 | Scalar::U64 => raw,
-            Scalar::Bool => {
-                let x = self.b.ins().ireduce(types::I8, raw);
-                self.b.ins().band_imm_u(x, 1)
-            }
-            _ => self.b.ins().ireduce(uty(s), raw),
-        }
-    }
-
     fn func_ref(
         &mut self,
         name: &'static str,
@@ -590,7 +603,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let mut slow_blocks = None;
         if restarts {
             let (volume_v, waves_v, state_base) = self.launch_values();
-            self.fast_loop(kernel, waves_v, state_base, volume_v)?;
+            let flat_lin = self.fast_loop(kernel, waves_v, state_base, volume_v)?;
             slow_blocks = Some(self.b.func.dfg.num_blocks());
             let restart = self.b.current_block().expect("the restart block");
             self.b.set_cold_block(restart);
@@ -599,7 +612,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             // counter on the stack in the fast loop (about 6 % of the triad's throughput).
             // Through memory, read back by an atomic load (which the optimiser does not
             // forward a store to), or it folds `lin / n` back into the counter.
-            let lin = self.b.block_params(restart)[0];
+            let lin = flat_lin.unwrap_or_else(|| self.b.block_params(restart)[0]);
             let slot = self.b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
                 4,
@@ -838,7 +851,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         waves_v: Value,
         state_base: Value,
         volume_v: Value,
-    ) -> Result<(), JitError> {
+    ) -> Result<Option<Value>, JitError> {
         let f = &self.m.functions[kernel];
         let head = self.b.create_block();
         let body = self.b.create_block();
@@ -851,22 +864,77 @@ impl<'a, 'm> Lower<'a, 'm> {
             .analyse(kernel, vec![Class::Uniform; f.params.len()]);
         self.fast_bufs = fast_bufs(f, &an);
         self.fast_least = self.fast_lens();
+        // Scalar arguments as vectors, before the loop (an unused one is dropped).
+        for (kp, p) in self.kparams.iter().zip(&f.params) {
+            let s = scalar_of(p.ty);
+            if let (KParam::Val(vals), false) = (kp, s == Scalar::Bool) {
+                for v in vals {
+                    if let Val::U(x) = *v {
+                        let one = self.b.ins().splat(vty(s), x);
+                        self.fast_splats.push((x, one));
+                    }
+                }
+            }
+        }
+        // The flat loop (see `flat_loop_ok`): the workgroups `group.x .. group.w` of a 1-D
+        // grid (a run of consecutive groups, see `CompiledKernel::launch`; at least the one
+        // named) as one loop over the global index of each wave's first lane. A loop per
+        // workgroup costs a mispredicted exit branch per workgroup, 4 % of a streaming
+        // kernel's throughput at 16 waves per group, and its counters the registers that kept
+        // the loop free of spills.
+        let flat = flat_loop_ok(f)
+            && self.cfg.block[1] == 1
+            && self.cfg.block[2] == 1
+            && (self.cfg.whole_waves
+                || (self.cfg.block[0] != 0 && self.cfg.block[0] % self.n == 0));
+        let flat_end = if flat {
+            let bx = self.b.ins().uextend(types::I64, self.bdim[0]);
+            let end = self
+                .b
+                .ins()
+                .load(types::I32, notrap(), self.ctx, ctx_off::GROUP + 12);
+            let first = self.group[0];
+            let one_more = self.b.ins().iadd_imm_s(first, 1);
+            let end = self.b.ins().umax(end, one_more);
+            let first = self.b.ins().uextend(types::I64, first);
+            let start = self.b.ins().imul(first, bx);
+            let end64 = self.b.ins().uextend(types::I64, end);
+            let stop = self.b.ins().imul(end64, bx);
+            self.b.def_var(self.drv_flat, start);
+            self.flat_bx = Some(bx);
+            Some((end, stop))
+        } else {
+            None
+        };
         let zero = self.b.ins().iconst(types::I32, 0);
         self.b.def_var(self.drv_wave, zero);
         self.b.ins().jump(head, &[]);
 
         self.b.switch_to_block(head);
-        let w = self.b.use_var(self.drv_wave);
-        let end = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedGreaterThanOrEqual, w, waves_v);
+        let end = match flat_end {
+            Some((_, stop)) => {
+                let i = self.b.use_var(self.drv_flat);
+                self.b
+                    .ins()
+                    .icmp(IntCC::UnsignedGreaterThanOrEqual, i, stop)
+            }
+            None => {
+                let w = self.b.use_var(self.drv_wave);
+                self.b
+                    .ins()
+                    .icmp(IntCC::UnsignedGreaterThanOrEqual, w, waves_v)
+            }
+        };
         self.b.ins().brif(end, done, &[], body, &[]);
 
         self.b.switch_to_block(body);
         let w = self.b.use_var(self.drv_wave);
         self.state = state_base;
         let whole_waves = self.wave_setup(w, volume_v);
+        if flat {
+            let i = self.b.use_var(self.drv_flat);
+            self.flat_base = Some(self.b.ins().ireduce(types::I32, i));
+        }
         let nmask = chunks(Scalar::Bool, self.n);
         self.exec = (0..nmask).map(|_| self.new_var(types::I32X4)).collect();
         let init_mask = self.initial_mask(volume_v);
@@ -911,24 +979,56 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.fast_bufs.clear();
         self.fast_least = None;
         self.fast_ptrs.clear();
+        self.fast_splats.clear();
         self.scope.truncate(mark);
         if open {
             self.b.ins().jump(kernel_end, &[]);
         }
         self.b.switch_to_block(kernel_end);
         self.b.ins().jump(next, &[]);
+        self.flat_base = None;
         self.b.switch_to_block(next);
-        let w = self.b.use_var(self.drv_wave);
-        let w1 = self.b.ins().iadd_imm_s(w, 1);
-        self.b.def_var(self.drv_wave, w1);
+        if flat {
+            let i = self.b.use_var(self.drv_flat);
+            let i1 = self.b.ins().iadd_imm_s(i, self.n as i64);
+            self.b.def_var(self.drv_flat, i1);
+        } else {
+            let w = self.b.use_var(self.drv_wave);
+            let w1 = self.b.ins().iadd_imm_s(w, 1);
+            self.b.def_var(self.drv_wave, w1);
+        }
         self.b.ins().jump(head, &[]);
         self.b.switch_to_block(done);
+        if let Some((end, _)) = flat_end {
+            let last = self.b.ins().iadd_imm_s(end, -1);
+            self.b.ins().store(notrap(), last, self.ctx, ctx_off::GROUP);
+        }
         let z = self.b.ins().iconst(types::I32, 0);
         self.b.ins().return_(&[z]);
         self.frames.pop();
         self.regions.pop();
         self.b.switch_to_block(restart);
-        Ok(())
+        if flat {
+            // The ordinary loop runs the rest of this group from the failing wave: its group
+            // goes to `group.x` (which that loop reads), its first local id is the restart's.
+            let lin = self.flat_group_store();
+            self.flat_bx = None;
+            return Ok(Some(lin));
+        }
+        Ok(None)
+    }
+
+    /// In the flat loop, at an exit: writes the current wave's group to `group.x` and returns
+    /// the wave's first linear local id (`u32`).
+    fn flat_group_store(&mut self) -> Value {
+        let bx = self.flat_bx.expect("in the flat loop");
+        let i = self.b.use_var(self.drv_flat);
+        let g = self.b.ins().udiv(i, bx);
+        let g32 = self.b.ins().ireduce(types::I32, g);
+        self.b.ins().store(notrap(), g32, self.ctx, ctx_off::GROUP);
+        let start = self.b.ins().imul(g, bx);
+        let lin = self.b.ins().isub(i, start);
+        self.b.ins().ireduce(types::I32, lin)
     }
 
     /// Records that this wave stopped at `id` (a barrier, or `FINISHED`); every wave of a
@@ -1054,6 +1154,9 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     /// Records an error in the context and returns from the function.
     fn fail(&mut self, code: u32, site: u32, index: Value, len: Value) {
+        if self.flat_bx.is_some() {
+            self.flat_group_store();
+        }
         let c = self.b.ins().iconst(types::I32, code as i64);
         let s = self.b.ins().iconst(types::I32, site as i64);
         self.b.ins().store(notrap(), c, self.ctx, ctx_off::ERR_CODE);
@@ -1120,7 +1223,10 @@ impl<'a, 'm> Lower<'a, 'm> {
         } else {
             v
         };
-        let one = self.b.ins().splat(vty(s), v);
+        let one = match self.fast_splats.iter().find(|&&(x, _)| x == v) {
+            Some(&(_, pre)) => pre,
+            None => self.b.ins().splat(vty(s), v),
+        };
         vec![one; chunks(s, self.n) as usize]
     }
 
@@ -1823,8 +1929,23 @@ impl<'a, 'm> Lower<'a, 'm> {
         // checks report the fault exactly as before.
         let fast_base = match (restart, self.fast_least) {
             (Some(_), Some(least)) if k == 1 && !signed => {
-                let inb = self.b.ins().icmp(IntCC::SignedLessThan, last, least);
-                all = self.b.ins().band(all, inb);
+                all = match op {
+                    // `last < u` (or `<= u`, i.e. `< u + 1`, exact in i64) and `last < least`
+                    // as one compare against a bound the loop does not change.
+                    BinaryOp::Lt | BinaryOp::Le => {
+                        let u = if op == BinaryOp::Le {
+                            self.b.ins().iadd_imm_s(uu, 1)
+                        } else {
+                            uu
+                        };
+                        let bound = self.b.ins().smin(u, least);
+                        self.b.ins().icmp(IntCC::SignedLessThan, last, bound)
+                    }
+                    _ => {
+                        let inb = self.b.ins().icmp(IntCC::SignedLessThan, last, least);
+                        self.b.ins().band(all, inb)
+                    }
+                };
                 Some(base)
             }
             _ => None,
@@ -3380,6 +3501,9 @@ impl<'a, 'm> Lower<'a, 'm> {
     fn builtin(&mut self, b: Builtin) -> Val {
         match b {
             Builtin::LocalId(d) => self.local_ids[d.index()].clone(),
+            Builtin::GlobalId(crate::ir::Dim::X) if self.flat_base.is_some() => {
+                Val::A(self.flat_base.expect("checked"), 1)
+            }
             Builtin::GlobalId(d) => {
                 let i = d.index();
                 let gs = self.b.ins().imul(self.group[i], self.bdim[i]);
@@ -5153,6 +5277,22 @@ fn fast_bufs(f: &Function, an: &Analysis) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Whether a restartable kernel may run its full waves in `fast_loop`'s flat loop over a run
+/// of workgroups: nothing in it tells one workgroup from another but `global_id` (no shared
+/// memory, no `local_id` or `group_id`, no wave verb, no helper call, whose body could).
+fn flat_loop_ok(f: &Function) -> bool {
+    f.shared.is_empty()
+        && f.exprs.iter().all(|(_, e)| {
+            !matches!(
+                e,
+                Expr::Builtin(Builtin::LocalId(_) | Builtin::GroupId(_))
+                    | Expr::Call { .. }
+                    | Expr::Dispatch { .. }
+                    | Expr::Wave { .. }
+            )
+        })
 }
 
 /// A `let` whose initialiser has no effect (no call, dispatch or atomic); evaluating it twice

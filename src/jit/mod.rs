@@ -442,10 +442,15 @@ impl CompiledKernel {
                     if first >= total {
                         return;
                     }
-                    for g in first..(first + chunk).min(total) {
+                    let end = (first + chunk).min(total);
+                    let mut g = first;
+                    while g < end {
                         ctx.group = if one_d {
-                            // No 64-bit divisions per workgroup for the common 1-D grid.
-                            [g as u32, 0, 0, 0]
+                            // No 64-bit divisions per workgroup for the common 1-D grid; and
+                            // `group.w` offers the rest of the chunk to a kernel with a group
+                            // loop (`Lower::fast_loop`), which leaves in `group.x` the last
+                            // group it ran.
+                            [g as u32, 0, 0, end as u32]
                         } else {
                             let gx = (g % grid[0] as u64) as u32;
                             let gy = ((g / grid[0] as u64) % grid[1] as u64) as u32;
@@ -460,6 +465,9 @@ impl CompiledKernel {
                         // and at this worker's state, shared and scratch areas, sized for this
                         // kernel.
                         let r = unsafe { (self.entry)(&mut ctx) };
+                        if one_d {
+                            g = g.max(ctx.group[0] as u64);
+                        }
                         if r != 0 {
                             let f = self.fault(&ctx);
                             let mut slot = fault.lock();
@@ -470,6 +478,7 @@ impl CompiledKernel {
                             stop.store(true, Ordering::Relaxed);
                             return;
                         }
+                        g += 1;
                     }
                 }
             })
