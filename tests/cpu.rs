@@ -1384,6 +1384,46 @@ fn waves_restarted_after_a_failed_bounds_test() {
     cnt[i] += 1;
 }}
 
+// No `local_id`, `group_id`, wave verb or call: full waves run in the flat loop over a run
+// of workgroups (40 groups: several per call), restarting mid-run.
+{wave}kernel flat(out: buf<i32, rw>, out2: buf<i32, rw>, inp: buf<i32>, k: u32) {{
+    let i: u32 = global_id.x;
+    let x: i32 = inp[i] * 3;
+    if i >= k {{
+        out[i] = x + 1;
+    }} else {{
+        out[i] = -x;
+    }}
+    out2[i] += x + 1;
+}}
+
+{wave}kernel flat_lt(out: buf<i32, rw>, inp: buf<i32>, n: u32) {{
+    let i: u32 = global_id.x;
+    if i < n {{
+        out[i] = inp[i] * 2 + 1;
+    }}
+}}
+
+run flat {{
+    grid = [40];
+    block = [32];
+    arg out = fill(1280, 0);
+    arg out2 = fill(1280, 0);
+    arg inp = iota(1280);
+    arg k = 701;
+    expect out = interp;
+    expect out2 = interp;
+}}
+
+run flat_lt {{
+    grid = [40];
+    block = [32];
+    arg out = fill(1280, 7);
+    arg inp = iota(1280);
+    arg n = 1001;
+    expect out = interp;
+}}
+
 run ge {{
     grid = [3];
     block = [32];

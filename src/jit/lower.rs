@@ -988,16 +988,19 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.ins().jump(next, &[]);
         self.flat_base = None;
         self.b.switch_to_block(next);
-        if flat {
+        if let Some((_, stop)) = flat_end {
+            // Rotated: the test at the bottom, one branch per wave.
             let i = self.b.use_var(self.drv_flat);
             let i1 = self.b.ins().iadd_imm_s(i, self.n as i64);
             self.b.def_var(self.drv_flat, i1);
+            let more = self.b.ins().icmp(IntCC::UnsignedLessThan, i1, stop);
+            self.b.ins().brif(more, body, &[], done, &[]);
         } else {
             let w = self.b.use_var(self.drv_wave);
             let w1 = self.b.ins().iadd_imm_s(w, 1);
             self.b.def_var(self.drv_wave, w1);
+            self.b.ins().jump(head, &[]);
         }
-        self.b.ins().jump(head, &[]);
         self.b.switch_to_block(done);
         if let Some((end, _)) = flat_end {
             let last = self.b.ins().iadd_imm_s(end, -1);

@@ -300,6 +300,11 @@ impl CompiledKernel {
                 e => e.to_string(),
             })
         })?;
+        if let Some(path) = std::env::var_os("XPU_JIT_BIN") {
+            if let Some(c) = ctx.compiled_code() {
+                let _ = std::fs::write(path, c.code_buffer());
+            }
+        }
         if asm {
             if let Some(text) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
                 eprintln!("{text}");
