@@ -1656,7 +1656,12 @@ impl<'a, 'm> Lower<'a, 'm> {
                 _ => return Err(self.internal("a non-affine value for an affine local")),
             },
             Slot::Var(cs) => {
-                let exec = if blend { Some(self.exec()) } else { None };
+                // Under a mask known full every lane takes the new value.
+                let exec = if blend && self.known != Known::Full {
+                    Some(self.exec())
+                } else {
+                    None
+                };
                 for (c, x) in cs.iter().zip(vals) {
                     let mut new = self.materialize(s, x);
                     if let Some(m) = &exec {
@@ -4757,6 +4762,15 @@ impl<'a, 'm> Lower<'a, 'm> {
         span: Span,
     ) -> Result<Vec<Val>, JitError> {
         let n = self.n as usize;
+        if let (WaveOp::Reduce(r), Known::Full) = (op, self.known) {
+            // Every lane active, known at compile time: the fold in lane order, no mask test.
+            let xs = self.lanes(s, &args[0][0]);
+            let mut acc = xs[0];
+            for &x in &xs[1..] {
+                acc = self.reduce_op(r, s, acc, x);
+            }
+            return Ok(vec![Val::U(acc)]);
+        }
         let e = self.exec();
         let bits = self.mask_bits(&e);
         let active: Vec<Value> = (0..n)
