@@ -490,7 +490,10 @@ mod tests {
         let mut small = small.lock();
         assert_eq!(small.as_mut_ptr() as usize % HOST_ALIGN, 0);
         assert!(small.bytes().iter().all(|&b| b == 0));
-        assert!(HostMemory::new(0, Init::Any, false).unwrap().lock().is_empty());
+        assert!(HostMemory::new(0, Init::Any, false)
+            .unwrap()
+            .lock()
+            .is_empty());
     }
 
     #[test]

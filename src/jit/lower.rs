@@ -193,9 +193,6 @@ pub struct Lower<'a, 'm> {
     fast_least: Option<Value>,
     /// Their pointers, loaded with the lengths (kept in registers across the loop).
     fast_ptrs: Vec<(i32, Value)>,
-    /// In the full-wave loop: the scalar arguments' vectors, splatted once before the loop
-    /// (by the scalar they repeat), so that the loop keeps them in vector registers.
-    fast_splats: Vec<(Value, Value)>,
     /// While lowering the fast side of that `if`: its tested stride-1 base, whose whole-wave
     /// accesses to `fast_bufs` are known in bounds.
     fast_base: Option<Value>,
@@ -387,7 +384,6 @@ impl<'a, 'm> Lower<'a, 'm> {
             fast_bufs: Vec::new(),
             fast_least: None,
             fast_ptrs: Vec::new(),
-            fast_splats: Vec::new(),
             fast_base: None,
             drv_wave,
             drv_resume,
@@ -864,24 +860,12 @@ impl<'a, 'm> Lower<'a, 'm> {
             .analyse(kernel, vec![Class::Uniform; f.params.len()]);
         self.fast_bufs = fast_bufs(f, &an);
         self.fast_least = self.fast_lens();
-        // Scalar arguments as vectors, before the loop (an unused one is dropped).
-        for (kp, p) in self.kparams.iter().zip(&f.params) {
-            let s = scalar_of(p.ty);
-            if let (KParam::Val(vals), false) = (kp, s == Scalar::Bool) {
-                for v in vals {
-                    if let Val::U(x) = *v {
-                        let one = self.b.ins().splat(vty(s), x);
-                        self.fast_splats.push((x, one));
-                    }
-                }
-            }
-        }
         // The flat loop (see `flat_loop_ok`): the workgroups `group.x .. group.w` of a 1-D
         // grid (a run of consecutive groups, see `CompiledKernel::launch`; at least the one
         // named) as one loop over the global index of each wave's first lane. A loop per
-        // workgroup costs a mispredicted exit branch per workgroup, 4 % of a streaming
-        // kernel's throughput at 16 waves per group, and its counters the registers that kept
-        // the loop free of spills.
+        // workgroup costs a mispredicted exit branch per workgroup (4 % of a streaming
+        // kernel's throughput at 16 waves per group), and a (group, wave) pair of counters
+        // costs registers the loop needs to stay free of spills.
         let flat = flat_loop_ok(f)
             && self.cfg.block[1] == 1
             && self.cfg.block[2] == 1
@@ -979,7 +963,6 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.fast_bufs.clear();
         self.fast_least = None;
         self.fast_ptrs.clear();
-        self.fast_splats.clear();
         self.scope.truncate(mark);
         if open {
             self.b.ins().jump(kernel_end, &[]);
@@ -1226,10 +1209,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         } else {
             v
         };
-        let one = match self.fast_splats.iter().find(|&&(x, _)| x == v) {
-            Some(&(_, pre)) => pre,
-            None => self.b.ins().splat(vty(s), v),
-        };
+        let one = self.b.ins().splat(vty(s), v);
         vec![one; chunks(s, self.n) as usize]
     }
 
