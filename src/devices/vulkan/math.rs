@@ -299,19 +299,7 @@ impl<'e, 'a> F<'e, 'a> {
         let xs = self.mulc(x, 2f64.powi(54));
         let xs = self.sel(tiny, xs, x);
         // x = m·2^e, m in [√½, √2).
-        let ev = self.em.fn_var(self.i);
-        let glsl_set = self.em.glsl;
-        let m = self.em.op(
-            Op::ExtInst,
-            self.d,
-            vec![
-                Operand::IdRef(glsl_set),
-                Operand::LiteralExtInstInteger(glsl::FREXP),
-                Operand::IdRef(xs),
-                Operand::IdRef(ev),
-            ],
-        );
-        let e = self.em.load(self.i, ev);
+        let (m, e) = self.em.frexp(self.d, self.i, xs);
         let small = self.ltc(m, std::f64::consts::FRAC_1_SQRT_2);
         let m2 = self.mulc(m, 2.0);
         let m = self.sel(small, m2, m);
@@ -508,20 +496,8 @@ impl<'e, 'a> F<'e, 'a> {
     /// on (the last of weight below 2^-140). Carries make digits 1..8 proper 24-bit
     /// digits, so the fraction is read off them exactly (fdlibm's `__kernel_rem_pio2`).
     fn reduce_ph(&mut self, a: Word) -> (Word, Word, Word) {
-        let ev = self.em.fn_var(self.i);
-        let glsl_set = self.em.glsl;
-        let m = self.em.op(
-            Op::ExtInst,
-            self.d,
-            vec![
-                Operand::IdRef(glsl_set),
-                Operand::LiteralExtInstInteger(glsl::FREXP),
-                Operand::IdRef(a),
-                Operand::IdRef(ev),
-            ],
-        );
         // a = m·2^E, m in [0.5, 1); ns = ceil(E/24) - 2, t = E - 24·(ns + 2).
-        let e = self.em.load(self.i, ev);
+        let (m, e) = self.em.frexp(self.d, self.i, a);
         let (c23, c24, c2) = (self.ci(23), self.ci(24), self.ci(2));
         let ns = self.em.opi(Op::IAdd, self.i, &[e, c23]);
         let ns = self.em.opi(Op::SDiv, self.i, &[ns, c24]);
@@ -989,18 +965,7 @@ impl Em<'_> {
     /// `(e, ln m)` with `x = m · 2^e`, `m ∈ [√½, √2)`, for finite `x > 0`: `ln m` from the
     /// atanh series in `s = (m-1)/(m+1)` (|s| < 0.172, 12 terms, error below 2^-60).
     fn log_parts(&mut self, dt: Word, it: Word, x: Word, lanes: u8) -> (Word, Word) {
-        let ev = self.fn_var(it);
-        let m = self.op(
-            Op::ExtInst,
-            dt,
-            vec![
-                Operand::IdRef(self.glsl),
-                Operand::LiteralExtInstInteger(glsl::FREXP),
-                Operand::IdRef(x),
-                Operand::IdRef(ev),
-            ],
-        );
-        let e = self.load(it, ev);
+        let (m, e) = self.frexp(dt, it, x);
         let bt = self.boolt();
         let bty = if lanes > 1 {
             self.tk(TyKey::Vec(bt, lanes as u32))

@@ -712,6 +712,14 @@ impl<'a> Em<'a> {
         self.op(Op::ExtInst, ty, ops)
     }
 
+    /// GLSL `Frexp`: `(m, e)` with `x = m · 2^e`, `m` of type `ty` in [0.5, 1) (0 and
+    /// non-finite `x` as the GLSL spec says), `e` of the integer type `it`.
+    fn frexp(&mut self, ty: Word, it: Word, x: Word) -> (Word, Word) {
+        let ev = self.fn_var(it);
+        let m = self.ext_inst(ty, glsl::FREXP, &[x, ev]);
+        (m, self.load(it, ev))
+    }
+
     fn terminated(&self) -> bool {
         self.b.selected_block().is_none()
     }
@@ -2998,18 +3006,7 @@ impl Em<'_> {
         let bias = self.konst(it, 25);
         for _ in 0..12 {
             let q = self.fop(Op::FDiv, dt, &[x, y]);
-            let ev = self.fn_var(it);
-            let _ = self.op(
-                Op::ExtInst,
-                dt,
-                vec![
-                    Operand::IdRef(self.glsl),
-                    Operand::LiteralExtInstInteger(glsl::FREXP),
-                    Operand::IdRef(q),
-                    Operand::IdRef(ev),
-                ],
-            );
-            let e = self.load(it, ev);
+            let (_, e) = self.frexp(dt, it, q);
             let k = self.opi(Op::ISub, it, &[e, bias]);
             let k = self.ext_inst(it, glsl::SMAX, &[k, zero]);
             let ys = self.ext_inst(dt, glsl::LDEXP, &[y, k]);
