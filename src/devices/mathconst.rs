@@ -44,6 +44,25 @@ pub(crate) fn factorial(n: u32) -> f64 {
     (1..=n).map(f64::from).product()
 }
 
+/// `expm1 r = r + r²·P(r)`: P's Taylor coefficients `1/n!`, n = 2..=13 (low degree first).
+pub(crate) fn expm1_taylor() -> Vec<f64> {
+    (2..=13).map(|n| 1.0 / factorial(n)).collect()
+}
+
+/// `sin r = r + r·z·Ps(z)` with `z = r²`: `(-1)^j/(2j+1)!`, j = 1..=9.
+pub(crate) fn sin_taylor() -> Vec<f64> {
+    (1..=9)
+        .map(|j| (-1f64).powi(j) / factorial(2 * j as u32 + 1))
+        .collect()
+}
+
+/// `cos r = 1 - z/2 + z²·Pc(z)` with `z = r²`: `(-1)^j/(2j)!`, j = 2..=9.
+pub(crate) fn cos_taylor() -> Vec<f64> {
+    (2..=9)
+        .map(|j| (-1f64).powi(j) / factorial(2 * j as u32))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

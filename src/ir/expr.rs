@@ -174,6 +174,22 @@ impl MathFn {
         MathFn::Clamp,
     ];
 
+    /// `exp exp2 log log2 sin cos tanh pow`: the functions a backend builds from arithmetic
+    /// where the device's own are loose or missing.
+    pub const fn is_transcendental(self) -> bool {
+        matches!(
+            self,
+            MathFn::Exp
+                | MathFn::Exp2
+                | MathFn::Log
+                | MathFn::Log2
+                | MathFn::Sin
+                | MathFn::Cos
+                | MathFn::Tanh
+                | MathFn::Pow
+        )
+    }
+
     pub const fn name(self) -> &'static str {
         match self {
             MathFn::Sqrt => "sqrt",

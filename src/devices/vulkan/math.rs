@@ -40,8 +40,9 @@
 
 use super::{glsl, Em, TyKey, R};
 use crate::devices::mathconst::{
-    factorial, INV_LN2_HI, INV_LN2_LO, LN2_A, LN2_B, LN2_C, LN2_HI, LN2_LO, PIO2_1, PIO2_2, PIO2_3,
-    SIN_CW_LIMIT, TABLE_PAD, TWO_OVER_PI, TWO_THIRDS_HI, TWO_THIRDS_LO,
+    cos_taylor, expm1_taylor, sin_taylor, INV_LN2_HI, INV_LN2_LO, LN2_A, LN2_B, LN2_C, LN2_HI,
+    LN2_LO, PIO2_1, PIO2_2, PIO2_3, SIN_CW_LIMIT, TABLE_PAD, TWO_OVER_PI, TWO_THIRDS_HI,
+    TWO_THIRDS_LO,
 };
 use crate::ir::{MathFn, Scalar};
 use rspirv::dr::{Instruction, Operand};
@@ -241,7 +242,7 @@ impl<'e, 'a> F<'e, 'a> {
     /// `r + r²·P(r)` (Taylor to degree 13, truncation below 2^-57 relative) with the sum's
     /// rounding error kept and `rl` added to first order.
     fn expm1_core(&mut self, r: Word, rl: Word) -> (Word, Word) {
-        let c: Vec<f64> = (2..=13).map(|n| 1.0 / factorial(n)).collect();
+        let c = expm1_taylor();
         let p = self.horner(r, &c);
         let rr = self.mul(r, r);
         let q = self.mul(rr, p);
@@ -642,12 +643,7 @@ impl<'e, 'a> F<'e, 'a> {
         // sin r = r + r·z·Ps(z) + rl·(1 - z/2); cos r = 1 - z/2 + z²·Pc(z) - r·rl, with
         // z = r² exact in two parts and 1 - z/2 carried with its rounding error (fdlibm).
         let (z, zl) = self.two_prod(r, r);
-        let cs: Vec<f64> = (1..=9)
-            .map(|j| (-1f64).powi(j) / factorial(2 * j as u32 + 1))
-            .collect();
-        let cc: Vec<f64> = (2..=9)
-            .map(|j| (-1f64).powi(j) / factorial(2 * j as u32))
-            .collect();
+        let (cs, cc) = (sin_taylor(), cos_taylor());
         let ps = self.horner(z, &cs);
         let rz = self.mul(r, z);
         let t = self.mul(rz, ps);

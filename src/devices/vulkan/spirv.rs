@@ -2676,19 +2676,7 @@ impl Em<'_> {
         // GLSL.std.450 has no 64-bit transcendental functions and leaves 64-bit `Sqrt` and
         // `InverseSqrt` loose: they are built from arithmetic (`math.rs`).
         if s == Scalar::F64
-            && matches!(
-                fun,
-                MathFn::Sqrt
-                    | MathFn::Rsqrt
-                    | MathFn::Exp
-                    | MathFn::Exp2
-                    | MathFn::Log
-                    | MathFn::Log2
-                    | MathFn::Sin
-                    | MathFn::Cos
-                    | MathFn::Tanh
-                    | MathFn::Pow
-            )
+            && (fun.is_transcendental() || matches!(fun, MathFn::Sqrt | MathFn::Rsqrt))
         {
             return self.math_f64(fun, &vs, lanes);
         }
@@ -2722,20 +2710,7 @@ impl Em<'_> {
                 Ok(self.opi(Op::FConvert, t, &[r]))
             };
         }
-        if s == Scalar::F32
-            && self.caps.float64
-            && matches!(
-                fun,
-                MathFn::Exp
-                    | MathFn::Exp2
-                    | MathFn::Log
-                    | MathFn::Log2
-                    | MathFn::Pow
-                    | MathFn::Tanh
-                    | MathFn::Sin
-                    | MathFn::Cos
-            )
-        {
+        if s == Scalar::F32 && self.caps.float64 && fun.is_transcendental() {
             return self.transcendental_f32(fun, &vs, t, lanes);
         }
         Ok(match fun {

@@ -17,7 +17,7 @@
 use super::super::LResult;
 use super::arith::{Arith, Cmp};
 use crate::devices::mathconst::{
-    factorial, INV_LN2_HI, INV_LN2_LO, LN2_A, LN2_B, LN2_C, LN2_HI, LN2_LO, TWO_THIRDS_HI,
+    expm1_taylor, INV_LN2_HI, INV_LN2_LO, LN2_A, LN2_B, LN2_C, LN2_HI, LN2_LO, TWO_THIRDS_HI,
     TWO_THIRDS_LO,
 };
 
@@ -42,7 +42,7 @@ fn exp_reduce<A: Arith>(f: &mut A, hi: A::V, lo: Option<A::V>) -> LResult<(A::V,
 /// `r + r²·P(r)` (Taylor to degree 13) with the sum's rounding error kept and `rl` added to
 /// first order.
 fn expm1_core<A: Arith>(f: &mut A, r: A::V, rl: A::V) -> LResult<(A::V, A::V)> {
-    let c: Vec<f64> = (2..=13).map(|n| 1.0 / factorial(n)).collect();
+    let c = expm1_taylor();
     let p = f.horner(r, &c)?;
     let rr = f.mul(r, r)?;
     let q = f.mul(rr, p)?;

@@ -17,7 +17,8 @@
 use super::super::LResult;
 use super::arith::{Arith, Cmp};
 use crate::devices::mathconst::{
-    factorial, PIO2_1, PIO2_2, PIO2_3, SIN_CW_LIMIT as CW_LIMIT, TABLE_PAD, TWO_OVER_PI,
+    cos_taylor, sin_taylor, PIO2_1, PIO2_2, PIO2_3, SIN_CW_LIMIT as CW_LIMIT, TABLE_PAD,
+    TWO_OVER_PI,
 };
 
 /// The device table's length: the padding, then the pieces.
@@ -175,12 +176,7 @@ pub(super) fn sin_cos<A: Arith>(f: &mut A, x: A::V, cos: bool) -> LResult<A::V> 
     // sin r = r + r·z·Ps(z) + rl·(1 - z/2); cos r = 1 - z/2 + z²·Pc(z) - r·rl, with z = r²
     // exact in two parts and 1 - z/2 carried with its rounding error (fdlibm).
     let (z, zl) = f.two_prod(r, r)?;
-    let cs: Vec<f64> = (1..=9)
-        .map(|j| (-1f64).powi(j) / factorial(2 * j as u32 + 1))
-        .collect();
-    let cc: Vec<f64> = (2..=9)
-        .map(|j| (-1f64).powi(j) / factorial(2 * j as u32))
-        .collect();
+    let (cs, cc) = (sin_taylor(), cos_taylor());
     let one = f.c(1.0);
     let hz = f.mulc(z, 0.5)?;
     let w = f.sub(one, hz)?;
