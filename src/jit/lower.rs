@@ -472,19 +472,12 @@ impl<'a, 'm> Lower<'a, 'm> {
                         let off = ((i * 16 + c) * 8) as i32;
                         // At its own type (the lane's low bytes): a float argument then
                         // lives in a vector register, where its splat is.
-                        let ty = uty(s);
                         let low = if cfg!(target_endian = "big") {
-                            8 - ty.bytes() as i32
+                            8 - uty(s).bytes() as i32
                         } else {
                             0
                         };
-                        let v = self.b.ins().load(ty, notrap(), args, off + low);
-                        let v = if s == Scalar::Bool {
-                            self.b.ins().band_imm_u(v, 1)
-                        } else {
-                            v
-                        };
-                        vals.push(Val::U(v));
+                        vals.push(Val::U(self.load_scalar(s, args, off + low)));
                     }
                     KParam::Val(vals)
                 }
@@ -2763,10 +2756,9 @@ impl<'a, 'm> Lower<'a, 'm> {
         Ok(out)
     }
 
-    /// One scalar per lane at `ptr + idx × esize + off`; inactive lanes read a dummy.
-    fn gather(&mut self, s: Scalar, ptr: Value, esize: i64, idx: &Val, off: i32) -> Vec<Value> {
-        // Inactive lanes read element 0: the bounds check passed for an active lane (there
-        // always is one), so the object has at least that element.
+    /// Each lane's index of `idx`, with inactive lanes' set to element 0: the bounds check
+    /// passed for an active lane (there always is one), so the object has that element.
+    fn safe_lanes(&mut self, idx: &Val) -> Vec<Value> {
         let chunks = self.materialize(Scalar::U32, idx);
         let e = self.exec();
         let safe: Vec<Value> = chunks
@@ -2774,7 +2766,12 @@ impl<'a, 'm> Lower<'a, 'm> {
             .zip(&e)
             .map(|(&x, &m)| self.b.ins().band(x, m))
             .collect();
-        let lanes = self.lanes(Scalar::U32, &Val::V(safe));
+        self.lanes(Scalar::U32, &Val::V(safe))
+    }
+
+    /// One scalar per lane at `ptr + idx × esize + off`; inactive lanes read element 0.
+    fn gather(&mut self, s: Scalar, ptr: Value, esize: i64, idx: &Val, off: i32) -> Vec<Value> {
+        let lanes = self.safe_lanes(idx);
         let mut vals = Vec::new();
         for &i in &lanes {
             let i64v = self.b.ins().uextend(types::I64, i);
@@ -2787,14 +2784,7 @@ impl<'a, 'm> Lower<'a, 'm> {
 
     /// Like [`Self::gather`], but the lanes' scalars are stored in lane order at `dst`.
     fn gather_to(&mut self, s: Scalar, ptr: Value, esize: i64, idx: &Val, dst: Value) {
-        let chunks = self.materialize(Scalar::U32, idx);
-        let e = self.exec();
-        let safe: Vec<Value> = chunks
-            .iter()
-            .zip(&e)
-            .map(|(&x, &m)| self.b.ins().band(x, m))
-            .collect();
-        let lanes = self.lanes(Scalar::U32, &Val::V(safe));
+        let lanes = self.safe_lanes(idx);
         let size = s.size() as i32;
         for (l, &i) in lanes.iter().enumerate() {
             let i64v = self.b.ins().uextend(types::I64, i);
