@@ -73,10 +73,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn random_bytes(elems: usize, seed: u64) -> Vec<u8> {
-    xpu::devices::bench_data::random_f32_bytes(elems, seed)
-}
-
 fn probe(
     backend: Backend,
     elems: usize,
@@ -112,7 +108,7 @@ fn probe(
         let d = if data == "zeros" {
             vec![0u8; bytes]
         } else {
-            random_bytes(elems, i as u64)
+            xpu::devices::bench_data::random_f32_bytes(elems, i as u64)
         };
         b.write(&d).map_err(e)?;
     }

@@ -358,7 +358,10 @@ fn the_streaming_benchmark_runs() {
     println!("{name}: {rows:?}");
     assert_eq!(rows.len(), 3);
     for r in rows {
-        assert!(r.vulkan_ms > 0.0 && r.copy_ms > 0.0, "{r:?}");
+        assert!(
+            r.vulkan_ms > 0.0 && r.copy_ms > 0.0 && r.vulkan_cold_ms > 0.0,
+            "{r:?}"
+        );
     }
 }
 

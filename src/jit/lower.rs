@@ -909,6 +909,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.state = state_base;
         let whole_waves = self.wave_setup(w, volume_v);
         if flat {
+            // The wave counter stays 0 here: `wave_setup` only says the wave is whole, and
+            // `global_id.x` comes from the flat index (the kernel reads no local id).
             let i = self.b.use_var(self.drv_flat);
             self.flat_base = Some(self.b.ins().ireduce(types::I32, i));
         }
