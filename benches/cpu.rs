@@ -14,7 +14,7 @@
 //! Options (after `--`): `--quick` (sizes / 16, sgemm 256, mandelbrot 512², 2 reps),
 //! `--reps N` (5), `--threads N` (our worker cap and PoCL's; default all cores),
 //! `--no-peers` (skip PoCL), `--only K1,K2` (only these kernels: triad, saxpy, sgemm,
-//! wave_reduce, mandelbrot).
+//! wave_reduce, mandelbrot), `--block N` (work-items per workgroup of triad and saxpy; 256).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
