@@ -53,6 +53,9 @@ pub struct LaunchCtx {
     pub bufs: *const BufRef,
     /// Per kernel parameter: 16 lanes of 64 bits (a scalar uses lane 0).
     pub args: *const [u64; 16],
+    /// The workgroup (x, y, z). On a 1-D grid, `w` ends (exclusive) the run of groups from
+    /// `x` that this call may run, and a kernel with a flat loop (`Lower::fast_loop`) leaves
+    /// in `x` the last group it ran; any other kernel runs `x` alone and leaves it.
     pub group: [u32; 4],
     pub grid: [u32; 4],
     /// The block (x, y, z) and its volume.
