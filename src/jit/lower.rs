@@ -4735,13 +4735,9 @@ impl<'a, 'm> Lower<'a, 'm> {
     ) -> Result<Vec<Val>, JitError> {
         let n = self.n as usize;
         if let (WaveOp::Reduce(r), Known::Full) = (op, self.known) {
-            // Every lane active, known at compile time: the fold in lane order, no mask test.
+            // Every lane active, known at compile time: the fold, no mask test.
             let xs = self.lanes(s, &args[0][0]);
-            let mut acc = xs[0];
-            for &x in &xs[1..] {
-                acc = self.reduce_op(r, s, acc, x);
-            }
-            return Ok(vec![Val::U(acc)]);
+            return Ok(vec![Val::U(self.fold_lanes(r, s, &xs))]);
         }
         let e = self.exec();
         let bits = self.mask_bits(&e);
@@ -4772,10 +4768,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     self.b.append_block_param(join, uty(s));
                     self.b.ins().brif(is_full, fast, &[], slow, &[]);
                     self.b.switch_to_block(fast);
-                    let mut acc = xs[0];
-                    for &x in &xs[1..] {
-                        acc = f(self, acc, x);
-                    }
+                    let acc = self.fold_lanes(r, s, &xs);
                     self.b.ins().jump(join, &[acc.into()]);
                     self.b.switch_to_block(slow);
                     Some(join)
@@ -4903,6 +4896,16 @@ impl<'a, 'm> Lower<'a, 'm> {
                 Ok(out)
             }
         }
+    }
+
+    /// A full wave's reduction: every lane's value combined in lane order (the order the
+    /// semantics fix for floats).
+    fn fold_lanes(&mut self, r: ReduceOp, s: Scalar, xs: &[Value]) -> Value {
+        let mut acc = xs[0];
+        for &x in &xs[1..] {
+            acc = self.reduce_op(r, s, acc, x);
+        }
+        acc
     }
 
     fn reduce_op(&mut self, r: ReduceOp, s: Scalar, a: Value, b: Value) -> Value {
