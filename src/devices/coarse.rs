@@ -24,34 +24,14 @@ use std::sync::{Arc, OnceLock};
 /// four and 1.04 at eight (benches/peers/cuda/shapes.py); four keeps the register cost low.
 pub const FACTOR: u32 = 4;
 
-/// The `CAJETA_XPU_COARSEN` setting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Off,
-    Auto,
-    Force,
-}
+pub use super::Mode;
 
-/// The mode from the environment (read once per process); a value that is none of
+/// The `CAJETA_XPU_COARSEN` setting (read once per process); a value that is none of
 /// `off auto force` is an error.
 pub fn mode() -> Result<Mode, String> {
     static MODE: OnceLock<Result<Mode, String>> = OnceLock::new();
-    MODE.get_or_init(|| parse_mode(std::env::var("CAJETA_XPU_COARSEN").ok()))
+    MODE.get_or_init(|| Mode::from_env("CAJETA_XPU_COARSEN"))
         .clone()
-}
-
-fn parse_mode(value: Option<String>) -> Result<Mode, String> {
-    match value.ok_or(()) {
-        Err(_) => Ok(Mode::Auto),
-        Ok(v) => match v.trim() {
-            "" | "auto" => Ok(Mode::Auto),
-            "off" | "0" => Ok(Mode::Off),
-            "force" | "1" => Ok(Mode::Force),
-            other => Err(format!(
-                "CAJETA_XPU_COARSEN={other:?} is not one of off, auto, force"
-            )),
-        },
-    }
 }
 
 /// Whether `launch` of `kernel` should run coarsened on `device` (the kernel's eligibility
@@ -122,21 +102,4 @@ pub fn launch_of(launch: &Launch) -> Launch {
     let mut l = *launch;
     l.grid[0] = launch.grid[0].div_ceil(FACTOR);
     l
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mode_names() {
-        let m = |v: Option<&str>| parse_mode(v.map(str::to_string));
-        assert_eq!(m(None), Ok(Mode::Auto));
-        assert_eq!(m(Some("auto")), Ok(Mode::Auto));
-        assert_eq!(m(Some(" force ")), Ok(Mode::Force));
-        assert_eq!(m(Some("off")), Ok(Mode::Off));
-        assert!(m(Some("sometimes"))
-            .unwrap_err()
-            .contains("off, auto, force"));
-    }
 }

@@ -179,6 +179,32 @@ impl DeviceError {
     }
 }
 
+/// A setting that a heuristic decides unless the user overrides it: never, as measured, or
+/// always where it applies (`CAJETA_XPU_COARSEN`, `CAJETA_XPU_CPU_STREAMING`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Off,
+    Auto,
+    Force,
+}
+
+impl Mode {
+    /// The setting in environment variable `var`: `off`, `auto` (or unset or empty),
+    /// `force`; anything else is an error naming the variable.
+    pub fn from_env(var: &str) -> Result<Mode, String> {
+        Mode::parse(var, std::env::var(var).ok().as_deref())
+    }
+
+    fn parse(var: &str, value: Option<&str>) -> Result<Mode, String> {
+        match value.map(str::trim) {
+            None | Some("" | "auto") => Ok(Mode::Auto),
+            Some("off" | "0") => Ok(Mode::Off),
+            Some("force" | "1") => Ok(Mode::Force),
+            Some(other) => Err(format!("{var}={other:?} is not one of off, auto, force")),
+        }
+    }
+}
+
 /// How fresh device memory is filled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Init {
@@ -783,6 +809,20 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mode_names() {
+        let m = |v: Option<&str>| Mode::parse("CAJETA_XPU_COARSEN", v);
+        assert_eq!(m(None), Ok(Mode::Auto));
+        assert_eq!(m(Some("auto")), Ok(Mode::Auto));
+        assert_eq!(m(Some(" force ")), Ok(Mode::Force));
+        assert_eq!(m(Some("off")), Ok(Mode::Off));
+        let e = m(Some("sometimes")).unwrap_err();
+        assert!(
+            e.contains("off, auto, force") && e.contains("CAJETA_XPU_COARSEN"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn backend_names_round_trip() {
