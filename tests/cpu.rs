@@ -1056,7 +1056,11 @@ fn fuzz_timing() {
 /// Runs every run block of `src` on the CPU (against the interpreter where it says
 /// `expect = interp`) and requires each to pass.
 fn run_blocks(src: &str) {
-    let (interp, cpu) = devices();
+    run_blocks_on(&devices().1, src);
+}
+
+fn run_blocks_on(cpu: &Device, src: &str) {
+    let interp = Device::open(Backend::Interp).expect("interp");
     let (m, specs) = xpu::ir::parse_file(src).unwrap_or_else(|e| panic!("parse: {e}"));
     let m = m.verify().unwrap_or_else(|e| panic!("verify: {e}"));
     let pc = cpu.load(m.clone()).unwrap();
@@ -1524,21 +1528,26 @@ fn full_wave_loop_checks_lengths_once_and_faults_as_before() {
     // wave that fails only that restarts in the ordinary loop, which must report the fault as
     // the per-access checks do: the first wave holding a bad index, and in it the first
     // access (b, c, then a) whose last lane is out of bounds, at index max(first lane, len).
-    let (interp, cpu) = devices();
-    for (wave, w) in [("", 0u64), ("@wave(8)\n", 8), ("@wave(4)\n", 4)] {
+    // Streaming code (prefetches, non-temporal stores to `a`) must do the same.
+    let (interp, plain) = devices();
+    let streaming = streaming_cpu();
+    for ((wave, w), cpu) in [("", 0u64), ("@wave(8)\n", 8), ("@wave(4)\n", 4)]
+        .into_iter()
+        .flat_map(|w| [(w, &plain), (w, &streaming)])
+    {
         let src = format!(
             "{wave}kernel triad(n: u32, s: f32, a: buf<f32, rw>, b: buf<f32>, c: buf<f32>) {{\n    \
              let i: u32 = global_id.x;\n    if i < n {{\n        a[i] = b[i] + s * c[i];\n    }}\n}}\n"
         );
         let pi = load(&interp, &src);
-        let pc = load(&cpu, &src);
+        let pc = load(cpu, &src);
         let w = if w == 0 {
             pc.manifest("triad").unwrap().built_wave.unwrap() as u64
         } else {
             w
         };
         let stream_i = KernelStream::current(&interp);
-        let stream_c = KernelStream::current(&cpu);
+        let stream_c = KernelStream::current(cpu);
         // At 4 workgroups every call runs one; at 96 each call runs a run of them in the
         // flat loop (`Lower::fast_loop`), so a failing wave falls mid-run.
         for (scale, (n, la, lb, lc)) in [1u32, 24].into_iter().flat_map(|k| {
@@ -1585,7 +1594,7 @@ fn full_wave_loop_checks_lengths_once_and_faults_as_before() {
                     }
                 }
             }
-            let got = run(&cpu, &pc, &stream_c);
+            let got = run(cpu, &pc, &stream_c);
             match want_fault {
                 None => {
                     let want = run(&interp, &pi, &stream_i).unwrap();
@@ -1603,5 +1612,176 @@ fn full_wave_loop_checks_lengths_once_and_faults_as_before() {
                 },
             }
         }
+    }
+}
+
+/// A CPU device of its own (not the process's shared one) whose launches always run the
+/// streaming code of kernels that have some (`CpuDevice::set_streaming`).
+fn streaming_cpu() -> Device {
+    let d = xpu::devices::cpu::CpuDevice::new();
+    d.set_streaming(xpu::devices::Mode::Force);
+    Device::from_impl(std::sync::Arc::new(d))
+}
+
+#[test]
+fn streaming_code_agrees_with_the_interpreter() {
+    // Streaming code (what a launch larger than the last-level cache runs, forced here):
+    // each wave of the flat loop prefetches its read streams ahead and stores the outputs
+    // the kernel never reads non-temporally. Outputs of 1, 4 and 8 chunks a wave (u8, f32,
+    // f64), a read-and-written buffer (plain stores), more read streams than one prefetch
+    // call takes, elements wider than a line, ragged ends, restarts and a write-only buffer
+    // also written at another index.
+    let src = r#"
+kernel triad(n: u32, s: f32, a: buf<f32, rw>, b: buf<f32>, c: buf<f32>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        a[i] = b[i] + s * c[i];
+    }
+}
+
+kernel saxpy(n: u32, s: f32, x: buf<f32>, y: buf<f32, rw>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = s * x[i] + y[i];
+    }
+}
+
+kernel triad64(n: u32, s: f64, a: buf<f64, rw>, b: buf<f64>, c: buf<f64>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        a[i] = b[i] + s * c[i];
+    }
+}
+
+kernel bytes(n: u32, o: buf<u8, rw>, x: buf<u8>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        o[i] = x[i] * 3 + 1;
+    }
+}
+
+kernel five(n: u32, o: buf<i32, rw>, a: buf<i32>, b: buf<i32>, c: buf<i32>, d: buf<i32>,
+            e: buf<i32>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        o[i] = a[i] - b[i] + c[i] * d[i] + e[i];
+    }
+}
+
+kernel quads(n: u32, o: buf<vec4<f32>, rw>, x: buf<vec4<f32>>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        o[i] = x[i].wzyx * vec4<f32>(2.0);
+    }
+}
+
+kernel spread(n: u32, o: buf<i32, rw>, x: buf<i32>) {
+    let i: u32 = global_id.x;
+    if i < n {
+        o[i] = x[i] + 1;
+        if x[i] % 7 == 0 {
+            o[n + i] = -x[i];
+        }
+    }
+}
+
+run triad {
+    grid = [300];
+    block = [64];
+    arg n = 19157;
+    arg s = 3.0;
+    arg a = fill(19200, -1.0);
+    arg b = random(19200, -8.0, 8.0, seed 1);
+    arg c = random(19200, -8.0, 8.0, seed 2);
+    expect a = interp;
+}
+
+run saxpy {
+    grid = [300];
+    block = [64];
+    arg n = 19200;
+    arg s = -0.5;
+    arg x = random(19200, -8.0, 8.0, seed 3);
+    arg y = random(19200, -8.0, 8.0, seed 4);
+    expect y = interp;
+}
+
+run triad64 {
+    grid = [97];
+    block = [128];
+    arg n = 12000;
+    arg s = 0.25;
+    arg a = fill(12416, 5.0);
+    arg b = random(12416, -8.0, 8.0, seed 5);
+    arg c = random(12416, -8.0, 8.0, seed 6);
+    expect a = interp;
+}
+
+run bytes {
+    grid = [200];
+    block = [32];
+    arg n = 6390;
+    arg o = fill(6400, 9);
+    arg x = random(6400, 0, 256, seed 7);
+    expect o = interp;
+}
+
+run five {
+    grid = [150];
+    block = [64];
+    arg n = 9600;
+    arg o = fill(9600, 0);
+    arg a = random(9600, -1000, 1000, seed 8);
+    arg b = random(9600, -1000, 1000, seed 9);
+    arg c = random(9600, -1000, 1000, seed 10);
+    arg d = random(9600, -1000, 1000, seed 11);
+    arg e = random(9600, -1000, 1000, seed 12);
+    expect o = interp;
+}
+
+run quads {
+    grid = [60];
+    block = [32];
+    arg n = 1900;
+    arg o = fill(1920, 0.0);
+    arg x = random(1920, -4.0, 4.0, seed 13);
+    expect o = interp;
+}
+
+run spread {
+    grid = [50];
+    block = [64];
+    arg n = 3200;
+    arg o = fill(6400, 0);
+    arg x = random(3200, 0, 1000, seed 14);
+    expect o = interp;
+}
+"#;
+    let cpu = streaming_cpu();
+    run_blocks_on(&cpu, src);
+    // The outputs at every offset within a 16-byte chunk: a view at an odd offset takes the
+    // helpers' plain-store path.
+    let interp = Device::open(Backend::Interp).unwrap();
+    let pi = load(&interp, src);
+    let pc = load(&cpu, src);
+    for skew in 0..4usize {
+        let run = |dev: &Device, p: &xpu::Program| {
+            let n = 5000u32;
+            let b: Vec<f32> = (0..n).map(|x| x as f32 * 0.25).collect();
+            let c: Vec<f32> = (0..n).map(|x| 100.0 - x as f32).collect();
+            let (b, c) = (dev.upload(&b).unwrap(), dev.upload(&c).unwrap());
+            let whole = dev.upload(&vec![-2.0f32; n as usize + 4]).unwrap();
+            let mut a = whole.slice(skew..skew + n as usize).unwrap();
+            p.kernel("triad")
+                .unwrap()
+                .launch(
+                    &KernelStream::current(dev),
+                    Launch::grid([n.div_ceil(64)]).block([64]),
+                    args![n, 3.0f32, &mut a, &b, &c],
+                )
+                .unwrap();
+            whole.download().unwrap()
+        };
+        assert_eq!(run(&cpu, &pc), run(&interp, &pi), "skew {skew}");
     }
 }

@@ -126,6 +126,22 @@ fn filetests_pass_on_every_available_backend() {
     assert!(ran >= 40, "only {ran} cases ran");
 }
 
+/// The CPU's streaming code (prefetched reads, non-temporal stores of outputs a kernel never
+/// reads), which only launches larger than the last-level cache run, forced onto every launch
+/// of the file tests: each result must still be the file's expected one.
+#[test]
+fn filetests_pass_streaming() {
+    match run_with(
+        "cpu",
+        &["tests/filetests"],
+        &[("CAJETA_XPU_CPU_STREAMING", "force")],
+    ) {
+        Ok(outcome) if outcome.failed == 0 => println!("{}", outcome.report),
+        Ok(outcome) => panic!("streaming file tests failed on cpu:\n{}", outcome.report),
+        Err(message) => panic!("streaming file tests failed on cpu:\n{message}"),
+    }
+}
+
 /// The coarsening pass (`xpu::ir::coarsen`), which GPUs apply to large launches only, forced
 /// onto every eligible launch of the file tests on the interpreter and the CPU: each result
 /// must still be the file's expected one.

@@ -14,9 +14,14 @@
 //!   [`CpuDevice::set_worker_cap`]), and turns a fault the generated code caught
 //!   (out of bounds, division by zero, barrier divergence, a broken `align`) into a
 //!   [`LaunchError`] naming kernel, line and index. Nothing out of bounds is ever touched.
+//! - A launch whose buffers together exceed the last-level cache runs the kernel's streaming
+//!   code where it has some ([`jit::stream`]): prefetched inputs, non-temporal outputs.
+//!   `CAJETA_XPU_CPU_STREAMING=off|auto|force` or [`CpuDevice::set_streaming`] overrides it.
 
 use super::host::{self, HostStream};
-use super::{Backend, DeviceArg, DeviceError, DeviceImpl, KernelImpl, ProgramImpl, StreamImpl};
+use super::{
+    Backend, DeviceArg, DeviceError, DeviceImpl, KernelImpl, Mode, ProgramImpl, StreamImpl,
+};
 use crate::facts::DeviceFacts;
 use crate::ir::{Function, Handle, Type, VerifiedModule};
 use crate::jit::{self, BufRef, CompiledKernel, Fault};
@@ -25,7 +30,7 @@ use crate::manifest::KernelManifest;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// The host CPU device.
@@ -33,6 +38,9 @@ pub struct CpuDevice {
     facts: DeviceFacts,
     /// Shared with every program and kernel, so a new cap applies to the next launch.
     cap: Arc<AtomicUsize>,
+    /// When launches run streaming code; shared like `cap`. An unreadable
+    /// `CAJETA_XPU_CPU_STREAMING` is kept as its error, which every launch then reports.
+    streaming: Arc<Mutex<Result<Mode, String>>>,
 }
 
 impl Default for CpuDevice {
@@ -64,7 +72,14 @@ impl CpuDevice {
         CpuDevice {
             facts,
             cap: Arc::new(AtomicUsize::new(default_cap())),
+            streaming: Arc::new(Mutex::new(Mode::from_env(STREAMING_VAR))),
         }
+    }
+
+    /// When launches run the streaming code of kernels that have some: `Auto` (the default)
+    /// when the launch's buffers exceed the last-level cache, `Force` always, `Off` never.
+    pub fn set_streaming(&self, mode: Mode) {
+        *self.streaming.lock() = Ok(mode);
     }
 
     /// Caps the worker threads a launch uses (`Device.setCpuWorkerCap`); 0 restores the
@@ -95,18 +110,48 @@ impl DeviceImpl for CpuDevice {
             module: module.clone(),
             kernels: Mutex::new(HashMap::new()),
             cap: self.cap.clone(),
+            streaming: self.streaming.clone(),
         }))
     }
 }
 
-/// One compiled specialisation's key: the block, the wave, and whether every wave of the block
-/// is full (a 1-D block of whole waves gets code that knows it).
-type SpecKey = ([u32; 3], u32, bool);
+/// One compiled specialisation's key: the block, the wave, whether every wave of the block
+/// is full (a 1-D block of whole waves gets code that knows it), and whether it streams.
+type SpecKey = ([u32; 3], u32, bool, bool);
+
+/// The variable that overrides when launches stream ([`CpuDevice::set_streaming`]).
+const STREAMING_VAR: &str = "CAJETA_XPU_CPU_STREAMING";
+
+/// The host's last-level cache in bytes: the largest cache sysfs lists for cpu0, else 32 MiB.
+/// A launch whose buffers exceed it runs from memory, which streaming code is for.
+fn last_level_cache() -> u64 {
+    static LLC: OnceLock<u64> = OnceLock::new();
+    *LLC.get_or_init(|| {
+        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+        let size = |entry: std::fs::DirEntry| -> Option<u64> {
+            let text = std::fs::read_to_string(entry.path().join("size")).ok()?;
+            let text = text.trim();
+            let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
+            let shift = match unit {
+                "K" => 10,
+                "M" => 20,
+                "G" => 30,
+                _ => return None,
+            };
+            Some(digits.parse::<u64>().ok()? << shift)
+        };
+        std::fs::read_dir(dir)
+            .ok()
+            .and_then(|entries| entries.filter_map(|e| e.ok().and_then(size)).max())
+            .unwrap_or(32 << 20)
+    })
+}
 
 struct CpuProgram {
     module: Arc<VerifiedModule>,
     kernels: Mutex<HashMap<String, Arc<CpuKernel>>>,
     cap: Arc<AtomicUsize>,
+    streaming: Arc<Mutex<Result<Mode, String>>>,
 }
 
 /// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
@@ -123,18 +168,21 @@ fn spec_block(block: [u32; 3]) -> [u32; 3] {
 }
 
 /// Compiles `handle` of `module` at `block` and `wave`; `whole_waves`: every launch of the code
-/// has a block of whole waves (only then may it be run).
+/// has a block of whole waves (only then may it be run); `streaming`: see
+/// [`jit::Config::streaming`].
 pub fn compile(
     module: &VerifiedModule,
     handle: Handle<Function>,
     block: [u32; 3],
     wave: u32,
     whole_waves: bool,
+    streaming: bool,
 ) -> Result<CompiledKernel, jit::JitError> {
     let f = module.function(handle);
     let mut cfg = jit::config(f, block, None);
     cfg.wave = wave;
     cfg.whole_waves = whole_waves;
+    cfg.streaming = streaming;
     let types = |h: Handle<Function>| module.expr_types(h);
     CompiledKernel::compile(module.module(), handle, cfg, &types)
 }
@@ -163,20 +211,21 @@ impl CpuProgram {
             })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
-        let probe = compile(&self.module, handle, PROBE_BLOCK, wave, false).map_err(|e| {
-            LaunchError::NoCode {
-                kernel: name.to_string(),
-                backend: Backend::Cpu,
-                reason: e.to_string(),
-            }
-        })?;
+        let probe =
+            compile(&self.module, handle, PROBE_BLOCK, wave, false, false).map_err(|e| {
+                LaunchError::NoCode {
+                    kernel: name.to_string(),
+                    backend: Backend::Cpu,
+                    reason: e.to_string(),
+                }
+            })?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
         manifest.built_wave = Some(wave);
         manifest.code_bytes = Some(probe.code_bytes);
         manifest.static_shared_bytes = Some(probe.static_shared as u64);
         let compile_time = probe.compile_time;
         let mut specs = HashMap::new();
-        specs.insert((PROBE_BLOCK, wave, false), Arc::new(probe));
+        specs.insert((PROBE_BLOCK, wave, false, false), Arc::new(probe));
         let k = Arc::new(CpuKernel {
             module: self.module.clone(),
             handle,
@@ -184,6 +233,7 @@ impl CpuProgram {
             wave,
             specs: Mutex::new(specs),
             cap: self.cap.clone(),
+            streaming: self.streaming.clone(),
             compile_time: Mutex::new(compile_time),
         });
         self.kernels.lock().insert(name.to_string(), k.clone());
@@ -209,6 +259,7 @@ pub struct CpuKernel {
     wave: u32,
     specs: Mutex<HashMap<SpecKey, Arc<CompiledKernel>>>,
     cap: Arc<AtomicUsize>,
+    streaming: Arc<Mutex<Result<Mode, String>>>,
     compile_time: Mutex<Duration>,
 }
 
@@ -218,19 +269,25 @@ impl CpuKernel {
         *self.compile_time.lock()
     }
 
-    fn spec(&self, block: [u32; 3]) -> Result<Arc<CompiledKernel>, LaunchError> {
+    fn spec(&self, block: [u32; 3], streaming: bool) -> Result<Arc<CompiledKernel>, LaunchError> {
         let whole_waves = block.iter().product::<u32>() % self.wave == 0;
         let block = spec_block(block);
-        let key = (block, self.wave, whole_waves);
+        let key = (block, self.wave, whole_waves, streaming);
         if let Some(c) = self.specs.lock().get(&key) {
             return Ok(c.clone());
         }
-        let c = compile(&self.module, self.handle, block, self.wave, whole_waves).map_err(|e| {
-            LaunchError::NoCode {
-                kernel: self.name().to_string(),
-                backend: Backend::Cpu,
-                reason: e.to_string(),
-            }
+        let c = compile(
+            &self.module,
+            self.handle,
+            block,
+            self.wave,
+            whole_waves,
+            streaming,
+        )
+        .map_err(|e| LaunchError::NoCode {
+            kernel: self.name().to_string(),
+            backend: Backend::Cpu,
+            reason: e.to_string(),
         })?;
         *self.compile_time.lock() += c.compile_time;
         let c = Arc::new(c);
@@ -289,7 +346,7 @@ impl KernelImpl for CpuKernel {
         args: &[DeviceArg],
     ) -> Result<(), LaunchError> {
         let kernel = || self.name().to_string();
-        let code = self.spec(launch.block)?;
+        let mut code = self.spec(launch.block, false)?;
         let device_error = |e: DeviceError| LaunchError::Device {
             kernel: kernel(),
             message: e.to_string(),
@@ -326,6 +383,27 @@ impl KernelImpl for CpuKernel {
             bufs.push(buf);
             values.push(lanes);
         }
+        let streaming = self
+            .streaming
+            .lock()
+            .clone()
+            .map_err(|reason| LaunchError::NoCode {
+                kernel: kernel(),
+                backend: Backend::Cpu,
+                reason,
+            })?;
+        let stream = code.can_stream
+            && match streaming {
+                Mode::Off => false,
+                Mode::Force => true,
+                Mode::Auto => {
+                    let footprint: usize = locked.views.iter().flatten().map(|v| v.len).sum();
+                    footprint as u64 > last_level_cache()
+                }
+            };
+        if stream {
+            code = self.spec(launch.block, true)?;
+        }
         // SAFETY: every buffer points into an allocation locked for this call, with its
         // length in elements; the kernel's accesses are bounds-checked against it.
         let r = unsafe {
@@ -359,7 +437,7 @@ pub fn aot_build(
     let mut total = Duration::ZERO;
     for (h, f) in module.kernels() {
         let wave = build_wave(f);
-        match compile(module, h, PROBE_BLOCK, wave, false) {
+        match compile(module, h, PROBE_BLOCK, wave, false, false) {
             Ok(c) => {
                 total += c.compile_time;
                 println!(

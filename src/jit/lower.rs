@@ -21,7 +21,7 @@
 
 use super::analysis::{self, Analysis, Analyzer, Class, GeometryClass};
 use super::lanes::{chunks, per_chunk, uty, vty, Val};
-use super::{ctx_off, err, JitError, Site};
+use super::{ctx_off, err, stream, JitError, Site};
 use crate::ir::{
     AtomicOp, Base, BinaryOp, Builtin, ElemType, Expr, ExprId, Function, Handle, Len, Literal,
     Local, LoopKind, MathFn, Module, Place, ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp,
@@ -50,6 +50,9 @@ pub struct Config {
     pub whole_waves: bool,
     /// The host has a fused multiply-add instruction.
     pub fma: bool,
+    /// The launch sweeps more memory than the caches hold: the flat loop prefetches its read
+    /// streams and stores outputs it never reads non-temporally ([`super::stream`]).
+    pub streaming: bool,
 }
 
 /// What the lowering learned about the kernel, for the runtime.
@@ -58,6 +61,9 @@ pub struct Lowered {
     pub state_bytes: u32,
     pub static_shared: u32,
     pub barriers: u32,
+    /// The kernel has a flat loop with streams, so code built with `Config::streaming`
+    /// differs from this (and is worth building for a large launch).
+    pub can_stream: bool,
 }
 
 const FINISHED: i64 = 0x7fff_ffff;
@@ -193,6 +199,12 @@ pub struct Lower<'a, 'm> {
     fast_least: Option<Value>,
     /// Their pointers, loaded with the lengths (kept in registers across the loop).
     fast_ptrs: Vec<(i32, Value)>,
+    /// In a streaming flat loop (`Config::streaming`): the buffers among `fast_bufs` it
+    /// reads (prefetched) and those it only writes (stored non-temporally).
+    stream_reads: Vec<u32>,
+    stream_writes: Vec<u32>,
+    /// Whether `fast_loop` found a flat loop with streams (`Lowered::can_stream`).
+    can_stream: bool,
     /// While lowering the fast side of that `if`: its tested stride-1 base, whose whole-wave
     /// accesses to `fast_bufs` are known in bounds.
     fast_base: Option<Value>,
@@ -384,6 +396,9 @@ impl<'a, 'm> Lower<'a, 'm> {
             fast_bufs: Vec::new(),
             fast_least: None,
             fast_ptrs: Vec::new(),
+            stream_reads: Vec::new(),
+            stream_writes: Vec::new(),
+            can_stream: false,
             fast_base: None,
             drv_wave,
             drv_resume,
@@ -788,6 +803,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             state_bytes,
             static_shared,
             barriers,
+            can_stream: self.can_stream,
         })
     }
 
@@ -864,6 +880,13 @@ impl<'a, 'm> Lower<'a, 'm> {
             && self.cfg.block[2] == 1
             && (self.cfg.whole_waves
                 || (self.cfg.block[0] != 0 && self.cfg.block[0] % self.n == 0));
+        // Streams: the flat loop's buffers at the wave's own index, split into those the
+        // kernel reads anywhere (prefetched) and those it only writes (non-temporal).
+        self.can_stream = stream::AVAILABLE && flat && streamable(f) && !self.fast_bufs.is_empty();
+        if self.can_stream && self.cfg.streaming {
+            (self.stream_reads, self.stream_writes) =
+                self.fast_bufs.iter().partition(|&&p| reads_buffer(f, p));
+        }
         let flat_end = if flat {
             let bx = self.b.ins().uextend(types::I64, self.bdim[0]);
             let end = self
@@ -958,6 +981,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.fast_bufs.clear();
         self.fast_least = None;
         self.fast_ptrs.clear();
+        self.stream_reads.clear();
+        self.stream_writes.clear();
         self.scope.truncate(mark);
         if open {
             self.b.ins().jump(kernel_end, &[]);
@@ -1969,6 +1994,9 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.nowrap.push(base);
         }
         self.fast_base = fast_base;
+        if let Some(base) = fast_base {
+            self.prefetch_streams(base);
+        }
         let open = self.block(then_b)?;
         self.fast_base = None;
         if !signed {
@@ -2850,8 +2878,14 @@ impl<'a, 'm> Lower<'a, 'm> {
             Val::A(bv, 1) if contiguous && self.unmasked(*bv, base) => {
                 let addr = self.unmasked_addr(*bv, base, (ptr, len), size, site);
                 let cs = self.materialize(s, &vals[0]);
-                for (c, &x) in cs.iter().enumerate() {
-                    self.b.ins().store(notrap(), x, addr, (c * 16) as i32);
+                let streamed = self.fast_base == Some(*bv)
+                    && matches!(base, Base::Param(p) if self.stream_writes.contains(&p));
+                if streamed {
+                    self.stream_store(addr, &cs);
+                } else {
+                    for (c, &x) in cs.iter().enumerate() {
+                        self.b.ins().store(notrap(), x, addr, (c * 16) as i32);
+                    }
                 }
             }
             Val::A(bv, 1) if contiguous => {
@@ -2887,6 +2921,54 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// A whole wave's chunks at `addr`, through the non-temporal store helpers (at most 8
+    /// chunks a call: the vector registers the C calling convention passes them in).
+    fn stream_store(&mut self, addr: Value, cs: &[Value]) {
+        for (g, group) in cs.chunks(8).enumerate() {
+            let at = self.b.ins().iadd_imm_s(addr, g as i64 * 128);
+            let mut args = vec![at];
+            for &c in group {
+                let c = if self.b.func.dfg.value_type(c) == types::I64X2 {
+                    c
+                } else {
+                    self.b.ins().bitcast(types::I64X2, le(), c)
+                };
+                args.push(c);
+            }
+            let mut params = vec![types::I64];
+            params.resize(args.len(), types::I64X2);
+            self.call(stream::store_symbol(group.len()), &params, &[], &args);
+        }
+    }
+
+    /// In a streaming flat loop, for the wave whose first index is `base`: prefetches the
+    /// lines each read stream holds `PREFETCH_AHEAD` bytes past this wave's.
+    fn prefetch_streams(&mut self, base: Value) {
+        let b64 = self.b.ins().uextend(types::I64, base);
+        let mut addrs = Vec::new();
+        let mut lines = 1;
+        for p in self.stream_reads.clone() {
+            let KParam::Buf { off, elem } = self.kparams[p as usize] else {
+                continue;
+            };
+            let Some(&(_, ptr)) = self.fast_ptrs.iter().find(|&&(o, _)| o == off) else {
+                continue;
+            };
+            let esize = elem.scalar.size() as i64 * elem.lanes as i64;
+            lines = lines.max((self.n as u64 * esize as u64).div_ceil(stream::LINE as u64) as i64);
+            let o = self.b.ins().imul_imm_s(b64, esize);
+            let a = self.b.ins().iadd(ptr, o);
+            addrs.push(self.b.ins().iadd_imm_s(a, stream::PREFETCH_AHEAD));
+        }
+        let lines = self.b.ins().iconst(types::I64, lines);
+        for group in addrs.chunks(4) {
+            let mut args = vec![lines];
+            args.extend_from_slice(group);
+            let params = vec![types::I64; args.len()];
+            self.call(stream::prefetch_symbol(group.len()), &params, &[], &args);
+        }
     }
 
     /// Per-lane stores in lane order; inactive lanes write the dummy.
@@ -5285,6 +5367,34 @@ fn flat_loop_ok(f: &Function) -> bool {
                     | Expr::Wave { .. }
             )
         })
+}
+
+/// Whether a flat-loop kernel may stream (`Config::streaming`): it has no atomic or fence,
+/// through which one work-item could order its stores before another's reads during the
+/// launch (non-temporal stores are ordered only by the fence that ends each worker), and no
+/// fragment, whose helpers read memory out of sight.
+fn streamable(f: &Function) -> bool {
+    fn fence(b: &[Stmt]) -> bool {
+        b.iter().any(|s| {
+            matches!(s.kind, StmtKind::Fence(_) | StmtKind::MatrixStore { .. })
+                || s.kind.blocks().iter().any(|bl| fence(bl))
+        })
+    }
+    !fence(&f.body)
+        && !f
+            .exprs
+            .iter()
+            .any(|(_, e)| matches!(e, Expr::Atomic { .. } | Expr::MatrixLoad { .. }))
+}
+
+/// Whether `f` reads buffer parameter `p` anywhere.
+fn reads_buffer(f: &Function, p: u32) -> bool {
+    f.exprs.iter().any(|(_, e)| match e {
+        Expr::Index { base, .. } | Expr::VLoad { base, .. } | Expr::MatrixLoad { base, .. } => {
+            *base == Base::Param(p)
+        }
+        _ => false,
+    })
 }
 
 /// A `let` whose initialiser has no effect (no call, dispatch or atomic); evaluating it twice

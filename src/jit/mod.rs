@@ -24,6 +24,7 @@ pub mod lanes;
 mod lower;
 pub mod pool;
 pub mod rt;
+pub mod stream;
 
 use crate::ir::{Function, Handle, Module, Type};
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
@@ -194,6 +195,10 @@ pub struct CompiledKernel {
     pub sites: Vec<Site>,
     pub compile_time: Duration,
     pub code_bytes: u64,
+    /// Built with [`Config::streaming`] on, into code that differs for it.
+    pub streaming: bool,
+    /// Code built with [`Config::streaming`] would differ from this.
+    pub can_stream: bool,
 }
 
 struct JitModuleBox(Option<JITModule>);
@@ -227,6 +232,7 @@ pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> C
         block,
         whole_waves: false,
         fma: host_fma(),
+        streaming: false,
     }
 }
 
@@ -271,7 +277,7 @@ impl CompiledKernel {
             .finish(settings::Flags::new(flags))
             .map_err(|e| codegen(e.to_string()))?;
         let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
-        for (sym, ptr) in rt::symbols() {
+        for (sym, ptr) in rt::symbols().into_iter().chain(stream::symbols()) {
             jb.symbol(sym, ptr);
         }
         let mut jm = JITModule::new(jb);
@@ -354,6 +360,8 @@ impl CompiledKernel {
             sites,
             compile_time: t0.elapsed(),
             code_bytes,
+            streaming: cfg.streaming && lowered.can_stream,
+            can_stream: lowered.can_stream,
         })
     }
 
@@ -418,9 +426,16 @@ impl CompiledKernel {
         let stop = AtomicBool::new(false);
         let fault: parking_lot::Mutex<Option<(u64, Fault)>> = parking_lot::Mutex::new(None);
         let poison = std::env::var_os("CAJETA_XPU_POISON").is_some_and(|v| v == "1");
-        // Chunks small enough to balance, large enough to amortise the counter.
+        // Chunks small enough to balance, large enough to amortise the counter; streaming
+        // code's chunks also long enough that the prefetches' run-in at a chunk's start and
+        // their run-out past its end (into another worker's chunk) are a small part.
         let threads = workers.max(1).min(total as usize);
-        let chunk = (total / (threads as u64 * 8)).clamp(1, 64);
+        let most = if self.streaming {
+            (stream::CHUNK_ITEMS / volume).max(64)
+        } else {
+            64
+        };
+        let chunk = (total / (threads as u64 * 8)).clamp(1, most);
         let one_d = grid[1] == 1 && grid[2] == 1;
         let bufs = SendPtr(bufs.as_ptr());
         let args = SendPtr(args.as_ptr());
@@ -442,13 +457,13 @@ impl CompiledKernel {
                     err_index: 0,
                     err_len: 0,
                 };
-                loop {
+                'chunks: loop {
                     if stop.load(Ordering::Relaxed) {
-                        return;
+                        break 'chunks;
                     }
                     let first = next.fetch_add(chunk, Ordering::Relaxed);
                     if first >= total {
-                        return;
+                        break 'chunks;
                     }
                     let end = (first + chunk).min(total);
                     let mut g = first;
@@ -484,10 +499,14 @@ impl CompiledKernel {
                                 *slot = Some((g, f));
                             }
                             stop.store(true, Ordering::Relaxed);
-                            return;
+                            break 'chunks;
                         }
                         g += 1;
                     }
+                }
+                if self.streaming {
+                    // The non-temporal stores, visible before the pool hands the launch back.
+                    stream::fence();
                 }
             })
         };
