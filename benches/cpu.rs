@@ -448,21 +448,34 @@ fn main() {
 
     println!();
     println!(
-        "{:<12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
-        "kernel", "unit", "xpu cpu", "memcpy", "rayon", "PoCL", "xpu/PoCL", "JIT ms", "PoCL ms"
+        "{:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "kernel",
+        "unit",
+        "xpu cpu",
+        "memcpy",
+        "rayon",
+        "PoCL",
+        "/memcpy",
+        "/rayon",
+        "/PoCL",
+        "JIT ms",
+        "PoCL ms"
     );
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let ratio =
+        |ours: f64, peer: Option<f64>| peer.map_or("-".into(), |p| format!("{:.2}x", ours / p));
     for r in &rows {
-        let ratio = r.pocl.map(|p| r.ours / p);
         println!(
-            "{:<12} {:>9} {:>10.2} {:>9} {:>9} {:>9} {:>9} {:>11.2} {:>11}",
+            "{:<12} {:>6} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>8}",
             r.name,
             r.unit,
             r.ours,
             f(r.memcpy),
             f(r.rayon),
             f(r.pocl),
-            ratio.map_or("-".into(), |x| format!("{x:.2}x")),
+            ratio(r.ours, r.memcpy),
+            ratio(r.ours, r.rayon),
+            ratio(r.ours, r.pocl),
             r.compile_ms,
             f(r.pocl_build_ms)
         );
