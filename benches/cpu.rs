@@ -14,7 +14,8 @@
 //! Options (after `--`): `--quick` (sizes / 16, sgemm 256, mandelbrot 512², 2 reps),
 //! `--reps N` (5), `--threads N` (our worker cap and PoCL's; default all cores),
 //! `--no-peers` (skip PoCL), `--only K1,K2` (only these kernels: triad, saxpy, sgemm,
-//! wave_reduce, mandelbrot), `--block N` (work-items per workgroup of triad and saxpy; 256).
+//! wave_reduce, mandelbrot), `--block N` (work-items per workgroup of triad and saxpy; 256),
+//! `--elements N` (of triad's and saxpy's arrays; 64M).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -104,6 +105,8 @@ struct Opts {
     only: Vec<String>,
     /// Work-items per workgroup of the streaming kernels (`--block N`).
     block: u32,
+    /// Elements of triad's and saxpy's arrays (`--elements N`).
+    elements: Option<usize>,
 }
 
 impl Opts {
@@ -120,6 +123,7 @@ fn opts() -> Opts {
         peers: true,
         only: Vec::new(),
         block: 256,
+        elements: None,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -141,6 +145,10 @@ fn opts() -> Opts {
             "--block" => {
                 i += 1;
                 o.block = args.get(i).and_then(|s| s.parse().ok()).unwrap_or(256);
+            }
+            "--elements" => {
+                i += 1;
+                o.elements = args.get(i).and_then(|s| s.parse().ok());
             }
             "--threads" => {
                 i += 1;
@@ -231,7 +239,9 @@ fn main() {
     }
     let cpu = Device::open(Backend::Cpu).expect("the cpu backend");
     let stream = KernelStream::current(&cpu);
-    let stream_n: usize = if o.quick { 4 << 20 } else { 64 << 20 };
+    let stream_n: usize = o
+        .elements
+        .unwrap_or(if o.quick { 4 << 20 } else { 64 << 20 });
     let sgemm_n: u32 = if o.quick { 256 } else { 1024 };
     let (mw, mh) = if o.quick {
         (512u32, 512u32)
