@@ -1785,3 +1785,91 @@ run spread {
         assert_eq!(run(&cpu, &pc), run(&interp, &pi), "skew {skew}");
     }
 }
+
+#[test]
+fn stores_of_a_single_active_lane() {
+    // A scatter under a mask that holds one lane (`if lane_id == k`) stores that lane alone
+    // after checking its index alone; two or more lanes take the general scatter. Components
+    // of vector elements, `vstore`, narrow and half types, an affine index, and a lane chosen
+    // at run time, at the host's wave and at 4 and 8.
+    for wave in ["", "@wave(4)\n", "@wave(8)\n"] {
+        let src = format!(
+            r#"
+{wave}kernel one_lane(o: buf<i32, rw>, o2: buf<vec2<f32>, rw>, o3: buf<u8, rw>,
+                      o4: buf<f16, rw>, o5: buf<f32, rw>, x: buf<i32>, k: u32) {{
+    let i: u32 = global_id.x;
+    let v: i32 = x[i];
+    let w: u32 = group_id.x * 16 + local_id.x / wave_width;
+    if lane_id == k % wave_width {{
+        o[w] = v * 3;
+        o2[(i * 7) % 192] = vec2<f32>(v as f32, 1.5);
+        o3[(i * 5) % 192] = v as u8;
+        o4[i / 2] = (v as f32 * 0.25) as f16;
+        vstore(o5, w * 2, vec2<f32>(v as f32, -(v as f32)));
+        o[100 + i] = v;
+    }}
+    if lane_id < 2 {{
+        o[400 + w * 2 + lane_id] = v + 1;
+    }}
+}}
+
+run one_lane {{
+    grid = [6];
+    block = [32];
+    arg o = fill(600, -1);
+    arg o2 = fill(192, 0.0);
+    arg o3 = fill(192, 0);
+    arg o4 = fill(96, 0.0);
+    arg o5 = fill(192, 0.0);
+    arg x = random(192, -1000, 1000, seed 21);
+    arg k = 3;
+    expect o = interp;
+    expect o2 = interp;
+    expect o3 = interp;
+    expect o4 = interp;
+    expect o5 = interp;
+}}
+
+run one_lane {{
+    grid = [3];
+    block = [40];
+    arg o = fill(600, -1);
+    arg o2 = fill(192, 0.0);
+    arg o3 = fill(192, 0);
+    arg o4 = fill(96, 0.0);
+    arg o5 = fill(192, 0.0);
+    arg x = random(192, -1000, 1000, seed 22);
+    arg k = 7;
+    expect o = interp;
+    expect o2 = interp;
+    expect o3 = interp;
+    expect o4 = interp;
+    expect o5 = interp;
+}}
+"#
+        );
+        run_blocks(&src);
+    }
+    // The one lane's index out of bounds: the fault names it, as the lane-vector check would.
+    let (_, cpu) = devices();
+    let p = load(
+        &cpu,
+        "kernel far(o: buf<i32, rw>) {\n    let i: u32 = global_id.x;\n    if lane_id == 3 {\n        o[i * 100] = 1;\n    }\n}\n",
+    );
+    let mut o = cpu.upload(&vec![0i32; 250]).unwrap();
+    let e = p
+        .kernel("far")
+        .unwrap()
+        .launch(
+            &KernelStream::current(&cpu),
+            Launch::grid([4]).block([64]),
+            args![&mut o],
+        )
+        .unwrap_err();
+    match e {
+        LaunchError::OutOfBounds {
+            index, len, line, ..
+        } => assert_eq!((index, len, line), (300, 250, 4)),
+        e => panic!("expected an out-of-bounds fault, got {e:?}"),
+    }
+}

@@ -30,7 +30,7 @@ use crate::ir::{
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     types, AbiParam, AtomicRmwOp, Block, ConstantData, Endianness, FuncRef, InstBuilder,
-    MemFlagsData, Signature, StackSlotData, StackSlotKind, Value,
+    InstructionData, MemFlagsData, Opcode, Signature, StackSlotData, StackSlotKind, Value,
 };
 use cranelift_frontend::{FunctionBuilder, Switch, Variable};
 use cranelift_jit::JITModule;
@@ -2849,6 +2849,26 @@ impl<'a, 'm> Lower<'a, 'm> {
         let comps = vals.len() as u32;
         let extra = if count > 1 { count } else { 1 };
         let contiguous = self.contiguous(idx, s, comps, private);
+        let esize = if count > 1 {
+            size
+        } else {
+            size * elem.lanes as i64
+        };
+        let all_uniform = vals.iter().all(|v| matches!(v, Val::U(_)));
+        // A scatter under a mask that may hold a single lane (`if lane_id == 0 { ... }`):
+        // that lane's store alone, when it is so.
+        let join = if !contiguous
+            && !private
+            && self.known != Known::Full
+            && s != Scalar::Bool
+            && !(matches!(idx, Val::U(_)) && all_uniform)
+        {
+            let join = self.b.create_block();
+            self.single_lane_store(s, ptr, esize, idx, vals, (len, extra, site), join);
+            Some(join)
+        } else {
+            None
+        };
         if !contiguous {
             self.bounds(idx, extra, len, site);
         }
@@ -2856,12 +2876,6 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.private_store(ptr, elem, idx, vals);
             return Ok(());
         }
-        let esize = if count > 1 {
-            size
-        } else {
-            size * elem.lanes as i64
-        };
-        let all_uniform = vals.iter().all(|v| matches!(v, Val::U(_)));
         match idx {
             Val::U(i) if all_uniform => {
                 let i64v = self.b.ins().uextend(types::I64, *i);
@@ -2920,7 +2934,93 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
             }
         }
+        if let Some(join) = join {
+            self.b.ins().jump(join, &[]);
+            self.b.switch_to_block(join);
+        }
         Ok(())
+    }
+
+    /// Tests whether the exec mask holds exactly one lane; if so, checks that lane's index
+    /// (reporting it as the lane-vector check would: `index + extra - 1`), stores its
+    /// components and jumps to `join`; else falls through (current block) to the general
+    /// scatter.
+    #[allow(clippy::too_many_arguments)]
+    fn single_lane_store(
+        &mut self,
+        s: Scalar,
+        ptr: Value,
+        esize: i64,
+        idx: &Val,
+        vals: &[Val],
+        (len, extra, site): (Value, u32, u32),
+        join: Block,
+    ) {
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let below = self.b.ins().iadd_imm_s(bits, -1);
+        let rest = self.b.ins().band(bits, below);
+        let one = self.b.ins().icmp_imm_s(IntCC::Equal, rest, 0);
+        let some = self.b.ins().icmp_imm_s(IntCC::NotEqual, bits, 0);
+        let one = self.b.ins().band(one, some);
+        let one_b = self.b.create_block();
+        let many_b = self.b.create_block();
+        self.b.ins().brif(one, one_b, &[], many_b, &[]);
+        self.b.seal_block(one_b);
+        self.b.seal_block(many_b);
+        self.b.switch_to_block(one_b);
+        let lane = self.b.ins().ctz(bits);
+        let i = self.lane_at(Scalar::U32, idx, lane);
+        let i64v = self.b.ins().uextend(types::I64, i);
+        let last = self.b.ins().iadd_imm_s(i64v, extra as i64 - 1);
+        let bad = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedGreaterThanOrEqual, last, len);
+        self.check(bad, err::OOB, site, |_| last, len);
+        let o = self.b.ins().imul_imm_s(i64v, esize);
+        let addr = self.b.ins().iadd(ptr, o);
+        for (c, v) in vals.iter().enumerate() {
+            let x = self.lane_at(s, v, lane);
+            self.b
+                .ins()
+                .store(notrap(), x, addr, c as i32 * s.size() as i32);
+        }
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(many_b);
+    }
+
+    /// Lane `lane` (an `i64` below the wave width, not a constant) of `v`.
+    fn lane_at(&mut self, s: Scalar, v: &Val, lane: Value) -> Value {
+        match v {
+            Val::U(x) => *x,
+            Val::A(base, stride) => {
+                let t = self.b.func.dfg.value_type(*base);
+                let l = if t == types::I64 {
+                    lane
+                } else {
+                    self.b.ins().ireduce(t, lane)
+                };
+                let k = self.b.ins().imul_imm_s(l, *stride);
+                self.b.ins().iadd(*base, k)
+            }
+            Val::V(chunks) => {
+                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    chunks.len() as u32 * 16,
+                    4,
+                ));
+                for (c, &x) in chunks.iter().enumerate() {
+                    self.b
+                        .ins()
+                        .stack_store(types::I64, x, slot, (c * 16) as i32);
+                }
+                let base = self.b.ins().stack_addr(types::I64, slot, 0);
+                let o = self.b.ins().imul_imm_s(lane, s.size() as i64);
+                let a = self.b.ins().iadd(base, o);
+                self.b.ins().load(uty(s), notrap(), a, 0)
+            }
+        }
     }
 
     /// A whole wave's chunks at `addr`, through the non-temporal store helpers (at most 8
@@ -4019,8 +4119,46 @@ impl<'a, 'm> Lower<'a, 'm> {
         Val::V(self.geom_mask(s, &r))
     }
 
-    /// Integer `/` and `%`: per lane; a zero divisor in an active lane fails the launch.
+    /// The value of an integer constant (`iconst`), if `v` is one.
+    fn const_of(&self, v: Value) -> Option<i64> {
+        let inst = self.b.func.dfg.value_def(v).inst()?;
+        match self.b.func.dfg.insts[inst] {
+            InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } => Some(imm.bits()),
+            _ => None,
+        }
+    }
+
+    /// Integer `/` and `%`: per lane; a zero divisor in an active lane fails the launch. An
+    /// unsigned division by a constant power of two (`i / wave_width`, `i % 32`) is a vector
+    /// shift or mask instead.
     fn int_div(&mut self, rem: bool, s: Scalar, a: &Val, b: &Val, span: Span) -> Val {
+        let pow2 = match b {
+            Val::U(y) if !s.is_signed() && !matches!(a, Val::U(_)) => self
+                .const_of(*y)
+                .map(|c| c as u64 & (u64::MAX >> (64 - s.bits())))
+                .filter(|c| c.is_power_of_two()),
+            _ => None,
+        };
+        if let Some(c) = pow2 {
+            let xs = self.materialize(s, a);
+            let mask = if rem {
+                let m = self.b.ins().iconst(uty(s), (c - 1) as i64);
+                Some(self.b.ins().splat(vty(s), m))
+            } else {
+                None
+            };
+            return Val::V(
+                xs.iter()
+                    .map(|&x| match mask {
+                        Some(m) => self.b.ins().band(x, m),
+                        None => self.b.ins().ushr_imm_u(x, c.trailing_zeros() as i64),
+                    })
+                    .collect(),
+            );
+        }
         let site = self.add_site(span, "integer division".into());
         let t = uty(s);
         let zero_l = self.b.ins().iconst(types::I64, 0);
