@@ -1,5 +1,5 @@
-//! Constants of the transcendental-function algorithms that the LLVM lowering
-//! (`llvm/math/`) and the Vulkan emitter (`vulkan/math.rs`) both build: one copy, so the two
+//! Constants of the transcendental-function algorithms (`f64math`, and the `f32` paths of the
+//! LLVM lowering `llvm/math.rs` and the Vulkan emitter `vulkan/math.rs`): one copy, so the
 //! backends cannot drift apart.
 
 /// `ln 2` in three parts: `LN2_A` has 32 significant bits (so `e·LN2_A` is exact for any

@@ -22,6 +22,7 @@
 pub mod bench_data;
 pub mod coarse;
 pub mod cpu;
+pub(crate) mod f64math;
 pub mod host;
 pub mod interp;
 pub(crate) mod mathconst;

@@ -5,10 +5,9 @@
 //! widened, evaluated, and rounded once, so `f32` results are correctly rounded except in rare
 //! double-rounding cases.
 //!
-//! `f64` results (and `sin`/`cos` of every width) come from the submodules, which port the
-//! Vulkan backend's algorithms (`src/devices/vulkan/math.rs`) with fma products and are
-//! written once over [`arith::Arith`], so their unit tests run the emitted operation sequence
-//! on the host against the interpreter's libm:
+//! `f64` results (and `sin`/`cos` of every width) come from `devices::f64math`, written once
+//! for LLVM and Vulkan over its `Arith` ([`arith::Ir`] here, with a fused `fma`), so its unit
+//! tests run the emitted operation sequence on the host against the interpreter's libm:
 //! - `trig`: `sin`, `cos`: `x = k·π/2 + r + rl` by Cody–Waite (three-double π/2, exact
 //!   products) below 2^27 and by Payne–Hanek (a constant table of 2/π in 24-bit pieces,
 //!   exact products, carries) from 2^27 on, under a per-lane branch so only lanes with huge
@@ -37,10 +36,9 @@
 //! (`sin`/`cos` up to 1.8e308), `tanh` within 2 (glibc's own error).
 
 mod arith;
-mod explog;
-mod trig;
 
 use super::{codes, FnCx, LResult};
+use crate::devices::f64math::{explog, trig};
 use crate::devices::mathconst::factorial;
 use crate::ir::{MathFn, Scalar};
 use inkwell::types::BasicTypeEnum;

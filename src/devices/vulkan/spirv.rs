@@ -156,6 +156,12 @@ impl std::fmt::Display for Unsupported {
 
 type R<T> = Result<T, Unsupported>;
 
+/// An open `if` of [`Em::guard_begin`]: its merge block and the predicate it suspended.
+struct Guard {
+    merge: Word,
+    saved: Option<Word>,
+}
+
 fn refuse<T>(what: impl Into<String>) -> R<T> {
     Err(Unsupported(what.into()))
 }
@@ -4000,16 +4006,30 @@ impl Em<'_> {
     /// `if c { body }` as a selection construct; the predicate is off inside (the guard
     /// already holds it).
     fn guarded(&mut self, c: Word, body: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
-        let (t, m) = (self.b.id(), self.b.id());
-        self.sel_merge(m);
-        self.branch_cond(c, t, m);
-        self.block(t);
-        let saved = self.vpred.take();
+        let g = self.guard_begin(c);
         let r = body(self);
-        self.vpred = saved;
+        self.guard_end(g, r)
+    }
+
+    /// [`Em::guarded`] in two halves, for a body that cannot be a closure over the emitter:
+    /// opens the construct (the body follows), and returns what [`Em::guard_end`] needs.
+    fn guard_begin(&mut self, c: Word) -> Guard {
+        let (t, merge) = (self.b.id(), self.b.id());
+        self.sel_merge(merge);
+        self.branch_cond(c, t, merge);
+        self.block(t);
+        Guard {
+            merge,
+            saved: self.vpred.take(),
+        }
+    }
+
+    /// Closes what [`Em::guard_begin`] opened, after a body that gave `r`.
+    fn guard_end(&mut self, g: Guard, r: R<()>) -> R<()> {
+        self.vpred = g.saved;
         r?;
-        self.branch(m);
-        self.block(m);
+        self.branch(g.merge);
+        self.block(g.merge);
         Ok(())
     }
 

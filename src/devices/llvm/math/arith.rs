@@ -1,118 +1,14 @@
-//! Scalar `f64` arithmetic for the transcendental functions that are written once and run
-//! twice: [`Ir`] emits the operations as LLVM IR into the function being lowered, the unit
-//! tests' [`Host`] performs them on Rust `f64`, so the host model is the device code, operation
-//! for operation (the tests compare it with the interpreter's libm).
+//! [`Ir`]: the scalar `f64` arithmetic of `devices::f64math` as LLVM IR appended to the
+//! function being lowered (NVPTX and AMDGPU have a fused `fma`).
 
-use super::super::{FnCx, LResult};
-use super::trig::{table_entry, TABLE_LEN, TABLE_NAME};
+use super::super::{FnCx, LResult, LowerError};
+use crate::devices::f64math::trig::{table_entry, TABLE_LEN};
+use crate::devices::f64math::{Arith, Cmp};
 use inkwell::values::{BasicValueEnum, InstructionOpcode as O};
 use inkwell::FloatPredicate;
 
-/// Float comparisons: ordered (false when either side is NaN) but for `Ne`, which is true
-/// then (Rust's `!=`).
-#[derive(Clone, Copy)]
-pub(super) enum Cmp {
-    Lt,
-    Gt,
-    Ge,
-    Eq,
-    Ne,
-}
-
-/// Scalar `f64` arithmetic, every operation correctly rounded (`fma` fused), as both the
-/// device and the host model provide it.
-pub(super) trait Arith {
-    type V: Copy;
-    type B: Copy;
-    fn c(&mut self, v: f64) -> Self::V;
-    fn add(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    fn sub(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    fn mul(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    fn div(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    fn fma(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LResult<Self::V>;
-    fn neg(&mut self, a: Self::V) -> LResult<Self::V>;
-    fn abs(&mut self, a: Self::V) -> LResult<Self::V>;
-    fn floor(&mut self, a: Self::V) -> LResult<Self::V>;
-    /// Round to the nearest integer, ties to even.
-    fn rint(&mut self, a: Self::V) -> LResult<Self::V>;
-    fn cmp(&mut self, p: Cmp, a: Self::V, b: Self::V) -> LResult<Self::B>;
-    /// `a` clamped to [lo, hi], a NaN `a` giving `lo` (IEEE `maxNum`, then `minNum`).
-    fn clamp(&mut self, a: Self::V, lo: f64, hi: f64) -> LResult<Self::V>;
-    fn and(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B>;
-    fn or(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B>;
-    fn sel(&mut self, c: Self::B, a: Self::V, b: Self::V) -> LResult<Self::V>;
-    /// `(m, e)` with `a = m·2^e`, m in [0.5, 1), e an integral f64, for a positive normal `a`.
-    fn frexp(&mut self, a: Self::V) -> LResult<(Self::V, Self::V)>;
-    /// `2^k` for an integral `k` in [-1022, 1023].
-    fn pow2(&mut self, k: Self::V) -> LResult<Self::V>;
-    /// The padded 2/π table's entry `i`, for an integral `i` in [0, TABLE_LEN).
-    fn table(&mut self, i: Self::V) -> LResult<Self::V>;
-    /// `then`'s values where `cond` holds, `otherwise` elsewhere; `then` runs only for the
-    /// lanes that need it (a branch on the device).
-    fn guarded<const N: usize>(
-        &mut self,
-        cond: Self::B,
-        otherwise: [Self::V; N],
-        then: impl FnOnce(&mut Self) -> LResult<[Self::V; N]>,
-    ) -> LResult<[Self::V; N]>;
-
-    fn mulc(&mut self, a: Self::V, k: f64) -> LResult<Self::V> {
-        let k = self.c(k);
-        self.mul(a, k)
-    }
-    /// `c[0] + x·(c[1] + x·(c[2] + …))` with fma.
-    fn horner(&mut self, x: Self::V, c: &[f64]) -> LResult<Self::V> {
-        let mut acc = self.c(c[c.len() - 1]);
-        for &k in c[..c.len() - 1].iter().rev() {
-            let k = self.c(k);
-            acc = self.fma(acc, x, k)?;
-        }
-        Ok(acc)
-    }
-    /// Knuth's two-sum: `s + e == a + b` exactly, `s = fl(a + b)`.
-    fn two_sum(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
-        let s = self.add(a, b)?;
-        let bb = self.sub(s, a)?;
-        let sb = self.sub(s, bb)?;
-        let da = self.sub(a, sb)?;
-        let db = self.sub(b, bb)?;
-        Ok((s, self.add(da, db)?))
-    }
-    /// Dekker's fast two-sum, for |a| ≥ |b| (or a = 0).
-    fn fast_two_sum(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
-        let s = self.add(a, b)?;
-        let t = self.sub(s, a)?;
-        Ok((s, self.sub(b, t)?))
-    }
-    /// The exact product `p + e == a·b` through fma (no overflow, not near underflow).
-    fn two_prod(&mut self, a: Self::V, b: Self::V) -> LResult<(Self::V, Self::V)> {
-        let p = self.mul(a, b)?;
-        let np = self.neg(p)?;
-        Ok((p, self.fma(a, b, np)?))
-    }
-    /// `p·2^k` for an integral `k` in [-1200, 1200], in two exact power-of-two steps (so a
-    /// subnormal result rounds once).
-    fn scale(&mut self, p: Self::V, k: Self::V) -> LResult<Self::V> {
-        let h = self.mulc(k, 0.5)?;
-        let h = self.floor(h)?;
-        let j = self.sub(k, h)?;
-        let ph = self.pow2(h)?;
-        let pj = self.pow2(j)?;
-        let p = self.mul(p, ph)?;
-        self.mul(p, pj)
-    }
-    /// Whether `a` is NaN.
-    fn is_nan(&mut self, a: Self::V) -> LResult<Self::B> {
-        self.cmp(Cmp::Ne, a, a)
-    }
-    /// `v mod 4` for an integral `v` (exact: the multiples of 4 involved are exact).
-    fn mod4(&mut self, v: Self::V) -> LResult<Self::V> {
-        let q = self.mulc(v, 0.25)?;
-        let q = self.floor(q)?;
-        let q4 = self.mulc(q, 4.0)?;
-        self.sub(v, q4)
-    }
-}
+/// The name of the module's 2/π table global (one per module, made on first use).
+const TABLE_NAME: &str = "xpu_two_over_pi";
 
 /// The device side: LLVM IR appended to the function being lowered.
 pub(super) struct Ir<'f, 'a, 'ctx>(pub(super) &'f FnCx<'a, 'ctx>);
@@ -148,6 +44,8 @@ impl<'ctx> Ir<'_, '_, 'ctx> {
 impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
     type V = BasicValueEnum<'ctx>;
     type B = BasicValueEnum<'ctx>;
+    type E = LowerError;
+    const FUSED: bool = true;
 
     fn c(&mut self, v: f64) -> Self::V {
         self.0.cx.context.f64_type().const_float(v).into()
@@ -164,7 +62,7 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
     fn div(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
         self.0.binop(O::FDiv, a, b)
     }
-    fn fma(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LResult<Self::V> {
+    fn mul_add(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LResult<Self::V> {
         self.call("llvm.fma", &[a, b, c])
     }
     fn neg(&mut self, a: Self::V) -> LResult<Self::V> {
@@ -272,147 +170,5 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
         }
         self.0.converge_end(sync)?;
         Ok(out)
-    }
-}
-
-/// Distance in ulps between two f64 (0 for two NaNs, `u64::MAX` for one): the host-model
-/// tests' measure against the interpreter's libm.
-#[cfg(test)]
-pub(super) fn ulps(a: f64, b: f64) -> u64 {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() {
-            0
-        } else {
-            u64::MAX
-        };
-    }
-    let key = |x: f64| {
-        let i = x.to_bits() as i64;
-        if i < 0 {
-            i64::MIN - i
-        } else {
-            i
-        }
-    };
-    key(a).abs_diff(key(b))
-}
-
-/// A deterministic stream of test arguments (xorshift64*).
-#[cfg(test)]
-pub(super) struct Rng(pub(super) u64);
-
-#[cfg(test)]
-impl Rng {
-    pub(super) fn bits(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [0, 1).
-    pub(super) fn unit(&mut self) -> f64 {
-        (self.bits() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// A positive finite double, log-uniform over the whole range (subnormals too).
-    pub(super) fn positive(&mut self) -> f64 {
-        f64::from_bits(self.bits() % 0x7FF0_0000_0000_0000)
-    }
-    /// A double of either sign with an unbiased exponent in [lo, hi].
-    pub(super) fn double(&mut self, lo: i64, hi: i64) -> f64 {
-        let r = self.bits();
-        let e = lo + (r >> 11) as i64 % (hi - lo + 1);
-        let bits = ((e + 1023) as u64) << 52 | (self.bits() & 0x000f_ffff_ffff_ffff);
-        let x = f64::from_bits(bits);
-        if r & 1 == 1 {
-            -x
-        } else {
-            x
-        }
-    }
-}
-
-/// The host model: the same operations on Rust `f64`.
-#[cfg(test)]
-pub(super) struct Host;
-
-#[cfg(test)]
-impl Arith for Host {
-    type V = f64;
-    type B = bool;
-
-    fn c(&mut self, v: f64) -> f64 {
-        v
-    }
-    fn add(&mut self, a: f64, b: f64) -> LResult<f64> {
-        Ok(a + b)
-    }
-    fn sub(&mut self, a: f64, b: f64) -> LResult<f64> {
-        Ok(a - b)
-    }
-    fn mul(&mut self, a: f64, b: f64) -> LResult<f64> {
-        Ok(a * b)
-    }
-    fn div(&mut self, a: f64, b: f64) -> LResult<f64> {
-        Ok(a / b)
-    }
-    fn fma(&mut self, a: f64, b: f64, c: f64) -> LResult<f64> {
-        Ok(a.mul_add(b, c))
-    }
-    fn neg(&mut self, a: f64) -> LResult<f64> {
-        Ok(-a)
-    }
-    fn abs(&mut self, a: f64) -> LResult<f64> {
-        Ok(a.abs())
-    }
-    fn floor(&mut self, a: f64) -> LResult<f64> {
-        Ok(a.floor())
-    }
-    fn rint(&mut self, a: f64) -> LResult<f64> {
-        Ok(a.round_ties_even())
-    }
-    fn cmp(&mut self, p: Cmp, a: f64, b: f64) -> LResult<bool> {
-        Ok(match p {
-            Cmp::Lt => a < b,
-            Cmp::Gt => a > b,
-            Cmp::Ne => a != b,
-            Cmp::Ge => a >= b,
-            Cmp::Eq => a == b,
-        })
-    }
-    fn clamp(&mut self, a: f64, lo: f64, hi: f64) -> LResult<f64> {
-        Ok(a.max(lo).min(hi))
-    }
-    fn and(&mut self, a: bool, b: bool) -> LResult<bool> {
-        Ok(a && b)
-    }
-    fn or(&mut self, a: bool, b: bool) -> LResult<bool> {
-        Ok(a || b)
-    }
-    fn sel(&mut self, c: bool, a: f64, b: f64) -> LResult<f64> {
-        Ok(if c { a } else { b })
-    }
-    fn frexp(&mut self, a: f64) -> LResult<(f64, f64)> {
-        let bits = a.to_bits();
-        let e = ((bits >> 52) & 0x7ff) as i64 - 1022;
-        let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3fe0_0000_0000_0000);
-        Ok((m, e as f64))
-    }
-    fn pow2(&mut self, k: f64) -> LResult<f64> {
-        Ok(f64::from_bits(((k as i64 + 1023) as u64) << 52))
-    }
-    fn table(&mut self, i: f64) -> LResult<f64> {
-        Ok(table_entry(i as usize))
-    }
-    fn guarded<const N: usize>(
-        &mut self,
-        cond: bool,
-        otherwise: [f64; N],
-        then: impl FnOnce(&mut Self) -> LResult<[f64; N]>,
-    ) -> LResult<[f64; N]> {
-        if cond {
-            then(self)
-        } else {
-            Ok(otherwise)
-        }
     }
 }

@@ -1,10 +1,4 @@
-//! `f64` `sin` and `cos` for every finite argument, written once over a small arithmetic
-//! interface ([`Arith`]) so that the LLVM lowering ([`Ir`]) and a plain-`f64` model (the unit
-//! tests' `Host`) run exactly the same sequence of operations: the model is what the tests
-//! compare with the interpreter's libm.
-//!
-//! The algorithm is the Vulkan backend's (`src/devices/vulkan/math.rs`), with its Dekker
-//! products replaced by fma ones (NVPTX and AMDGPU have a fused `fma`):
+//! `f64` `sin` and `cos` for every finite argument, over [`Arith`]:
 //! - |x| < 2^27: Cody–Waite, `x − k·π/2` with π/2 in three doubles and exact products, the
 //!   reduced argument kept as a double-double `r + rl` (error below 2^-130).
 //! - 2^27 ≤ |x| < inf: Payne–Hanek, `x·2/π` mod 4 from a table of 24-bit pieces of 2/π
@@ -14,26 +8,23 @@
 //! - Taylor polynomials on |r| ≤ π/4 (+ε) with `rl` folded in to first order; `sin` of
 //!   |x| < 2^-26 is `x` (signed zeros and subnormals kept); inf and NaN give NaN.
 
-use super::super::LResult;
-use super::arith::{Arith, Cmp};
+use super::arith::{Arith, Cmp, Res};
 use crate::devices::mathconst::{
     cos_taylor, sin_taylor, PIO2_1, PIO2_2, PIO2_3, SIN_CW_LIMIT as CW_LIMIT, TABLE_PAD,
     TWO_OVER_PI,
 };
 
 /// The device table's length: the padding, then the pieces.
-pub(super) const TABLE_LEN: usize = TABLE_PAD + TWO_OVER_PI.len();
-/// The name of the module's table global (one per module, made on first use).
-pub(super) const TABLE_NAME: &str = "xpu_two_over_pi";
+pub const TABLE_LEN: usize = TABLE_PAD + TWO_OVER_PI.len();
 
 /// The padded table's entry `i`.
-pub(super) fn table_entry(i: usize) -> f64 {
+pub fn table_entry(i: usize) -> f64 {
     i.checked_sub(TABLE_PAD)
         .map_or(0.0, |j| f64::from(TWO_OVER_PI[j]))
 }
 
 /// Cody–Waite reduction of `a` = |x| < 2^27: `(r, rl, k)` with `a = k·π/2 + r + rl`.
-fn reduce_cw<A: Arith>(f: &mut A, a: A::V) -> LResult<(A::V, A::V, A::V)> {
+fn reduce_cw<A: Arith>(f: &mut A, a: A::V) -> Res<A, [A::V; 3]> {
     let q = f.mulc(a, std::f64::consts::FRAC_2_PI)?;
     let k = f.rint(q)?;
     let c1 = f.c(PIO2_1);
@@ -50,7 +41,7 @@ fn reduce_cw<A: Arith>(f: &mut A, a: A::V) -> LResult<(A::V, A::V, A::V)> {
     let l = f.add(l, l2)?;
     let l = f.sub(l, t)?;
     let (r, rl) = f.fast_two_sum(h, l)?;
-    Ok((r, rl, k))
+    Ok([r, rl, k])
 }
 
 /// Payne–Hanek reduction of a finite `a` = |x| ≥ 2^27: `(r, rl, q)` with
@@ -63,7 +54,7 @@ fn reduce_cw<A: Arith>(f: &mut A, a: A::V) -> LResult<(A::V, A::V, A::V)> {
 /// weight 2^t, t ∈ [-23, 0] (with the one above it, which can add 2), and runs 8 digits
 /// on (the last of weight below 2^-140). Carries make digits 1..8 proper 24-bit digits, so
 /// the fraction is read off them exactly.
-fn reduce_ph<A: Arith>(f: &mut A, a: A::V) -> LResult<(A::V, A::V, A::V)> {
+fn reduce_ph<A: Arith>(f: &mut A, a: A::V) -> Res<A, [A::V; 3]> {
     // a = m·2^E, m in [0.5, 1); ns = floor((E + 23)/24) - 2 (E ≥ 28), t = E - 24·(ns + 2).
     let (m, e) = f.frexp(a)?;
     let c23 = f.c(23.0);
@@ -157,22 +148,19 @@ fn reduce_ph<A: Arith>(f: &mut A, a: A::V) -> LResult<(A::V, A::V, A::V)> {
     let t = f.add(t1, t2)?;
     let re = f.add(re, t)?;
     let (r, rl) = f.fast_two_sum(r, re)?;
-    Ok((r, rl, q))
+    Ok([r, rl, q])
 }
 
 /// `sin x` (or `cos x` when `cos`) for any f64 `x`.
-pub(super) fn sin_cos<A: Arith>(f: &mut A, x: A::V, cos: bool) -> LResult<A::V> {
+pub fn sin_cos<A: Arith>(f: &mut A, x: A::V, cos: bool) -> Res<A, A::V> {
     let a = f.abs(x)?;
     let inf = f.c(f64::INFINITY);
     let fin = f.cmp(Cmp::Lt, a, inf)?;
-    let (r, rl, k) = reduce_cw(f, a)?;
+    let [r, rl, k] = reduce_cw(f, a)?;
     let lim = f.c(CW_LIMIT);
     let big = f.cmp(Cmp::Ge, a, lim)?;
     let big = f.and(big, fin)?;
-    let [r, rl, k] = f.guarded(big, [r, rl, k], |f| {
-        let (r, rl, q) = reduce_ph(f, a)?;
-        Ok([r, rl, q])
-    })?;
+    let [r, rl, k] = f.guarded(big, [r, rl, k], |f| reduce_ph(f, a))?;
     // sin r = r + r·z·Ps(z) + rl·(1 - z/2); cos r = 1 - z/2 + z²·Pc(z) - r·rl, with z = r²
     // exact in two parts and 1 - z/2 carried with its rounding error (fdlibm).
     let (z, zl) = f.two_prod(r, r)?;
@@ -183,7 +171,7 @@ pub(super) fn sin_cos<A: Arith>(f: &mut A, x: A::V, cos: bool) -> LResult<A::V> 
     let ps = f.horner(z, &cs)?;
     let rz = f.mul(r, z)?;
     let corr = f.mul(rl, w)?;
-    let ts = f.fma(rz, ps, corr)?;
+    let ts = f.mul_add(rz, ps, corr)?;
     let sin_r = f.add(r, ts)?;
     let pc = f.horner(z, &cc)?;
     let zz = f.mul(z, z)?;
@@ -230,18 +218,38 @@ mod tests {
     use super::super::arith::{ulps, Host, Rng};
     use super::*;
 
-    fn model(x: f64, cos: bool) -> f64 {
-        sin_cos(&mut Host, x, cos).expect("the host model cannot fail")
+    /// `sin` or `cos` on the fused host model (the LLVM targets' sequence) or the unfused one
+    /// (Vulkan's).
+    fn model_of(x: f64, cos: bool, fused: bool) -> f64 {
+        if fused {
+            sin_cos(&mut Host::<true>, x, cos)
+        } else {
+            sin_cos(&mut Host::<false>, x, cos)
+        }
+        .unwrap_or_else(|e| match e {})
     }
 
-    /// Max ulps from the interpreter's libm (`f64::sin`/`cos`) over `xs`, with the worst x.
+    /// Both models' result, which must be the same value (special values, exact cases).
+    fn model(x: f64, cos: bool) -> f64 {
+        let (a, b) = (model_of(x, cos, true), model_of(x, cos, false));
+        assert_eq!(ulps(a, b), 0, "{x:e}: fused {a:e}, unfused {b:e}");
+        a
+    }
+
+    /// Max ulps from the interpreter's libm (`f64::sin`/`cos`) over `xs` on either model,
+    /// with the worst x.
     fn worst(xs: impl IntoIterator<Item = f64>) -> (u64, f64) {
         let mut w = (0, 0.0);
         for x in xs {
-            for (got, want) in [(model(x, false), x.sin()), (model(x, true), x.cos())] {
-                let d = ulps(got, want);
-                if d > w.0 {
-                    w = (d, x);
+            for fused in [true, false] {
+                for (got, want) in [
+                    (model_of(x, false, fused), x.sin()),
+                    (model_of(x, true, fused), x.cos()),
+                ] {
+                    let d = ulps(got, want);
+                    if d > w.0 {
+                        w = (d, x);
+                    }
                 }
             }
         }
@@ -309,12 +317,17 @@ mod tests {
         for _ in 0..100_000 {
             let x = rng.double(-20, 127) as f32;
             let x = f64::from(x);
-            for (got, want) in [(model(x, false), x.sin()), (model(x, true), x.cos())] {
-                // One f32 ulp is 2^29 f64 ulps of the same binade; a double rounding can
-                // at worst move the f32 result by one ulp.
-                let (g, w) = (got as f32, want as f32);
-                let d = ulps(f64::from(g), f64::from(w));
-                assert!(d <= 1 << 29, "{x:e}: {g} vs {w}");
+            for fused in [true, false] {
+                for (got, want) in [
+                    (model_of(x, false, fused), x.sin()),
+                    (model_of(x, true, fused), x.cos()),
+                ] {
+                    // One f32 ulp is 2^29 f64 ulps of the same binade; a double rounding can
+                    // at worst move the f32 result by one ulp.
+                    let (g, w) = (got as f32, want as f32);
+                    let d = ulps(f64::from(g), f64::from(w));
+                    assert!(d <= 1 << 29, "{x:e}: {g} vs {w} (fused {fused})");
+                }
             }
         }
     }
