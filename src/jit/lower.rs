@@ -2586,19 +2586,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                         let none = me.b.ins().icmp_imm_s(IntCC::Equal, bits, 0);
                         let pick = me.b.ins().select(none, ebits, bits);
                         let lane = me.b.ins().ctz(pick);
-                        let slot = me.b.create_sized_stack_slot(StackSlotData::new(
-                            StackSlotKind::ExplicitSlot,
-                            chunks.len() as u32 * 16,
-                            4,
-                        ));
-                        for (c, &x) in chunks.iter().enumerate() {
-                            me.b.ins().stack_store(types::I64, x, slot, (c * 16) as i32);
-                        }
-                        let base = me.b.ins().stack_addr(types::I64, slot, 0);
                         let lane = me.b.ins().band_imm_u(lane, (n.max(1) - 1) as i64);
-                        let o = me.b.ins().imul_imm_s(lane, 4);
-                        let a = me.b.ins().iadd(base, o);
-                        let i = me.b.ins().load(types::I32, notrap(), a, 0);
+                        let i = me.lane_at(Scalar::U32, &Val::V(chunks), lane);
                         let i = me.b.ins().uextend(types::I64, i);
                         me.b.ins().iadd_imm_s(i, extra as i64 - 1)
                     },
