@@ -877,3 +877,69 @@ fn events_order_streams_and_bracket_the_work() {
     }
     assert_eq!(x.download().unwrap()[5], 7);
 }
+
+#[test]
+fn large_copies_run_the_copy_kernel_and_land_exactly() {
+    // Copies of 1 MiB or more with 4-byte aligned offsets and length run a copy kernel, by
+    // 16-byte quads where offsets and length allow, else by words (in dispatches of at most
+    // the device's grid); others, and copies within one allocation, stay `vkCmdCopyBuffer`.
+    // Views at word and quad offsets, a byte-granular view (command path), a copy just under
+    // the threshold, and one within an allocation.
+    let Some(vk) = vulkan_or_skip() else {
+        return;
+    };
+    let n = (1usize << 20) + 12345;
+    let data: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    let src = vk.upload(&data).unwrap();
+    for (from, to, len) in [
+        (0usize, 0usize, n),
+        (3, 1, n - 7),
+        (1, 5, (1 << 18) - 1),
+        (2, 0, 1 << 18),
+        (4, 8, 1 << 18),
+        (12, 4, (1 << 18) + 4),
+    ] {
+        let whole = vk.upload(&vec![7u32; n]).unwrap();
+        let mut dst = whole.slice(to..to + len).unwrap();
+        dst.copy_from(&src.slice(from..from + len).unwrap())
+            .unwrap();
+        let got = whole.download().unwrap();
+        let mut want = vec![7u32; n];
+        want[to..to + len].copy_from_slice(&data[from..from + len]);
+        assert!(got == want, "copy of {len} words from {from} to {to}");
+    }
+    // Past one dispatch's reach where the grid is capped at 65535 groups (lavapipe's):
+    // 64 MiB and a bit, in two dispatches.
+    let big = (16usize << 20) + 1000;
+    let bsrc = vk.upload(&(0..big as u32).collect::<Vec<u32>>()).unwrap();
+    let mut bdst = vk.upload(&vec![0u32; big]).unwrap();
+    bdst.copy_from(&bsrc).unwrap();
+    let got = bdst.download().unwrap();
+    assert!(
+        got.iter().enumerate().all(|(i, &x)| x == i as u32),
+        "64 MiB copy"
+    );
+    // Bytes: a length that is not a whole number of words.
+    let bytes: Vec<u8> = (0..(1usize << 21) + 3).map(|i| (i * 7) as u8).collect();
+    let bsrc = vk.upload(&bytes).unwrap();
+    let bdst = vk.upload(&vec![0u8; bytes.len()]).unwrap();
+    bdst.slice(1..)
+        .unwrap()
+        .copy_from(&bsrc.slice(..bytes.len() - 1).unwrap())
+        .unwrap();
+    let got = bdst.download().unwrap();
+    assert_eq!(got[0], 0);
+    assert!(got[1..] == bytes[..bytes.len() - 1], "byte copy");
+    // Within one allocation: the two halves swapped in place through views.
+    let both = vk.upload(&data[..1 << 20]).unwrap();
+    let lo = both.slice(..1 << 19).unwrap();
+    let mut hi = both.slice(1 << 19..).unwrap();
+    hi.copy_from(&lo).unwrap();
+    let got = both.download().unwrap();
+    assert!(
+        got[1 << 19..] == data[..1 << 19],
+        "copy within an allocation"
+    );
+}

@@ -1,6 +1,6 @@
 //! Streaming benchmarks on the Vulkan device: `saxpy` and STREAM `triad` on `elems` floats,
-//! each beside a device-to-device copy (`vkCmdCopyBuffer`) of the same bytes on the same
-//! device, and beside the CUDA backend's figure for the same kernel text in the same run when a
+//! each beside a device-to-device copy (`KernelBuffer::copy_from`: at these sizes the
+//! backend's copy kernel) of the same bytes on the same device, and beside the CUDA backend's figure for the same kernel text in the same run when a
 //! CUDA device is present. Each figure is the median of `reps` rounds after half a second
 //! of warm-up launches (`WARM_UP`), and the first launch is printed beside it; each is
 //! read two ways: by `KernelTimer` at the device's tier (Vulkan: timestamp queries, the Event

@@ -950,6 +950,32 @@ pub struct VulkanDevice {
     size_control: Option<(u32, u32)>,
     /// A software implementation on the host CPU (lavapipe): selection prefers the CPU backend.
     emulated: bool,
+    /// The kernels that large device-to-device copies run ([`copy_kernel`]: by 4-byte
+    /// words, by 16-byte quads), built on first use; `None` where they could not be built
+    /// (copies then stay `vkCmdCopyBuffer`).
+    copier: std::sync::OnceLock<Option<[Arc<dyn KernelImpl>; 2]>>,
+}
+
+/// Device-to-device copies of at least this many bytes, with 4-byte aligned offsets and
+/// length, run a copy kernel ([`copy_kernel`]) rather than `vkCmdCopyBuffer`. On an H200
+/// (`xpu bench vulkan`, copies of 1.5 GiB) the command took 3.85 ms, a kernel of one 32-bit
+/// word per work-item 1.43 ms and one of a 16-byte quad 1.18 ms; four quads per work-item,
+/// loads first, took 1.47 ms.
+const KERNEL_COPY_MIN: usize = 1 << 20;
+
+/// The copy kernel for elements of type `ty`: `n` elements from element `ss` of `src` to
+/// element `ds` of `dst` (the buffers bound from offsets the device can bind), one per
+/// work-item.
+fn copy_kernel(name: &str, ty: &str) -> String {
+    format!(
+        "kernel {name}(dst: buf<{ty}, rw>, src: buf<{ty}>, n: u32, ds: u32, ss: u32) {{
+    let i: u32 = global_id.x;
+    if i < n {{
+        dst[ds + i] = src[ss + i];
+    }}
+}}
+"
+    )
 }
 
 fn vendor_name(id: u32) -> String {
@@ -1303,7 +1329,76 @@ impl VulkanDevice {
             max_push: limits.max_push_constants_size,
             size_control,
             emulated: props.device_type == vk::PhysicalDeviceType::CPU,
+            copier: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The copy kernels, built on first use (see [`KERNEL_COPY_MIN`]).
+    fn copiers(&self) -> Option<&[Arc<dyn KernelImpl>; 2]> {
+        self.copier
+            .get_or_init(|| {
+                let src = copy_kernel("xpu_copy_words", "u32")
+                    + &copy_kernel("xpu_copy_quads", "vec4<u32>");
+                let module = Arc::new(crate::ir::parse(&src).ok()?.verify().ok()?);
+                let program = self.load(&module).ok()?;
+                let kernel = |name: &str| {
+                    let function = super::kernel_function(&module, name)?;
+                    program.kernel(name, function).ok()
+                };
+                Some([kernel("xpu_copy_words")?, kernel("xpu_copy_quads")?])
+            })
+            .as_ref()
+    }
+
+    /// `len` bytes from `src` to `dst` (different allocations) by the copy kernel of `unit`
+    /// bytes (4 or 16, dividing offsets and length), in dispatches of at most the device's
+    /// grid.
+    fn kernel_copy(
+        &self,
+        (kernel, unit): (&Arc<dyn KernelImpl>, usize),
+        stream: &dyn StreamImpl,
+        (src, src_offset): (&Arc<dyn DeviceMemory>, usize),
+        (dst, dst_offset): (&Arc<dyn DeviceMemory>, usize),
+        len: usize,
+    ) -> Result<(), DeviceError> {
+        let block = self.facts.max_threads_per_block.unwrap_or(128).min(256);
+        let groups = self.facts.max_grid_dims.map_or(65535, |g| g[0]);
+        let most = groups as usize * block as usize * unit;
+        let elem = crate::ir::ElemType::vector(crate::ir::Scalar::U32, (unit / 4) as u8);
+        let align = self.min_offset_align as usize;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(most);
+            // Bound from the offset below that the device can bind; the word shift is an
+            // argument.
+            let binding = |memory: &Arc<dyn DeviceMemory>, offset: usize, writable| {
+                let at = offset + done;
+                let shift = at % align;
+                let arg = DeviceArg::Buffer(super::BufferBinding {
+                    memory: memory.clone(),
+                    offset: at - shift,
+                    len: shift + n,
+                    elem,
+                    writable,
+                });
+                (
+                    arg,
+                    DeviceArg::Value(HostValue::from((shift / unit) as u32)),
+                )
+            };
+            let (d, ds) = binding(dst, dst_offset, true);
+            let (s, ss) = binding(src, src_offset, false);
+            let units = (n / unit) as u32;
+            let args = [d, s, DeviceArg::Value(HostValue::from(units)), ds, ss];
+            let launch = Launch::grid([units.div_ceil(block)]).block([block]);
+            kernel
+                .launch(stream, &launch, &args)
+                .map_err(|e| DeviceError::Driver {
+                    message: format!("the copy kernel: {e}"),
+                })?;
+            done += n;
+        }
+        Ok(())
     }
 
     /// What the device offers the emitter.
@@ -1455,6 +1550,14 @@ impl DeviceImpl for VulkanDevice {
         range_check(b, dst_offset, len)?;
         if len == 0 {
             return Ok(());
+        }
+        let unit = [16, 4]
+            .into_iter()
+            .find(|u| (src_offset | dst_offset | len) % u == 0);
+        let by_kernel = len >= KERNEL_COPY_MIN && a.buffer != b.buffer;
+        if let (Some(unit), Some(ks), true) = (unit, self.copiers(), by_kernel) {
+            let k = &ks[usize::from(unit == 16)];
+            return self.kernel_copy((k, unit), stream, (src, src_offset), (dst, dst_offset), len);
         }
         let (sb, db) = (a.buffer, b.buffer);
         let region = vk::BufferCopy {
