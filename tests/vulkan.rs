@@ -880,11 +880,11 @@ fn events_order_streams_and_bracket_the_work() {
 
 #[test]
 fn large_copies_run_the_copy_kernel_and_land_exactly() {
-    // Copies of 1 MiB or more with 4-byte aligned offsets and length run a copy kernel, by
-    // 16-byte quads where offsets and length allow, else by words (in dispatches of at most
-    // the device's grid); others, and copies within one allocation, stay `vkCmdCopyBuffer`.
-    // Views at word and quad offsets, a byte-granular view (command path), a copy just under
-    // the threshold, and one within an allocation.
+    // Copies of 1 MiB or more with 4-byte aligned offsets and length run a copy kernel (four
+    // words per work-item, in dispatches of at most the device's grid); others, and copies
+    // within one allocation, stay `vkCmdCopyBuffer`. Views at word offsets (some not
+    // bindable, shifted by an argument), ragged lengths, a byte-granular view (command path),
+    // a copy just under the threshold, and one within an allocation.
     let Some(vk) = vulkan_or_skip() else {
         return;
     };

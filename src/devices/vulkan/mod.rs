@@ -950,28 +950,45 @@ pub struct VulkanDevice {
     size_control: Option<(u32, u32)>,
     /// A software implementation on the host CPU (lavapipe): selection prefers the CPU backend.
     emulated: bool,
-    /// The kernels that large device-to-device copies run ([`copy_kernel`]: by 4-byte
-    /// words, by 16-byte quads), built on first use; `None` where they could not be built
-    /// (copies then stay `vkCmdCopyBuffer`).
-    copier: std::sync::OnceLock<Option<[Arc<dyn KernelImpl>; 2]>>,
+    /// The kernel that large device-to-device copies run ([`copy_kernel`]), built on first
+    /// use; `None` where it could not be built (copies then stay `vkCmdCopyBuffer`).
+    copier: std::sync::OnceLock<Option<Arc<dyn KernelImpl>>>,
 }
 
 /// Device-to-device copies of at least this many bytes, with 4-byte aligned offsets and
-/// length, run a copy kernel ([`copy_kernel`]) rather than `vkCmdCopyBuffer`. On an H200
-/// (`xpu bench vulkan`, copies of 1.5 GiB) the command took 3.85 ms, a kernel of one 32-bit
-/// word per work-item 1.43 ms and one of a 16-byte quad 1.18 ms; four quads per work-item,
-/// loads first, took 1.47 ms.
+/// length, run the copy kernel ([`copy_kernel`]) rather than `vkCmdCopyBuffer`. On an H200 (`xpu bench
+/// vulkan`, copies of 1.5 GiB) the command took 3.85 ms; kernels of one 32-bit word per
+/// work-item 1.43 ms, of one 16-byte quad 1.18, of four quads 1.47, and of four words (this
+/// one, as the coarsening pass shapes a streaming kernel) 0.81–0.85: a kernel's bandwidth.
 const KERNEL_COPY_MIN: usize = 1 << 20;
 
-/// The copy kernel for elements of type `ty`: `n` elements from element `ss` of `src` to
-/// element `ds` of `dst` (the buffers bound from offsets the device can bind), one per
-/// work-item.
-fn copy_kernel(name: &str, ty: &str) -> String {
+/// Work-items per workgroup of the copy kernel.
+const COPY_BLOCK: u32 = 256;
+
+/// The copy kernel: `n` 32-bit words from word `ss` of `src` to word `ds` of `dst` (the
+/// buffers bound from offsets the device can bind). Each work-item copies four words of
+/// four consecutive blocks' worth, [`COPY_BLOCK`] apart, all its loads before its stores.
+fn copy_kernel() -> String {
     format!(
-        "kernel {name}(dst: buf<{ty}, rw>, src: buf<{ty}>, n: u32, ds: u32, ss: u32) {{
-    let i: u32 = global_id.x;
-    if i < n {{
-        dst[ds + i] = src[ss + i];
+        "kernel xpu_copy_words(dst: buf<u32, rw>, src: buf<u32>, n: u32, ds: u32,
+                    ss: u32) {{
+    let b: u32 = {COPY_BLOCK};
+    let j: u32 = group_id.x * 4 * b + local_id.x;
+    if j + 3 * b < n {{
+        let v0: u32 = src[ss + j];
+        let v1: u32 = src[ss + j + b];
+        let v2: u32 = src[ss + j + 2 * b];
+        let v3: u32 = src[ss + j + 3 * b];
+        dst[ds + j] = v0;
+        dst[ds + j + b] = v1;
+        dst[ds + j + 2 * b] = v2;
+        dst[ds + j + 3 * b] = v3;
+    }} else {{
+        for k: u32 in 0..4 {{
+            if j + k * b < n {{
+                dst[ds + j + k * b] = src[ss + j + k * b];
+            }}
+        }}
     }}
 }}
 "
@@ -1333,38 +1350,31 @@ impl VulkanDevice {
         })
     }
 
-    /// The copy kernels, built on first use (see [`KERNEL_COPY_MIN`]).
-    fn copiers(&self) -> Option<&[Arc<dyn KernelImpl>; 2]> {
+    /// The copy kernel, built on first use (see [`KERNEL_COPY_MIN`]).
+    fn copier(&self) -> Option<&Arc<dyn KernelImpl>> {
         self.copier
             .get_or_init(|| {
-                let src = copy_kernel("xpu_copy_words", "u32")
-                    + &copy_kernel("xpu_copy_quads", "vec4<u32>");
-                let module = Arc::new(crate::ir::parse(&src).ok()?.verify().ok()?);
+                let module = Arc::new(crate::ir::parse(&copy_kernel()).ok()?.verify().ok()?);
+                let function = super::kernel_function(&module, "xpu_copy_words")?;
                 let program = self.load(&module).ok()?;
-                let kernel = |name: &str| {
-                    let function = super::kernel_function(&module, name)?;
-                    program.kernel(name, function).ok()
-                };
-                Some([kernel("xpu_copy_words")?, kernel("xpu_copy_quads")?])
+                program.kernel("xpu_copy_words", function).ok()
             })
             .as_ref()
     }
 
-    /// `len` bytes from `src` to `dst` (different allocations) by the copy kernel of `unit`
-    /// bytes (4 or 16, dividing offsets and length), in dispatches of at most the device's
-    /// grid.
+    /// `len` bytes (a multiple of 4) from `src` to `dst` (different allocations, offsets
+    /// multiples of 4) by the copy kernel, in dispatches of at most the device's grid.
     fn kernel_copy(
         &self,
-        (kernel, unit): (&Arc<dyn KernelImpl>, usize),
+        kernel: &Arc<dyn KernelImpl>,
         stream: &dyn StreamImpl,
         (src, src_offset): (&Arc<dyn DeviceMemory>, usize),
         (dst, dst_offset): (&Arc<dyn DeviceMemory>, usize),
         len: usize,
     ) -> Result<(), DeviceError> {
-        let block = self.facts.max_threads_per_block.unwrap_or(128).min(256);
         let groups = self.facts.max_grid_dims.map_or(65535, |g| g[0]);
-        let most = groups as usize * block as usize * unit;
-        let elem = crate::ir::ElemType::vector(crate::ir::Scalar::U32, (unit / 4) as u8);
+        let most = groups as usize * COPY_BLOCK as usize * 4 * 4;
+        let elem = crate::ir::ElemType::scalar(crate::ir::Scalar::U32);
         let align = self.min_offset_align as usize;
         let mut done = 0;
         while done < len {
@@ -1381,16 +1391,13 @@ impl VulkanDevice {
                     elem,
                     writable,
                 });
-                (
-                    arg,
-                    DeviceArg::Value(HostValue::from((shift / unit) as u32)),
-                )
+                (arg, DeviceArg::Value(HostValue::from((shift / 4) as u32)))
             };
             let (d, ds) = binding(dst, dst_offset, true);
             let (s, ss) = binding(src, src_offset, false);
-            let units = (n / unit) as u32;
-            let args = [d, s, DeviceArg::Value(HostValue::from(units)), ds, ss];
-            let launch = Launch::grid([units.div_ceil(block)]).block([block]);
+            let words = (n / 4) as u32;
+            let args = [d, s, DeviceArg::Value(HostValue::from(words)), ds, ss];
+            let launch = Launch::grid([words.div_ceil(COPY_BLOCK * 4)]).block([COPY_BLOCK]);
             kernel
                 .launch(stream, &launch, &args)
                 .map_err(|e| DeviceError::Driver {
@@ -1551,13 +1558,15 @@ impl DeviceImpl for VulkanDevice {
         if len == 0 {
             return Ok(());
         }
-        let unit = [16, 4]
-            .into_iter()
-            .find(|u| (src_offset | dst_offset | len) % u == 0);
-        let by_kernel = len >= KERNEL_COPY_MIN && a.buffer != b.buffer;
-        if let (Some(unit), Some(ks), true) = (unit, self.copiers(), by_kernel) {
-            let k = &ks[usize::from(unit == 16)];
-            return self.kernel_copy((k, unit), stream, (src, src_offset), (dst, dst_offset), len);
+        let by_kernel = len >= KERNEL_COPY_MIN
+            && (src_offset | dst_offset | len) % 4 == 0
+            && a.buffer != b.buffer
+            && self
+                .facts
+                .max_threads_per_block
+                .is_none_or(|m| m >= COPY_BLOCK);
+        if let Some(k) = self.copier().filter(|_| by_kernel) {
+            return self.kernel_copy(k, stream, (src, src_offset), (dst, dst_offset), len);
         }
         let (sb, db) = (a.buffer, b.buffer);
         let region = vk::BufferCopy {
