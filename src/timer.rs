@@ -136,24 +136,32 @@ pub fn calibrate_event_clock(device: &Device) -> Result<f64, DeviceError> {
         return Ok(*scale);
     }
     let stream = KernelStream::create(device)?;
-    // Copies long enough (tens of milliseconds on a GPU) that the host clock's resolution and
-    // the submission cost are negligible.
+    // Copies long enough that the host clock's resolution and the submission cost are
+    // negligible: batches of copies, four times longer each, until one takes
+    // `LONG_ENOUGH` (an H200 copies the 64 MiB in about 35 µs, lavapipe in milliseconds).
     const BYTES: usize = 64 << 20;
-    const COPIES: usize = 16;
+    const LONG_ENOUGH: Duration = Duration::from_millis(30);
+    const MOST_COPIES: usize = 4096;
     let a = RawBuffer::alloc_with(device, BYTES, Init::Any)?;
     let b = RawBuffer::alloc_with(device, BYTES, Init::Any)?;
     b.copy_from_async(&stream, &a)?; // warm-up
     stream.sync()?;
-    let t0 = Instant::now();
-    let e0 = stream.record()?;
-    for i in 0..COPIES {
-        let (src, dst) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-        dst.copy_from_async(&stream, src)?;
-    }
-    let e1 = stream.record()?;
-    e1.sync()?;
-    let host = t0.elapsed();
-    let event = e1.elapsed_since(&e0).unwrap_or(Duration::ZERO);
+    let mut copies = 16;
+    let (host, event) = loop {
+        let t0 = Instant::now();
+        let e0 = stream.record()?;
+        for i in 0..copies {
+            let (src, dst) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            dst.copy_from_async(&stream, src)?;
+        }
+        let e1 = stream.record()?;
+        e1.sync()?;
+        let host = t0.elapsed();
+        if host >= LONG_ENOUGH || copies >= MOST_COPIES {
+            break (host, e1.elapsed_since(&e0).unwrap_or(Duration::ZERO));
+        }
+        copies *= 4;
+    };
     let scale = scale_from(host, event).ok_or_else(|| DeviceError::Driver {
         message: format!(
             "the event clock read {event:?} over copies the host clock read as {host:?}; \
