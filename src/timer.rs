@@ -136,14 +136,17 @@ pub fn calibrate_event_clock(device: &Device) -> Result<f64, DeviceError> {
         return Ok(*scale);
     }
     let stream = KernelStream::create(device)?;
-    // Copies long enough that the host clock's resolution and the submission cost are
-    // negligible: batches of copies, four times longer each, until one takes
-    // `LONG_ENOUGH` (an H200 copies the 64 MiB in about 35 µs, lavapipe in milliseconds).
+    // Copies long enough that the host clock's resolution and the cost of recording them are
+    // negligible: batches of copies, four times longer each, until one takes `LONG_ENOUGH`.
+    // Each copy is one byte short of whole words, so that no backend moves it by a kernel
+    // (Vulkan does for word-aligned copies, in about 35 µs for these 64 MiB on an H200, as
+    // fast as the host records a launch: the host interval would then include the recording
+    // and the scale come out up to 2× too high).
     const BYTES: usize = 64 << 20;
     const LONG_ENOUGH: Duration = Duration::from_millis(30);
     const MOST_COPIES: usize = 4096;
-    let a = RawBuffer::alloc_with(device, BYTES, Init::Any)?;
-    let b = RawBuffer::alloc_with(device, BYTES, Init::Any)?;
+    let a = RawBuffer::alloc_with(device, BYTES, Init::Any)?.sub(0, BYTES - 1)?;
+    let b = RawBuffer::alloc_with(device, BYTES, Init::Any)?.sub(0, BYTES - 1)?;
     b.copy_from_async(&stream, &a)?; // warm-up
     stream.sync()?;
     let mut copies = 16;
