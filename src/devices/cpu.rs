@@ -37,11 +37,17 @@ use std::time::Duration;
 /// The host CPU device.
 pub struct CpuDevice {
     facts: DeviceFacts,
-    /// Shared with every program and kernel, so a new cap applies to the next launch.
-    cap: Arc<AtomicUsize>,
-    /// When launches run streaming code; shared like `cap`. An unreadable
-    /// `CAJETA_XPU_CPU_STREAMING` is kept as its error, which every launch then reports.
-    streaming: Arc<Mutex<Result<Mode, String>>>,
+    settings: Arc<Settings>,
+}
+
+/// What a launch reads from its device when it starts: shared by the device with every program
+/// and kernel, so a change applies to the next launch.
+struct Settings {
+    /// Worker threads at most.
+    cap: AtomicUsize,
+    /// When launches run streaming code. An unreadable `CAJETA_XPU_CPU_STREAMING` is kept as
+    /// its error, which every launch then reports.
+    streaming: Mutex<Result<Mode, String>>,
 }
 
 impl Default for CpuDevice {
@@ -72,26 +78,28 @@ impl CpuDevice {
         };
         CpuDevice {
             facts,
-            cap: Arc::new(AtomicUsize::new(default_cap())),
-            streaming: Arc::new(Mutex::new(Mode::from_env(STREAMING_VAR))),
+            settings: Arc::new(Settings {
+                cap: AtomicUsize::new(default_cap()),
+                streaming: Mutex::new(Mode::from_env(STREAMING_VAR)),
+            }),
         }
     }
 
     /// When launches run the streaming code of kernels that have some: `Auto` (the default)
     /// when the launch's buffers exceed [`streaming_footprint`], `Force` always, `Off` never.
     pub fn set_streaming(&self, mode: Mode) {
-        *self.streaming.lock() = Ok(mode);
+        *self.settings.streaming.lock() = Ok(mode);
     }
 
     /// Caps the worker threads a launch uses (`Device.setCpuWorkerCap`); 0 restores the
     /// default.
     pub fn set_worker_cap(&self, workers: usize) {
         let n = if workers == 0 { default_cap() } else { workers };
-        self.cap.store(n, Ordering::Relaxed);
+        self.settings.cap.store(n, Ordering::Relaxed);
     }
 
     pub fn worker_cap(&self) -> usize {
-        self.cap.load(Ordering::Relaxed).max(1)
+        self.settings.cap.load(Ordering::Relaxed).max(1)
     }
 }
 
@@ -110,8 +118,7 @@ impl DeviceImpl for CpuDevice {
         Ok(Arc::new(CpuProgram {
             module: module.clone(),
             kernels: Mutex::new(HashMap::new()),
-            cap: self.cap.clone(),
-            streaming: self.streaming.clone(),
+            settings: self.settings.clone(),
         }))
     }
 }
@@ -160,8 +167,7 @@ fn last_level_cache() -> u64 {
 struct CpuProgram {
     module: Arc<VerifiedModule>,
     kernels: Mutex<HashMap<String, Arc<CpuKernel>>>,
-    cap: Arc<AtomicUsize>,
-    streaming: Arc<Mutex<Result<Mode, String>>>,
+    settings: Arc<Settings>,
 }
 
 /// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
@@ -242,8 +248,7 @@ impl CpuProgram {
             manifest,
             wave,
             specs: Mutex::new(specs),
-            cap: self.cap.clone(),
-            streaming: self.streaming.clone(),
+            settings: self.settings.clone(),
             compile_time: Mutex::new(compile_time),
         });
         self.kernels.lock().insert(name.to_string(), k.clone());
@@ -268,8 +273,7 @@ pub struct CpuKernel {
     manifest: KernelManifest,
     wave: u32,
     specs: Mutex<HashMap<SpecKey, Arc<CompiledKernel>>>,
-    cap: Arc<AtomicUsize>,
-    streaming: Arc<Mutex<Result<Mode, String>>>,
+    settings: Arc<Settings>,
     compile_time: Mutex<Duration>,
 }
 
@@ -277,6 +281,15 @@ impl CpuKernel {
     /// Total time spent compiling this kernel's specialisations so far.
     pub fn compile_time(&self) -> Duration {
         *self.compile_time.lock()
+    }
+
+    /// The launch error for a kernel the CPU has no code for.
+    fn no_code(&self, reason: String) -> LaunchError {
+        LaunchError::NoCode {
+            kernel: self.name().to_string(),
+            backend: Backend::Cpu,
+            reason,
+        }
     }
 
     fn spec(&self, block: [u32; 3], streaming: bool) -> Result<Arc<CompiledKernel>, LaunchError> {
@@ -294,11 +307,7 @@ impl CpuKernel {
             whole_waves,
             streaming,
         )
-        .map_err(|e| LaunchError::NoCode {
-            kernel: self.name().to_string(),
-            backend: Backend::Cpu,
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| self.no_code(e.to_string()))?;
         *self.compile_time.lock() += c.compile_time;
         let c = Arc::new(c);
         self.specs.lock().insert(key, c.clone());
@@ -394,14 +403,11 @@ impl KernelImpl for CpuKernel {
             values.push(lanes);
         }
         let streaming = self
+            .settings
             .streaming
             .lock()
             .clone()
-            .map_err(|reason| LaunchError::NoCode {
-                kernel: kernel(),
-                backend: Backend::Cpu,
-                reason,
-            })?;
+            .map_err(|reason| self.no_code(reason))?;
         let stream = code.can_stream
             && match streaming {
                 Mode::Off => false,
@@ -423,7 +429,7 @@ impl KernelImpl for CpuKernel {
                 launch.shared_bytes,
                 &bufs,
                 &values,
-                self.cap.load(Ordering::Relaxed).max(1),
+                self.settings.cap.load(Ordering::Relaxed).max(1),
             )
         };
         drop(locked);
