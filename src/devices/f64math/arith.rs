@@ -213,6 +213,22 @@ impl Rng {
     }
 }
 
+/// `f(model, args…)` on the fused host model (the LLVM targets' sequence) or the unfused one
+/// (Vulkan's), for the tests of the functions over [`Arith`].
+#[cfg(test)]
+macro_rules! on_model {
+    ($fused:expr, $f:ident($($a:expr),*)) => {
+        if $fused {
+            $f(&mut $crate::devices::f64math::arith::Host::<true>, $($a),*)
+        } else {
+            $f(&mut $crate::devices::f64math::arith::Host::<false>, $($a),*)
+        }
+        .unwrap_or_else(|e| match e {})
+    };
+}
+#[cfg(test)]
+pub(crate) use on_model;
+
 /// The host model: the same operations on Rust `f64`, with a fused `mul_add` (the LLVM
 /// targets' sequence) or not (Vulkan's).
 #[cfg(test)]

@@ -255,21 +255,8 @@ pub fn tanh<A: Arith>(f: &mut A, x: A::V) -> Res<A, A::V> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::arith::{ulps, Host, Rng};
+    use super::super::arith::{on_model as on, ulps, Rng};
     use super::*;
-
-    /// `f(model, args…)` on the fused host model (the LLVM targets' sequence) or the unfused
-    /// one (Vulkan's).
-    macro_rules! on {
-        ($fused:expr, $f:ident($($a:expr),*)) => {
-            if $fused {
-                $f(&mut Host::<true>, $($a),*)
-            } else {
-                $f(&mut Host::<false>, $($a),*)
-            }
-            .unwrap_or_else(|e| match e {})
-        };
-    }
 
     /// The largest distance from the interpreter's libm over `xs`, and where.
     fn worst(

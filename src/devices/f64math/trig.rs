@@ -215,18 +215,13 @@ pub fn sin_cos<A: Arith>(f: &mut A, x: A::V, cos: bool) -> Res<A, A::V> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::arith::{ulps, Host, Rng};
+    use super::super::arith::{on_model, ulps, Rng};
     use super::*;
 
     /// `sin` or `cos` on the fused host model (the LLVM targets' sequence) or the unfused one
     /// (Vulkan's).
     fn model_of(x: f64, cos: bool, fused: bool) -> f64 {
-        if fused {
-            sin_cos(&mut Host::<true>, x, cos)
-        } else {
-            sin_cos(&mut Host::<false>, x, cos)
-        }
-        .unwrap_or_else(|e| match e {})
+        on_model!(fused, sin_cos(x, cos))
     }
 
     /// Both models' result, which must be the same value (special values, exact cases).
