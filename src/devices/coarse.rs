@@ -82,6 +82,7 @@ pub fn variant(
         kernel: kernel.to_string(),
         backend: device.backend(),
         reason,
+        by_device: false,
     };
     let name = function.name.clone();
     let (extended, h) = module.with_function(function).map_err(|d| {

@@ -763,6 +763,7 @@ impl ProgramImpl for CudaProgram {
             kernel: name.to_string(),
             backend: Backend::Cuda,
             reason,
+            by_device: false,
         })?);
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)

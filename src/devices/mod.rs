@@ -648,6 +648,7 @@ impl Program {
             kernel: name.to_string(),
             backend: self.device.backend(),
             reason: reason.to_string(),
+            by_device: false,
         };
         let function = kernel_function(&self.module, name)
             .ok_or_else(|| no_code("the program has no kernel of that name"))?;
@@ -790,6 +791,7 @@ impl Kernel {
             kernel: self.name.clone(),
             backend: device.backend(),
             reason,
+            by_device: false,
         })?;
         if coarse::wanted(mode, device.inner.imp.as_ref(), function, &launch) {
             if let Some(variant) = self.program.coarse_variant(&self.name)? {

@@ -311,9 +311,9 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     let (kernel, buffers) = match launched {
         Err(Failure::Spec(message)) => return Outcome::Fail(message),
         Err(Failure::Launch(e)) => {
-            // A backend that refuses a construct by capability ("unsupported on this ...
-            // device": a wave width, a type or verb the device lacks) has not failed the case.
-            if !on_interp && refusal.is_none() && is_capability_refusal(&e) {
+            // A device that cannot run the case (a capability it lacks, one of its limits,
+            // its driver's loop limit: `LaunchError::refused_by_device`) has not failed it.
+            if !on_interp && refusal.is_none() && e.refused_by_device() {
                 return Outcome::Skip(e.to_string());
             }
             return judge_refusal(e, refusal.as_deref(), ub.as_deref());
@@ -394,16 +394,6 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
         return Outcome::Skip("`expect = interp` on the interpreter itself".into());
     }
     Outcome::Pass
-}
-
-/// Whether a launch error is a backend's refusal by capability (see [`run_case`]).
-fn is_capability_refusal(e: &LaunchError) -> bool {
-    match e {
-        // A declared wave the device does not offer (NVIDIA builds wave 32 only, §3.2).
-        LaunchError::WaveWidth { .. } => true,
-        LaunchError::NoCode { reason, .. } => reason.contains("unsupported on this"),
-        _ => false,
-    }
 }
 
 fn judge_refusal(e: LaunchError, refusal: Option<&str>, ub: Option<&str>) -> Outcome {
