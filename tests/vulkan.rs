@@ -431,7 +431,7 @@ fn wide_vectors_agree_with_the_interpreter() {
             }
         }
     }
-    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let runner = xpu::filetest::runner::Runner::new(vec![device.clone()]).unwrap();
     let mut report = Vec::new();
     let summary = runner.run_paths(&[p], &mut report).unwrap();
     let report = String::from_utf8_lossy(&report);
@@ -444,6 +444,18 @@ fn wide_vectors_agree_with_the_interpreter() {
 /// subgroup sizes 8 and 32 with every capability on) and asserts that all its `runs` run
 /// blocks pass.
 fn agrees_with_the_interpreter(tag: &str, src: &str, runs: usize) {
+    let device = match xpu::Device::open(Backend::Vulkan) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("no Vulkan device, skipping: {e}");
+            return;
+        }
+    };
+    agrees_on(&device, tag, src, runs);
+}
+
+/// [`agrees_with_the_interpreter`] on `device`.
+fn agrees_on(device: &xpu::Device, tag: &str, src: &str, runs: usize) {
     if have_spirv_val() {
         let m = xpu::ir::parse(src).unwrap().verify().unwrap();
         for s in [8u32, 32] {
@@ -453,18 +465,11 @@ fn agrees_with_the_interpreter(tag: &str, src: &str, runs: usize) {
             }
         }
     }
-    let device = match xpu::Device::open(Backend::Vulkan) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("no Vulkan device, skipping: {e}");
-            return;
-        }
-    };
     let dir = std::env::temp_dir().join(format!("xpu-vk-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(format!("{tag}.xk"));
     std::fs::write(&p, src).unwrap();
-    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let runner = xpu::filetest::runner::Runner::new(vec![device.clone()]).unwrap();
     let mut report = Vec::new();
     let summary = runner.run_paths(&[p], &mut report).unwrap();
     let report = String::from_utf8_lossy(&report);
@@ -616,10 +621,20 @@ fn f32_subnormals_in_f64_agree_with_the_interpreter() {
             }
         }
     }
-    // The flag is read when a device opens; other tests opening one meanwhile take the f64
-    // path too, which computes the same results.
-    std::env::set_var("CAJETA_XPU_VK_F32_IN_F64", "1");
-    agrees_with_the_interpreter("subn", SUBNORMALS, 1);
+    // A device of its own, opened with the f64 path forced.
+    let settings = xpu::backend::vulkan::VulkanSettings {
+        f32_in_f64: Some(true),
+        ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+    };
+    match xpu::backend::vulkan::VulkanDevice::open_with(settings) {
+        Ok(d) => agrees_on(
+            &xpu::Device::from_impl(std::sync::Arc::new(d)),
+            "subn",
+            SUBNORMALS,
+            1,
+        ),
+        Err(e) => eprintln!("no Vulkan device, skipping: {e}"),
+    }
 }
 
 /// f64 transcendental functions (built from arithmetic, `math.rs`) on vector lanes — `vec3`,
@@ -721,14 +736,15 @@ fn many_launches_then_one_sync_are_all_applied() {
     // Thousands of launches recorded before one sync (recycled command buffers, fences and
     // descriptors must not lose or reorder any), then launches each followed by a sync, with
     // push descriptors where the device has them and with the per-launch descriptor pool
-    // (XPU_VK_PUSH_DESCRIPTORS=0, read when a device opens; a test opening its first device
-    // meanwhile takes the pool path too, which computes the same). The host cost per launch is
+    // (`VulkanSettings::push_descriptors`, `XPU_VK_PUSH_DESCRIPTORS=0`). The host cost per launch is
     // printed (a figure for the docs, not checked).
-    for push in ["1", "0"] {
+    for push in [true, false] {
         // A device of its own (`Device::open` keeps the first one opened in the process).
-        std::env::set_var("XPU_VK_PUSH_DESCRIPTORS", push);
-        let device = xpu::backend::vulkan::VulkanDevice::open();
-        std::env::remove_var("XPU_VK_PUSH_DESCRIPTORS");
+        let settings = xpu::backend::vulkan::VulkanSettings {
+            push_descriptors: push,
+            ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+        };
+        let device = xpu::backend::vulkan::VulkanDevice::open_with(settings);
         let device = match device {
             Ok(d) => xpu::Device::from_impl(std::sync::Arc::new(d)),
             Err(e) => {
