@@ -651,3 +651,334 @@ def pb_jacobi2d_1():
 def pb_jacobi2d_2():
     n, a, b, b1, a1 = jacobi2d()
     return [S("n", n, "i32"), A("a", a, "f32"), A("b", b1, "f32"), E("a", a1, "f32")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rodinia 3.1 (CUDA).
+
+
+def bfs_graph():
+    n = 530
+    deg = [1 + d % 4 for d in random_buffer(n, 0, 1 << 30, 31, "i32")]
+    start = np.concatenate([[0], np.cumsum(deg)[:-1]]).astype(np.int32)
+    edges = np.array(random_buffer(int(sum(deg)), 0, n, 32, "i32"), np.int32)
+    nodes = np.stack([start, np.array(deg, np.int32)], axis=1)
+    return n, nodes, edges
+
+
+def bfs_levels():
+    """The state before each launch: (mask, updating, visited, cost, over) per launch, in the
+    order Kernel, Kernel2, Kernel, Kernel2, ..."""
+    n, nodes, edges = bfs_graph()
+    mask = np.zeros(n, bool)
+    visited = np.zeros(n, bool)
+    updating = np.zeros(n, np.uint32)
+    cost = np.full(n, -1, np.int32)
+    mask[0] = visited[0] = True
+    cost[0] = 0
+    states = []
+    for level in range(5):
+        states.append((mask.copy(), updating.copy(), visited.copy(), cost.copy(), 0))
+        for tid in np.nonzero(mask)[0]:
+            mask[tid] = False
+            s, d = nodes[tid]
+            for i in range(s, s + d):
+                nid = edges[i]
+                if not visited[nid]:
+                    cost[nid] = cost[tid] + 1
+                    updating[nid] = 1
+        states.append((mask.copy(), updating.copy(), visited.copy(), cost.copy(), 0))
+        over = 0
+        for tid in np.nonzero(updating)[0]:
+            mask[tid] = True
+            visited[tid] = True
+            over = 1
+            updating[tid] = 0
+    states.append((mask.copy(), updating.copy(), visited.copy(), cost.copy(), over))
+    return n, nodes, edges, states
+
+
+def bfs_k1(launch):
+    n, nodes, edges, states = bfs_levels()
+    mask, updating, visited, cost, _ = states[launch]
+    after = states[launch + 1]
+    return [A("g_graph_nodes", nodes, "i32"), A("g_graph_edges", edges, "i32"),
+            A("g_graph_mask", mask, "bool"), A("g_updating_graph_mask", updating, "u32"),
+            A("g_graph_visited", visited, "bool"), A("g_cost", cost, "i32"),
+            S("no_of_nodes", n, "i32"), E("g_graph_mask", after[0], "bool"),
+            E("g_updating_graph_mask", after[1], "u32"), E("g_cost", after[3], "i32")]
+
+
+def bfs_k2(launch):
+    n, nodes, edges, states = bfs_levels()
+    mask, updating, visited, cost, _ = states[launch]
+    after = states[launch + 1] if launch + 1 < len(states) else None
+    # Kernel2's own effect: the next Kernel's state has g_over reset, so recompute it here.
+    over = int(updating.any())
+    new_mask = mask | (updating != 0)
+    new_visited = visited | (updating != 0)
+    assert after is None or (after[0] == new_mask).all()
+    return [A("g_graph_mask", mask, "bool"), A("g_updating_graph_mask", updating, "u32"),
+            A("g_graph_visited", visited, "bool"), V("g_over", "[0]"), S("no_of_nodes", n, "i32"),
+            E("g_graph_mask", new_mask, "bool"),
+            E("g_updating_graph_mask", np.zeros(n, np.uint32), "u32"),
+            E("g_graph_visited", new_visited, "bool"), E("g_over", [over], "u32")]
+
+
+@case(RD + "bfs.xk", 0)
+def rd_bfs_k1_level4():
+    return bfs_k1(8)
+
+
+@case(RD + "bfs.xk", 1)
+def rd_bfs_k2_level4():
+    return bfs_k2(9)
+
+
+def hotspot_params(rows, cols):
+    t_chip, chip_height, chip_width = F32(0.0005), F32(0.016), F32(0.016)
+    max_pd, precision, spec_heat_si, k_si, factor_chip = 3.0e6, 0.001, 1.75e6, 100, 0.5
+    grid_height = F32(chip_height / F32(rows))
+    grid_width = F32(chip_width / F32(cols))
+    gh, gw, tc = float(grid_height), float(grid_width), float(t_chip)
+    cap = F32(factor_chip * spec_heat_si * tc * gw * gh)
+    rx = F32(gw / (2.0 * k_si * tc * gh))
+    ry = F32(gh / (2.0 * k_si * tc * gw))
+    rz = F32(tc / (k_si * gh * gw))
+    max_slope = F32(max_pd / (factor_chip * tc * spec_heat_si))
+    step = F32(precision / float(max_slope))
+    return cap, rx, ry, rz, step
+
+
+def hotspot_launch(iteration, power, src, dst, cols, rows, border, grid, params):
+    """calculate_temp over a grid x grid of 16 x 16 blocks, block by block as the kernel."""
+    cap, rx, ry, rz, step = params
+    amb = F32(80.0)
+    step_div_cap = F32(step / cap)
+    rx_1, ry_1, rz_1 = F32(F32(1.0) / rx), F32(F32(1.0) / ry), F32(F32(1.0) / rz)
+    out = dst.copy()
+    small = 16 - iteration * 2
+    ty, tx = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    for by in range(grid):
+        for bx in range(grid):
+            blk_y, blk_x = small * by - border, small * bx - border
+            yidx, xidx = blk_y + ty, blk_x + tx
+            inside = (yidx >= 0) & (yidx < rows) & (xidx >= 0) & (xidx < cols)
+            t = np.full((16, 16), np.nan, F32)
+            pw = np.full((16, 16), np.nan, F32)
+            t[inside] = src[yidx[inside], xidx[inside]]
+            pw[inside] = power[yidx[inside], xidx[inside]]
+            vymin = -blk_y if blk_y < 0 else 0
+            vymax = 15 - (blk_y + 15 - rows + 1) if blk_y + 15 > rows - 1 else 15
+            vxmin = -blk_x if blk_x < 0 else 0
+            vxmax = 15 - (blk_x + 15 - cols + 1) if blk_x + 15 > cols - 1 else 15
+            n = np.maximum(ty - 1, vymin)
+            s = np.minimum(ty + 1, vymax)
+            w = np.maximum(tx - 1, vxmin)
+            e = np.minimum(tx + 1, vxmax)
+            for i in range(iteration):
+                comp = ((tx >= i + 1) & (tx <= 16 - i - 2) & (ty >= i + 1) & (ty <= 16 - i - 2)
+                        & (tx >= vxmin) & (tx <= vxmax) & (ty >= vymin) & (ty <= vymax))
+                with np.errstate(invalid="ignore"):
+                    ns = (t[s, tx] + t[n, tx]).astype(F64) - 2.0 * t.astype(F64)
+                    ew = (t[ty, e] + t[ty, w]).astype(F64) - 2.0 * t.astype(F64)
+                    total = (pw.astype(F64) + ns * F64(ry_1) + ew * F64(rx_1)
+                             + ((amb - t) * rz_1).astype(F64))
+                    new = (t.astype(F64) + F64(step_div_cap) * total).astype(F32)
+                tt = np.where(comp, new, np.nan).astype(F32)
+                if i == iteration - 1:
+                    break
+                t = np.where(comp, tt, t).astype(F32)
+            out[yidx[comp], xidx[comp]] = tt[comp]
+    return out
+
+
+def hotspot():
+    rows = cols = 28
+    params = hotspot_params(rows, cols)
+    targ, temp = R("temp_src", rows * cols, 320.0, 340.0, 41, "f32")
+    parg, power = R("power", rows * cols, 0.0, 0.01, 42, "f32")
+    temp, power = temp.reshape(rows, cols), power.reshape(rows, cols)
+    nan = np.full((rows, cols), np.nan, F32)
+    first = hotspot_launch(2, power, temp, nan, cols, rows, 2, 3, params)
+    assert not np.isnan(first).any()
+    second = hotspot_launch(1, power, first, temp, cols, rows, 2, 3, params)
+    cap, rx, ry, rz, step = params
+    scalars = [S("grid_cols", cols, "i32"), S("grid_rows", rows, "i32"),
+               S("border_cols", 2, "i32"), S("border_rows", 2, "i32"), S("cap", cap, "f32"),
+               S("rx", rx, "f32"), S("ry", ry, "f32"), S("rz", rz, "f32"),
+               S("step_", step, "f32"), S("time_elapsed", 0.001, "f32")]
+    return rows, cols, targ, parg, temp, first, second, scalars
+
+
+@case(RD + "hotspot.xk", 0)
+def rd_hotspot_1():
+    rows, cols, targ, parg, temp, first, second, scalars = hotspot()
+    return [S("iteration", 2, "i32"), parg, targ, V("temp_dst", f"uninit({rows * cols})"),
+            E("temp_dst", first, "f32")] + scalars
+
+
+@case(RD + "hotspot.xk", 1)
+def rd_hotspot_2():
+    rows, cols, targ, parg, temp, first, second, scalars = hotspot()
+    dst = ("arg", "temp_dst", targ[2], None)
+    return [S("iteration", 1, "i32"), parg, A("temp_src", first, "f32"), dst,
+            E("temp_dst", second, "f32")] + scalars
+
+
+def nw_case():
+    n = 33
+    penalty = 10
+    ref = np.array(random_buffer(n * n, -4, 12, 51, "i32"), np.int32).reshape(n, n)
+    m = np.zeros((n, n), np.int32)
+    m[:, 0] = -np.arange(n) * penalty
+    m[0, :] = -np.arange(n) * penalty
+    states = [m.copy()]
+
+    def block(by, bx):
+        for r in range(16 * by + 1, 16 * by + 17):
+            for c in range(16 * bx + 1, 16 * bx + 17):
+                m[r, c] = max(m[r - 1, c - 1] + ref[r, c], m[r, c - 1] - penalty,
+                              m[r - 1, c] - penalty)
+
+    block(0, 0)
+    states.append(m.copy())
+    block(1, 0)
+    block(0, 1)
+    states.append(m.copy())
+    block(1, 1)
+    states.append(m.copy())
+    return n, penalty, ref, states
+
+
+def nw_run(launch, i):
+    n, penalty, ref, states = nw_case()
+    return [A("referrence", ref, "i32"), A("matrix_cuda", states[launch], "i32"),
+            S("cols", n, "i32"), S("penalty", penalty, "i32"), S("i", i, "i32"),
+            S("block_width", 2, "i32"), E("matrix_cuda", states[launch + 1], "i32")]
+
+
+@case(RD + "nw.xk", 0)
+def rd_nw_1():
+    return nw_run(0, 1)
+
+
+@case(RD + "nw.xk", 1)
+def rd_nw_2():
+    return nw_run(1, 2)
+
+
+@case(RD + "nw.xk", 2)
+def rd_nw_3():
+    return nw_run(2, 1)
+
+
+def pathfinder_launch(iteration, wall, src, dst, cols, start_step, border, grid):
+    out = dst.copy()
+    small = 256 - iteration * 2
+    tx = np.arange(256)
+    for bx in range(grid):
+        blk_x = small * bx - border
+        xidx = blk_x + tx
+        vxmin = -blk_x if blk_x < 0 else 0
+        vxmax = 255 - (blk_x + 255 - cols + 1) if blk_x + 255 > cols - 1 else 255
+        w = np.maximum(tx - 1, vxmin)
+        e = np.minimum(tx + 1, vxmax)
+        valid = (tx >= vxmin) & (tx <= vxmax)
+        prev = np.full(256, -(1 << 40), np.int64)
+        inside = (xidx >= 0) & (xidx < cols)
+        prev[inside] = src[xidx[inside]]
+        for i in range(iteration):
+            comp = (tx >= i + 1) & (tx <= 256 - i - 2) & valid
+            row = wall[start_step + i]
+            res = np.where(comp, np.minimum(np.minimum(prev[w], prev[tx]), prev[e])
+                           + np.where(inside, row[np.clip(xidx, 0, cols - 1)], 0), 0)
+            if i == iteration - 1:
+                break
+            prev = np.where(comp, res, prev)
+        out[xidx[comp]] = res[comp]
+    return out
+
+
+def pathfinder():
+    cols, rows, ph = 600, 11, 4
+    arg, data = R("gpu_wall", rows * cols, 0, 10, 61, "i32")
+    data = data.reshape(rows, cols).astype(np.int64)
+    wall = data[1:]
+    results = [data[0].copy(), np.zeros(cols, np.int64)]
+    runs = []
+    src, dst = 1, 0
+    for t in range(0, rows - 1, ph):
+        src, dst = dst, src
+        it = min(ph, rows - t - 1)
+        before = [r.copy() for r in results]
+        results[dst] = pathfinder_launch(it, wall, results[src], results[dst], cols, t, ph, 3)
+        runs.append((it, t, before[src], before[dst], results[dst].copy()))
+    return cols, rows, ph, wall, runs
+
+
+def pathfinder_run(k):
+    cols, rows, ph, wall, runs = pathfinder()
+    it, t, src, dst, out = runs[k]
+    dst_arg = V("gpu_results", f"uninit({cols})") if k == 0 else A("gpu_results", dst, "i32")
+    return [S("iteration", it, "i32"), A("gpu_wall", wall, "i32"), A("gpu_src", src, "i32"),
+            dst_arg, S("cols", cols, "i32"), S("rows", rows, "i32"), S("start_step", t, "i32"),
+            S("border", ph, "i32"), E("gpu_results", out, "i32")]
+
+
+@case(RD + "pathfinder.xk", 0)
+def rd_pathfinder_1():
+    return pathfinder_run(0)
+
+
+@case(RD + "pathfinder.xk", 1)
+def rd_pathfinder_3():
+    return pathfinder_run(2)
+
+
+def backprop():
+    n_in, hid = 64, 16
+    iarg, inp = R("input_cuda", n_in + 1, 0.0, 1.0, 71, "f32")
+    warg, w = R("input_hidden_cuda", (n_in + 1) * (hid + 1), 0.0, 1.0, 72, "f32")
+    return n_in, hid, iarg, inp, warg, w.reshape(n_in + 1, hid + 1)
+
+
+@case(RD + "backprop.xk", 0)
+def rd_backprop_forward():
+    n_in, hid, iarg, inp, warg, w = backprop()
+    out = w.copy()
+    partial = np.zeros(n_in // 16 * hid, F32)
+    for by in range(n_in // 16):
+        rows = slice(16 * by + 1, 16 * by + 17)
+        wm = (w[rows, 1:17] * inp[rows][:, None]).astype(F32)
+        for i in range(1, 5):
+            p = 1 << i
+            for ty in range(0, 16, p):
+                wm[ty] = wm[ty] + wm[ty + p // 2]
+        out[rows, 1:17] = wm
+        partial[by * hid:(by + 1) * hid] = wm[0, :]
+    return [iarg, V("output_hidden_cuda", f"fill({hid + 1}, 0.0)"), warg,
+            V("hidden_partial_sum", f"uninit({n_in // 16 * hid})"), S("in_", n_in, "i32"),
+            S("hid", hid, "i32"), E("input_hidden_cuda", out, "f32"),
+            E("hidden_partial_sum", partial, "f32")]
+
+
+@case(RD + "backprop.xk", 1)
+def rd_backprop_adjust():
+    n_in, hid = 64, 16
+    darg, delta = R("delta", hid + 1, -0.5, 0.5, 73, "f32")
+    larg, ly = R("ly", n_in + 1, 0.0, 1.0, 74, "f32")
+    warg, w = R("w", (n_in + 1) * (hid + 1), 0.0, 1.0, 75, "f32")
+    oarg, oldw = R("oldw", (n_in + 1) * (hid + 1), -0.1, 0.1, 76, "f32")
+    w, oldw = w.reshape(n_in + 1, hid + 1), oldw.reshape(n_in + 1, hid + 1)
+    nw, no = w.copy(), oldw.copy()
+    d = delta[1:17].astype(F64)
+    rows = slice(1, n_in + 1)
+    upd = 0.3 * d[None, :] * ly[rows].astype(F64)[:, None] + 0.3 * oldw[rows, 1:17].astype(F64)
+    nw[rows, 1:17] = (w[rows, 1:17].astype(F64) + upd).astype(F32)
+    no[rows, 1:17] = upd.astype(F32)
+    upd0 = 0.3 * d + 0.3 * oldw[0, 1:17].astype(F64)
+    nw[0, 1:17] = (w[0, 1:17].astype(F64) + upd0).astype(F32)
+    no[0, 1:17] = upd0.astype(F32)
+    return [darg, S("hid", hid, "i32"), larg, S("in_", n_in, "i32"), warg, oarg,
+            E("w", nw, "f32"), E("oldw", no, "f32")]
