@@ -60,12 +60,15 @@ def E(name, values, ty):
     return ("expect", name, flat(values), ty)
 
 
-def R(name, n, lo, hi, seed, ty):
-    """`arg name = random(n, lo, hi, seed S)` and the values it gives (a numpy array)."""
+def R(name, n, lo, hi, seed, ty, lanes=1):
+    """`arg name = random(n / lanes, lo, hi, seed S)` and the n scalars it gives (a numpy
+    array); `lanes` is the vector width of the buffer's element (random's length counts
+    elements, its values fill scalar slots)."""
+    m = n // lanes
     if ty in ("f16", "f32", "f64"):
-        text = f"random({n}, {fmt_value(lo, 'f64')}, {fmt_value(hi, 'f64')}, seed {seed})"
+        text = f"random({m}, {fmt_value(lo, 'f64')}, {fmt_value(hi, 'f64')}, seed {seed})"
     else:
-        text = f"random({n}, {int(lo)}, {int(hi)}, seed {seed})"
+        text = f"random({m}, {int(lo)}, {int(hi)}, seed {seed})"
     dtype = {"f32": F32, "f64": F64, "u32": np.uint32, "i32": np.int32}[ty]
     return ("arg", name, text, None), np.array(random_buffer(n, lo, hi, seed, ty), dtype=dtype)
 
@@ -982,3 +985,258 @@ def rd_backprop_adjust():
     no[0, 1:17] = upd0.astype(F32)
     return [darg, S("hid", hid, "i32"), larg, S("in_", n_in, "i32"), warg, oarg,
             E("w", nw, "f32"), E("oldw", no, "f32")]
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA samples (NVIDIA/cuda-samples).
+
+
+@case(CS + "vectorAdd.xk", 0)
+def cs_vector_add():
+    n = 2000
+    aarg, a = R("a", n, -1.0, 1.0, 81, "f32")
+    barg, b = R("b", n, -1.0, 1.0, 82, "f32")
+    c = (a + b) + F32(0.0)
+    return [aarg, barg, V("c", f"uninit({n})"), S("num_elements", n, "i32"), E("c", c, "f32")]
+
+
+def matrix_mul():
+    w_a, h_a, w_b = 64, 32, 32
+    aarg, a = R("a", h_a * w_a, -1.0, 1.0, 91, "f32")
+    barg, b = R("b", w_a * w_b, -1.0, 1.0, 92, "f32")
+    c = matmul_acc(np.zeros((h_a, w_b), F32), a.reshape(h_a, w_a), b.reshape(w_a, w_b))
+    return [V("c", f"uninit({h_a * w_b})"), aarg, barg, S("w_a", w_a, "i32"),
+            S("w_b", w_b, "i32"), E("c", c, "f32")]
+
+
+@case(CS + "matrixMul.xk", 0)
+def cs_matrix_mul_16():
+    return matrix_mul()
+
+
+@case(CS + "matrixMul.xk", 1)
+def cs_matrix_mul_32():
+    return matrix_mul()
+
+
+def transpose(k):
+    width, height = 64, 32
+    src = np.arange(width * height).astype(F32).reshape(height, width)
+    return [V("odata", f"uninit({width * height})"), V("idata", f"iota({width * height})"),
+            S("width", width, "i32"), S("height", height, "i32"), E("odata", src.T, "f32")]
+
+
+@case(CS + "transpose.xk", 0)
+def cs_transpose_coalesced():
+    return transpose(0)
+
+
+@case(CS + "transpose.xk", 1)
+def cs_transpose_nbc():
+    return transpose(1)
+
+
+def reduction_input():
+    return R("g_idata", 3000, -1.0, 1.0, 101, "f32")
+
+
+def block_values(x, start, count):
+    v = np.zeros(count, F32)
+    k = np.arange(count) + start
+    inside = k < len(x)
+    v[inside] = x[k[inside]]
+    return v
+
+
+def reduce_tree_case(kind):
+    arg, x = reduction_input()
+    n, bs = len(x), 256
+    out = []
+    for g in range((n + bs - 1) // bs):
+        sd = block_values(x, g * bs, bs)
+        if kind == 0:
+            s = 1
+            while s < bs:
+                for tid in range(0, bs, 2 * s):
+                    sd[tid] = sd[tid] + sd[tid + s]
+                s *= 2
+        elif kind == 1:
+            s = 1
+            while s < bs:
+                for tid in range(bs):
+                    index = 2 * s * tid
+                    if index < bs:
+                        sd[index] = sd[index] + sd[index + s]
+                s *= 2
+        else:
+            s = bs // 2
+            while s > 0:
+                sd[:s] = sd[:s] + sd[s:2 * s]
+                s >>= 1
+        out.append(sd[0])
+    return [arg, V("g_odata", f"uninit({len(out)})"), S("n", n, "u32"), E("g_odata", out, "f32")]
+
+
+@case(CS + "reduction.xk", 0)
+def cs_reduce0():
+    return reduce_tree_case(0)
+
+
+@case(CS + "reduction.xk", 1)
+def cs_reduce1():
+    return reduce_tree_case(1)
+
+
+@case(CS + "reduction.xk", 2)
+def cs_reduce2():
+    return reduce_tree_case(2)
+
+
+def reduce34(warp):
+    arg, x = reduction_input()
+    n, bs = len(x), 256
+    out = []
+    for g in range((n + 2 * bs - 1) // (2 * bs)):
+        my = block_values(x, g * 2 * bs, bs)
+        second = block_values(x, g * 2 * bs + bs, bs)
+        has = (np.arange(bs) + g * 2 * bs + bs) < n
+        my = np.where(has, my + second, my).astype(F32)
+        sd = my.copy()
+        s = bs // 2
+        while s > (32 if warp else 0):
+            my[:s] = my[:s] + sd[s:2 * s]
+            sd[:s] = my[:s]
+            s >>= 1
+        if warp:
+            lane = my[:32] + sd[32:64]
+            off = 16
+            while off > 0:
+                src = np.arange(32) + off
+                other = np.where(src < 32, lane[np.minimum(src, 31)], lane)
+                lane = (lane + other).astype(F32)
+                off //= 2
+            out.append(lane[0])
+        else:
+            out.append(my[0])
+    return [arg, V("g_odata", f"uninit({len(out)})"), S("n", n, "u32"), E("g_odata", out, "f32")]
+
+
+@case(CS + "reduction.xk", 3)
+def cs_reduce3():
+    return reduce34(False)
+
+
+@case(CS + "reduction.xk", 4)
+def cs_reduce4():
+    return reduce34(True)
+
+
+def exclusive_scan(x, length):
+    """Exclusive scan of each `length`-element array of x, modulo 2^32."""
+    x = x.astype(np.uint64).reshape(-1, length)
+    inc = np.cumsum(x, axis=1) & 0xFFFFFFFF
+    return ((inc - x) & 0xFFFFFFFF).astype(np.uint32).reshape(-1)
+
+
+@case(CS + "scan.xk", 0)
+def cs_scan_short():
+    n, length = 1024, 16
+    arg, x = R("d_src", n, 0, 1 << 31, 111, "u32", lanes=4)
+    return [V("d_dst", f"uninit({n // 4})"), arg, S("size", length, "u32"),
+            E("d_dst", exclusive_scan(x, length), "u32")]
+
+
+def scan_large():
+    n = 2048
+    arg, x = R("d_src", n, 0, 1 << 31, 112, "u32", lanes=4)
+    dst = exclusive_scan(x, 1024)
+    tops = (dst.astype(np.uint64)[1023::1024] + x.astype(np.uint64)[1023::1024]) & 0xFFFFFFFF
+    buf = exclusive_scan(tops, len(tops))
+    final = ((dst.reshape(-1, 1024).astype(np.uint64) + buf.astype(np.uint64)[:, None])
+             & 0xFFFFFFFF).astype(np.uint32)
+    assert (final.reshape(-1) == exclusive_scan(x, n)).all()
+    return n, arg, x, dst, buf, final
+
+
+@case(CS + "scan.xk", 1)
+def cs_scan_large_1():
+    n, arg, x, dst, buf, final = scan_large()
+    return [V("d_dst", f"uninit({n // 4})"), arg, S("size", 1024, "u32"), E("d_dst", dst, "u32")]
+
+
+@case(CS + "scan.xk", 2)
+def cs_scan_large_2():
+    n, arg, x, dst, buf, final = scan_large()
+    src = ("arg", "d_src", arg[2].replace(f"random({n // 4},", f"random({n},"), None)
+    return [V("d_buf", f"uninit({len(buf)})"), A("d_dst", dst, "u32"), src,
+            S("n", n // 1024, "u32"), S("array_length", n // 1024, "u32"), E("d_buf", buf, "u32")]
+
+
+@case(CS + "scan.xk", 3)
+def cs_scan_large_3():
+    n, arg, x, dst, buf, final = scan_large()
+    return [A("d_data", dst, "u32"), A("d_buffer", buf, "u32"), E("d_data", final, "u32")]
+
+
+def histogram():
+    count, groups = 3000, 4
+    arg, data = R("d_data", count, 0, 1 << 32, 121, "u32")
+    partial = np.zeros((groups, 256), np.uint32)
+    stride = 192 * groups
+    for g in range(groups):
+        for t in range(192):
+            for pos in range(g * 192 + t, count, stride):
+                w = int(data[pos])
+                for sh in (0, 8, 16, 24):
+                    partial[g, (w >> sh) & 0xFF] += 1
+    assert partial.sum() == 4 * count
+    return count, groups, arg, data, partial
+
+
+@case(CS + "histogram.xk", 0)
+def cs_histogram256():
+    count, groups, arg, data, partial = histogram()
+    return [V("d_partial_histograms", f"uninit({groups * 256})"), arg,
+            S("data_count", count, "u32"), E("d_partial_histograms", partial, "u32")]
+
+
+@case(CS + "histogram.xk", 1)
+def cs_histogram_merge():
+    count, groups, arg, data, partial = histogram()
+    full = np.bincount(np.concatenate([(data.astype(np.uint64) >> s) & 0xFF
+                                       for s in (0, 8, 16, 24)]), minlength=256)
+    assert (partial.sum(axis=0) == full).all()
+    return [V("d_histogram", "uninit(256)"), A("d_partial_histograms", partial, "u32"),
+            S("histogram_count", groups, "u32"), E("d_histogram", full, "u32")]
+
+
+@case(CS + "simpleAtomicIntrinsics.xk", 0)
+def cs_simple_atomics():
+    length = 64 * 256
+    init = [0] * 11
+    init[8] = init[10] = 0xFF
+    # computeGold (simpleAtomicIntrinsics_cpu.cpp), with [2] and [7] the in-range checks.
+    gold = [10 * length, -10 * length, 1, length - 1, 0]
+    val = 0
+    for _ in range(length):
+        val = 0 if val >= 17 else val + 1
+    gold.append(val)
+    val = 0
+    for _ in range(length):
+        val = 137 if (val == 0 or val > 137) else val - 1
+    gold.append(val)
+    gold.append(1)
+    val = 0xFF
+    for i in range(length):
+        val &= 2 * i + 7
+    gold.append(val)
+    val = 0
+    for i in range(length):
+        val |= 1 << (i % 32)  # `1 << tid` takes the amount modulo 32 (docs/semantics.md)
+    gold.append(val - (1 << 32) if val >= 1 << 31 else val)
+    val = 0xFF
+    for i in range(length):
+        val ^= i
+    gold.append(val)
+    return [A("g_odata", init, "i32"), V("done", "[0]"), E("g_odata", gold, "i32"),
+            E("done", [length], "u32")]
