@@ -1240,3 +1240,41 @@ def cs_simple_atomics():
     gold.append(val)
     return [A("g_odata", init, "i32"), V("done", "[0]"), E("g_odata", gold, "i32"),
             E("done", [length], "u32")]
+
+
+@case(RD + "particlefilter.xk", 0)
+def rd_pf_sum():
+    n = 1500
+    blocks = -(-n // 512)
+    arg, partial = R("partial_sums", blocks, 0.0, 100.0, 131, "f64")
+    total = F64(0.0)
+    for x in range(blocks):
+        total = total + partial[x]
+    return [arg, S("nparticles", n, "i32"), E("partial_sums", [total] + list(partial[1:]), "f64")]
+
+
+def i32_wrap(v):
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+@case(RD + "particlefilter.xk", 1)
+def rd_pf_normalize():
+    n = 400
+    warg, w = R("weights", n, 0.0, 1.0, 132, "f64")
+    sarg, seed = R("seed", n, 0, 1 << 31, 133, "i32")
+    total = F64(0.0)
+    for x in range(n):
+        total = total + w[x]
+    wn = w / total
+    cdf = np.cumsum(wn)  # sequential: cdf[x] = weights[x] + cdf[x - 1]
+    m = 2147483647
+    num = i32_wrap(1103515245 * int(seed[0]) + 12345)
+    s0 = int(math.fmod(num, m))  # C's %: truncating, sign of the dividend
+    new_seed = seed.copy()
+    new_seed[0] = s0
+    u0 = F64(1.0) / F64(n) * abs(F64(s0) / F64(m))
+    u = u0 + np.arange(n).astype(F64) / F64(n)
+    return [warg, S("nparticles", n, "i32"), A("partial_sums", [total], "f64"),
+            V("cdf", f"uninit({n})"), V("u", f"uninit({n})"), sarg, E("weights", wn, "f64"),
+            E("cdf", cdf, "f64"), E("u", u, "f64"), E("seed", new_seed, "i32")]
