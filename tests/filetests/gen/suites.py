@@ -1278,3 +1278,38 @@ def rd_pf_normalize():
     return [warg, S("nparticles", n, "i32"), A("partial_sums", [total], "f64"),
             V("cdf", f"uninit({n})"), V("u", f"uninit({n})"), sarg, E("weights", wn, "f64"),
             E("cdf", cdf, "f64"), E("u", u, "f64"), E("seed", new_seed, "i32")]
+
+
+def kmeans():
+    npoints, nfeatures, nclusters = 700, 5, 4
+    arg, feats = R("input", npoints * nfeatures, 0.0, 1.0, 141, "f32")
+    feats = feats.reshape(npoints, nfeatures)
+    clusters = feats[:nclusters].copy()
+    best = np.full(npoints, -1, np.int32)
+    min_dist = np.full(npoints, F32(3.40282347e38), F32)
+    for i in range(nclusters):
+        ans = np.zeros(npoints, F32)
+        for j in range(nfeatures):
+            diff = feats[:, j] - clusters[i, j]
+            ans = ans + diff * diff
+        closer = ans < min_dist
+        min_dist = np.where(closer, ans, min_dist)
+        best = np.where(closer, i, best).astype(np.int32)
+    return npoints, nfeatures, nclusters, arg, feats, clusters, best
+
+
+@case(RD + "kmeans.xk", 0)
+def rd_kmeans_invert():
+    npoints, nfeatures, nclusters, arg, feats, clusters, best = kmeans()
+    return [arg, V("output", f"uninit({npoints * nfeatures})"), S("npoints", npoints, "i32"),
+            S("nfeatures", nfeatures, "i32"), E("output", feats.T, "f32")]
+
+
+@case(RD + "kmeans.xk", 1)
+def rd_kmeans_point():
+    npoints, nfeatures, nclusters, arg, feats, clusters, best = kmeans()
+    return [A("features", feats.T, "f32"), S("nfeatures", nfeatures, "i32"),
+            S("npoints", npoints, "i32"), S("nclusters", nclusters, "i32"),
+            V("membership", f"fill({npoints}, -1)"), A("c_clusters", clusters, "f32"),
+            V("block_clusters", "fill(1, 0.0)"), V("block_deltas", "fill(1, 0)"),
+            E("membership", best, "i32")]
