@@ -1313,3 +1313,57 @@ def rd_kmeans_point():
             V("membership", f"fill({npoints}, -1)"), A("c_clusters", clusters, "f32"),
             V("block_clusters", "fill(1, 0.0)"), V("block_deltas", "fill(1, 0)"),
             E("membership", best, "i32")]
+
+
+def gaussian_states():
+    size = 20
+    lamda = F32(-0.01)
+    coe = np.zeros(2 * size - 1, F32)
+    for i in range(size):
+        c = F32(10 * math.exp(float(lamda * F32(i))))
+        coe[size - 1 + i] = c
+        coe[size - 1 - i] = c
+    a = np.array([[coe[size - 1 - i + j] for j in range(size)] for i in range(size)], F32)
+    b = np.ones(size, F32)
+    m = np.zeros((size, size), F32)
+    states = []
+    for t in range(size - 1):
+        states.append(("fan1", t, m.copy(), a.copy(), b.copy()))
+        m[t + 1:, t] = a[t + 1:, t] / a[t, t]
+        states.append(("fan2", t, m.copy(), a.copy(), b.copy()))
+        a[t + 1:, t:] = a[t + 1:, t:] - m[t + 1:, t][:, None] * a[t, t:][None, :]
+        b[t + 1:] = b[t + 1:] - m[t + 1:, t] * b[t]
+    states.append(("end", size - 1, m.copy(), a.copy(), b.copy()))
+    return size, states
+
+
+def gaussian_run(k):
+    size, states = gaussian_states()
+    kind, t, m, a, b = states[k]
+    _, _, m2, a2, b2 = states[k + 1]
+    if kind == "fan1":
+        return [A("m_cuda", m, "f32"), A("a_cuda", a, "f32"), S("size", size, "i32"),
+                S("t", t, "i32"), E("m_cuda", m2, "f32")]
+    return [A("m_cuda", m, "f32"), A("a_cuda", a, "f32"), A("b_cuda", b, "f32"),
+            S("size", size, "i32"), S("j1", size - t, "i32"), S("t", t, "i32"),
+            E("a_cuda", a2, "f32"), E("b_cuda", b2, "f32")]
+
+
+@case(RD + "gaussian.xk", 0)
+def rd_gaussian_fan1_0():
+    return gaussian_run(0)
+
+
+@case(RD + "gaussian.xk", 1)
+def rd_gaussian_fan2_0():
+    return gaussian_run(1)
+
+
+@case(RD + "gaussian.xk", 2)
+def rd_gaussian_fan1_5():
+    return gaussian_run(10)
+
+
+@case(RD + "gaussian.xk", 3)
+def rd_gaussian_fan2_5():
+    return gaussian_run(11)
