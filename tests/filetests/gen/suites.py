@@ -1367,3 +1367,80 @@ def rd_gaussian_fan1_5():
 @case(RD + "gaussian.xk", 3)
 def rd_gaussian_fan2_5():
     return gaussian_run(11)
+
+
+def vote_pattern(size):
+    p = np.zeros(size, np.uint32)
+    for i in range(2 * size // 8, 4 * size // 8):
+        p[i] = i if i & 1 else 0
+    for i in range(2 * size // 4, 3 * size // 4):
+        p[i] = 0 if i & 1 else i
+    p[3 * size // 4:] = 0xFFFFFFFF
+    return p
+
+
+def per_warp(values, fn):
+    v = np.asarray(values).reshape(-1, 32)
+    return np.repeat([fn(w) for w in v], 32)
+
+
+@case(CS + "simpleVoteIntrinsics.xk", 0)
+def cs_vote_any():
+    p = vote_pattern(128)
+    return [A("input", p, "u32"), V("result", "uninit(128)"), S("size", 128, "i32"),
+            E("result", per_warp(p != 0, np.any).astype(np.uint32), "u32")]
+
+
+@case(CS + "simpleVoteIntrinsics.xk", 1)
+def cs_vote_all():
+    p = vote_pattern(128)
+    return [A("input", p, "u32"), V("result", "uninit(128)"), S("size", 128, "i32"),
+            E("result", per_warp(p != 0, np.all).astype(np.uint32), "u32")]
+
+
+@case(CS + "simpleVoteIntrinsics.xk", 2)
+def cs_vote_kernel3():
+    ws = 32
+    tx = np.arange(3 * ws)
+    pred = tx >= (ws * 3) // 2
+    info = np.zeros((3 * ws, 3), bool)
+    info[:, 0] = per_warp(pred, np.any)
+    info[:, 1] = pred
+    info[:, 2] = per_warp(pred, np.all)
+    return [V("info", f"fill({ws * 9}, false)"), S("warp_size", ws, "i32"),
+            E("info", list(info.reshape(-1)) + [False] * (ws * 9 - info.size), "bool")]
+
+
+def shfl_scan():
+    n, bs = 2048, 256
+    arg, data = R("data", n, 0, 100, 151, "i32")
+    blocks = data.reshape(-1, bs).astype(np.int64)
+    scanned = np.cumsum(blocks, axis=1)
+    partial = scanned[:, -1].copy()
+    partial_scanned = np.cumsum(partial)
+    final = scanned.copy()
+    final[1:] += partial_scanned[:-1, None]
+    assert (final.reshape(-1) == np.cumsum(data)).all()
+    return n, bs, arg, scanned.reshape(-1), partial, partial_scanned, final.reshape(-1)
+
+
+@case(CS + "shfl_scan.xk", 0)
+def cs_shfl_scan_blocks():
+    n, bs, arg, scanned, partial, partial_scanned, final = shfl_scan()
+    return [arg, S("width", 32, "i32"), V("partial_sums", f"uninit({n // bs})"),
+            S("has_partial_sums", 1, "u32"), E("data", scanned, "i32"),
+            E("partial_sums", partial, "i32")]
+
+
+@case(CS + "shfl_scan.xk", 1)
+def cs_shfl_scan_partials():
+    n, bs, arg, scanned, partial, partial_scanned, final = shfl_scan()
+    return [A("data", partial, "i32"), S("width", 32, "i32"), V("partial_sums", "fill(1, 0)"),
+            S("has_partial_sums", 0, "u32"), E("data", partial_scanned, "i32")]
+
+
+@case(CS + "shfl_scan.xk", 2)
+def cs_shfl_scan_uniform_add():
+    n, bs, arg, scanned, partial, partial_scanned, final = shfl_scan()
+    return [A("data", scanned, "i32"), S("data_offset", bs, "u32"),
+            A("partial_sums", partial_scanned, "i32"), S("len", n, "i32"), E("data", final, "i32")]
