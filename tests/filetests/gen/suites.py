@@ -1444,3 +1444,156 @@ def cs_shfl_scan_uniform_add():
     n, bs, arg, scanned, partial, partial_scanned, final = shfl_scan()
     return [A("data", scanned, "i32"), S("data_offset", bs, "u32"),
             A("partial_sums", partial_scanned, "i32"), S("len", n, "i32"), E("data", final, "i32")]
+
+
+# PolyBench/GPU solvers and doitgen.
+
+
+def lu_states():
+    n = 24
+    arg, a = R("a", n * n, -1.0, 1.0, 171, "f32")
+    a = (a.reshape(n, n) + F32(n) * np.eye(n, dtype=F32)).astype(F32)
+    states = []
+    for k in range(6):
+        states.append(a.copy())
+        a[k, k + 1:] = a[k, k + 1:] / a[k, k]
+        states.append(a.copy())
+        a[k + 1:, k + 1:] = a[k + 1:, k + 1:] - a[k + 1:, k][:, None] * a[k, k + 1:][None, :]
+    states.append(a.copy())
+    return n, states
+
+
+def lu_run(k, second):
+    n, states = lu_states()
+    s = 2 * k + (1 if second else 0)
+    return [S("n", n, "i32"), A("a", states[s], "f32"), S("k", k, "i32"),
+            E("a", states[s + 1], "f32")]
+
+
+@case(PB + "lu.xk", 0)
+def pb_lu1_0():
+    return lu_run(0, False)
+
+
+@case(PB + "lu.xk", 1)
+def pb_lu2_0():
+    return lu_run(0, True)
+
+
+@case(PB + "lu.xk", 2)
+def pb_lu1_5():
+    return lu_run(5, False)
+
+
+@case(PB + "lu.xk", 3)
+def pb_lu2_5():
+    return lu_run(5, True)
+
+
+def gramschmidt_states():
+    ni, nj = 16, 12
+    arg, a = R("a", ni * nj, -1.0, 1.0, 161, "f32")
+    a = a.reshape(ni, nj)
+    r = pb_init(nj, nj, lambda i, j: i * (j + 2), nj)
+    q = pb_init(ni, nj, lambda i, j: i * (j + 1), nj)
+    states = []
+    for k in range(4):
+        states.append((a.copy(), r.copy(), q.copy()))
+        nrm = F32(0.0)
+        for i in range(ni):
+            nrm = F32(nrm + a[i, k] * a[i, k])
+        r[k, k] = np.sqrt(nrm)
+        states.append((a.copy(), r.copy(), q.copy()))
+        q[:, k] = a[:, k] / r[k, k]
+        states.append((a.copy(), r.copy(), q.copy()))
+        acc = np.zeros(nj - k - 1, F32)
+        for i in range(ni):
+            acc = acc + q[i, k] * a[i, k + 1:]
+        r[k, k + 1:] = acc
+        for i in range(ni):
+            a[i, k + 1:] = a[i, k + 1:] - q[i, k] * r[k, k + 1:]
+    states.append((a.copy(), r.copy(), q.copy()))
+    return ni, nj, states
+
+
+def gramschmidt_run(k, kernel):
+    ni, nj, states = gramschmidt_states()
+    s = 3 * k + kernel
+    a, r, q = states[s]
+    a2, r2, q2 = states[s + 1]
+    items = [S("ni", ni, "i32"), S("nj", nj, "i32"), A("a", a, "f32"), A("r", r, "f32"),
+             A("q", q, "f32"), S("k", k, "i32")]
+    if kernel == 0:
+        return items + [E("r", r2, "f32")]
+    if kernel == 1:
+        return items + [E("q", q2, "f32")]
+    return items + [E("a", a2, "f32"), E("r", r2, "f32")]
+
+
+@case(PB + "gramschmidt.xk", 0)
+def pb_gs1_0():
+    return gramschmidt_run(0, 0)
+
+
+@case(PB + "gramschmidt.xk", 1)
+def pb_gs2_0():
+    return gramschmidt_run(0, 1)
+
+
+@case(PB + "gramschmidt.xk", 2)
+def pb_gs3_0():
+    return gramschmidt_run(0, 2)
+
+
+@case(PB + "gramschmidt.xk", 3)
+def pb_gs1_3():
+    return gramschmidt_run(3, 0)
+
+
+@case(PB + "gramschmidt.xk", 4)
+def pb_gs2_3():
+    return gramschmidt_run(3, 1)
+
+
+@case(PB + "gramschmidt.xk", 5)
+def pb_gs3_3():
+    return gramschmidt_run(3, 2)
+
+
+def doitgen_states():
+    nr, nq, np_ = 4, 7, 10
+    r_, q_, p_ = np.meshgrid(np.arange(nr), np.arange(nq), np.arange(np_), indexing="ij")
+    a = ((r_ * q_ + p_).astype(F32) / F32(np_)).astype(F32)
+    c4 = pb_init(np_, np_, lambda i, j: i * j, np_)
+    s = np.zeros((nr, nq, np_), F32)
+    states = []
+    for r in range(3):
+        states.append((s.copy(), a.copy()))
+        acc = np.zeros((nq, np_), F32)
+        for k in range(np_):
+            acc = acc + a[r, :, k][:, None] * c4[k, :][None, :]
+        s[r] = acc
+        states.append((s.copy(), a.copy()))
+        a[r] = s[r]
+    states.append((s.copy(), a.copy()))
+    return nr, nq, np_, c4, states
+
+
+def doitgen_run(second):
+    nr, nq, np_, c4, states = doitgen_states()
+    k = 4 + (1 if second else 0)
+    s, a = states[k]
+    s2, a2 = states[k + 1]
+    head = [S("nr", nr, "i32"), S("nq", nq, "i32"), S("np", np_, "i32"), A("sum", s, "f32"),
+            A("a", a, "f32"), A("c4", c4, "f32"), S("r", 2, "i32")]
+    return head + [E("a", a2, "f32") if second else E("sum", s2, "f32")]
+
+
+@case(PB + "doitgen.xk", 0)
+def pb_doitgen1():
+    return doitgen_run(False)
+
+
+@case(PB + "doitgen.xk", 1)
+def pb_doitgen2():
+    return doitgen_run(True)
