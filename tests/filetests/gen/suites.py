@@ -1597,3 +1597,60 @@ def pb_doitgen1():
 @case(PB + "doitgen.xk", 1)
 def pb_doitgen2():
     return doitgen_run(True)
+
+
+def bitonic_shared(keys, vals, array_length, direction):
+    """bitonicSortShared on each 1024-element block: the same comparators in the same order."""
+    keys, vals = keys.copy(), vals.copy()
+    tx = np.arange(512)
+    for b in range(len(keys) // 1024):
+        k = keys[b * 1024:(b + 1) * 1024]
+        v = vals[b * 1024:(b + 1) * 1024]
+
+        def compare(stride, ddd):
+            pos = 2 * tx - (tx & (stride - 1))
+            a, c = pos, pos + stride
+            swap = (k[a] > k[c]).astype(np.uint32) == ddd
+            ka, kc, va, vc = k[a].copy(), k[c].copy(), v[a].copy(), v[c].copy()
+            k[a] = np.where(swap, kc, ka)
+            k[c] = np.where(swap, ka, kc)
+            v[a] = np.where(swap, vc, va)
+            v[c] = np.where(swap, va, vc)
+
+        size = 2
+        while size < array_length:
+            ddd = direction ^ ((tx & (size // 2)) != 0).astype(np.uint32)
+            stride = size // 2
+            while stride > 0:
+                compare(stride, ddd)
+                stride >>= 1
+            size <<= 1
+        stride = array_length // 2
+        while stride > 0:
+            compare(stride, np.uint32(direction))
+            stride >>= 1
+    return keys, vals
+
+
+def bitonic_case(array_length, direction, seed):
+    n = 2048 if array_length == 1024 else 1024
+    arg, keys = R("d_src_key", n, 0, 1 << 32, seed, "u32")
+    vals = np.arange(n, dtype=np.uint32)
+    k, v = bitonic_shared(keys, vals, array_length, direction)
+    for a in range(0, n, array_length):
+        chunk = k[a:a + array_length]
+        assert (np.sort(chunk) == (chunk if direction else chunk[::-1])).all()
+        assert (keys[v[a:a + array_length]] == chunk).all()
+    return [V("d_dst_key", f"uninit({n})"), V("d_dst_val", f"uninit({n})"), arg,
+            V("d_src_val", f"iota({n})"), S("array_length", array_length, "u32"),
+            S("dir", direction, "u32"), E("d_dst_key", k, "u32"), E("d_dst_val", v, "u32")]
+
+
+@case(CS + "sortingNetworks.xk", 0)
+def cs_bitonic_1024():
+    return bitonic_case(1024, 1, 181)
+
+
+@case(CS + "sortingNetworks.xk", 1)
+def cs_bitonic_64():
+    return bitonic_case(64, 0, 182)
