@@ -1192,6 +1192,12 @@ def example_matmul():
     return matmul()
 
 
+# The kernels ported from public suites (tests/filetests/suites/) have their models in suites.py.
+from suites import CASES as SUITE_CASES  # noqa: E402
+
+CASES += SUITE_CASES
+
+
 def main():
     check = "--check" in sys.argv[1:]
     by_file = {}
