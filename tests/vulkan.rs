@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use xpu::devices::vulkan::spirv::{emit_kernel, Caps};
-use xpu::devices::Backend;
+use xpu::codegen::spirv::{emit_kernel, Caps};
+use xpu::hal::Backend;
 
 fn filetests() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -287,7 +287,7 @@ fn virtual_waves_agree_with_the_interpreter() {
         let e = emit_kernel(&m, h, &Caps::all(8)).unwrap();
         assert_eq!(
             e.wave_mode,
-            xpu::devices::vulkan::spirv::WaveMode::Virtual { slots: w / 8 }
+            xpu::codegen::spirv::WaveMode::Virtual { slots: w / 8 }
         );
         if have_spirv_val() {
             validate(&e.words, &format!("virtual-{w}")).unwrap();
@@ -354,7 +354,7 @@ fn the_streaming_benchmark_runs() {
         eprintln!("no Vulkan device, skipping");
         return;
     }
-    let (name, rows) = xpu::devices::vulkan::bench::measure(1 << 16, 256, 3).unwrap();
+    let (name, rows) = xpu::bench::vulkan::measure(1 << 16, 256, 3).unwrap();
     println!("{name}: {rows:?}");
     assert_eq!(rows.len(), 3);
     for r in rows {
@@ -813,7 +813,7 @@ fn many_launches_then_one_sync_are_all_applied() {
     for push in ["1", "0"] {
         // A device of its own (`Device::open` keeps the first one opened in the process).
         std::env::set_var("XPU_VK_PUSH_DESCRIPTORS", push);
-        let device = xpu::devices::vulkan::VulkanDevice::open();
+        let device = xpu::backend::vulkan::VulkanDevice::open();
         std::env::remove_var("XPU_VK_PUSH_DESCRIPTORS");
         let device = match device {
             Ok(d) => xpu::Device::from_impl(std::sync::Arc::new(d)),
@@ -924,7 +924,7 @@ fn events_order_streams_and_bracket_the_work() {
     assert_eq!(x.download().unwrap()[5], 14);
     // Events bracket work on the device clock where the queue writes timestamps; they stay
     // readable after their stream is gone, and the later one is not before the earlier one.
-    let timed = device.implementation().timer_tier() == xpu::devices::TimerTier::Event;
+    let timed = device.implementation().timer_tier() == xpu::hal::TimerTier::Event;
     let e0 = a.record().unwrap();
     fill.launch(&a, geometry(), xpu::args![&mut x, 1u32, n])
         .unwrap();
@@ -955,7 +955,7 @@ fn events_order_streams_and_bracket_the_work() {
     readings.sort();
     if let Some(m) = readings.get(readings.len() / 2) {
         // The factor KernelTimer applies (host clock over event clock across long copies).
-        let scale = xpu::timer::calibrate_event_clock(&device).unwrap();
+        let scale = xpu::runtime::timer::calibrate_event_clock(&device).unwrap();
         println!(
             "vulkan: a {n}-element launch between timer events: median {m} ns (event clock \
              scale {scale:.4})"
@@ -1027,5 +1027,68 @@ fn large_copies_run_the_copy_kernel_and_land_exactly() {
     assert!(
         got[1 << 19..] == data[..1 << 19],
         "copy within an allocation"
+    );
+}
+
+/// The SPIR-V of four file-test kernels at subgroup size 32 with every capability, as
+/// `spirv-dis` prints it, against `tests/out/spirv/` (the PTX and AMDGPU snapshots' kernels).
+/// A change is reviewed by diff and accepted with `XPU_BLESS=1`; a missing snapshot fails
+/// unless blessed.
+#[test]
+fn spirv_snapshots() {
+    if Command::new("spirv-dis").arg("--version").output().is_err() {
+        eprintln!("SKIP spirv_snapshots: spirv-dis not found (apt-get install spirv-tools)");
+        return;
+    }
+    let bless = std::env::var_os("XPU_BLESS").is_some_and(|v| v == "1");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/out/spirv");
+    let wanted = ["saxpy", "triad", "reduce_wave", "matmul"];
+    let caps = Caps::all(32);
+    let mut seen = Vec::new();
+    let mut changed = Vec::new();
+    for path in filetests() {
+        let src = std::fs::read_to_string(&path).unwrap();
+        let Ok(Ok(vm)) = xpu::ir::parse(&src).map(|m| m.verify()) else {
+            continue;
+        };
+        for (h, f) in vm.kernels() {
+            if !wanted.contains(&f.name.as_str()) || seen.contains(&f.name) {
+                continue;
+            }
+            seen.push(f.name.clone());
+            let e = emit_kernel(&vm, h, &caps).unwrap_or_else(|u| panic!("{}: {u}", f.name));
+            let tmp = std::env::temp_dir().join(format!(
+                "xpu-snap-{}-{}.spv",
+                std::process::id(),
+                f.name
+            ));
+            let bytes: Vec<u8> = e.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            std::fs::write(&tmp, bytes).unwrap();
+            let out = Command::new("spirv-dis")
+                .arg("--raw-id")
+                .arg(&tmp)
+                .output()
+                .unwrap();
+            let _ = std::fs::remove_file(&tmp);
+            assert!(out.status.success(), "spirv-dis failed on {}", f.name);
+            let text = String::from_utf8(out.stdout).unwrap();
+            let file = dir.join(format!("{}.spvasm", f.name));
+            if bless {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&file, &text).unwrap();
+            } else {
+                match std::fs::read_to_string(&file) {
+                    Ok(old) if old == text => {}
+                    Ok(_) => changed.push(format!("{} changed", file.display())),
+                    Err(_) => changed.push(format!("{} is missing", file.display())),
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), wanted.len(), "found only {seen:?}");
+    assert!(
+        changed.is_empty(),
+        "{}; review and rerun with XPU_BLESS=1",
+        changed.join("; ")
     );
 }
