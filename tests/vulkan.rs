@@ -692,6 +692,92 @@ fn f64_transcendentals_are_refused_by_name_without_float64() {
     assert!(err.contains("shaderFloat64"), "{err}");
 }
 
+/// Issue 14: NVIDIA's Vulkan driver applied the `NonWritable` of the first buffer variable
+/// declared with a struct type to every variable of that type, so a writable buffer sharing
+/// its struct with a read-only one came first was read as if nothing wrote it (an
+/// accumulating `y[i] += ...` kept its last term). lavapipe computes the right values either
+/// way (`tests/filetests/linalg/readonly_matvec.xk` catches it on the driver itself); here
+/// the emitted module must give every storage buffer a `Block` struct of its own, read-only
+/// ones `NonWritable` on the variable and on the member.
+#[test]
+fn every_storage_buffer_has_a_struct_type_of_its_own() {
+    use rspirv::dr::Operand;
+    use rspirv::spirv::{Decoration, Op, StorageClass};
+    let src = r#"
+kernel k(b: buf<f32>, x: buf<f32>, y: buf<f32, rw>, z: buf<u32, rw>, w: buf<u32>, n: i32) {
+    let i: i32 = global_id.x as i32;
+    if i < n {
+        for j: i32 in 0..n {
+            y[i as u32] += b[(i * n + j) as u32] * x[j as u32];
+        }
+        z[i as u32] += w[i as u32];
+    }
+}
+"#;
+    let m = xpu::ir::parse(src).unwrap().verify().unwrap();
+    let (h, _) = m.kernels().next().unwrap();
+    let e = emit_kernel(&m, h, &Caps::all(32)).unwrap();
+    if have_spirv_val() {
+        validate(&e.words, "own-structs").unwrap();
+    }
+    let module = rspirv::dr::load_words(&e.words).unwrap();
+    let id = |o: &Operand| match o {
+        Operand::IdRef(w) => *w,
+        other => panic!("not an id: {other:?}"),
+    };
+    // Pointer type id -> pointee, for StorageBuffer pointers.
+    let mut pointee = std::collections::HashMap::new();
+    let mut vars = Vec::new();
+    for inst in &module.types_global_values {
+        match inst.class.opcode {
+            Op::TypePointer
+                if inst.operands[0] == Operand::StorageClass(StorageClass::StorageBuffer) =>
+            {
+                pointee.insert(inst.result_id.unwrap(), id(&inst.operands[1]));
+            }
+            Op::Variable
+                if inst.operands[0] == Operand::StorageClass(StorageClass::StorageBuffer) =>
+            {
+                vars.push((inst.result_id.unwrap(), pointee[&inst.result_type.unwrap()]));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(vars.len(), 5, "one variable per buffer parameter");
+    let structs: std::collections::HashSet<_> = vars.iter().map(|v| v.1).collect();
+    assert_eq!(structs.len(), 5, "buffers share a struct type: {vars:?}");
+    let binding = |var: u32| {
+        module.annotations.iter().find_map(|a| {
+            (a.class.opcode == Op::Decorate
+                && id(&a.operands[0]) == var
+                && a.operands[1] == Operand::Decoration(Decoration::Binding))
+            .then(|| a.operands[2].clone())
+        })
+    };
+    let non_writable = |target: u32, member: bool| {
+        module.annotations.iter().any(|a| {
+            let op = if member {
+                Op::MemberDecorate
+            } else {
+                Op::Decorate
+            };
+            let at = if member { 2 } else { 1 };
+            a.class.opcode == op
+                && id(&a.operands[0]) == target
+                && a.operands[at] == Operand::Decoration(Decoration::NonWritable)
+        })
+    };
+    // Bindings follow the parameters: b, x, y, z, w; read-only are b, x and w.
+    for (var, st) in vars {
+        let Some(Operand::LiteralBit32(b)) = binding(var) else {
+            panic!("variable {var} has no binding");
+        };
+        let read_only = matches!(b, 0 | 1 | 4);
+        assert_eq!(non_writable(var, false), read_only, "binding {b}: variable");
+        assert_eq!(non_writable(st, true), read_only, "binding {b}: member");
+    }
+}
+
 /// The runtime's stream and event tests: a counter kernel (one work-item adds 1).
 const COUNTER: &str = r#"
 kernel bump(c: buf<u32, rw>, k: u32) {

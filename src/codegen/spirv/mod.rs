@@ -12,10 +12,12 @@
 //!   breaks on outward. Helpers are inlined at each call inside a one-trip loop, so their
 //!   `return` is a jump of the same kind; a kernel's `return` is `OpReturn`.
 //! - **Memory layout.** Each buffer parameter is one storage buffer (`Block`, `Offset 0`,
-//!   `ArrayStride` = the scalar size) holding a runtime array of *scalars*: a vector element
-//!   is its lanes, loaded and stored one by one, so no std430 vector alignment applies. Floats
-//!   are stored as unsigned integers of their width and bitcast on access, which lets a `f32`
-//!   `atomic_add` be a compare-exchange loop on the same memory; `bool` is a byte. Scalar
+//!   `ArrayStride` = the scalar size; a struct type of its own, so that no driver can mix up
+//!   a read-only and a writable buffer, see `buffer_struct`) holding a runtime array of
+//!   *scalars*: a vector element is its lanes, loaded and stored one by one, so no std430
+//!   vector alignment applies. Floats are stored as unsigned integers of their width and
+//!   bitcast on access, which lets a `f32` `atomic_add` be a compare-exchange loop on the
+//!   same memory; `bool` is a byte. Scalar
 //!   arguments and every buffer's element count live in one push-constant block, each member
 //!   32 or 64 bits wide (narrower types travel widened and are converted on entry).
 //! - **Specialisation.** The workgroup size is the `WorkgroupSize` built-in made of spec
@@ -272,7 +274,6 @@ enum TyKey {
     Ptr(StorageClass, Word),
     Array(Word, Word),
     Runtime(Word),
-    Struct(Word),
     Fn(Word),
 }
 
@@ -531,7 +532,6 @@ impl<'a> Em<'a> {
             TyKey::Ptr(sc, t) => self.b.type_pointer(None, sc, t),
             TyKey::Array(e, len) => self.b.type_array(e, len),
             TyKey::Runtime(e) => self.b.type_runtime_array(e),
-            TyKey::Struct(_) => unreachable!("structs are made directly"),
             TyKey::Fn(r) => self.b.type_function(r, vec![]),
         };
         self.types.insert(key, w);
@@ -1065,7 +1065,15 @@ impl Em<'_> {
         }
     }
 
-    fn buffer_struct(&mut self, ss: Scalar) -> R<Word> {
+    /// The `Block` struct of one buffer parameter: a struct of its own for every buffer, never
+    /// one shared by parameters of the same element type. NVIDIA's Vulkan driver (580.159 on
+    /// an H200, issue 14) applies the `NonWritable` of the first variable declared with a
+    /// struct type to every variable of that type: `(b: buf<f32>, y: buf<f32, rw>)` sharing
+    /// one struct had `y`'s loads treated as invariant (hoisted out of an accumulating loop),
+    /// so `y[i] += ...` kept only its last term. glslang and DXC never emit a read-only and a
+    /// writable block of one type; a struct per buffer (read-only ones also decorated on
+    /// their member, as glslang does) keeps every driver on the path it is tested on.
+    fn buffer_struct(&mut self, ss: Scalar, read_only: bool) -> R<Word> {
         match ss.bits() {
             8 => {
                 if !self.caps.storage8 {
@@ -1098,11 +1106,9 @@ impl Em<'_> {
                 vec![Operand::LiteralBit32(ss.size())],
             );
         }
-        if let Some(&w) = self.types.get(&TyKey::Struct(rt)) {
-            return Ok(w);
-        }
-        let s = self.b.type_struct(vec![rt]);
-        self.types.insert(TyKey::Struct(rt), s);
+        // A fresh id: `type_struct` would hand back an identical struct already declared.
+        let id = self.b.id();
+        let s = self.b.type_struct_id(Some(id), vec![rt]);
         self.b.decorate(s, spirv::Decoration::Block, vec![]);
         self.b.member_decorate(
             s,
@@ -1110,6 +1116,10 @@ impl Em<'_> {
             spirv::Decoration::Offset,
             vec![Operand::LiteralBit32(0)],
         );
+        if read_only {
+            self.b
+                .member_decorate(s, 0, spirv::Decoration::NonWritable, vec![]);
+        }
         Ok(s)
     }
 
@@ -1132,7 +1142,8 @@ impl Em<'_> {
             match p.ty {
                 Type::Buffer { elem, access } => {
                     let ss = Self::storage_scalar(elem.scalar);
-                    let st = self.buffer_struct(ss)?;
+                    let read_only = access == crate::ir::Access::Read;
+                    let st = self.buffer_struct(ss, read_only)?;
                     let storage = self.scalar_ty_raw(ss);
                     let ptr = self.tk(TyKey::Ptr(StorageClass::StorageBuffer, st));
                     let var = self
@@ -1148,7 +1159,7 @@ impl Em<'_> {
                         spirv::Decoration::Binding,
                         vec![Operand::LiteralBit32(binding)],
                     );
-                    if access == crate::ir::Access::Read {
+                    if read_only {
                         self.b.decorate(var, spirv::Decoration::NonWritable, vec![]);
                     }
                     self.buffers.push(Some(BufferVar {
