@@ -431,7 +431,7 @@ fn wide_vectors_agree_with_the_interpreter() {
             }
         }
     }
-    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let runner = xpu::filetest::runner::Runner::new(vec![device.clone()]).unwrap();
     let mut report = Vec::new();
     let summary = runner.run_paths(&[p], &mut report).unwrap();
     let report = String::from_utf8_lossy(&report);
@@ -444,6 +444,18 @@ fn wide_vectors_agree_with_the_interpreter() {
 /// subgroup sizes 8 and 32 with every capability on) and asserts that all its `runs` run
 /// blocks pass.
 fn agrees_with_the_interpreter(tag: &str, src: &str, runs: usize) {
+    let device = match xpu::Device::open(Backend::Vulkan) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("no Vulkan device, skipping: {e}");
+            return;
+        }
+    };
+    agrees_on(&device, tag, src, runs);
+}
+
+/// [`agrees_with_the_interpreter`] on `device`.
+fn agrees_on(device: &xpu::Device, tag: &str, src: &str, runs: usize) {
     if have_spirv_val() {
         let m = xpu::ir::parse(src).unwrap().verify().unwrap();
         for s in [8u32, 32] {
@@ -453,18 +465,11 @@ fn agrees_with_the_interpreter(tag: &str, src: &str, runs: usize) {
             }
         }
     }
-    let device = match xpu::Device::open(Backend::Vulkan) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("no Vulkan device, skipping: {e}");
-            return;
-        }
-    };
     let dir = std::env::temp_dir().join(format!("xpu-vk-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(format!("{tag}.xk"));
     std::fs::write(&p, src).unwrap();
-    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let runner = xpu::filetest::runner::Runner::new(vec![device.clone()]).unwrap();
     let mut report = Vec::new();
     let summary = runner.run_paths(&[p], &mut report).unwrap();
     let report = String::from_utf8_lossy(&report);
@@ -616,10 +621,20 @@ fn f32_subnormals_in_f64_agree_with_the_interpreter() {
             }
         }
     }
-    // The flag is read when a device opens; other tests opening one meanwhile take the f64
-    // path too, which computes the same results.
-    std::env::set_var("CAJETA_XPU_VK_F32_IN_F64", "1");
-    agrees_with_the_interpreter("subn", SUBNORMALS, 1);
+    // A device of its own, opened with the f64 path forced.
+    let settings = xpu::backend::vulkan::VulkanSettings {
+        f32_in_f64: Some(true),
+        ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+    };
+    match xpu::backend::vulkan::VulkanDevice::open_with(settings) {
+        Ok(d) => agrees_on(
+            &xpu::Device::from_impl(std::sync::Arc::new(d)),
+            "subn",
+            SUBNORMALS,
+            1,
+        ),
+        Err(e) => eprintln!("no Vulkan device, skipping: {e}"),
+    }
 }
 
 /// f64 transcendental functions (built from arithmetic, `math.rs`) on vector lanes — `vec3`,
@@ -677,6 +692,95 @@ fn f64_transcendentals_are_refused_by_name_without_float64() {
     assert!(err.contains("shaderFloat64"), "{err}");
 }
 
+/// Issue 14: NVIDIA's Vulkan driver applied the `NonWritable` of the first buffer variable
+/// declared with a struct type to every variable of that type, so a writable buffer sharing
+/// its struct with a read-only one came first was read as if nothing wrote it (an
+/// accumulating `y[i] += ...` kept its last term). lavapipe computes the right values either
+/// way (`tests/filetests/linalg/readonly_matvec.xk` catches it on the driver itself); here
+/// the emitted module must give every storage buffer a `Block` struct of its own, read-only
+/// ones `NonWritable` on the variable and on the member.
+#[test]
+fn every_storage_buffer_has_a_struct_type_of_its_own() {
+    use rspirv::dr::Operand;
+    use rspirv::spirv::{Decoration, Op, StorageClass};
+    let src = r#"
+kernel k(b: buf<f32>, x: buf<f32>, y: buf<f32, rw>, z: buf<u32, rw>, w: buf<u32>, n: i32) {
+    let i: i32 = global_id.x as i32;
+    if i < n {
+        for j: i32 in 0..n {
+            y[i as u32] += b[(i * n + j) as u32] * x[j as u32];
+        }
+        z[i as u32] += w[i as u32];
+    }
+}
+"#;
+    let m = xpu::ir::parse(src).unwrap().verify().unwrap();
+    let (h, _) = m.kernels().next().unwrap();
+    // Without the loop-limit status buffer (lavapipe's), which is one more storage buffer.
+    let mut caps = Caps::all(32);
+    caps.loop_limit = None;
+    let e = emit_kernel(&m, h, &caps).unwrap();
+    if have_spirv_val() {
+        validate(&e.words, "own-structs").unwrap();
+    }
+    let module = rspirv::dr::load_words(&e.words).unwrap();
+    let id = |o: &Operand| match o {
+        Operand::IdRef(w) => *w,
+        other => panic!("not an id: {other:?}"),
+    };
+    // Pointer type id -> pointee, for StorageBuffer pointers.
+    let mut pointee = std::collections::HashMap::new();
+    let mut vars = Vec::new();
+    for inst in &module.types_global_values {
+        match inst.class.opcode {
+            Op::TypePointer
+                if inst.operands[0] == Operand::StorageClass(StorageClass::StorageBuffer) =>
+            {
+                pointee.insert(inst.result_id.unwrap(), id(&inst.operands[1]));
+            }
+            Op::Variable
+                if inst.operands[0] == Operand::StorageClass(StorageClass::StorageBuffer) =>
+            {
+                vars.push((inst.result_id.unwrap(), pointee[&inst.result_type.unwrap()]));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(vars.len(), 5, "one variable per buffer parameter");
+    let structs: std::collections::HashSet<_> = vars.iter().map(|v| v.1).collect();
+    assert_eq!(structs.len(), 5, "buffers share a struct type: {vars:?}");
+    let binding = |var: u32| {
+        module.annotations.iter().find_map(|a| {
+            (a.class.opcode == Op::Decorate
+                && id(&a.operands[0]) == var
+                && a.operands[1] == Operand::Decoration(Decoration::Binding))
+            .then(|| a.operands[2].clone())
+        })
+    };
+    let non_writable = |target: u32, member: bool| {
+        module.annotations.iter().any(|a| {
+            let op = if member {
+                Op::MemberDecorate
+            } else {
+                Op::Decorate
+            };
+            let at = if member { 2 } else { 1 };
+            a.class.opcode == op
+                && id(&a.operands[0]) == target
+                && a.operands[at] == Operand::Decoration(Decoration::NonWritable)
+        })
+    };
+    // Bindings follow the parameters: b, x, y, z, w; read-only are b, x and w.
+    for (var, st) in vars {
+        let Some(Operand::LiteralBit32(b)) = binding(var) else {
+            panic!("variable {var} has no binding");
+        };
+        let read_only = matches!(b, 0 | 1 | 4);
+        assert_eq!(non_writable(var, false), read_only, "binding {b}: variable");
+        assert_eq!(non_writable(st, true), read_only, "binding {b}: member");
+    }
+}
+
 /// The runtime's stream and event tests: a counter kernel (one work-item adds 1).
 const COUNTER: &str = r#"
 kernel bump(c: buf<u32, rw>, k: u32) {
@@ -721,14 +825,15 @@ fn many_launches_then_one_sync_are_all_applied() {
     // Thousands of launches recorded before one sync (recycled command buffers, fences and
     // descriptors must not lose or reorder any), then launches each followed by a sync, with
     // push descriptors where the device has them and with the per-launch descriptor pool
-    // (XPU_VK_PUSH_DESCRIPTORS=0, read when a device opens; a test opening its first device
-    // meanwhile takes the pool path too, which computes the same). The host cost per launch is
+    // (`VulkanSettings::push_descriptors`, `XPU_VK_PUSH_DESCRIPTORS=0`). The host cost per launch is
     // printed (a figure for the docs, not checked).
-    for push in ["1", "0"] {
+    for push in [true, false] {
         // A device of its own (`Device::open` keeps the first one opened in the process).
-        std::env::set_var("XPU_VK_PUSH_DESCRIPTORS", push);
-        let device = xpu::backend::vulkan::VulkanDevice::open();
-        std::env::remove_var("XPU_VK_PUSH_DESCRIPTORS");
+        let settings = xpu::backend::vulkan::VulkanSettings {
+            push_descriptors: push,
+            ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+        };
+        let device = xpu::backend::vulkan::VulkanDevice::open_with(settings);
         let device = match device {
             Ok(d) => xpu::Device::from_impl(std::sync::Arc::new(d)),
             Err(e) => {

@@ -941,6 +941,35 @@ impl EventImpl for VkEvent {
     }
 }
 
+/// What a Vulkan device is opened with: taken from the environment by [`VulkanDevice::open`]
+/// (the `XPU_VK_*` variables and `CAJETA_XPU_VK_F32_IN_F64`, `config`), given by the caller to
+/// [`VulkanDevice::open_with`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VulkanSettings {
+    /// Push descriptors where the device has them; off, each launch takes a set from a pool.
+    pub push_descriptors: bool,
+    /// Compute f32 `+ - *` in f64 (`Some(true)`), never (`Some(false)`), or where the driver is
+    /// known to flush f32 subnormals under `DenormPreserve` (`None`: NVIDIA's).
+    pub f32_in_f64: Option<bool>,
+    /// Read the driver's statistics of each pipeline (registers, ...).
+    pub pipeline_stats: bool,
+    /// Print the host time of each launch, submission and wait.
+    pub trace: bool,
+}
+
+impl VulkanSettings {
+    /// The settings of the environment; a malformed value is an error naming it.
+    pub fn from_config() -> Result<VulkanSettings, DeviceError> {
+        let c = crate::config::get();
+        Ok(VulkanSettings {
+            push_descriptors: c.vk_push_descriptors.clone()?,
+            f32_in_f64: c.vk_f32_in_f64.clone()?,
+            pipeline_stats: c.vk_pipeline_stats.clone()?,
+            trace: c.vk_trace.clone()?,
+        })
+    }
+}
+
 /// One Vulkan device.
 pub struct VulkanDevice {
     inner: Arc<Inner>,
@@ -1011,7 +1040,14 @@ fn vendor_name(id: u32) -> String {
 
 impl VulkanDevice {
     /// Opens the preferred Vulkan device: discrete, then integrated, then any with compute.
+    /// Opens the first Vulkan device with the settings of the environment
+    /// ([`VulkanSettings::from_config`]).
     pub fn open() -> Result<VulkanDevice, DeviceError> {
+        VulkanDevice::open_with(VulkanSettings::from_config()?)
+    }
+
+    /// Opens the first Vulkan device with `settings`.
+    pub fn open_with(settings: VulkanSettings) -> Result<VulkanDevice, DeviceError> {
         // SAFETY: loads the system's libvulkan; failure is an error, not a crash.
         let entry = unsafe { ash::Entry::load() }
             .map_err(|e| unavailable(format!("no Vulkan loader: {e}")))?;
@@ -1022,7 +1058,7 @@ impl VulkanDevice {
         // SAFETY: valid create info.
         let instance = unsafe { entry.create_instance(&info, None) }
             .map_err(|e| unavailable(format!("vkCreateInstance: VkResult {}", e.as_raw())))?;
-        match Self::open_on(entry, instance.clone()) {
+        match Self::open_on(entry, instance.clone(), &settings) {
             Ok(d) => Ok(d),
             Err(e) => {
                 // SAFETY: nothing else was created from the instance.
@@ -1032,7 +1068,11 @@ impl VulkanDevice {
         }
     }
 
-    fn open_on(entry: ash::Entry, instance: ash::Instance) -> Result<VulkanDevice, DeviceError> {
+    fn open_on(
+        entry: ash::Entry,
+        instance: ash::Instance,
+        settings: &VulkanSettings,
+    ) -> Result<VulkanDevice, DeviceError> {
         // SAFETY: queries on a live instance.
         let pds = unsafe { instance.enumerate_physical_devices() }.map_err(|e| {
             unavailable(format!(
@@ -1104,16 +1144,15 @@ impl VulkanDevice {
         }
         // Push descriptors: a launch's buffers written into its command buffer (no pool or
         // set per launch). XPU_VK_PUSH_DESCRIPTORS=0 keeps the per-launch pool (tests use it).
-        let config = crate::config::get();
         let push_descriptors =
-            has_ext(ash::khr::push_descriptor::NAME) && config.vk_push_descriptors.clone()?;
+            has_ext(ash::khr::push_descriptor::NAME) && settings.push_descriptors;
         let mut pdp = vk::PhysicalDevicePushDescriptorPropertiesKHR::default();
         if push_descriptors {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut pdp);
             unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         }
-        let want_stats = config.vk_pipeline_stats.clone()?
-            && has_ext(ash::khr::pipeline_executable_properties::NAME);
+        let want_stats =
+            settings.pipeline_stats && has_ext(ash::khr::pipeline_executable_properties::NAME);
         let e8 = has_ext(ash::khr::_8bit_storage::NAME);
         let ef16 = has_ext(ash::khr::shader_float16_int8::NAME);
         let ea64 = has_ext(ash::khr::shader_atomic_int64::NAME);
@@ -1163,6 +1202,9 @@ impl VulkanDevice {
             barrier_suspends: props
                 .device_name_as_c_str()
                 .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            f64_rounding_from_floor: props
+                .device_name_as_c_str()
+                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
             // The module is SPIR-V 1.3, so `SPV_KHR_float_controls` must be enabled as an
             // extension (below) even on a 1.2 device.
             denorm_preserve16: efc && fcp.shader_denorm_preserve_float16 != 0,
@@ -1179,10 +1221,7 @@ impl VulkanDevice {
             // the feature bit cannot tell; the vendor id does. CAJETA_XPU_VK_F32_IN_F64=1
             // forces the f64 path (tests exercise it on lavapipe); =0 turns it off (f32
             // subnormals may then flush: for measuring what the path costs).
-            flushes_f32_subnormals: config
-                .vk_f32_in_f64
-                .clone()?
-                .unwrap_or(props.vendor_id == 0x10DE),
+            flushes_f32_subnormals: settings.f32_in_f64.unwrap_or(props.vendor_id == 0x10DE),
             // Mesa's llvmpipe ends an invocation's loops after 65,535 passes over all of them
             // (its loop limiter), silently: such launches are checked (XPU-L016).
             loop_limit: props
@@ -1343,7 +1382,7 @@ impl VulkanDevice {
                 }),
                 fences: Mutex::new(Vec::new()),
                 queries: Mutex::new(QuerySlots::default()),
-                trace: config.vk_trace.clone()?,
+                trace: settings.trace,
                 next_stream: AtomicU64::new(0),
                 instance,
                 device,

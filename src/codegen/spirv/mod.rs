@@ -12,10 +12,12 @@
 //!   breaks on outward. Helpers are inlined at each call inside a one-trip loop, so their
 //!   `return` is a jump of the same kind; a kernel's `return` is `OpReturn`.
 //! - **Memory layout.** Each buffer parameter is one storage buffer (`Block`, `Offset 0`,
-//!   `ArrayStride` = the scalar size) holding a runtime array of *scalars*: a vector element
-//!   is its lanes, loaded and stored one by one, so no std430 vector alignment applies. Floats
-//!   are stored as unsigned integers of their width and bitcast on access, which lets a `f32`
-//!   `atomic_add` be a compare-exchange loop on the same memory; `bool` is a byte. Scalar
+//!   `ArrayStride` = the scalar size; a struct type of its own, so that no driver can mix up
+//!   a read-only and a writable buffer, see `buffer_struct`) holding a runtime array of
+//!   *scalars*: a vector element is its lanes, loaded and stored one by one, so no std430
+//!   vector alignment applies. Floats are stored as unsigned integers of their width and
+//!   bitcast on access, which lets a `f32` `atomic_add` be a compare-exchange loop on the
+//!   same memory; `bool` is a byte. Scalar
 //!   arguments and every buffer's element count live in one push-constant block, each member
 //!   32 or 64 bits wide (narrower types travel widened and are converted on entry).
 //! - **Specialisation.** The workgroup size is the `WorkgroupSize` built-in made of spec
@@ -116,6 +118,12 @@ pub struct Caps {
     /// `OpReturn` that finds the limiter spent and flags it in a status buffer, and its
     /// launch waits for the dispatch and fails with `XPU-L016` when the flag is set.
     pub loop_limit: Option<u32>,
+    /// Mesa 22.3's lavapipe on a host without AVX-512 (seen on an AVX2 AMD EPYC) returns an
+    /// f64 `Trunc`'s argument unchanged (`trunc(26041666.67)` gave 26041666.67), and its f64
+    /// `FRem`, built on it, wrong values (`1e10 % 384` gave 0), while `Floor` and `Ceil` are
+    /// right. f64 `Trunc` and `RoundEven` are then built from `Floor`/`Ceil` and exact
+    /// arithmetic, and f64 `FRem` from those.
+    pub f64_rounding_from_floor: bool,
 }
 
 /// Mesa llvmpipe's `LP_MAX_TGSI_LOOP_ITERATIONS`: one counter per invocation (per SIMD
@@ -143,6 +151,7 @@ impl Caps {
             subgroup_ballot: true,
             subgroup_shuffle: true,
             barrier_suspends: false,
+            f64_rounding_from_floor: false,
             denorm_preserve16: true,
             denorm_preserve32: true,
             denorm_preserve64: true,
@@ -282,7 +291,6 @@ enum TyKey {
     Ptr(StorageClass, Word),
     Array(Word, Word),
     Runtime(Word),
-    Struct(Word),
     Fn(Word),
 }
 
@@ -548,7 +556,6 @@ impl<'a> Em<'a> {
             TyKey::Ptr(sc, t) => self.b.type_pointer(None, sc, t),
             TyKey::Array(e, len) => self.b.type_array(e, len),
             TyKey::Runtime(e) => self.b.type_runtime_array(e),
-            TyKey::Struct(_) => unreachable!("structs are made directly"),
             TyKey::Fn(r) => self.b.type_function(r, vec![]),
         };
         self.types.insert(key, w);
@@ -734,6 +741,112 @@ impl<'a> Em<'a> {
     }
 
     fn ext_inst(&mut self, ty: Word, inst: u32, args: &[Word]) -> Word {
+        if self.caps.f64_rounding_from_floor
+            && matches!(inst, glsl::TRUNC | glsl::ROUND_EVEN)
+            && self.is_f64_type(ty)
+        {
+            return if inst == glsl::TRUNC {
+                self.trunc_from_floor(ty, args[0])
+            } else {
+                self.round_even_from_floor(ty, args[0])
+            };
+        }
+        self.ext_inst_raw(ty, inst, args)
+    }
+
+    /// Whether `ty` is f64 or a vector of f64.
+    fn is_f64_type(&self, ty: Word) -> bool {
+        let Some(&f64t) = self.types.get(&TyKey::Float(64)) else {
+            return false;
+        };
+        ty == f64t
+            || self
+                .types
+                .iter()
+                .any(|(k, &w)| w == ty && matches!(k, TyKey::Vec(e, _) if *e == f64t))
+    }
+
+    /// The bool type of `ty`'s lanes.
+    fn bool_of(&mut self, ty: Word) -> Word {
+        let bt = self.boolt();
+        let lanes = self.types.iter().find_map(|(k, &w)| match k {
+            TyKey::Vec(_, n) if w == ty => Some(*n),
+            _ => None,
+        });
+        match lanes {
+            Some(n) => self.tk(TyKey::Vec(bt, n)),
+            None => bt,
+        }
+    }
+
+    /// `trunc(x)` of f64 `x` as `x < 0 ? ceil(x) : floor(x)` (signed zeros, infinities and
+    /// NaN kept: see [`Caps::f64_rounding_from_floor`]).
+    fn trunc_from_floor(&mut self, ty: Word, x: Word) -> Word {
+        let bty = self.bool_of(ty);
+        let zero = self.konst(ty, 0f64.to_bits());
+        let neg = self.opi(Op::FOrdLessThan, bty, &[x, zero]);
+        let c = self.ext_inst_raw(ty, glsl::CEIL, &[x]);
+        let f = self.ext_inst_raw(ty, glsl::FLOOR, &[x]);
+        self.opi(Op::Select, ty, &[neg, c, f])
+    }
+
+    /// `roundEven(x)` of f64 `x` from `Floor`: `f = floor(x)`, `d = x - f` (exact), up when
+    /// `d > 0.5` or a tie on an odd `f`; a zero result takes `x`'s sign (`ceil(x)` is -0.0
+    /// on [-0.5, 0]).
+    fn round_even_from_floor(&mut self, ty: Word, x: Word) -> Word {
+        let bty = self.bool_of(ty);
+        let c = |em: &mut Self, v: f64| em.konst(ty, v.to_bits());
+        let (zero, half, one) = (c(self, 0.0), c(self, 0.5), c(self, 1.0));
+        let f = self.ext_inst_raw(ty, glsl::FLOOR, &[x]);
+        let d = self.fop(Op::FSub, ty, &[x, f]);
+        let above = self.opi(Op::FOrdGreaterThan, bty, &[d, half]);
+        let tie = self.opi(Op::FOrdEqual, bty, &[d, half]);
+        let hf = self.fop(Op::FMul, ty, &[f, half]);
+        let hff = self.ext_inst_raw(ty, glsl::FLOOR, &[hf]);
+        let odd = self.opi(Op::FOrdNotEqual, bty, &[hff, hf]);
+        let tie_odd = self.opi(Op::LogicalAnd, bty, &[tie, odd]);
+        let up = self.opi(Op::LogicalOr, bty, &[above, tie_odd]);
+        let f1 = self.fop(Op::FAdd, ty, &[f, one]);
+        let r = self.opi(Op::Select, ty, &[up, f1, f]);
+        let is_zero = self.opi(Op::FOrdEqual, bty, &[r, zero]);
+        let nonpos = self.opi(Op::FOrdLessThanEqual, bty, &[x, zero]);
+        let cx = self.ext_inst_raw(ty, glsl::CEIL, &[x]);
+        let signed_zero = self.opi(Op::Select, ty, &[nonpos, cx, zero]);
+        self.opi(Op::Select, ty, &[is_zero, signed_zero, r])
+    }
+
+    /// f64 `x % y` (C `fmod` for quotients that fit the mantissa) where the driver's `FRem`
+    /// cannot be trusted ([`Caps::f64_rounding_from_floor`]): `x - y·trunc(x / y)`, corrected
+    /// by one `y` where the rounded quotient overshot; else `FRem`.
+    fn frem_f64(&mut self, ty: Word, x: Word, y: Word) -> Word {
+        if !self.caps.f64_rounding_from_floor {
+            return self.fop(Op::FRem, ty, &[x, y]);
+        }
+        let bty = self.bool_of(ty);
+        let q = self.fop(Op::FDiv, ty, &[x, y]);
+        let t = self.trunc_from_floor(ty, q);
+        let p = self.fop(Op::FMul, ty, &[y, t]);
+        let r = self.fop(Op::FSub, ty, &[x, p]);
+        // `r` has the sign of `x` unless the quotient rounded up past an integer.
+        let zero = self.konst(ty, 0f64.to_bits());
+        let xneg = self.opi(Op::FOrdLessThan, bty, &[x, zero]);
+        let rneg = self.opi(Op::FOrdLessThan, bty, &[r, zero]);
+        let rpos = self.opi(Op::FOrdGreaterThan, bty, &[r, zero]);
+        let xnonneg = self.not_of(bty, xneg);
+        let over_pos = self.opi(Op::LogicalAnd, bty, &[rneg, xnonneg]);
+        let over_neg = self.opi(Op::LogicalAnd, bty, &[rpos, xneg]);
+        let ay = self.ext_inst_raw(ty, glsl::FABS, &[y]);
+        let plus = self.fop(Op::FAdd, ty, &[r, ay]);
+        let minus = self.fop(Op::FSub, ty, &[r, ay]);
+        let r = self.opi(Op::Select, ty, &[over_pos, plus, r]);
+        self.opi(Op::Select, ty, &[over_neg, minus, r])
+    }
+
+    fn not_of(&mut self, bty: Word, b: Word) -> Word {
+        self.opi(Op::LogicalNot, bty, &[b])
+    }
+
+    fn ext_inst_raw(&mut self, ty: Word, inst: u32, args: &[Word]) -> Word {
         let mut ops = vec![
             Operand::IdRef(self.glsl),
             Operand::LiteralExtInstInteger(inst),
@@ -981,7 +1094,7 @@ impl Em<'_> {
             return v;
         }
         let st = self
-            .buffer_struct(Scalar::U32)
+            .buffer_struct(Scalar::U32, false)
             .expect("32-bit buffer elements need no capability");
         let pt = self.tk(TyKey::Ptr(StorageClass::StorageBuffer, st));
         let var = self.b.id();
@@ -1126,7 +1239,15 @@ impl Em<'_> {
         }
     }
 
-    fn buffer_struct(&mut self, ss: Scalar) -> R<Word> {
+    /// The `Block` struct of one buffer parameter: a struct of its own for every buffer, never
+    /// one shared by parameters of the same element type. NVIDIA's Vulkan driver (580.159 on
+    /// an H200, issue 14) applies the `NonWritable` of the first variable declared with a
+    /// struct type to every variable of that type: `(b: buf<f32>, y: buf<f32, rw>)` sharing
+    /// one struct had `y`'s loads treated as invariant (hoisted out of an accumulating loop),
+    /// so `y[i] += ...` kept only its last term. glslang and DXC never emit a read-only and a
+    /// writable block of one type; a struct per buffer (read-only ones also decorated on
+    /// their member, as glslang does) keeps every driver on the path it is tested on.
+    fn buffer_struct(&mut self, ss: Scalar, read_only: bool) -> R<Word> {
         match ss.bits() {
             8 => {
                 if !self.caps.storage8 {
@@ -1159,11 +1280,9 @@ impl Em<'_> {
                 vec![Operand::LiteralBit32(ss.size())],
             );
         }
-        if let Some(&w) = self.types.get(&TyKey::Struct(rt)) {
-            return Ok(w);
-        }
-        let s = self.b.type_struct(vec![rt]);
-        self.types.insert(TyKey::Struct(rt), s);
+        // A fresh id: `type_struct` would hand back an identical struct already declared.
+        let id = self.b.id();
+        let s = self.b.type_struct_id(Some(id), vec![rt]);
         self.b.decorate(s, spirv::Decoration::Block, vec![]);
         self.b.member_decorate(
             s,
@@ -1171,6 +1290,10 @@ impl Em<'_> {
             spirv::Decoration::Offset,
             vec![Operand::LiteralBit32(0)],
         );
+        if read_only {
+            self.b
+                .member_decorate(s, 0, spirv::Decoration::NonWritable, vec![]);
+        }
         Ok(s)
     }
 
@@ -1193,7 +1316,8 @@ impl Em<'_> {
             match p.ty {
                 Type::Buffer { elem, access } => {
                     let ss = Self::storage_scalar(elem.scalar);
-                    let st = self.buffer_struct(ss)?;
+                    let read_only = access == crate::ir::Access::Read;
+                    let st = self.buffer_struct(ss, read_only)?;
                     let storage = self.scalar_ty_raw(ss);
                     let ptr = self.tk(TyKey::Ptr(StorageClass::StorageBuffer, st));
                     let var = self
@@ -1209,7 +1333,7 @@ impl Em<'_> {
                         spirv::Decoration::Binding,
                         vec![Operand::LiteralBit32(binding)],
                     );
-                    if access == crate::ir::Access::Read {
+                    if read_only {
                         self.b.decorate(var, spirv::Decoration::NonWritable, vec![]);
                     }
                     self.buffers.push(Some(BufferVar {
@@ -2588,7 +2712,11 @@ impl Em<'_> {
                 self.frem_edges(s, n, t, bty, a, b, r)?
             }
             BinaryOp::Rem if float => {
-                let r = self.fop(Op::FRem, t, &[a, b]);
+                let r = if s == Scalar::F64 {
+                    self.frem_f64(t, a, b)
+                } else {
+                    self.fop(Op::FRem, t, &[a, b])
+                };
                 self.frem_edges(s, n, t, bty, a, b, r)?
             }
             BinaryOp::Div | BinaryOp::Rem => {
@@ -3181,7 +3309,7 @@ impl Em<'_> {
             let k = self.opi(Op::ISub, it, &[e, bias]);
             let k = self.ext_inst(it, glsl::SMAX, &[k, zero]);
             let ys = self.ext_inst(dt, glsl::LDEXP, &[y, k]);
-            x = self.fop(Op::FRem, dt, &[x, ys]);
+            x = self.frem_f64(dt, x, ys);
         }
         Ok(x)
     }
