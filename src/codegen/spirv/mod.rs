@@ -1129,7 +1129,8 @@ impl Em<'_> {
     /// that should run `bound` (= 2, read from the status buffer so that the compiler can
     /// neither unroll the loop nor know its trip count) passes, run just before the
     /// invocation ends, comes out short exactly when the limiter was spent before it (or had
-    /// fewer than 3 passes left: a kernel within 3 passes of the limit is refused too). A
+    /// fewer than 2 passes left: a kernel whose loops took 65,534 or 65,535 passes, still
+    /// right, is refused too). A
     /// check after each of the kernel's own loops would not do: the compiler knows a loop
     /// is only left through its exits and folds such a check away.
     fn loop_limit_probe(&mut self) {
