@@ -160,13 +160,12 @@ impl Config {
             })
         })();
         let cache_off = lookup("XPU_CACHE_DIR").is_some_and(|d| d == "off");
-        let cache_dir = match lookup("XPU_CACHE_DIR").filter(|d| !d.is_empty() && !cache_off) {
-            Some(d) => Some(PathBuf::from(d)),
-            None => None,
-        }
-        .or_else(|| path("XDG_CACHE_HOME").map(|d| d.join("xpu")))
-        .or_else(|| path("HOME").map(|d| d.join(".cache").join("xpu")))
-        .filter(|_| !cache_off);
+        let cache_dir = lookup("XPU_CACHE_DIR")
+            .filter(|d| !d.is_empty() && !cache_off)
+            .map(PathBuf::from)
+            .or_else(|| path("XDG_CACHE_HOME").map(|d| d.join("xpu")))
+            .or_else(|| path("HOME").map(|d| d.join(".cache").join("xpu")))
+            .filter(|_| !cache_off);
         let ptxas = match lookup("XPU_PTXAS").filter(|v| !v.is_empty()) {
             Some(v) if v == "off" => PtxasSetting::Off,
             Some(v) => PtxasSetting::Path(PathBuf::from(v)),

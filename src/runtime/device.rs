@@ -490,6 +490,14 @@ impl Kernel {
     }
 }
 
+impl DeviceFacts {
+    /// The facts of the device selected for this process (contract: `DeviceFacts.current()`).
+    /// Like every selection question, this is itself a device touch.
+    pub fn current() -> Result<DeviceFacts, DeviceError> {
+        Ok(Device::current()?.facts().clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,13 +533,5 @@ mod tests {
             Device::force("metal").unwrap_err().code(),
             codes::UNKNOWN_BACKEND
         );
-    }
-}
-
-impl DeviceFacts {
-    /// The facts of the device selected for this process (contract: `DeviceFacts.current()`).
-    /// Like every selection question, this is itself a device touch.
-    pub fn current() -> Result<DeviceFacts, DeviceError> {
-        Ok(Device::current()?.facts().clone())
     }
 }
