@@ -34,6 +34,8 @@ pub mod codes {
     pub const OUT_OF_BOUNDS: &str = "XPU-L013";
     pub const FOREIGN_OBJECT: &str = "XPU-L014";
     pub const DEVICE: &str = "XPU-L015";
+    /// `XPU-L016` is the missed deadline.
+    pub const PRIVATE_MEMORY: &str = "XPU-L017";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -466,6 +468,17 @@ pub enum LaunchError {
         codes::FOREIGN_OBJECT
     )]
     ForeignObject { kernel: String, what: String },
+    /// Private arrays (and, on the CPU, the waves' other state) larger than the device or
+    /// host holds: refused before any code runs (DESIGN.md, Decisions 8).
+    #[error(
+        "error[{}]: kernel {kernel}: too much private memory: needs {need} bytes, {limit}",
+        codes::PRIVATE_MEMORY
+    )]
+    PrivateMemory {
+        kernel: String,
+        need: u64,
+        limit: String,
+    },
     /// The device or its driver failed the launch.
     #[error("error[{}]: kernel {kernel}: device failure: {message}", codes::DEVICE)]
     Device { kernel: String, message: String },
@@ -502,6 +515,7 @@ impl LaunchError {
             OutOfBounds { .. } => codes::OUT_OF_BOUNDS,
             ForeignObject { .. } => codes::FOREIGN_OBJECT,
             Device { .. } => codes::DEVICE,
+            PrivateMemory { .. } => codes::PRIVATE_MEMORY,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -526,6 +540,7 @@ impl LaunchError {
             | OutOfBounds { kernel, .. }
             | ForeignObject { kernel, .. }
             | Device { kernel, .. }
+            | PrivateMemory { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
         }

@@ -222,7 +222,8 @@ impl Runner {
                 }
                 for spec in &specs {
                     for device in &self.devices {
-                        let outcome = refused_by_verifier(spec, &diags, file);
+                        let outcome =
+                            refused_by_verifier(spec, &diags, file, device.backend().name());
                         report(&case(
                             spec.span.line,
                             &spec.kernel,
@@ -256,14 +257,11 @@ impl Runner {
 
 /// The outcome of a case whose module the verifier refused: a pass exactly when the case
 /// expects a refusal with one of the verifier's codes.
-fn refused_by_verifier(spec: &RunSpec, diags: &Diagnostics, file: &str) -> Outcome {
+fn refused_by_verifier(spec: &RunSpec, diags: &Diagnostics, file: &str, backend: &str) -> Outcome {
     let expected: Vec<&str> = spec
         .expects
         .iter()
-        .filter_map(|e| match e {
-            Expect::Refused { code, .. } => Some(code.as_str()),
-            _ => None,
-        })
+        .filter_map(|e| e.refusal_on(backend))
         .collect();
     if !expected.is_empty()
         && expected
@@ -283,10 +281,14 @@ fn refused_by_verifier(spec: &RunSpec, diags: &Diagnostics, file: &str) -> Outco
 pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome {
     let backend = program.device().backend();
     let on_interp = backend == Backend::Interp;
-    let refusal = spec.expects.iter().find_map(|e| match e {
-        Expect::Refused { code, .. } => Some(code.clone()),
-        _ => None,
-    });
+    // The codes this backend may refuse the launch with (any of them).
+    let refusals: Vec<String> = spec
+        .expects
+        .iter()
+        .filter_map(|e| e.refusal_on(backend.name()))
+        .map(str::to_string)
+        .collect();
+    let refusal = refusals.first().cloned();
     let ub = spec.expects.iter().find_map(|e| match e {
         Expect::Ub { kind, .. } => Some(kind.clone()),
         _ => None,
@@ -316,13 +318,21 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
             if !on_interp && refusal.is_none() && is_capability_refusal(&e) {
                 return Outcome::Skip(e.to_string());
             }
-            return judge_refusal(e, refusal.as_deref(), ub.as_deref());
+            return judge_refusal(e, &refusals, ub.as_deref());
+        }
+        Err(Failure::Device(e)) => {
+            return if refusals.iter().any(|c| c == e.code()) {
+                Outcome::Pass
+            } else {
+                Outcome::Fail(e.to_string())
+            };
         }
         Ok(done) => done,
     };
-    if let Some(code) = refusal {
+    if refusal.is_some() {
         return Outcome::Fail(format!(
-            "expected the launch to be refused with {code}, but it ran"
+            "expected the launch to be refused with {}, but it ran",
+            refusals.join(" or ")
         ));
     }
     if let Some(kind) = ub {
@@ -371,6 +381,7 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
                             .collect(),
                         Err(Failure::Spec(m)) => Err(m),
                         Err(Failure::Launch(e)) => Err(format!("the interpreter: {e}")),
+                        Err(Failure::Device(e)) => Err(format!("the interpreter: {e}")),
                     }
                 });
                 let reference = match reference {
@@ -406,12 +417,15 @@ fn is_capability_refusal(e: &LaunchError) -> bool {
     }
 }
 
-fn judge_refusal(e: LaunchError, refusal: Option<&str>, ub: Option<&str>) -> Outcome {
-    if let Some(code) = refusal {
-        return if e.code() == code {
+fn judge_refusal(e: LaunchError, refusals: &[String], ub: Option<&str>) -> Outcome {
+    if !refusals.is_empty() {
+        return if refusals.iter().any(|c| c == e.code()) {
             Outcome::Pass
         } else {
-            Outcome::Fail(format!("expected a refusal with {code}, got:\n{e}"))
+            Outcome::Fail(format!(
+                "expected a refusal with {}, got:\n{e}",
+                refusals.join(" or ")
+            ))
         };
     }
     if let Some(kind) = ub {
@@ -428,6 +442,8 @@ enum Failure {
     /// kind).
     Spec(String),
     Launch(LaunchError),
+    /// The device refused an argument's buffer (`XPU-D005` for one larger than it holds).
+    Device(DeviceError),
 }
 
 /// The index and element type of the buffer parameter `name`.
@@ -475,8 +491,10 @@ fn launch_spec(
         match (param.ty, &arg.init) {
             (Type::Buffer { elem, .. }, ArgInit::Uninit { len }) => {
                 let bytes = *len as usize * elem.size() as usize;
-                let raw = RawBuffer::alloc_with(device, bytes, Init::Poison)
-                    .map_err(|e| bad(e.to_string()))?;
+                // A buffer the device cannot hold is its refusal (`XPU-D005`), judged like a
+                // launch's.
+                let raw =
+                    RawBuffer::alloc_with(device, bytes, Init::Poison).map_err(Failure::Device)?;
                 buffers.push(Some(raw));
                 values.push(None);
             }
@@ -488,11 +506,14 @@ fn launch_spec(
                 )));
             }
             (Type::Buffer { elem, .. }, init) => {
-                let data = slots(init, elem).map_err(bad)?;
-                let bytes = slots_to_bytes(&data, elem.scalar);
-                let raw = RawBuffer::alloc_with(device, bytes.len(), Init::Any)
-                    .map_err(|e| bad(e.to_string()))?;
-                raw.write(&bytes).map_err(|e| bad(e.to_string()))?;
+                let count = slot_count(init, elem).map_err(bad)?;
+                let bytes = count
+                    .checked_mul(elem.scalar.size() as u64)
+                    .and_then(|b| usize::try_from(b).ok())
+                    .ok_or_else(|| bad(format!("{count} scalars overflow the address space")))?;
+                let raw =
+                    RawBuffer::alloc_with(device, bytes, Init::Any).map_err(Failure::Device)?;
+                write_slots(&raw, init, elem).map_err(bad)?;
                 buffers.push(Some(raw));
                 values.push(None);
             }
@@ -658,30 +679,73 @@ pub fn random_slot(lo: Value, hi: Value, seed: u64, k: u64, scalar: Scalar) -> R
 }
 
 /// The scalar slots (lanes of vector elements consecutive) an initialiser gives a buffer of
-/// `elem`.
+/// `elem`. The slots are one `u64` per scalar, sized by the input: an initialiser the host
+/// cannot hold is an error (checked against the host's available memory, then reserved
+/// fallibly), never an abort.
 pub fn slots(init: &ArgInit, elem: ElemType) -> Result<Vec<u64>, String> {
-    let lanes = elem.lanes as usize;
-    let s = elem.scalar;
+    let count = slot_count(init, elem)?;
+    let bytes = count.saturating_mul(8);
+    if let Err(available) = crate::facts::check_host_memory(bytes) {
+        return Err(format!(
+            "{count} scalars need {bytes} bytes of host memory; {available} are available"
+        ));
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(count as usize)
+        .map_err(|e| format!("{count} scalars: {e}"))?;
+    slots_into(init, elem, 0, count, &mut out)?;
+    Ok(out)
+}
+
+/// How many scalar slots `init` gives a buffer of `elem` (64-bit: `fill(4294967295, ...)` of a
+/// vector type is more than 2^32).
+pub fn slot_count(init: &ArgInit, elem: ElemType) -> Result<u64, String> {
+    let lanes = elem.lanes as u64;
     match init {
         ArgInit::Scalar(_) => Err("a single value is not a buffer".into()),
         ArgInit::Uninit { .. } => Err("uninit() describes no values".into()),
         ArgInit::List(list) => {
-            if list.len() % lanes != 0 {
+            if list.len() as u64 % lanes != 0 {
                 return Err(format!(
                     "{} scalars are not a whole number of {}",
                     list.len(),
                     crate::launch::elem_name(elem)
                 ));
             }
-            list.iter().map(|v| scalar_bits(*v, s)).collect()
+            Ok(list.len() as u64)
         }
-        ArgInit::Fill { len, value } => {
+        ArgInit::Fill { len, .. } | ArgInit::Iota { len, .. } | ArgInit::Random { len, .. } => {
+            Ok(*len as u64 * lanes)
+        }
+    }
+}
+
+/// Appends slots `from..to` of `init` (see [`slots`]) to `out`.
+fn slots_into(
+    init: &ArgInit,
+    elem: ElemType,
+    from: u64,
+    to: u64,
+    out: &mut Vec<u64>,
+) -> Result<(), String> {
+    let lanes = elem.lanes as u64;
+    let s = elem.scalar;
+    match init {
+        ArgInit::Scalar(_) | ArgInit::Uninit { .. } => {
+            slot_count(init, elem)?;
+        }
+        ArgInit::List(list) => {
+            for v in &list[from as usize..to as usize] {
+                out.push(scalar_bits(*v, s)?);
+            }
+        }
+        ArgInit::Fill { value, .. } => {
             let bits = scalar_bits(*value, s)?;
-            Ok(vec![bits; *len as usize * lanes])
+            out.extend(std::iter::repeat_n(bits, (to - from) as usize));
         }
-        ArgInit::Iota { len, start, step } => {
-            let mut out = Vec::with_capacity(*len as usize * lanes);
-            for i in 0..*len as u64 {
+        ArgInit::Iota { start, step, .. } => {
+            for k in from..to {
+                let i = k / lanes;
                 let bits = match (start, step) {
                     (Value::Int(a), Value::Int(d)) if s.is_int() => {
                         wrap(a.wrapping_add((i as i128).wrapping_mul(*d)), s)
@@ -703,14 +767,37 @@ pub fn slots(init: &ArgInit, elem: ElemType) -> Result<Vec<u64>, String> {
                         ))
                     }
                 };
-                out.extend(std::iter::repeat_n(bits, lanes));
+                out.push(bits);
             }
-            Ok(out)
         }
-        ArgInit::Random { len, lo, hi, seed } => (0..*len as u64 * lanes as u64)
-            .map(|k| random_slot(*lo, *hi, *seed, k, s))
-            .collect(),
+        ArgInit::Random { lo, hi, seed, .. } => {
+            for k in from..to {
+                out.push(random_slot(*lo, *hi, *seed, k, s)?);
+            }
+        }
     }
+    Ok(())
+}
+
+/// Writes `init`'s values into `raw` (a buffer of exactly its slots) a chunk at a time, so
+/// that no host copy of the whole buffer's slots is built.
+fn write_slots(raw: &RawBuffer, init: &ArgInit, elem: ElemType) -> Result<(), String> {
+    const CHUNK: u64 = 1 << 20;
+    let count = slot_count(init, elem)?;
+    let size = elem.scalar.size() as usize;
+    let mut chunk = Vec::new();
+    let mut from = 0;
+    while from < count {
+        let to = (from + CHUNK).min(count);
+        chunk.clear();
+        slots_into(init, elem, from, to, &mut chunk)?;
+        let bytes = slots_to_bytes(&chunk, elem.scalar);
+        raw.sub(from as usize * size, bytes.len())
+            .and_then(|view| view.write(&bytes))
+            .map_err(|e| e.to_string())?;
+        from = to;
+    }
+    Ok(())
 }
 
 fn slots_to_bytes(slots: &[u64], scalar: Scalar) -> Vec<u8> {
