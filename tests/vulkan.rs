@@ -966,6 +966,12 @@ fn dropping_a_program_while_its_launch_is_in_flight_is_safe() {
                let g: u32 = global_id.x;\n\
                if g < n { y[g] = y[g] * 3 + 1; }\n}\n";
     let module = Arc::new(xpu::ir::parse(src).unwrap().verify().unwrap());
+    let decoy = Arc::new(
+        xpu::ir::parse("kernel dec(z: buf<u32, rw>) { z[global_id.x] = z[global_id.x] + 5; }\n")
+            .unwrap()
+            .verify()
+            .unwrap(),
+    );
     let n = 1u32 << 16;
     let mut y = device.upload(&vec![1u32; n as usize]).unwrap();
     let stream = KernelStream::create(&device).unwrap();
@@ -985,6 +991,18 @@ fn dropping_a_program_while_its_launch_is_in_flight_is_safe() {
         // owned the pipeline before the stream submits and waits.
         drop(kernel);
         drop(program);
+        // Another kernel's objects made and run meanwhile (on its own stream), so that memory
+        // the dropped pipeline freed is taken again before the first stream runs.
+        let other = device.load(decoy.clone()).unwrap();
+        let mut z = device.upload(&vec![0u32; 256]).unwrap();
+        let side = KernelStream::create(&device).unwrap();
+        other
+            .kernel("dec")
+            .unwrap()
+            .launch(&side, Launch::grid([1]).block([256]), args![&mut z])
+            .unwrap();
+        side.sync().unwrap();
+        assert!(z.download().unwrap().iter().all(|&v| v == 5));
         if round % 2 == 1 {
             stream.sync().unwrap();
         }
