@@ -1262,4 +1262,67 @@ run w { grid = [1]; block = [4]; wave = 16; arg o = fill(4, 0); expect o = inter
             ]
         );
     }
+
+    /// `expect refused CODE on NAME, ...`: judged on the named backends only; the others
+    /// judge the block's other expectations; several codes for one backend accept any; the
+    /// form prints back as written.
+    #[test]
+    fn backend_qualified_refusals_apply_to_their_backends_only() {
+        let other = Device::from_impl(Arc::new(Disguised(
+            crate::devices::interp::InterpDevice::new(),
+        )));
+        let interp = Device::open(Backend::Interp).unwrap();
+        let runner = Runner::new(vec![interp, other]).unwrap();
+        let src = "kernel k(o: buf<u32, rw>) {
+    o[global_id.x * 2] = 7;
+}
+
+run k {
+    grid = [1];
+    block = [4];
+    arg o = fill(4, 0);
+    expect refused XPU-REF02 on interp;
+    expect refused XPU-L013 on cpu, vulkan;
+    expect o = fill(4, 7);
+}
+
+run k {
+    grid = [1];
+    block = [2];
+    arg o = fill(4, 0);
+    expect refused XPU-L006 on interp;
+    expect refused XPU-L013 on interp;
+    expect o = [7, 0, 7, 0];
+}
+";
+        let (module, specs) = crate::ir::parse_file(src).unwrap();
+        assert_eq!(crate::ir::text::print_file(&module, &specs), src);
+        let mut lines = Vec::new();
+        runner
+            .run_source("q.xk", src, &mut |c| {
+                lines.push(c.to_string());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        // Devices in order, each over the blocks. The interpreter's out-of-bounds report is
+        // its refusal.
+        assert_eq!(lines[0], "PASS  q.xk:5  k  interp");
+        // In bounds: the interpreter was to refuse with one of two codes but ran.
+        assert!(lines[1].starts_with("FAIL  q.xk:14  k  interp"), "{}", lines[1]);
+        assert!(
+            lines[1].contains("refused with XPU-L006 or XPU-L013, but it ran"),
+            "{}",
+            lines[1]
+        );
+        // The disguised interpreter (named cpu) reports XPU-REF02, not the cpu's XPU-L013.
+        assert!(lines[2].starts_with("FAIL  q.xk:5  k  cpu"), "{}", lines[2]);
+        assert!(
+            lines[2].contains("expected a refusal with XPU-L013"),
+            "{}",
+            lines[2]
+        );
+        // No refusal applies to cpu: its buffer expectation is judged.
+        assert_eq!(lines[3], "PASS  q.xk:14  k  cpu");
+    }
 }
