@@ -280,3 +280,30 @@ fn an_oversized_run_block_buffer_is_refused_with_d005() {
         );
     }
 }
+
+/// The interpreter's race shadow takes 24 bytes per byte: a shared array of its own advertised
+/// limit (1 GiB) asks for 25 GiB. Where the host has less available the launch is refused with
+/// `XPU-L006` before anything is allocated (it aborted in the allocator); where it has more,
+/// the launch is not made here (it would take that memory).
+#[test]
+fn the_interpreters_race_shadow_is_checked_against_the_host() {
+    let need = (1u64 << 30) * 26;
+    match xpu::facts::host_available_memory() {
+        Some(available) if available < need => {}
+        other => {
+            eprintln!("the host has {other:?} bytes available: not launched");
+            return;
+        }
+    }
+    let interp = interp();
+    let program = load(
+        &interp,
+        "kernel k(out: buf<u32, rw>) {\n    shared s: [u32; 268435456];\n    \
+         let l: u32 = local_id.x;\n    s[l] = l;\n    barrier();\n    \
+         out[global_id.x] = s[l];\n}\n",
+    );
+    let mut out = interp.upload(&[0u32; 4]).unwrap();
+    let e = launch(&program, Launch::grid([1]).block([4]), &mut out).unwrap_err();
+    assert_eq!(e.code(), codes::SHARED_MEMORY, "{e}");
+    assert!(e.to_string().contains("race shadow"), "{e}");
+}

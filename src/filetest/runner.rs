@@ -1309,7 +1309,11 @@ run k {
         // its refusal.
         assert_eq!(lines[0], "PASS  q.xk:5  k  interp");
         // In bounds: the interpreter was to refuse with one of two codes but ran.
-        assert!(lines[1].starts_with("FAIL  q.xk:14  k  interp"), "{}", lines[1]);
+        assert!(
+            lines[1].starts_with("FAIL  q.xk:14  k  interp"),
+            "{}",
+            lines[1]
+        );
         assert!(
             lines[1].contains("refused with XPU-L006 or XPU-L013, but it ran"),
             "{}",

@@ -327,7 +327,8 @@ pub fn launch_handle(
         host_need = host_need
             .saturating_add(bytes + bytes.div_ceil(64) * 8)
             .saturating_add(shadow_bytes(bytes, track));
-        shared.push(Region::shared((len * size) as usize, track));
+        // Allocated below, once the whole launch's need has been checked.
+        shared.push(((len * size) as usize, track));
         shared_len.push(len);
     }
 
@@ -350,6 +351,10 @@ pub fn launch_handle(
             ),
         });
     }
+    let shared: Vec<Region> = shared
+        .into_iter()
+        .map(|(bytes, track)| Region::shared(bytes, track))
+        .collect();
     let mut regions: Vec<Region> = Vec::with_capacity(bufs.len());
     for (i, b) in bufs.iter_mut().enumerate() {
         regions.push(match b {
