@@ -126,6 +126,36 @@ fn filetests_pass_on_every_available_backend() {
     assert!(ran >= 40, "only {ran} cases ran");
 }
 
+/// The hostile-input corpus (`tests/hostile/`, issue 15): kernels and run blocks sized to
+/// wrap 32-bit size arithmetic, exhaust memory or index far outside shared and private
+/// arrays, on every backend present. Each case must end in its coded refusal or its result,
+/// never a signal, an abort or the OOM killer (a crash fails here as an exit without the
+/// closing line).
+#[test]
+fn hostile_corpus_is_refused_or_safe_on_every_available_backend() {
+    assert!(Path::new("tests/hostile").is_dir());
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for backend in Device::available() {
+        match run_with(backend.name(), &["tests/hostile"], &[]) {
+            Ok(outcome) => {
+                println!("{}", outcome.report);
+                ran += outcome.passed + outcome.failed;
+                if outcome.failed > 0 {
+                    failures.push(format!("on {backend}:\n{}", outcome.report));
+                }
+            }
+            Err(message) => failures.push(format!("on {backend}:\n{message}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "hostile corpus failed {}",
+        failures.join("\n")
+    );
+    assert!(ran >= 10, "only {ran} cases ran");
+}
+
 /// The CPU's streaming code (prefetched reads, non-temporal stores of outputs a kernel never
 /// reads), which only launches larger than the last-level cache run, forced onto every launch
 /// of the file tests: each result must still be the file's expected one.

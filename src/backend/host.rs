@@ -202,6 +202,19 @@ impl HostMemory {
                 reason: "larger than the address space".into(),
             });
         }
+        // Within overcommit the allocator grants more than the host has, and the fill below
+        // then runs into the OOM killer page by page: refuse what is not available now.
+        let mask_bytes = if track_defined {
+            size.div_ceil(64) as u64 * 8
+        } else {
+            0
+        };
+        if let Err(available) = crate::facts::check_host_memory(size as u64 + mask_bytes) {
+            return Err(DeviceError::OutOfMemory {
+                bytes: size as u64,
+                reason: format!("the host has {available} bytes available"),
+            });
+        }
         let mut defined = None;
         if track_defined {
             let mut mask = Vec::new();

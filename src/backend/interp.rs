@@ -152,6 +152,32 @@ impl InterpKernel {
                 kernel,
                 message: format!("the interpreter refused the launch: {message}"),
             },
+            InterpError::Memory {
+                space: "shared",
+                need,
+                limit,
+            } => LaunchError::SharedMemory {
+                kernel,
+                need,
+                limit,
+            },
+            InterpError::Memory {
+                space: "private",
+                need,
+                limit,
+            } => LaunchError::PrivateMemory {
+                kernel,
+                need,
+                limit,
+            },
+            InterpError::Memory {
+                space, need, limit, ..
+            } => LaunchError::Undefinable {
+                kernel,
+                message: format!(
+                    "the interpreter cannot check the launch: {space} memory of {need} bytes: {limit}"
+                ),
+            },
             InterpError::StepLimit { limit, .. } => LaunchError::Device {
                 kernel,
                 message: format!("step budget of {limit} work-item steps exhausted"),

@@ -224,7 +224,8 @@ impl Runner {
                 }
                 for spec in &specs {
                     for device in &self.devices {
-                        let outcome = refused_by_verifier(spec, &diags, file);
+                        let outcome =
+                            refused_by_verifier(spec, &diags, file, device.backend().name());
                         report(&case(
                             spec.span.line,
                             &spec.kernel,
@@ -258,14 +259,11 @@ impl Runner {
 
 /// The outcome of a case whose module the verifier refused: a pass exactly when the case
 /// expects a refusal with one of the verifier's codes.
-fn refused_by_verifier(spec: &RunSpec, diags: &Diagnostics, file: &str) -> Outcome {
+fn refused_by_verifier(spec: &RunSpec, diags: &Diagnostics, file: &str, backend: &str) -> Outcome {
     let expected: Vec<&str> = spec
         .expects
         .iter()
-        .filter_map(|e| match e {
-            Expect::Refused { code, .. } => Some(code.as_str()),
-            _ => None,
-        })
+        .filter_map(|e| e.refusal_on(backend))
         .collect();
     if !expected.is_empty()
         && expected
@@ -285,10 +283,14 @@ fn refused_by_verifier(spec: &RunSpec, diags: &Diagnostics, file: &str) -> Outco
 pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome {
     let backend = program.device().backend();
     let on_interp = backend == Backend::Interp;
-    let refusal = spec.expects.iter().find_map(|e| match e {
-        Expect::Refused { code, .. } => Some(code.clone()),
-        _ => None,
-    });
+    // The codes this backend may refuse the launch with (any of them).
+    let refusals: Vec<String> = spec
+        .expects
+        .iter()
+        .filter_map(|e| e.refusal_on(backend.name()))
+        .map(str::to_string)
+        .collect();
+    let refusal = refusals.first().cloned();
     let ub = spec.expects.iter().find_map(|e| match e {
         Expect::Ub { kind, .. } => Some(kind.clone()),
         _ => None,
@@ -318,13 +320,21 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
             if !on_interp && refusal.is_none() && e.refused_by_device() {
                 return Outcome::Skip(e.to_string());
             }
-            return judge_refusal(e, refusal.as_deref(), ub.as_deref());
+            return judge_refusal(e, &refusals, ub.as_deref());
+        }
+        Err(Failure::Device(e)) => {
+            return if refusals.iter().any(|c| c == e.code()) {
+                Outcome::Pass
+            } else {
+                Outcome::Fail(e.to_string())
+            };
         }
         Ok(done) => done,
     };
-    if let Some(code) = refusal {
+    if refusal.is_some() {
         return Outcome::Fail(format!(
-            "expected the launch to be refused with {code}, but it ran"
+            "expected the launch to be refused with {}, but it ran",
+            refusals.join(" or ")
         ));
     }
     if let Some(kind) = ub {
@@ -373,6 +383,7 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
                             .collect(),
                         Err(Failure::Spec(m)) => Err(m),
                         Err(Failure::Launch(e)) => Err(format!("the interpreter: {e}")),
+                        Err(Failure::Device(e)) => Err(format!("the interpreter: {e}")),
                     }
                 });
                 let reference = match reference {
@@ -398,12 +409,15 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     Outcome::Pass
 }
 
-fn judge_refusal(e: LaunchError, refusal: Option<&str>, ub: Option<&str>) -> Outcome {
-    if let Some(code) = refusal {
-        return if e.code() == code {
+fn judge_refusal(e: LaunchError, refusals: &[String], ub: Option<&str>) -> Outcome {
+    if !refusals.is_empty() {
+        return if refusals.iter().any(|c| c == e.code()) {
             Outcome::Pass
         } else {
-            Outcome::Fail(format!("expected a refusal with {code}, got:\n{e}"))
+            Outcome::Fail(format!(
+                "expected a refusal with {}, got:\n{e}",
+                refusals.join(" or ")
+            ))
         };
     }
     if let Some(kind) = ub {
@@ -420,6 +434,8 @@ enum Failure {
     /// kind).
     Spec(String),
     Launch(LaunchError),
+    /// The device refused an argument's buffer (`XPU-D005` for one larger than it holds).
+    Device(DeviceError),
 }
 
 /// The index and element type of the buffer parameter `name`.
@@ -467,8 +483,10 @@ fn launch_spec(
         match (param.ty, &arg.init) {
             (Type::Buffer { elem, .. }, ArgInit::Uninit { len }) => {
                 let bytes = *len as usize * elem.size() as usize;
-                let raw = RawBuffer::alloc_with(device, bytes, Init::Poison)
-                    .map_err(|e| bad(e.to_string()))?;
+                // A buffer the device cannot hold is its refusal (`XPU-D005`), judged like a
+                // launch's.
+                let raw =
+                    RawBuffer::alloc_with(device, bytes, Init::Poison).map_err(Failure::Device)?;
                 buffers.push(Some(raw));
                 values.push(None);
             }
@@ -480,11 +498,14 @@ fn launch_spec(
                 )));
             }
             (Type::Buffer { elem, .. }, init) => {
-                let data = slots(init, elem).map_err(bad)?;
-                let bytes = slots_to_bytes(&data, elem.scalar);
-                let raw = RawBuffer::alloc_with(device, bytes.len(), Init::Any)
-                    .map_err(|e| bad(e.to_string()))?;
-                raw.write(&bytes).map_err(|e| bad(e.to_string()))?;
+                let count = slot_count(init, elem).map_err(bad)?;
+                let bytes = count
+                    .checked_mul(elem.scalar.size() as u64)
+                    .and_then(|b| usize::try_from(b).ok())
+                    .ok_or_else(|| bad(format!("{count} scalars overflow the address space")))?;
+                let raw =
+                    RawBuffer::alloc_with(device, bytes, Init::Any).map_err(Failure::Device)?;
+                write_slots(&raw, init, elem).map_err(bad)?;
                 buffers.push(Some(raw));
                 values.push(None);
             }
@@ -650,30 +671,73 @@ pub fn random_slot(lo: Value, hi: Value, seed: u64, k: u64, scalar: Scalar) -> R
 }
 
 /// The scalar slots (lanes of vector elements consecutive) an initialiser gives a buffer of
-/// `elem`.
+/// `elem`. The slots are one `u64` per scalar, sized by the input: an initialiser the host
+/// cannot hold is an error (checked against the host's available memory, then reserved
+/// fallibly), never an abort.
 pub fn slots(init: &ArgInit, elem: ElemType) -> Result<Vec<u64>, String> {
-    let lanes = elem.lanes as usize;
-    let s = elem.scalar;
+    let count = slot_count(init, elem)?;
+    let bytes = count.saturating_mul(8);
+    if let Err(available) = crate::facts::check_host_memory(bytes) {
+        return Err(format!(
+            "{count} scalars need {bytes} bytes of host memory; {available} are available"
+        ));
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(count as usize)
+        .map_err(|e| format!("{count} scalars: {e}"))?;
+    slots_into(init, elem, 0, count, &mut out)?;
+    Ok(out)
+}
+
+/// How many scalar slots `init` gives a buffer of `elem` (64-bit: `fill(4294967295, ...)` of a
+/// vector type is more than 2^32).
+pub fn slot_count(init: &ArgInit, elem: ElemType) -> Result<u64, String> {
+    let lanes = elem.lanes as u64;
     match init {
         ArgInit::Scalar(_) => Err("a single value is not a buffer".into()),
         ArgInit::Uninit { .. } => Err("uninit() describes no values".into()),
         ArgInit::List(list) => {
-            if list.len() % lanes != 0 {
+            if list.len() as u64 % lanes != 0 {
                 return Err(format!(
                     "{} scalars are not a whole number of {}",
                     list.len(),
                     crate::hal::launch::elem_name(elem)
                 ));
             }
-            list.iter().map(|v| scalar_bits(*v, s)).collect()
+            Ok(list.len() as u64)
         }
-        ArgInit::Fill { len, value } => {
+        ArgInit::Fill { len, .. } | ArgInit::Iota { len, .. } | ArgInit::Random { len, .. } => {
+            Ok(*len as u64 * lanes)
+        }
+    }
+}
+
+/// Appends slots `from..to` of `init` (see [`slots`]) to `out`.
+fn slots_into(
+    init: &ArgInit,
+    elem: ElemType,
+    from: u64,
+    to: u64,
+    out: &mut Vec<u64>,
+) -> Result<(), String> {
+    let lanes = elem.lanes as u64;
+    let s = elem.scalar;
+    match init {
+        ArgInit::Scalar(_) | ArgInit::Uninit { .. } => {
+            slot_count(init, elem)?;
+        }
+        ArgInit::List(list) => {
+            for v in &list[from as usize..to as usize] {
+                out.push(scalar_bits(*v, s)?);
+            }
+        }
+        ArgInit::Fill { value, .. } => {
             let bits = scalar_bits(*value, s)?;
-            Ok(vec![bits; *len as usize * lanes])
+            out.extend(std::iter::repeat_n(bits, (to - from) as usize));
         }
-        ArgInit::Iota { len, start, step } => {
-            let mut out = Vec::with_capacity(*len as usize * lanes);
-            for i in 0..*len as u64 {
+        ArgInit::Iota { start, step, .. } => {
+            for k in from..to {
+                let i = k / lanes;
                 let bits = match (start, step) {
                     (Value::Int(a), Value::Int(d)) if s.is_int() => {
                         wrap(a.wrapping_add((i as i128).wrapping_mul(*d)), s)
@@ -695,14 +759,37 @@ pub fn slots(init: &ArgInit, elem: ElemType) -> Result<Vec<u64>, String> {
                         ))
                     }
                 };
-                out.extend(std::iter::repeat_n(bits, lanes));
+                out.push(bits);
             }
-            Ok(out)
         }
-        ArgInit::Random { len, lo, hi, seed } => (0..*len as u64 * lanes as u64)
-            .map(|k| random_slot(*lo, *hi, *seed, k, s))
-            .collect(),
+        ArgInit::Random { lo, hi, seed, .. } => {
+            for k in from..to {
+                out.push(random_slot(*lo, *hi, *seed, k, s)?);
+            }
+        }
     }
+    Ok(())
+}
+
+/// Writes `init`'s values into `raw` (a buffer of exactly its slots) a chunk at a time, so
+/// that no host copy of the whole buffer's slots is built.
+fn write_slots(raw: &RawBuffer, init: &ArgInit, elem: ElemType) -> Result<(), String> {
+    const CHUNK: u64 = 1 << 20;
+    let count = slot_count(init, elem)?;
+    let size = elem.scalar.size() as usize;
+    let mut chunk = Vec::new();
+    let mut from = 0;
+    while from < count {
+        let to = (from + CHUNK).min(count);
+        chunk.clear();
+        slots_into(init, elem, from, to, &mut chunk)?;
+        let bytes = slots_to_bytes(&chunk, elem.scalar);
+        raw.sub(from as usize * size, bytes.len())
+            .and_then(|view| view.write(&bytes))
+            .map_err(|e| e.to_string())?;
+        from = to;
+    }
+    Ok(())
 }
 
 fn slots_to_bytes(slots: &[u64], scalar: Scalar) -> Vec<u8> {
@@ -1166,5 +1253,72 @@ run w { grid = [1]; block = [4]; wave = 16; arg o = fill(4, 0); expect o = inter
                 "FAIL  o.xk:15  w  cpu\n    o[0]: interp 16, got 32 [4 slots differ in bits]",
             ]
         );
+    }
+
+    /// `expect refused CODE on NAME, ...`: judged on the named backends only; the others
+    /// judge the block's other expectations; several codes for one backend accept any; the
+    /// form prints back as written.
+    #[test]
+    fn backend_qualified_refusals_apply_to_their_backends_only() {
+        let other = Device::from_impl(Arc::new(Disguised(
+            crate::devices::interp::InterpDevice::new(),
+        )));
+        let interp = Device::open(Backend::Interp).unwrap();
+        let runner = Runner::new(vec![interp, other]).unwrap();
+        let src = "kernel k(o: buf<u32, rw>) {
+    o[global_id.x * 2] = 7;
+}
+
+run k {
+    grid = [1];
+    block = [4];
+    arg o = fill(4, 0);
+    expect refused XPU-REF02 on interp;
+    expect refused XPU-L013 on cpu, vulkan;
+    expect o = fill(4, 7);
+}
+
+run k {
+    grid = [1];
+    block = [2];
+    arg o = fill(4, 0);
+    expect refused XPU-L006 on interp;
+    expect refused XPU-L013 on interp;
+    expect o = [7, 0, 7, 0];
+}
+";
+        let (module, specs) = crate::ir::parse_file(src).unwrap();
+        assert_eq!(crate::ir::text::print_file(&module, &specs), src);
+        let mut lines = Vec::new();
+        runner
+            .run_source("q.xk", src, &mut |c| {
+                lines.push(c.to_string());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        // Devices in order, each over the blocks. The interpreter's out-of-bounds report is
+        // its refusal.
+        assert_eq!(lines[0], "PASS  q.xk:5  k  interp");
+        // In bounds: the interpreter was to refuse with one of two codes but ran.
+        assert!(
+            lines[1].starts_with("FAIL  q.xk:14  k  interp"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[1].contains("refused with XPU-L006 or XPU-L013, but it ran"),
+            "{}",
+            lines[1]
+        );
+        // The disguised interpreter (named cpu) reports XPU-REF02, not the cpu's XPU-L013.
+        assert!(lines[2].starts_with("FAIL  q.xk:5  k  cpu"), "{}", lines[2]);
+        assert!(
+            lines[2].contains("expected a refusal with XPU-L013"),
+            "{}",
+            lines[2]
+        );
+        // No refusal applies to cpu: its buffer expectation is judged.
+        assert_eq!(lines[3], "PASS  q.xk:14  k  cpu");
     }
 }

@@ -144,8 +144,31 @@ impl DeviceFacts {
 
 /// `MemTotal:  16318412 kB` → bytes.
 fn parse_meminfo_total(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let mut parts = line["MemTotal:".len()..].split_whitespace();
+    parse_meminfo(text, "MemTotal:")
+}
+
+/// The host memory an allocation can take now without swapping (`MemAvailable` of
+/// `/proc/meminfo`), `None` where the OS does not report it. Every allocation sized by input on
+/// a host backend (buffers, the CPU workers' areas, the interpreter's shadows, run-block
+/// values) is checked against it first: within overcommit an oversized allocation succeeds
+/// and the OOM killer ends the process page by page as it is filled.
+pub fn host_available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo(&text, "MemAvailable:")
+}
+
+/// Whether `bytes` more of host memory may be allocated: `Err` with what the host has when
+/// the OS reports less available.
+pub fn check_host_memory(bytes: u64) -> Result<(), u64> {
+    match host_available_memory() {
+        Some(available) if bytes > available => Err(available),
+        _ => Ok(()),
+    }
+}
+
+fn parse_meminfo(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let mut parts = line[key.len()..].split_whitespace();
     let value: u64 = parts.next()?.parse().ok()?;
     match parts.next() {
         Some("kB") => value.checked_mul(1024),

@@ -35,6 +35,7 @@ pub mod codes {
     pub const FOREIGN_OBJECT: &str = "XPU-L014";
     pub const DEVICE: &str = "XPU-L015";
     pub const LOOP_LIMIT: &str = "XPU-L016";
+    pub const PRIVATE_MEMORY: &str = "XPU-L017";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -473,6 +474,17 @@ pub enum LaunchError {
         codes::FOREIGN_OBJECT
     )]
     ForeignObject { kernel: String, what: String },
+    /// Private arrays (and, on the CPU, the waves' other state) larger than the device or
+    /// host holds: refused before any code runs (DESIGN.md, Decisions 8).
+    #[error(
+        "error[{}]: kernel {kernel}: too much private memory: needs {need} bytes, {limit}",
+        codes::PRIVATE_MEMORY
+    )]
+    PrivateMemory {
+        kernel: String,
+        need: u64,
+        limit: String,
+    },
     /// The device or its driver failed the launch.
     #[error("error[{}]: kernel {kernel}: device failure: {message}", codes::DEVICE)]
     Device { kernel: String, message: String },
@@ -522,6 +534,7 @@ impl LaunchError {
             ForeignObject { .. } => codes::FOREIGN_OBJECT,
             Device { .. } => codes::DEVICE,
             LoopLimit { .. } => codes::LOOP_LIMIT,
+            PrivateMemory { .. } => codes::PRIVATE_MEMORY,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -535,7 +548,9 @@ impl LaunchError {
         use LaunchError::*;
         match self {
             NoCode { by_device, .. } | TooManyThreads { by_device, .. } => *by_device,
-            SharedMemory { .. } | WaveWidth { .. } | LoopLimit { .. } => true,
+            SharedMemory { .. } | PrivateMemory { .. } | WaveWidth { .. } | LoopLimit { .. } => {
+                true
+            }
             _ => false,
         }
     }
@@ -560,6 +575,7 @@ impl LaunchError {
             | ForeignObject { kernel, .. }
             | Device { kernel, .. }
             | LoopLimit { kernel, .. }
+            | PrivateMemory { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
         }

@@ -570,7 +570,16 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
         }
         next += self.consts.len() as u64;
         if next > u64::from(u32::MAX / 4) {
-            return refuse(f.span, format!("`{}` needs too many slots", f.name));
+            // Private memory no workgroup of the interpreter holds (the launch's 2^27-slot
+            // bound refuses far less): refused as such (`XPU-L017`), not as undefinable.
+            return Err(InterpError::Memory {
+                space: "private",
+                need: next.saturating_mul(8),
+                limit: format!(
+                    "`{}` needs {next} slots; the interpreter holds 2^27 (1 GiB) per workgroup",
+                    f.name
+                ),
+            });
         }
         self.top = next as Slot;
         self.max = self.top;

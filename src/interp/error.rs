@@ -147,6 +147,15 @@ pub enum InterpError {
     /// argument, a buffer whose size is not a whole number of elements, ...).
     #[error("launch refused: {0}")]
     BadLaunch(String),
+    /// Memory the launch needs that the interpreter does not hold: `space` is `shared`
+    /// (a workgroup's shared arrays), `private` (a workgroup's frames) or `race` (the race
+    /// shadow of writable buffers, 24 bytes per byte), refused before anything ran.
+    #[error("launch refused: {space} memory of {need} bytes: {limit}")]
+    Memory {
+        space: &'static str,
+        need: u64,
+        limit: String,
+    },
     /// The step budget (`Options::max_steps`) ran out: the launch may not terminate.
     #[error("step budget of {limit} work-item steps exhausted in kernel `{kernel}`")]
     StepLimit { kernel: String, limit: u64 },

@@ -194,13 +194,18 @@ pub fn launch_handle(
             "empty geometry: grid {grid:?}, block {block:?}"
         )));
     }
-    let vol = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
-    let groups = u64::from(grid[0]) * u64::from(grid[1]) * u64::from(grid[2]);
+    // Saturating: three u32 dimensions multiply past 2^64.
+    let vol = u64::from(block[0])
+        .saturating_mul(u64::from(block[1]))
+        .saturating_mul(u64::from(block[2]));
+    let groups = u64::from(grid[0])
+        .saturating_mul(u64::from(grid[1]))
+        .saturating_mul(u64::from(grid[2]));
     // The race shadow numbers work-items in 31 bits.
-    if vol * groups >= (1 << 31) - 1 {
+    if vol.saturating_mul(groups) >= (1 << 31) - 1 {
         return Err(InterpError::BadLaunch(format!(
             "{} work-items; the interpreter runs fewer than 2^31 per launch",
-            vol * groups
+            u128::from(vol) * u128::from(groups)
         )));
     }
     let prog = compile::compile(verified, kernel, options.checks)?;
@@ -208,10 +213,14 @@ pub fn launch_handle(
     // frames bounds the deepest call chain, as helpers do not recurse) rather than let a huge
     // private array exhaust the host's memory.
     let frames: u64 = prog.funcs.iter().map(|f| u64::from(f.frame)).sum();
-    if frames * vol > 1 << 27 {
-        return Err(InterpError::BadLaunch(format!(
-            "{vol} work-items of {frames} slots each: more private memory than the interpreter holds for one workgroup (2^27 slots)"
-        )));
+    if frames.saturating_mul(vol) > 1 << 27 {
+        return Err(InterpError::Memory {
+            space: "private",
+            need: frames.saturating_mul(vol).saturating_mul(8),
+            limit: format!(
+                "{vol} work-items of {frames} slots each: the interpreter holds 2^27 slots (1 GiB) per workgroup"
+            ),
+        });
     }
 
     // Arguments.
@@ -282,6 +291,17 @@ pub fn launch_handle(
         bufs.push(None);
     }
 
+    // What the launch allocates beyond its buffers (shared regions, race shadows), checked
+    // against the host's available memory before any of it is made: within overcommit an
+    // oversized allocation is granted and filled until the OOM killer ends the process.
+    let mut host_need = 0u64;
+    let mut shadow_need = 0u64;
+    for (i, b) in bufs.iter().enumerate() {
+        if let (Some(b), true) = (b, tracked[i]) {
+            shadow_need = shadow_need.saturating_add(shadow_bytes(b.len() as u64, true));
+        }
+    }
+
     // Shared memory.
     let mut shared = Vec::new();
     let mut shared_len = Vec::new();
@@ -292,17 +312,49 @@ pub fn launch_handle(
             None => u64::from(shared_bytes) / size,
         };
         if len * size > 1 << 30 {
-            return Err(InterpError::BadLaunch(format!(
-                "shared array `{}` of {} bytes",
-                s.name,
-                len * size
-            )));
+            return Err(InterpError::Memory {
+                space: "shared",
+                need: len * size,
+                limit: format!(
+                    "shared array `{}`: the interpreter holds 1 GiB per array",
+                    s.name
+                ),
+            });
         }
         let track = options.checks && !options.allow_races.contains(&s.name);
-        shared.push(Region::shared((len * size) as usize, track));
+        // Its bytes, their defined mask and its shadow.
+        let bytes = len * size;
+        host_need = host_need
+            .saturating_add(bytes + bytes.div_ceil(64) * 8)
+            .saturating_add(shadow_bytes(bytes, track));
+        // Allocated below, once the whole launch's need has been checked.
+        shared.push(((len * size) as usize, track));
         shared_len.push(len);
     }
 
+    let extra = host_need.saturating_add(shadow_need);
+    if let Err(available) = match extra > 64 << 20 {
+        true => crate::facts::check_host_memory(extra),
+        false => Ok(()),
+    } {
+        let (space, need) = if shadow_need > host_need {
+            ("race", shadow_need)
+        } else {
+            ("shared", host_need)
+        };
+        return Err(InterpError::Memory {
+            space,
+            need,
+            limit: format!(
+                "the host has {available} bytes available (the race shadow takes {} bytes per byte)",
+                std::mem::size_of::<memory::Cell>()
+            ),
+        });
+    }
+    let shared: Vec<Region> = shared
+        .into_iter()
+        .map(|(bytes, track)| Region::shared(bytes, track))
+        .collect();
     let mut regions: Vec<Region> = Vec::with_capacity(bufs.len());
     for (i, b) in bufs.iter_mut().enumerate() {
         regions.push(match b {
@@ -350,6 +402,15 @@ pub fn launch_handle(
             kernel: kf.name.clone(),
             limit: m.budget,
         }),
+    }
+}
+
+/// Host bytes the race shadow of a region of `len` bytes takes (none when untracked).
+fn shadow_bytes(len: u64, track: bool) -> u64 {
+    if track {
+        len.saturating_mul(std::mem::size_of::<memory::Cell>() as u64)
+    } else {
+        0
     }
 }
 

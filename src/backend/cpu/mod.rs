@@ -81,6 +81,11 @@ impl CpuDevice {
             supported_wave_widths: Some(vec![1, 2, 4, 8, 16, 32, 64]),
             integrated: Some(true),
             int64_atomics: Some(true),
+            // The backend's own limits (DESIGN.md, Decisions 8): each worker holds a
+            // workgroup's shared memory (1 GiB at most, as on the interpreter), and the code
+            // counts a block's work-items and waves in 32 bits.
+            shared_bytes_per_block: Some(1 << 30),
+            max_threads_per_block: Some(jit::MAX_BLOCK_VOLUME as u32),
             ..DeviceFacts::host(Backend::Cpu)
         };
         CpuDevice {
@@ -238,19 +243,12 @@ impl CpuProgram {
             })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
-        let probe =
-            compile(&self.module, handle, PROBE_BLOCK, wave, false, false).map_err(|e| {
-                LaunchError::NoCode {
-                    kernel: name.to_string(),
-                    backend: Backend::Cpu,
-                    reason: e.to_string(),
-                    by_device: false,
-                }
-            })?;
+        let probe = compile(&self.module, handle, PROBE_BLOCK, wave, false, false)
+            .map_err(|e| jit_refusal(name, e))?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
         manifest.built_wave = Some(wave);
         manifest.code_bytes = Some(probe.code_bytes);
-        manifest.static_shared_bytes = Some(probe.static_shared as u64);
+        manifest.static_shared_bytes = Some(probe.static_shared);
         let compile_time = probe.compile_time;
         let mut specs = HashMap::new();
         specs.insert((PROBE_BLOCK, wave, false, false), Arc::new(probe));
@@ -320,7 +318,7 @@ impl CpuKernel {
             whole_waves,
             streaming,
         )
-        .map_err(|e| self.no_code(e.to_string()))?;
+        .map_err(|e| jit_refusal(self.name(), e))?;
         *self.compile_time.lock() += c.compile_time;
         let c = Arc::new(c);
         self.specs.lock().insert(key, c.clone());
@@ -362,7 +360,56 @@ impl CpuKernel {
                 index,
                 align,
             },
+            Fault::Refused(r) => refusal(kernel, r),
         }
+    }
+}
+
+/// The launch error for code the JIT cannot build: a wave's state past what the code
+/// addresses is refused as private memory (`XPU-L017`), anything else as no code.
+fn jit_refusal(kernel: &str, e: jit::JitError) -> LaunchError {
+    match e {
+        jit::JitError::PrivateMemory { bytes, limit, .. } => LaunchError::PrivateMemory {
+            kernel: kernel.to_string(),
+            need: bytes,
+            limit: format!("the CPU backend addresses at most {limit} bytes of state per wave"),
+        },
+        e => LaunchError::NoCode {
+            kernel: kernel.to_string(),
+            backend: Backend::Cpu,
+            reason: e.to_string(),
+            by_device: false,
+        },
+    }
+}
+
+/// The launch error for a launch the compiled code refused before running.
+fn refusal(kernel: String, r: jit::Refusal) -> LaunchError {
+    let limit = |what: &str, limit: Option<u64>| match limit {
+        Some(available) => format!("the host has {available} bytes available for {what}"),
+        None => format!("the host cannot allocate {what}"),
+    };
+    match r {
+        jit::Refusal::Block { block, volume } => LaunchError::TooManyThreads {
+            kernel,
+            what: "block",
+            dims: block,
+            limit: format!(
+                "a block of {volume} work-items, but the CPU backend runs at most {} per block",
+                jit::MAX_BLOCK_VOLUME
+            ),
+            by_device: true,
+        },
+        jit::Refusal::State { bytes, limit: l } => LaunchError::PrivateMemory {
+            kernel,
+            need: bytes,
+            limit: limit("a workgroup's private arrays and state", l),
+        },
+        jit::Refusal::Shared { bytes, limit: l } => LaunchError::SharedMemory {
+            kernel,
+            need: bytes,
+            limit: limit("a workgroup's shared memory", l),
+        },
     }
 }
 

@@ -200,7 +200,14 @@ impl Inner {
             let buf = self
                 .device
                 .create_buffer(&info, None)
-                .map_err(|e| vk_err("vkCreateBuffer", e))?;
+                .map_err(|e| match e {
+                    vk::Result::ERROR_OUT_OF_HOST_MEMORY
+                    | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => DeviceError::OutOfMemory {
+                        bytes: size,
+                        reason: format!("vkCreateBuffer: VkResult {}", e.as_raw()),
+                    },
+                    e => vk_err("vkCreateBuffer", e),
+                })?;
             let req = self.device.get_buffer_memory_requirements(buf);
             let Some(ty) = self.memory_type(req.memory_type_bits, props) else {
                 self.device.destroy_buffer(buf, None);
@@ -1228,6 +1235,9 @@ impl VulkanDevice {
                 .device_name_as_c_str()
                 .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe"))
                 .then_some(spirv::LLVMPIPE_LOOP_LIMIT),
+            // A CPU device (lavapipe) runs shaders in this process: shared and private
+            // indices are clamped there (DESIGN.md, Decisions 8). GPUs keep their code.
+            clamp_indices: props.device_type == vk::PhysicalDeviceType::CPU,
         };
 
         // Enable exactly what is offered and used by the emitter.
@@ -1499,6 +1509,16 @@ impl DeviceImpl for VulkanDevice {
     }
 
     fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError> {
+        // A device on the host CPU allocates host memory, within overcommit, and the poison
+        // fill below then runs into the OOM killer: refuse what the host does not have.
+        if self.emulated {
+            if let Err(available) = crate::facts::check_host_memory(bytes as u64) {
+                return Err(DeviceError::OutOfMemory {
+                    bytes: bytes as u64,
+                    reason: format!("the host has {available} bytes available"),
+                });
+            }
+        }
         let (buffer, memory) = self.inner.buffer(
             bytes as u64,
             vk::BufferUsageFlags::STORAGE_BUFFER
@@ -1651,6 +1671,41 @@ impl DeviceImpl for VulkanDevice {
     }
 }
 
+/// Bytes of private arrays one work-item may hold on a GPU: the most any of our drivers
+/// gives a thread's local (scratch) memory (NVIDIA: 512 KiB).
+const PRIVATE_BYTES_GPU: u64 = 512 << 10;
+
+/// Bytes of private arrays one work-item may hold on a device on the host CPU (lavapipe):
+/// llvmpipe's compile time grows with a dynamically indexed array (measured on the 2-core
+/// development machine: 4 KiB of `u32` in 3 s, 16 KiB in 20 s, 64 KiB past two minutes, and
+/// 64 MiB aborts the process in `std::bad_alloc`; docs/vulkan-backend.md).
+const PRIVATE_BYTES_HOST: u64 = 16 << 10;
+
+/// Bytes of private arrays one work-item of `kernel` holds at most: its own and every
+/// helper's of the module (helpers are inlined; an upper bound), in 64 bits.
+fn private_bytes(module: &VerifiedModule, kernel: &Function) -> u64 {
+    let arrays = |f: &Function| -> u64 {
+        f.locals
+            .iter()
+            .map(|(_, l)| match l.ty {
+                crate::ir::Type::Array {
+                    elem,
+                    len: crate::ir::Len::Fixed(n),
+                } => n as u64 * elem.size() as u64,
+                _ => 0,
+            })
+            .fold(0u64, u64::saturating_add)
+    };
+    let helpers = module
+        .module()
+        .functions
+        .iter()
+        .filter(|(_, f)| !f.is_kernel())
+        .map(|(_, f)| arrays(f))
+        .fold(0u64, u64::saturating_add);
+    arrays(kernel).saturating_add(helpers)
+}
+
 /// A module on a Vulkan device: kernels emitted and built on first use.
 struct VkProgram {
     inner: Arc<Inner>,
@@ -1689,6 +1744,23 @@ impl VkProgram {
         let mut caps = self.caps.clone();
         if let Some(r) = required {
             caps.subgroup_size = r;
+        }
+        // Private arrays the device cannot hold are refused before any pipeline is made:
+        // `[u32; 4294967295]` crashed lavapipe's compiler in vkCreateComputePipelines.
+        let need = private_bytes(&self.module, function);
+        let limit = if caps.clamp_indices {
+            PRIVATE_BYTES_HOST
+        } else {
+            PRIVATE_BYTES_GPU
+        };
+        if need > limit {
+            return Err(LaunchError::PrivateMemory {
+                kernel: name.to_string(),
+                need,
+                limit: format!(
+                    "the Vulkan backend allows {limit} bytes of private arrays per work-item on this device"
+                ),
+            });
         }
         let emitted = spirv::emit_kernel(&self.module, handle, &caps)
             .map_err(|u| refusal(u.to_string(), true))?;
@@ -1735,9 +1807,9 @@ struct VkKernel {
     name: String,
     emitted: Emitted,
     manifest: KernelManifest,
-    shader: vk::ShaderModule,
-    set_layout: vk::DescriptorSetLayout,
-    layout: vk::PipelineLayout,
+    /// The shader, layouts and pipelines, shared with every launch not yet retired: a
+    /// command buffer recorded (or submitted) before the kernel is dropped still names them.
+    objects: Arc<KernelObjects>,
     bindings: u32,
     /// The buffers are pushed into the command buffer (`VK_KHR_push_descriptor`, at most
     /// `maxPushDescriptors` of them) rather than bound through a set from a per-launch pool.
@@ -1746,23 +1818,33 @@ struct VkKernel {
     params: Vec<String>,
     /// The subgroup size the pipeline requires, where the device allows requiring one.
     required_subgroup: Option<u32>,
-    /// Pipelines by (block, dynamic shared elements).
-    pipelines: Mutex<HashMap<([u32; 3], u32), vk::Pipeline>>,
     /// The loop-limit status buffer (`Emitted::loop_status`), locked by a launch until it has
     /// read the flag back, and the driver's limit.
     loop_status: Option<(Mutex<Staging>, u32)>,
 }
 
-// SAFETY: Vulkan handles are integers; pipelines are created under the mutex.
-unsafe impl Send for VkKernel {}
-unsafe impl Sync for VkKernel {}
+/// A kernel's Vulkan objects. Each launch's keep list holds an `Arc` of them until its
+/// submission retires, so dropping a `Program` (or kernel) while a launch is recorded or in
+/// flight destroys nothing the command buffer uses; the last owner destroys them.
+struct KernelObjects {
+    inner: Arc<Inner>,
+    shader: vk::ShaderModule,
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    /// Pipelines by (block, dynamic shared elements).
+    pipelines: Mutex<HashMap<([u32; 3], u32), vk::Pipeline>>,
+}
 
-impl Drop for VkKernel {
+// SAFETY: Vulkan handles are integers; pipelines are created under the mutex.
+unsafe impl Send for KernelObjects {}
+// SAFETY: as above; nothing is mutated through a shared reference but under the mutex.
+unsafe impl Sync for KernelObjects {}
+
+impl Drop for KernelObjects {
     fn drop(&mut self) {
-        // SAFETY: launches keep no reference to the kernel's objects after completion; the
-        // device waits idle before destroying pipelines still in use.
+        // SAFETY: the last owner: every launch that used these objects has retired (its keep
+        // list held an owner), so no pending command buffer names them.
         unsafe {
-            let _ = self.inner.device.device_wait_idle();
             for (_, p) in self.pipelines.lock().drain() {
                 self.inner.device.destroy_pipeline(p, None);
             }
@@ -1875,22 +1957,25 @@ impl VkKernel {
                 name: name.to_string(),
                 emitted,
                 manifest,
-                shader,
-                set_layout,
-                layout,
+                objects: Arc::new(KernelObjects {
+                    inner: inner.clone(),
+                    shader,
+                    set_layout,
+                    layout,
+                    pipelines: Mutex::new(HashMap::new()),
+                }),
                 bindings,
                 push_descriptors,
                 min_offset_align,
                 params: function.params.iter().map(|p| p.name.clone()).collect(),
                 required_subgroup,
-                pipelines: Mutex::new(HashMap::new()),
                 loop_status,
             })
         }
     }
 
     fn pipeline(&self, block: [u32; 3], shared_len: u32) -> Result<vk::Pipeline, DeviceError> {
-        let mut map = self.pipelines.lock();
+        let mut map = self.objects.pipelines.lock();
         if let Some(&p) = map.get(&(block, shared_len)) {
             return Ok(p);
         }
@@ -1913,7 +1998,7 @@ impl VkKernel {
             .required_subgroup_size(self.required_subgroup.unwrap_or(0));
         let mut stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
-            .module(self.shader)
+            .module(self.objects.shader)
             .name(&entry)
             .specialization_info(&spec);
         if self.required_subgroup.is_some() {
@@ -1921,7 +2006,7 @@ impl VkKernel {
         }
         let mut info = vk::ComputePipelineCreateInfo::default()
             .stage(stage)
-            .layout(self.layout);
+            .layout(self.objects.layout);
         if self.inner.exec_stats.is_some() {
             info = info.flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
         }
@@ -2179,7 +2264,7 @@ impl KernelImpl for VkKernel {
                     inner: self.inner.clone(),
                     pool,
                 }));
-                let layouts = [self.set_layout];
+                let layouts = [self.objects.set_layout];
                 let set = dev
                     .allocate_descriptor_sets(
                         &vk::DescriptorSetAllocateInfo::default()
@@ -2195,8 +2280,10 @@ impl KernelImpl for VkKernel {
             None
         };
         let descriptors_us = steps.lap();
-        let layout = self.layout;
+        let layout = self.objects.layout;
         let grid = launch.grid;
+        // The pipeline and layouts stay alive until this launch retires.
+        keep.push(Box::new(self.objects.clone()));
         let pusher = match (&self.inner.push_descriptor, self.push_descriptors) {
             (Some((p, _)), true) => Some(p),
             _ => None,

@@ -59,12 +59,18 @@ pub struct Config {
 pub struct Lowered {
     pub sites: Vec<Site>,
     pub state_bytes: u32,
-    pub static_shared: u32,
+    /// Bytes of the static shared arrays (64-bit: a declaration may be larger than any
+    /// device; the launch refuses what the host cannot hold).
+    pub static_shared: u64,
     pub barriers: u32,
     /// The kernel has a flat loop with streams, so code built with `Config::streaming`
     /// differs from this (and is worth building for a large launch).
     pub can_stream: bool,
 }
+
+/// The most bytes one wave's state (private arrays, fragments, spilled variables) may take:
+/// its offsets are 32-bit immediates of loads and stores.
+pub const MAX_STATE_BYTES: u64 = i32::MAX as u64 + 1 - 16;
 
 const FINISHED: i64 = 0x7fff_ffff;
 const NONE: i64 = -1;
@@ -170,7 +176,7 @@ pub struct Lower<'a, 'm> {
     shared: Value,
     dyn_len: Value,
     scratch: Value,
-    shared_offsets: Vec<u32>,
+    shared_offsets: Vec<u64>,
     shared_lens: Vec<Option<u32>>,
     // wave values
     state: Value,
@@ -227,7 +233,9 @@ pub struct Lower<'a, 'm> {
     /// masked `if` branch, loop body or function.
     regions: Vec<Block>,
     scope: Vec<(Variable, types::Type, u32)>,
-    state_size: u32,
+    /// Bytes of the wave's state so far (64-bit, saturating: private arrays are sized by the
+    /// input; `run` refuses a state past [`MAX_STATE_BYTES`] before any offset is used).
+    state_size: u64,
     has_barrier: bool,
     resumes: Vec<Block>,
     wave_next: Block,
@@ -533,7 +541,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.scratch = self.ptr_load(ctx_off::SCRATCH);
         // Shared arrays: static ones in declaration order, 16-byte aligned; the dynamic one
         // last.
-        let mut off = 0u32;
+        // 64-bit sums: `[u32; 1 << 30]` alone is 4 GiB, which a 32-bit sum wrapped to 0.
+        let mut off = 0u64;
         for (_, sd) in f.shared.iter() {
             let len = match sd.len {
                 Some(Len::Fixed(n)) => Some(n),
@@ -544,13 +553,13 @@ impl<'a, 'm> Lower<'a, 'm> {
             match len {
                 Some(n) => {
                     self.shared_offsets.push(off);
-                    off = (off + n * sd.elem.size()).div_ceil(16) * 16;
+                    off = (off + n as u64 * sd.elem.size() as u64).div_ceil(16) * 16;
                 }
-                None => self.shared_offsets.push(u32::MAX),
+                None => self.shared_offsets.push(u64::MAX),
             }
         }
         for o in self.shared_offsets.iter_mut() {
-            if *o == u32::MAX {
+            if *o == u64::MAX {
                 *o = off;
             }
         }
@@ -794,6 +803,14 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.seal_all_blocks();
         let barriers = self.resumes.len() as u32;
         let state_bytes = self.state_size.div_ceil(16) * 16;
+        if state_bytes > MAX_STATE_BYTES {
+            return Err(JitError::PrivateMemory {
+                kernel: self.frames[0].f.name.clone(),
+                bytes: state_bytes,
+                limit: MAX_STATE_BYTES,
+            });
+        }
+        let state_bytes = state_bytes as u32;
         let static_shared = *self.shared_offsets.last().unwrap_or(&0);
         let sites = std::mem::take(&mut self.sites);
         let tc = self.jm.target_config();
@@ -1131,10 +1148,11 @@ impl<'a, 'm> Lower<'a, 'm> {
     fn new_var(&mut self, ty: types::Type) -> Variable {
         let v = self.b.declare_var(ty);
         let slot = if self.has_barrier {
-            let size = ty.bytes();
+            let size = ty.bytes() as u64;
             let off = self.state_size.div_ceil(size.min(16)) * size.min(16);
-            self.state_size = off + size;
-            off
+            self.state_size = off.saturating_add(size);
+            // Past `MAX_STATE_BYTES` the kernel is refused (`run`), so the offset is unused.
+            off as u32
         } else {
             0
         };
@@ -1142,11 +1160,14 @@ impl<'a, 'm> Lower<'a, 'm> {
         v
     }
 
-    fn alloc_state(&mut self, bytes: u32) -> u32 {
+    fn alloc_state(&mut self, bytes: u64) -> u32 {
         let off = self.state_size.div_ceil(16) * 16;
         // A 16-byte tail so that a chunk load at the last element stays inside.
-        self.state_size = off + bytes.div_ceil(16) * 16 + 16;
-        off
+        self.state_size = off
+            .saturating_add(bytes.div_ceil(16) * 16)
+            .saturating_add(16);
+        // Past `MAX_STATE_BYTES` the kernel is refused (`run`), so the offset is unused.
+        off as u32
     }
 
     fn add_site(&mut self, span: Span, what: String) -> u32 {
@@ -1583,12 +1604,13 @@ impl<'a, 'm> Lower<'a, 'm> {
                     Len::Const(_) => 0,
                 };
                 let row = chunks(elem.scalar, self.n) * per_chunk(elem.scalar) * elem.scalar.size();
-                let off = self.alloc_state(len * elem.lanes as u32 * row);
+                // 64-bit: `[u32; 1 << 26]` at wave 16 is 4 GiB per wave.
+                let off = self.alloc_state(len as u64 * elem.lanes as u64 * row as u64);
                 Slot::Arr { off, elem, len }
             }
             Type::Matrix { rows, cols, .. } => {
                 let n = rows as u32 * cols as u32;
-                let off = self.alloc_state(n * 8);
+                let off = self.alloc_state(n as u64 * 8);
                 Slot::Mat { off, n }
             }
             t => {
@@ -3550,7 +3572,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let x = self.first_active(*scalar, &v);
                 let raw = self.lane_to_u64(*scalar, x);
                 let n = *rows as u32 * *cols as u32;
-                let off = self.alloc_state(n * 8);
+                let off = self.alloc_state(n as u64 * 8);
                 let p = self.b.ins().iadd_imm_s(self.state, off as i64);
                 for i in 0..n {
                     self.b.ins().store(notrap(), raw, p, (i * 8) as i32);
@@ -3566,7 +3588,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 ..
             } => {
                 let n = *rows as u32 * *cols as u32;
-                let off = self.alloc_state(n * 8);
+                let off = self.alloc_state(n as u64 * 8);
                 let p = self.b.ins().iadd_imm_s(self.state, off as i64);
                 self.matrix_io(p, ty, *base, *offset, *stride, false, span)?;
                 Ev::Mat(p)
@@ -3596,7 +3618,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     return Err(self.internal("matrix_mma types"));
                 };
                 let n = m as u32 * nn as u32;
-                let off = self.alloc_state(n * 8);
+                let off = self.alloc_state(n as u64 * 8);
                 let d = self.b.ins().iadd_imm_s(self.state, off as i64);
                 let dims = m as u64 | (nn as u64) << 16 | (k as u64) << 32;
                 let dims = self.b.ins().iconst(types::I64, dims as i64);
@@ -5187,7 +5209,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             let slot = match (&p.ty, classes[i]) {
                 (Type::Matrix { rows, cols, .. }, _) => {
                     let n = *rows as u32 * *cols as u32;
-                    let off = self.alloc_state(n * 8);
+                    let off = self.alloc_state(n as u64 * 8);
                     Slot::Mat { off, n }
                 }
                 (_, Class::Uniform) => {
@@ -5215,7 +5237,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             None => None,
             Some(Type::Matrix { rows, cols, .. }) => {
                 let n = rows as u32 * cols as u32;
-                let off = self.alloc_state(n * 8);
+                let off = self.alloc_state(n as u64 * 8);
                 Some(Slot::Mat { off, n })
             }
             Some(t) => {

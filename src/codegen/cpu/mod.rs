@@ -22,6 +22,7 @@
 pub mod analysis;
 pub mod lanes;
 mod lower;
+pub use lower::MAX_STATE_BYTES;
 pub mod pool;
 pub mod rt;
 pub mod stream;
@@ -121,6 +122,14 @@ pub enum JitError {
     Unsupported { kernel: String, what: String },
     #[error("kernel {kernel}: Cranelift: {message}")]
     Codegen { kernel: String, message: String },
+    /// A wave's private state (private arrays, fragments, spills) past what the code
+    /// addresses (`MAX_STATE_BYTES`).
+    #[error("kernel {kernel}: a wave's private arrays and state need {bytes} bytes, more than the {limit} the CPU backend addresses per wave")]
+    PrivateMemory {
+        kernel: String,
+        bytes: u64,
+        limit: u64,
+    },
 }
 
 /// A launch that the generated code stopped.
@@ -141,7 +150,31 @@ pub enum Fault {
         index: u64,
         align: u32,
     },
+    /// The launch was refused before it ran: a block too large for the code's 32-bit
+    /// work-item counters, or worker areas the host cannot hold.
+    Refused(Refusal),
 }
+
+/// Why [`CompiledKernel::launch`] refused a launch before running anything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A block of more work-items than [`MAX_BLOCK_VOLUME`].
+    Block { block: [u32; 3], volume: u64 },
+    /// The waves' state of one workgroup (private arrays, spills), in bytes, past what the
+    /// host has available (`limit`: `None` when it is past the address space, or the
+    /// allocator refused it).
+    State { bytes: u64, limit: Option<u64> },
+    /// One workgroup's shared memory, in bytes, as above.
+    Shared { bytes: u64, limit: Option<u64> },
+}
+
+/// The most work-items a CPU block may have: the generated code counts work-items and waves
+/// in 32 bits (`volume + wave - 1` must not wrap at the widest wave, 64).
+pub const MAX_BLOCK_VOLUME: u64 = u32::MAX as u64 + 1 - 64;
+
+/// Worker areas below this many bytes in all are not checked against the host's available
+/// memory (a read of `/proc/meminfo` per launch would cost more than they do).
+const CHECKED_AREA_BYTES: u64 = 64 << 20;
 
 /// The host's vector width for 32-bit lanes (the default wave): 16 with AVX-512, 8 with
 /// AVX, 4 with SSE or NEON.
@@ -187,7 +220,7 @@ pub struct CompiledKernel {
     /// Per wave; all waves share one area when the kernel has no barrier.
     pub state_bytes: u32,
     pub barriers: u32,
-    pub static_shared: u32,
+    pub static_shared: u64,
     pub dynamic_shared_elem: Option<u32>,
     pub sites: Vec<Site>,
     pub compile_time: Duration,
@@ -406,23 +439,64 @@ impl CompiledKernel {
         if total == 0 {
             return Ok(());
         }
+        let volume = block.iter().map(|&b| b as u64).product::<u64>();
+        if volume > MAX_BLOCK_VOLUME {
+            return Err(Fault::Refused(Refusal::Block { block, volume }));
+        }
         let dyn_len = match self.dynamic_shared_elem {
             Some(sz) if sz > 0 => (shared_bytes / sz) as u64,
             _ => 0,
         };
-        let shared_total = self.static_shared as usize + shared_bytes as usize;
+        // Every size in 64 bits, checked: nothing a launch asks for may wrap.
+        let shared_total = self.static_shared + shared_bytes as u64;
         let state_stride = if self.barriers > 0 {
             self.state_bytes as u64
         } else {
             0
         };
-        let volume = block.iter().map(|&b| b as u64).product::<u64>();
-        let waves = volume.div_ceil(self.wave as u64) as usize;
+        let waves = volume.div_ceil(self.wave as u64);
         let state_total = if self.barriers > 0 {
-            self.state_bytes as usize * waves
+            self.state_bytes as u64 * waves
         } else {
-            self.state_bytes as usize
+            self.state_bytes as u64
         };
+        let too_big = |bytes: u64| bytes > isize::MAX as u64 / 2;
+        if too_big(state_total) {
+            return Err(Fault::Refused(Refusal::State {
+                bytes: state_total,
+                limit: None,
+            }));
+        }
+        if too_big(shared_total) {
+            return Err(Fault::Refused(Refusal::Shared {
+                bytes: shared_total,
+                limit: None,
+            }));
+        }
+        let mut threads = workers.max(1).min(total as usize);
+        let per_worker = state_total + shared_total;
+        if per_worker.saturating_mul(threads as u64) > CHECKED_AREA_BYTES {
+            if let Some(available) = crate::facts::host_available_memory() {
+                // As many workers as the host holds the areas of (they are allocated per
+                // worker and kept); none is a refusal naming the larger area.
+                let fit = available / per_worker.max(1);
+                if fit == 0 {
+                    return Err(Fault::Refused(if state_total >= shared_total {
+                        Refusal::State {
+                            bytes: state_total,
+                            limit: Some(available),
+                        }
+                    } else {
+                        Refusal::Shared {
+                            bytes: shared_total,
+                            limit: Some(available),
+                        }
+                    }));
+                }
+                threads = threads.min(fit as usize);
+            }
+        }
+        let (state_total, shared_total) = (state_total as usize, shared_total as usize);
         let next = AtomicU64::new(0);
         let stop = AtomicBool::new(false);
         let fault: parking_lot::Mutex<Option<(u64, Fault)>> = parking_lot::Mutex::new(None);
@@ -431,7 +505,6 @@ impl CompiledKernel {
         // Chunks small enough to balance, large enough to amortise the counter; streaming
         // code's chunks also long enough that the prefetches' run-in at a chunk's start and
         // their run-out past its end (into another worker's chunk) are a small part.
-        let threads = workers.max(1).min(total as usize);
         let most = if self.streaming {
             (stream::CHUNK_ITEMS / volume).max(64)
         } else {
@@ -442,75 +515,94 @@ impl CompiledKernel {
         let bufs = SendPtr(bufs.as_ptr());
         let args = SendPtr(args.as_ptr());
         let work = |_: usize| {
-            pool::with_worker_memory(state_total, shared_total, |state, shared, scratch| {
-                let mut ctx = LaunchCtx {
-                    bufs: bufs.get(),
-                    args: args.get(),
-                    group: [0; 4],
-                    grid: [grid[0], grid[1], grid[2], 0],
-                    block: [block[0], block[1], block[2], volume as u32],
-                    shared,
-                    dyn_shared_len: dyn_len,
-                    state,
-                    state_stride,
-                    scratch,
-                    err_code: 0,
-                    err_site: 0,
-                    err_index: 0,
-                    err_len: 0,
-                };
-                'chunks: loop {
-                    if stop.load(Ordering::Relaxed) {
-                        break 'chunks;
-                    }
-                    let first = next.fetch_add(chunk, Ordering::Relaxed);
-                    if first >= total {
-                        break 'chunks;
-                    }
-                    let end = (first + chunk).min(total);
-                    let mut g = first;
-                    while g < end {
-                        ctx.group = if one_d {
-                            // No 64-bit divisions per workgroup for the common 1-D grid; and
-                            // `group.w` offers the rest of the chunk to a kernel with a group
-                            // loop (`Lower::fast_loop`), which leaves in `group.x` the last
-                            // group it ran.
-                            [g as u32, 0, 0, end as u32]
-                        } else {
-                            let gx = (g % grid[0] as u64) as u32;
-                            let gy = ((g / grid[0] as u64) % grid[1] as u64) as u32;
-                            let gz = (g / (grid[0] as u64 * grid[1] as u64)) as u32;
-                            [gx, gy, gz, 0]
-                        };
-                        if poison && shared_total > 0 {
-                            // SAFETY: the worker's shared area holds `shared_total` bytes.
-                            unsafe { std::ptr::write_bytes(shared, 0xFF, shared_total) };
-                        }
-                        // SAFETY: the context points at live buffers (the caller's contract)
-                        // and at this worker's state, shared and scratch areas, sized for this
-                        // kernel.
-                        let r = unsafe { (self.entry)(&mut ctx) };
-                        if one_d {
-                            g = g.max(ctx.group[0] as u64);
-                        }
-                        if r != 0 {
-                            let f = self.fault(&ctx);
-                            let mut slot = fault.lock();
-                            // The lowest workgroup's fault, for a stable report.
-                            if slot.as_ref().is_none_or(|(at, _)| g < *at) {
-                                *slot = Some((g, f));
-                            }
-                            stop.store(true, Ordering::Relaxed);
+            let areas =
+                pool::with_worker_memory(state_total, shared_total, |state, shared, scratch| {
+                    let mut ctx = LaunchCtx {
+                        bufs: bufs.get(),
+                        args: args.get(),
+                        group: [0; 4],
+                        grid: [grid[0], grid[1], grid[2], 0],
+                        block: [block[0], block[1], block[2], volume as u32],
+                        shared,
+                        dyn_shared_len: dyn_len,
+                        state,
+                        state_stride,
+                        scratch,
+                        err_code: 0,
+                        err_site: 0,
+                        err_index: 0,
+                        err_len: 0,
+                    };
+                    'chunks: loop {
+                        if stop.load(Ordering::Relaxed) {
                             break 'chunks;
                         }
-                        g += 1;
+                        let first = next.fetch_add(chunk, Ordering::Relaxed);
+                        if first >= total {
+                            break 'chunks;
+                        }
+                        let end = (first + chunk).min(total);
+                        let mut g = first;
+                        while g < end {
+                            ctx.group = if one_d {
+                                // No 64-bit divisions per workgroup for the common 1-D grid; and
+                                // `group.w` offers the rest of the chunk to a kernel with a group
+                                // loop (`Lower::fast_loop`), which leaves in `group.x` the last
+                                // group it ran.
+                                [g as u32, 0, 0, end as u32]
+                            } else {
+                                let gx = (g % grid[0] as u64) as u32;
+                                let gy = ((g / grid[0] as u64) % grid[1] as u64) as u32;
+                                let gz = (g / (grid[0] as u64 * grid[1] as u64)) as u32;
+                                [gx, gy, gz, 0]
+                            };
+                            if poison && shared_total > 0 {
+                                // SAFETY: the worker's shared area holds `shared_total` bytes.
+                                unsafe { std::ptr::write_bytes(shared, 0xFF, shared_total) };
+                            }
+                            // SAFETY: the context points at live buffers (the caller's contract)
+                            // and at this worker's state, shared and scratch areas, sized for this
+                            // kernel.
+                            let r = unsafe { (self.entry)(&mut ctx) };
+                            if one_d {
+                                g = g.max(ctx.group[0] as u64);
+                            }
+                            if r != 0 {
+                                let f = self.fault(&ctx);
+                                let mut slot = fault.lock();
+                                // The lowest workgroup's fault, for a stable report.
+                                if slot.as_ref().is_none_or(|(at, _)| g < *at) {
+                                    *slot = Some((g, f));
+                                }
+                                stop.store(true, Ordering::Relaxed);
+                                break 'chunks;
+                            }
+                            g += 1;
+                        }
                     }
+                    if self.streaming {
+                        // The non-temporal stores, visible before the pool hands the launch back.
+                        stream::fence();
+                    }
+                });
+            if let Err(refused) = areas {
+                let f = Fault::Refused(match refused {
+                    pool::AreaRefused::State(bytes) => Refusal::State {
+                        bytes: bytes as u64,
+                        limit: None,
+                    },
+                    pool::AreaRefused::Shared(bytes) => Refusal::Shared {
+                        bytes: bytes as u64,
+                        limit: None,
+                    },
+                });
+                // Before any workgroup of this worker: reported unless one faulted.
+                let mut slot = fault.lock();
+                if slot.is_none() {
+                    *slot = Some((u64::MAX, f));
                 }
-                if self.streaming {
-                    // The non-temporal stores, visible before the pool hands the launch back.
-                    stream::fence();
-                }
-            })
+                stop.store(true, Ordering::Relaxed);
+            }
         };
         pool::run(threads, &work);
         match fault.into_inner() {

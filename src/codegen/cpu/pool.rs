@@ -106,44 +106,103 @@ pub fn run(threads: usize, work: &(dyn Fn(usize) + Sync)) {
     }
 }
 
+/// One zeroed, 16-byte-aligned area of a worker, grown by replacing it. Allocated with
+/// `alloc_zeroed` (fresh pages from the OS, untouched until the kernel uses them) rather than
+/// filled, and fallibly: a launch whose areas the allocator refuses is refused, not aborted.
+struct Area {
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+impl Area {
+    const fn empty() -> Area {
+        Area {
+            ptr: std::ptr::null_mut(),
+            bytes: 0,
+        }
+    }
+
+    /// At least `bytes` (plus 16 of slack), or `Err` with the size the allocator refused.
+    fn grow(&mut self, bytes: usize) -> Result<*mut u8, usize> {
+        let need = bytes
+            .checked_next_multiple_of(16)
+            .and_then(|b| b.checked_add(16))
+            .ok_or(bytes)?;
+        if self.bytes < need {
+            let layout = std::alloc::Layout::from_size_align(need, 16).map_err(|_| need)?;
+            // SAFETY: `layout` has a non-zero size.
+            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+            if ptr.is_null() {
+                return Err(need);
+            }
+            self.release();
+            self.ptr = ptr;
+            self.bytes = need;
+        }
+        Ok(self.ptr)
+    }
+
+    fn release(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: allocated in `grow` with this size and alignment, freed once.
+            unsafe {
+                std::alloc::dealloc(
+                    self.ptr,
+                    std::alloc::Layout::from_size_align_unchecked(self.bytes, 16),
+                )
+            };
+            self.ptr = std::ptr::null_mut();
+            self.bytes = 0;
+        }
+    }
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
 struct WorkerMemory {
-    state: Vec<u128>,
-    shared: Vec<u128>,
-    scratch: Vec<u128>,
+    state: Area,
+    shared: Area,
+    scratch: Area,
 }
 
 thread_local! {
     static MEMORY: RefCell<WorkerMemory> = const {
         RefCell::new(WorkerMemory {
-            state: Vec::new(),
-            shared: Vec::new(),
-            scratch: Vec::new(),
+            state: Area::empty(),
+            shared: Area::empty(),
+            scratch: Area::empty(),
         })
     };
 }
 
+/// Which of a worker's areas the allocator refused, and its size in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AreaRefused {
+    State(usize),
+    Shared(usize),
+}
+
 /// Calls `f(state, shared, scratch)` with this thread's areas of at least the given sizes
-/// (16-byte aligned, zeroed when first allocated).
+/// (16-byte aligned, zeroed when first allocated); `Err` without calling it when an area cannot
+/// be allocated.
 pub fn with_worker_memory<R>(
     state_bytes: usize,
     shared_bytes: usize,
     f: impl FnOnce(*mut u8, *mut u8, *mut u8) -> R,
-) -> R {
+) -> Result<R, AreaRefused> {
     MEMORY.with(|m| {
         let mut m = m.borrow_mut();
-        let grow = |v: &mut Vec<u128>, bytes: usize| {
-            let need = bytes.div_ceil(16) + 1;
-            if v.len() < need {
-                v.resize(need, 0);
-            }
-        };
-        grow(&mut m.state, state_bytes);
-        grow(&mut m.shared, shared_bytes);
-        grow(&mut m.scratch, super::SCRATCH_BYTES);
-        let state = m.state.as_mut_ptr().cast::<u8>();
-        let shared = m.shared.as_mut_ptr().cast::<u8>();
-        let scratch = m.scratch.as_mut_ptr().cast::<u8>();
-        f(state, shared, scratch)
+        let state = m.state.grow(state_bytes).map_err(AreaRefused::State)?;
+        let shared = m.shared.grow(shared_bytes).map_err(AreaRefused::Shared)?;
+        let scratch = m
+            .scratch
+            .grow(super::SCRATCH_BYTES)
+            .map_err(AreaRefused::State)?;
+        Ok(f(state, shared, scratch))
     })
 }
 

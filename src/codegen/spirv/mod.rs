@@ -112,6 +112,11 @@ pub struct Caps {
     /// widened from their bits and results narrowed to their bits where they are below 2^-126,
     /// so no f32 float instruction sees or makes a subnormal.
     pub flushes_f32_subnormals: bool,
+    /// The device runs in the host process (a CPU device such as lavapipe), where a shared or
+    /// private access out of range writes host memory (DESIGN.md, Decisions 8): every such
+    /// index is clamped to the array's last element, so an out-of-bounds access (undefined
+    /// behaviour) stays inside the array. Off on GPUs, whose code is then unchanged.
+    pub clamp_indices: bool,
     /// The driver ends an invocation's loops after this many loop passes counted over all its
     /// loops, silently (Mesa's llvmpipe/lavapipe: its loop limiter, 65,535; see
     /// docs/vulkan-backend.md). A kernel with a loop then gets a probe before each
@@ -160,6 +165,7 @@ impl Caps {
             szinan_preserve64: true,
             folds_float_identities: true,
             flushes_f32_subnormals: false,
+            clamp_indices: false,
             loop_limit: Some(LLVMPIPE_LOOP_LIMIT),
         }
     }
@@ -350,6 +356,9 @@ struct Em<'a> {
     builtins: HashMap<u32, Word>,
     interface: Vec<Word>,
     shared: Vec<(Word, ElemType)>,
+    /// Per shared array, its length in elements (a constant, or the dynamic array's spec
+    /// constant), at least 1: what [`Caps::clamp_indices`] clamps to.
+    shared_len: Vec<Word>,
     workgroup_size: Word,
     jump_var: Option<Word>,
     regions: Vec<Region>,
@@ -463,6 +472,7 @@ impl<'a> Em<'a> {
             builtins: HashMap::new(),
             interface: Vec::new(),
             shared: Vec::new(),
+            shared_len: Vec::new(),
             workgroup_size: 0,
             jump_var: None,
             regions: Vec::new(),
@@ -1462,6 +1472,7 @@ impl Em<'_> {
             let ptr = self.tk(TyKey::Ptr(StorageClass::Workgroup, at));
             let var = self.b.variable(ptr, None, StorageClass::Workgroup, None);
             self.shared.push((var, d.elem));
+            self.shared_len.push(len);
         }
         Ok(())
     }
@@ -2081,15 +2092,38 @@ impl Em<'_> {
         )
     }
 
+    /// `min(index, len - 1)` where the device runs in the host ([`Caps::clamp_indices`]),
+    /// `len` at least 1; otherwise `index`.
+    fn clamped(&mut self, index: Word, len: Word) -> Word {
+        if !self.caps.clamp_indices {
+            return index;
+        }
+        let u = self.u32t();
+        let one = self.cu32(1);
+        let last = self.opi(Op::ISub, u, &[len, one]);
+        self.ext_inst(u, glsl::UMIN, &[index, last])
+    }
+
     fn elem_ptr_other(&mut self, base: Base, index: Word) -> R<(Word, Word, ElemType)> {
         match base {
             Base::Shared(h) => {
+                let len = self.shared_len[h.index()];
+                let index = self.clamped(index, len);
                 let (var, elem) = self.shared[h.index()];
                 let (st, se) = self.shared_storage(elem)?;
                 let pt = self.tk(TyKey::Ptr(StorageClass::Workgroup, st));
                 Ok((self.opi(Op::AccessChain, pt, &[var, index]), st, se))
             }
             Base::Local(h) => {
+                let index = match self.local_ty(h) {
+                    Type::Array {
+                        len: Len::Fixed(n), ..
+                    } if self.caps.clamp_indices => {
+                        let len = self.cu32(n.max(1));
+                        self.clamped(index, len)
+                    }
+                    _ => index,
+                };
                 let var = self.local_var(h)?;
                 let elem = self.base_elem(base)?;
                 let et = self.elem_ty(elem)?;

@@ -1204,7 +1204,23 @@ impl Parser {
                     if word == "ub" {
                         Expect::Ub { kind: code, span }
                     } else {
-                        Expect::Refused { code, span }
+                        // `on NAME, NAME`: the refusal of those backends only.
+                        let mut backends = Vec::new();
+                        if self.at_ident("on") {
+                            self.bump();
+                            loop {
+                                let (name, _) = self.ident("a backend name")?;
+                                backends.push(name);
+                                if !self.eat(",") {
+                                    break;
+                                }
+                            }
+                        }
+                        Expect::Refused {
+                            code,
+                            backends,
+                            span,
+                        }
                     }
                 } else {
                     let (name, _) = self.ident("a buffer parameter, `ub` or `refused`")?;

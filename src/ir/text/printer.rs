@@ -149,9 +149,15 @@ fn run_block(out: &mut String, r: &RunSpec) {
             }
             Expect::Interp { name, .. } => writeln!(out, "    expect {name} = interp;"),
             Expect::Ub { kind, .. } => writeln!(out, "    expect ub {};", code_word(kind)),
-            Expect::Refused { code, .. } => {
+            Expect::Refused { code, backends, .. } if backends.is_empty() => {
                 writeln!(out, "    expect refused {};", code_word(code))
             }
+            Expect::Refused { code, backends, .. } => writeln!(
+                out,
+                "    expect refused {} on {};",
+                code_word(code),
+                backends.join(", ")
+            ),
         };
     }
     out.push_str("}\n");

@@ -106,10 +106,29 @@ pub enum Expect {
     /// (`XPU-REF02`).
     Ub { kind: String, span: Span },
     /// `expect refused CODE;`: the launch or the verification is refused with that code.
-    Refused { code: String, span: Span },
+    /// `expect refused CODE on NAME, ...;` says so of the named backends only (a hostile
+    /// input one backend holds and another refuses); on the others the block's remaining
+    /// expectations apply. Several refusals for one backend: any of the codes.
+    Refused {
+        code: String,
+        backends: Vec<String>,
+        span: Span,
+    },
 }
 
 impl Expect {
+    /// Whether this is a refusal that applies on the backend named `backend`.
+    pub fn refusal_on(&self, backend: &str) -> Option<&str> {
+        match self {
+            Expect::Refused { code, backends, .. }
+                if backends.is_empty() || backends.iter().any(|b| b == backend) =>
+            {
+                Some(code)
+            }
+            _ => None,
+        }
+    }
+
     pub fn span(&self) -> Span {
         match self {
             Expect::Buffer { span, .. }

@@ -1,0 +1,309 @@
+//! Property tests of launch-size arithmetic at the edges of `u32` and `u64` (issue 15): every
+//! size a kernel or run block gives (private arrays, shared arrays, grid × block, run-block
+//! generators) is computed in checked 64-bit arithmetic, so a launch is either refused with
+//! its code or runs with exactly the work and memory it asked for, and a manifest never
+//! under-reports. The hostile kernel files themselves are `tests/hostile/` (run by
+//! `tests/filetests.rs`).
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use std::sync::Arc;
+use xpu::filetest::runner::{slot_count, slots};
+use xpu::filetest::spec::{ArgInit, Value};
+use xpu::ir::{ElemType, Scalar};
+use xpu::launch::{codes, Launch};
+use xpu::{args, Backend, Device, KernelStream, LaunchError};
+
+/// Lengths at the edges of `u32` (and of the 32-bit byte and slot counts they multiply into),
+/// and small ones.
+fn edge_len() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        prop::sample::select(vec![
+            1u32,
+            2,
+            15,
+            16,
+            63,
+            64,
+            65535,
+            65536,
+            (1 << 20) - 1,
+            1 << 20,
+            (1 << 26) - 1,
+            1 << 26,
+            (1 << 26) + 1,
+            1 << 28,
+            (1 << 30) - 1,
+            1 << 30,
+            1 << 31,
+            u32::MAX - 64,
+            u32::MAX - 15,
+            u32::MAX - 1,
+            u32::MAX,
+        ]),
+        1u32..4096,
+    ]
+}
+
+/// An element type by its text name, byte size and a literal of it.
+fn elem() -> impl Strategy<Value = (&'static str, u64, &'static str)> {
+    prop::sample::select(vec![
+        ("u8", 1u64, "1"),
+        ("u32", 4, "1"),
+        ("f64", 8, "1.0"),
+        ("vec4<f32>", 16, "vec4<f32>(1.0)"),
+        ("vec2<u64>", 16, "vec2<u64>(1)"),
+    ])
+}
+
+fn cpu() -> Device {
+    Device::open(Backend::Cpu).expect("the CPU backend")
+}
+
+fn interp() -> Device {
+    Device::open(Backend::Interp).expect("the interpreter")
+}
+
+fn load(device: &Device, src: &str) -> xpu::Program {
+    let module = xpu::ir::parse(src)
+        .unwrap_or_else(|e| panic!("{src}\n{e:?}"))
+        .verify()
+        .unwrap_or_else(|e| panic!("{src}\n{e:?}"));
+    device.load(Arc::new(module)).expect("loads")
+}
+
+fn launch(
+    program: &xpu::Program,
+    launch: Launch,
+    out: &mut xpu::KernelBuffer<u32>,
+) -> Result<(), LaunchError> {
+    let stream = KernelStream::current(program.device());
+    program.kernel("k")?.launch(&stream, launch, args![out])?;
+    stream.sync().map_err(|e| LaunchError::Device {
+        kernel: "k".into(),
+        message: e.to_string(),
+    })
+}
+
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    })
+}
+
+/// Static shared arrays of any lengths: the manifest's static shared bytes are at least their
+/// exact 64-bit sum on the CPU (which aligns each array to 16 bytes) and exactly it on the
+/// interpreter, and a launch is refused with `XPU-L006` past the backend's 1 GiB or runs.
+/// The CPU summed the offsets in `u32`: `[u32; 2^30]` was 0 bytes.
+#[test]
+fn shared_sizes_are_never_under_reported() {
+    let (cpu, interp) = (cpu(), interp());
+    let arrays = prop::collection::vec((edge_len(), elem()), 1..=3);
+    runner(48)
+        .run(&arrays, |arrays| {
+            let decls: String = arrays
+                .iter()
+                .enumerate()
+                .map(|(i, (n, (ty, _, _)))| format!("    shared s{i}: [{ty}; {n}];\n"))
+                .collect();
+            let src =
+                format!("kernel k(out: buf<u32, rw>) {{\n{decls}    out[global_id.x] = 1;\n}}\n");
+            let exact: u64 = arrays
+                .iter()
+                .map(|(n, (_, size, _))| *n as u64 * size)
+                .sum();
+            for device in [&cpu, &interp] {
+                let name = device.backend().name();
+                let program = load(device, &src);
+                let Some(manifest) = program.manifest("k") else {
+                    return Err(TestCaseError::fail(format!("{name}: no manifest")));
+                };
+                let reported = manifest.static_shared_bytes.unwrap_or(0);
+                prop_assert!(
+                    reported >= exact,
+                    "{name}: manifest says {reported} bytes for {exact}"
+                );
+                if device.backend() == Backend::Interp {
+                    prop_assert_eq!(reported, exact);
+                }
+                let mut out = device.upload(&[0u32]).unwrap();
+                if exact > 1 << 30 {
+                    let e = launch(&program, Launch::grid([1]).block([1]), &mut out).unwrap_err();
+                    prop_assert_eq!(e.code(), codes::SHARED_MEMORY, "{}", e);
+                } else if exact <= 16 << 20 {
+                    launch(&program, Launch::grid([1]).block([1]), &mut out)
+                        .map_err(|e| TestCaseError::fail(format!("{name}: {e}")))?;
+                    prop_assert_eq!(out.download().unwrap(), vec![1]);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// A private array of any length and element: refused with `XPU-L017` where a wave's state
+/// cannot hold it (the CPU: `len × size × wave` past 2^31 bytes) and otherwise runs, its last
+/// element written and read back. The CPU sized it as `len × lanes × row` in `u32`, which
+/// wrapped at `len = 2^26` and wave 16 and wrote past the worker's allocation.
+#[test]
+fn private_sizes_are_refused_or_run() {
+    let cpu = cpu();
+    let wave = xpu::jit::host_simd_width() as u64;
+    runner(40)
+        .run(&(edge_len(), elem()), |(n, (ty, size, lit))| {
+            let last = n - 1;
+            let src = format!(
+                "kernel k(out: buf<u32, rw>) {{\n    let p: [{ty}; {n}];\n    \
+                 p[{last}] = {lit};\n    let z: {ty} = p[{last}];\n    \
+                 out[global_id.x] = 7;\n}}\n"
+            );
+            let bytes = n as u64 * size * wave;
+            let program = load(&cpu, &src);
+            let mut out = cpu.upload(&[0u32]).unwrap();
+            if bytes > 1 << 31 {
+                let e = launch(&program, Launch::grid([1]).block([1]), &mut out).unwrap_err();
+                prop_assert_eq!(e.code(), codes::PRIVATE_MEMORY, "{}", e);
+            } else if bytes <= 16 << 20 {
+                launch(&program, Launch::grid([1]).block([1]), &mut out)
+                    .map_err(|e| TestCaseError::fail(format!("{n} × {ty}: {e}")))?;
+                prop_assert_eq!(out.download().unwrap(), vec![7]);
+            } else {
+                // Between the two: compiled or refused, never anything else.
+                if let Err(e) = program.kernel("k") {
+                    prop_assert_eq!(e.code(), codes::PRIVATE_MEMORY, "{}", e);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Grid and block dimensions at the edges of `u32`: refused with `XPU-L005` when a
+/// dimension's work-items pass 2^32 or the block passes the CPU's 32-bit counters (its waves
+/// were counted in 32 bits: a block of 2^32 − 15 ran nothing and reported success),
+/// otherwise, where small enough to run here, every work-item runs exactly once.
+#[test]
+fn grid_times_block_is_refused_or_runs_every_work_item() {
+    let cpu = cpu();
+    let program = load(
+        &cpu,
+        "kernel k(out: buf<u32, rw>) {\n    let old: u32 = atomic_add(out[0], 1);\n}\n",
+    );
+    let dims = || prop::collection::vec(edge_len(), 1..=3);
+    runner(64)
+        .run(&(dims(), dims()), |(grid, block)| {
+            let pad = |v: &Vec<u32>| [v[0], *v.get(1).unwrap_or(&1), *v.get(2).unwrap_or(&1)];
+            let (g, b) = (pad(&grid), pad(&block));
+            let volume: u128 = b.iter().map(|&x| x as u128).product();
+            let total: u128 = volume * g.iter().map(|&x| x as u128).product::<u128>();
+            let per_dim = (0..3).any(|d| g[d] as u64 * b[d] as u64 > 1 << 32);
+            let mut out = cpu.upload(&[0u32]).unwrap();
+            if per_dim || volume > xpu::jit::MAX_BLOCK_VOLUME as u128 {
+                let e = launch(&program, Launch::grid(g).block(b), &mut out).unwrap_err();
+                prop_assert_eq!(e.code(), codes::TOO_MANY_THREADS, "{}", e);
+            } else if total <= 1 << 16 {
+                launch(&program, Launch::grid(g).block(b), &mut out)
+                    .map_err(|e| TestCaseError::fail(format!("{g:?} × {b:?}: {e}")))?;
+                prop_assert_eq!(out.download().unwrap(), vec![total as u32]);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Run-block generators at the edges: the slot count of `fill`, `iota` and `random` of any
+/// length and vector width is its exact 64-bit product, and building the slots is an error,
+/// not an abort, when the host cannot hold them (one `u64` per scalar: `fill(4294967295, _)`
+/// of `vec16` is 512 GiB).
+#[test]
+fn run_block_generators_count_in_64_bits_and_never_abort() {
+    let lanes = prop::sample::select(vec![1u8, 2, 3, 4, 8, 16]);
+    runner(64)
+        .run(&(edge_len(), lanes, 0..3usize), |(len, lanes, form)| {
+            let init = match form {
+                0 => ArgInit::Fill {
+                    len,
+                    value: Value::Int(3),
+                },
+                1 => ArgInit::Iota {
+                    len,
+                    start: Value::Int(0),
+                    step: Value::Int(1),
+                },
+                _ => ArgInit::Random {
+                    len,
+                    lo: Value::Int(0),
+                    hi: Value::Int(100),
+                    seed: 1,
+                },
+            };
+            let elem = ElemType::vector(Scalar::U32, lanes);
+            let count = slot_count(&init, elem).unwrap();
+            prop_assert_eq!(count, len as u64 * lanes as u64);
+            prop_assert_eq!(init.count(), Some(len as usize));
+            let bytes = count * 8;
+            if bytes > 1 << 40 {
+                prop_assert!(slots(&init, elem).is_err());
+            } else if bytes <= 1 << 20 {
+                let s = slots(&init, elem).unwrap();
+                prop_assert_eq!(s.len() as u64, count);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// A run block's buffer larger than the host holds is the device's `XPU-D005` refusal on the
+/// host backends, made before any of it is filled (it was filled page by page into the OOM
+/// killer, or its slots aborted the process).
+#[test]
+fn an_oversized_run_block_buffer_is_refused_with_d005() {
+    let src = "kernel k(y: buf<vec4<f64>, rw>) { y[0] = vec4<f64>(1.0); }\n\
+               run k { grid = [1]; block = [1]; arg y = iota(4294967295); expect refused XPU-D005; }\n";
+    let runner = xpu::filetest::runner::Runner::new(vec![cpu(), interp()]).unwrap();
+    let mut cases = Vec::new();
+    runner
+        .run_source("t.xk", src, &mut |c| {
+            cases.push(c.clone());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(cases.len(), 2);
+    for c in cases {
+        assert_eq!(
+            c.outcome,
+            xpu::filetest::runner::Outcome::Pass,
+            "{}",
+            c.backend
+        );
+    }
+}
+
+/// The interpreter's race shadow takes 24 bytes per byte: a shared array of its own advertised
+/// limit (1 GiB) asks for 25 GiB. Where the host has less available the launch is refused with
+/// `XPU-L006` before anything is allocated (it aborted in the allocator); where it has more,
+/// the launch is not made here (it would take that memory).
+#[test]
+fn the_interpreters_race_shadow_is_checked_against_the_host() {
+    let need = (1u64 << 30) * 26;
+    match xpu::facts::host_available_memory() {
+        Some(available) if available < need => {}
+        other => {
+            eprintln!("the host has {other:?} bytes available: not launched");
+            return;
+        }
+    }
+    let interp = interp();
+    let program = load(
+        &interp,
+        "kernel k(out: buf<u32, rw>) {\n    shared s: [u32; 268435456];\n    \
+         let l: u32 = local_id.x;\n    s[l] = l;\n    barrier();\n    \
+         out[global_id.x] = s[l];\n}\n",
+    );
+    let mut out = interp.upload(&[0u32; 4]).unwrap();
+    let e = launch(&program, Launch::grid([1]).block([4]), &mut out).unwrap_err();
+    assert_eq!(e.code(), codes::SHARED_MEMORY, "{e}");
+    assert!(e.to_string().contains("race shadow"), "{e}");
+}
