@@ -72,6 +72,61 @@ fn out_of_bounds_fails_the_launch_and_touches_nothing() {
 }
 
 #[test]
+fn out_of_bounds_scattered_stores_fail_the_launch_and_touch_nothing() {
+    // Stores whose lanes are not one contiguous run (strided, reversed, gathered through an
+    // index buffer, two-element vstores, under a divergent mask, in a partial wave): each takes
+    // the lane-by-lane path, whose bounds check must refuse the launch before any lane writes
+    // outside the 32-element view of a 48-element buffer.
+    let (_, cpu) = devices();
+    let src = "kernel stride(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    out[i * 2] = i;\n}\n\n\
+               kernel reversed(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    out[40 - i] = i;\n}\n\n\
+               kernel gathered(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    out[idx[i]] = i;\n}\n\n\
+               kernel divergent(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    if i % 3 != 0 {\n        out[i * 3] = i;\n    }\n}\n\n\
+               kernel pairs(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    vstore(out, i * 4, vec2<u32>(i, i));\n}\n";
+    let p = load(&cpu, src);
+    let stream = KernelStream::current(&cpu);
+    // idx[i] = 31 - i for the first lanes, then past the end from lane 8.
+    let idx: Vec<u32> = (0..32u32)
+        .map(|i| if i < 8 { 31 - i } else { 32 + i })
+        .collect();
+    let idx = cpu.upload(&idx).unwrap();
+    for (name, block) in [
+        ("stride", 32u32),
+        ("stride", 20),
+        ("reversed", 32),
+        ("reversed", 13),
+        ("gathered", 32),
+        ("gathered", 11),
+        ("divergent", 32),
+        ("pairs", 32),
+        ("pairs", 9),
+    ] {
+        let k = p.kernel(name).unwrap();
+        let big = cpu.upload(&[7u32; 48]).unwrap();
+        let e = {
+            let mut out = big.slice(0..32).unwrap();
+            k.launch(
+                &stream,
+                Launch::grid([1]).block([block]),
+                args![&mut out, &idx],
+            )
+            .map(|_| ())
+        };
+        match &e {
+            Err(e @ LaunchError::OutOfBounds { kernel, len, .. }) => {
+                assert_eq!(e.code(), "XPU-L013");
+                assert_eq!(kernel, name);
+                assert_eq!(*len, 32, "{name} block {block}: {e}");
+            }
+            e => panic!("{name} block {block}: expected out of bounds, got {e:?}"),
+        }
+        // Nothing past the view was written.
+        let all = big.download().unwrap();
+        assert_eq!(&all[32..], &[7u32; 16], "{name} block {block}");
+    }
+}
+
+#[test]
 fn division_by_zero_is_an_error_and_min_over_minus_one_wraps() {
     let (_, cpu) = devices();
     let src = "kernel div(out: buf<i32, rw>, a: buf<i32>, b: buf<i32>) {\n    let i: u32 = global_id.x;\n    out[i] = a[i] / b[i] + a[i] % b[i];\n}\n";
@@ -101,50 +156,88 @@ fn division_by_zero_is_an_error_and_min_over_minus_one_wraps() {
 
 #[test]
 fn ub_corpus_never_crashes() {
-    // Every run block of tests/ub on the CPU: an error or a result, never a crash.
+    // Every run block of tests/ub on the CPU, judged as the file tests judge it: the kinds the
+    // CPU checks must be refused with its code (XPU-L013, XPU-L015, XPU-L010); the others run
+    // (never a crash) and are skipped. No case may fail.
     let (_, cpu) = devices();
     let interp = Device::open(Backend::Interp).unwrap();
-    let mut ran = 0;
-    for entry in std::fs::read_dir("tests/ub").unwrap() {
-        let path = entry.unwrap().path();
+    let (mut refused, mut ran) = (0, 0);
+    let mut failures = Vec::new();
+    let mut paths: Vec<_> = std::fs::read_dir("tests/ub")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    for path in paths {
         let src = std::fs::read_to_string(&path).unwrap();
-        let Ok((m, specs)) = xpu::ir::parse_file(&src) else {
-            continue;
-        };
-        let Ok(m) = m.verify() else { continue };
+        let (m, specs) = xpu::ir::parse_file(&src)
+            .unwrap_or_else(|e| panic!("{}: does not parse: {e}", path.display()));
+        let m = m
+            .verify()
+            .unwrap_or_else(|e| panic!("{}: does not verify: {e}", path.display()));
         let pc = cpu.load(m.clone()).unwrap();
         let pi = interp.load(m).unwrap();
         for spec in &specs {
-            // The runner skips UB cases on the CPU; launch them anyway, ignoring the verdict.
-            let mut spec = spec.clone();
-            spec.expects.clear();
-            let _ = xpu::filetest::runner::run_case(&spec, &pc, &pi);
-            ran += 1;
+            match xpu::filetest::runner::run_case(spec, &pc, &pi) {
+                xpu::filetest::runner::Outcome::Pass => refused += 1,
+                xpu::filetest::runner::Outcome::Skip(_) => ran += 1,
+                xpu::filetest::runner::Outcome::Fail(why) => {
+                    failures.push(format!("{}: {}: {why}", path.display(), spec.kernel))
+                }
+            }
         }
     }
-    assert!(ran > 0);
+    let _ = writeln!(
+        std::io::stderr(),
+        "UB corpus on the CPU: {refused} refused with the CPU's code, {ran} ran undetected"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Out of bounds (buffer, shared, private, scattered store), division and remainder by
+    // zero, two broken aligns.
+    assert!(refused >= 8, "only {refused} UB cases refused");
 }
 
 #[test]
 fn worker_cap_and_many_groups() {
+    // Under a cap of one worker the calling thread runs every workgroup, in order: each
+    // group's ticket from a global counter is its group id. Then the default cap again.
     let (_, cpu) = devices();
-    let src = "kernel count(c: buf<u32, rw>) {\n    atomic_add(c[group_id.x % 4], 1);\n}\n";
+    let src = "kernel count(c: buf<u32, rw>, ticket: buf<u32, rw>) {\n    atomic_add(c[group_id.x % 4], 1);\n    \
+               if local_id.x == 0 {\n        ticket[group_id.x] = atomic_add(c[4], 1);\n    }\n}\n";
     let p = load(&cpu, src);
     let k = p.kernel("count").unwrap();
     let stream = KernelStream::current(&cpu);
-    let mut c = cpu.upload(&[0u32; 4]).unwrap();
-    if let Some(d) = cpu
+    let d = cpu
         .implementation()
         .as_any_device()
         .and_then(|a| a.downcast_ref::<xpu::devices::cpu::CpuDevice>())
-    {
-        d.set_worker_cap(1);
-        assert_eq!(d.worker_cap(), 1);
-        d.set_worker_cap(0);
-    }
-    k.launch(&stream, Launch::grid([1000]).block([33]), args![&mut c])
+        .expect("a CPU device");
+    let default = d.worker_cap();
+    for cap in [1, 0] {
+        d.set_worker_cap(cap);
+        assert_eq!(d.worker_cap(), if cap == 0 { default } else { cap });
+        let mut c = cpu.upload(&[0u32; 5]).unwrap();
+        let mut ticket = cpu.upload(&[0u32; 1000]).unwrap();
+        k.launch(
+            &stream,
+            Launch::grid([1000]).block([33]),
+            args![&mut c, &mut ticket],
+        )
         .unwrap();
-    assert_eq!(c.download().unwrap(), vec![250 * 33; 4]);
+        let c = c.download().unwrap();
+        assert_eq!(&c[..4], &[250 * 33; 4], "cap {cap}");
+        assert_eq!(c[4], 1000, "cap {cap}");
+        let mut ticket = ticket.download().unwrap();
+        if cap == 1 {
+            assert!(
+                ticket.iter().enumerate().all(|(g, &t)| t == g as u32),
+                "cap 1: the groups did not run one after another: {:?}",
+                &ticket[..20]
+            );
+        }
+        ticket.sort_unstable();
+        assert!(ticket.iter().enumerate().all(|(g, &t)| t == g as u32));
+    }
 }
 
 /// Polls `as_any` through the trait object (a helper trait keeps the test independent of
@@ -1225,6 +1318,68 @@ run vecs {
     expect out_h = interp;
     expect b8 = interp;
     expect v3 = interp;
+}
+"#,
+    );
+}
+
+#[test]
+fn inexact_float_wave_reductions_fold_in_lane_order() {
+    // Float sums whose value depends on the order of the additions (magnitudes from 1 to 1e7
+    // mixed across lanes, f32 and f64): reductions and scans of full waves, of a partial
+    // wave (100 work-items) and under a divergent mask must equal the interpreter's fold in
+    // ascending lane order bit for bit (`ulps` 0).
+    run_blocks(
+        r#"
+kernel sums(r32: buf<f32, rw>, s32: buf<f32, rw>, e32: buf<f32, rw>, p32: buf<f32, rw>, r64: buf<f64, rw>, p64: buf<f64, rw>, x: buf<f32>) {
+    let i: u32 = global_id.x;
+    let big: f32 = select(lane_id % 3 == 0, 10000000.0, 1.0) * select(lane_id % 5 == 1, -3.0, 1.0);
+    let v: f32 = x[i] * big;
+    r32[i] = wave_reduce_sum(v);
+    s32[i] = wave_inclusive_scan_sum(v);
+    e32[i] = wave_exclusive_scan_sum(v);
+    let d: f64 = (v as f64) * 1.0000001 + (x[i] as f64) * 0.1;
+    r64[i] = wave_reduce_sum(d);
+    if lane_id % 4 != 1 {
+        p32[i] = wave_reduce_sum(v);
+        p64[i] = wave_reduce_sum(d);
+    }
+}
+
+run sums {
+    grid = [2];
+    block = [128];
+    arg r32 = fill(256, 0.0);
+    arg s32 = fill(256, 0.0);
+    arg e32 = fill(256, 0.0);
+    arg p32 = fill(256, 0.0);
+    arg r64 = fill(256, 0.0);
+    arg p64 = fill(256, 0.0);
+    arg x = random(256, -1.0, 1.0, seed 17);
+    expect r32 = interp;
+    expect s32 = interp;
+    expect e32 = interp;
+    expect p32 = interp;
+    expect r64 = interp;
+    expect p64 = interp;
+}
+
+run sums {
+    grid = [1];
+    block = [100];
+    arg r32 = fill(256, 0.0);
+    arg s32 = fill(256, 0.0);
+    arg e32 = fill(256, 0.0);
+    arg p32 = fill(256, 0.0);
+    arg r64 = fill(256, 0.0);
+    arg p64 = fill(256, 0.0);
+    arg x = random(256, -1.0, 1.0, seed 23);
+    expect r32 = interp;
+    expect s32 = interp;
+    expect e32 = interp;
+    expect p32 = interp;
+    expect r64 = interp;
+    expect p64 = interp;
 }
 "#,
     );
