@@ -5,8 +5,10 @@
 //!   (`tests/ub/`) never crashes the process; worker caps; barriers in loops.
 //! - A differential fuzzer: random *valid* kernels (arithmetic on every type, divergent `if`s,
 //!   loops with labelled `break`/`continue`, early returns, device helpers, private arrays,
-//!   vectors, shared memory with barriers, wave verbs, atomics, random geometry and `@wave`)
-//!   run on both; integers and floats must agree bit for bit (the CPU computes exactly the
+//!   vectors, shared memory with barriers, wave verbs (constant-offset shuffles only where
+//!   every lane is active), inexact float reductions, atomics, scattered stores, random
+//!   geometry and `@wave`) run on both, every generated value folded into an output;
+//!   integers and floats must agree bit for bit (the CPU computes exactly the
 //!   interpreter's operations in the same order; any NaN equals any NaN). Kernels the
 //!   interpreter reports undefined behaviour for are discarded. `XPU_FUZZ_CASES` sets the
 //!   count (default 1000).
@@ -299,6 +301,17 @@ struct Gen {
     helper: bool,
     /// Work-items in the launch.
     total: u32,
+    /// Every wave full (a declared `@wave` dividing the block) and, at this point, every lane
+    /// of the workgroup active (top level, no early return yet): constant-offset shuffles
+    /// read active lanes only here (elsewhere they may read an inactive lane, which is UB and
+    /// discarded the case).
+    full_waves: bool,
+    returned: bool,
+    /// For the CPU, which computes exactly the interpreter's operations in its order: inexact
+    /// float reductions (values whose sum depends on the order) and float values folded into
+    /// the output. Not for GPU corpora, compared bit for bit too, whose reduction trees and
+    /// transcendentals differ from the interpreter's.
+    for_cpu: bool,
 }
 
 impl Gen {
@@ -449,18 +462,41 @@ impl Gen {
                 format!("{f}({})", args.join(", "))
             }
             6 if self.waves && ty != "bool" && ty != "f64" => {
-                let op = *self.rng.pick(&[
-                    "reduce_sum",
-                    "reduce_min",
-                    "reduce_max",
-                    "inclusive_scan_sum",
-                    "exclusive_scan_max",
-                    "shuffle_xor",
-                    "shuffle_down",
-                    "shuffle_up",
-                    "rotate",
-                ]);
-                let x = self.expr(ty, d);
+                let shuffles = self.full_waves && self.top_level && !self.returned && !self.helper;
+                let ops: &[&str] = if shuffles {
+                    &[
+                        "reduce_sum",
+                        "reduce_min",
+                        "reduce_max",
+                        "inclusive_scan_sum",
+                        "exclusive_scan_max",
+                        "shuffle_xor",
+                        "shuffle_down",
+                        "shuffle_up",
+                        "rotate",
+                    ]
+                } else {
+                    &[
+                        "reduce_sum",
+                        "reduce_min",
+                        "reduce_max",
+                        "inclusive_scan_sum",
+                        "exclusive_scan_max",
+                    ]
+                };
+                let op = *self.rng.pick(ops);
+                let x = if ty == "f32"
+                    && self.for_cpu
+                    && !self.helper
+                    && op.ends_with("sum")
+                    && self.rng.chance(50)
+                {
+                    // Magnitudes mixed across lanes: the sum depends on the order.
+                    let e = self.expr(ty, d);
+                    format!("({e} + g * select(lane_id % 3u32 == 0u32, 1048576.0, 1.0))")
+                } else {
+                    self.expr(ty, d)
+                };
                 match op {
                     "shuffle_xor" | "shuffle_down" | "shuffle_up" | "rotate" => {
                         let k = self.rng.below(5);
@@ -577,6 +613,7 @@ impl Gen {
                 let name = self.fresh("v");
                 let e = self.expr(ty, 3);
                 self.line(&format!("let {name}: {ty} = {e};"));
+                self.fold(&name, ty);
                 self.vars.push((name, ty, true));
             }
             4..=6 => {
@@ -596,6 +633,7 @@ impl Gen {
                 } else {
                     self.line(&format!("{name} = {e};"));
                 }
+                self.fold(&name, ty);
             }
             7 | 8 => {
                 let c = if self.rng.chance(30) {
@@ -697,9 +735,10 @@ impl Gen {
                 let i = self.expr("u32", 2);
                 let v = self.fresh("v");
                 self.line(&format!("let {v}: i32 = {a}[({i}) % 4u32];"));
+                self.fold(&v, "i32");
                 self.vars.push((v, "i32", true));
             }
-            14 if self.top_level => {
+            14 if self.top_level && !self.returned => {
                 // Shared memory across a barrier (top level only: uniform control flow).
                 let e = self.expr("i32", 2);
                 let v = self.fresh("s");
@@ -711,19 +750,47 @@ impl Gen {
                     self.block
                 ));
                 self.line("barrier();");
+                self.fold(&v, "i32");
                 self.vars.push((v, "i32", true));
             }
             15 if !self.helper && self.loop_depth == 0 && self.rng.chance(30) => {
                 let c = self.expr("bool", 2);
                 self.line(&format!("if {c} {{"));
                 self.nested(|g| {
-                    g.line("out_i[gid] = 77i32;");
+                    g.line("out_i[oi] = 77i32;");
+                    g.line("out_l[gid] = acc;");
                     g.line("return;");
                 });
                 self.line("}");
+                self.returned = true;
             }
             _ => {}
         }
+    }
+
+    /// Folds the value of `name` into the work-item's `acc`, which reaches `out_l`: every
+    /// generated value reaches an output (NaNs as one pattern: their payloads may differ;
+    /// floats on the CPU only, see `for_cpu`).
+    fn fold(&mut self, name: &str, ty: &str) {
+        if self.helper {
+            // A helper's values reach the kernel through its result.
+            return;
+        }
+        let bits = match ty {
+            "f32" | "f16" | "f64" if !self.for_cpu => return,
+            "bool" => format!("select({name}, 1u64, 2u64)"),
+            "f32" => {
+                format!("(select({name} != {name}, 2143289344u32, bitcast<u32>({name})) as u64)")
+            }
+            "f16" => format!(
+                "(select({name} != {name}, 2143289344u32, bitcast<u32>({name} as f32)) as u64)"
+            ),
+            "f64" => {
+                format!("select({name} != {name}, 9221120237041090560u64, bitcast<u64>({name}))")
+            }
+            _ => format!("({name} as u64)"),
+        };
+        self.line(&format!("acc = (acc * 1099511628211u64) ^ {bits};"));
     }
 
     fn nested(&mut self, f: impl FnOnce(&mut Self)) {
@@ -746,6 +813,15 @@ struct Case {
 }
 
 fn generate(seed: u64) -> Case {
+    generate_with(seed, false)
+}
+
+/// A kernel for the CPU fuzzer: also inexact float reductions (see `Gen::for_cpu`).
+fn generate_for_cpu(seed: u64) -> Case {
+    generate_with(seed, true)
+}
+
+fn generate_with(seed: u64, for_cpu: bool) -> Case {
     let mut rng = Rng(seed);
     let block = *rng.pick(&[1u32, 3, 8, 13, 16, 32, 33, 64]);
     let grid = 1 + rng.below(3) as u32;
@@ -776,6 +852,9 @@ fn generate(seed: u64) -> Case {
         waves: true,
         helper: false,
         total: 0,
+        full_waves: false,
+        returned: false,
+        for_cpu,
     };
     // Device helpers (wave verbs inside see the lanes of the call site's mask).
     let nh = g.rng.below(3);
@@ -810,19 +889,37 @@ fn generate(seed: u64) -> Case {
     if let Some(w) = wave_attr {
         let _ = writeln!(g.out, "@wave({w})");
     }
+    g.full_waves = wave_attr.is_some_and(|w| (block * by) % w == 0);
     g.out.push_str("kernel k(out_i: buf<i32, rw>, out_f: buf<f32, rw>, out_l: buf<u64, rw>, cnt: buf<u32, rw>, in_i: buf<i32>, in_f: buf<f32>, n: u32) {\n");
     let _ = writeln!(g.out, "    shared sh: [i32; {}];", block * by);
     g.out.push_str("    let gid: u32 = global_id.y * (num_groups.x * group_size.x) + global_id.x;\n    let lid: u32 = local_id.y * group_size.x + local_id.x;\n    let a: i32 = in_i[gid];\n    let f: f32 = in_f[gid];\n");
     // A function tag per work-item: dispatch through it goes down each member's lanes.
     g.out.push_str("    let tg: tag<Pick> = Pick::pa;\n    if (gid % 3u32) == 1u32 {\n        tg = Pick::pb;\n    }\n");
+    // Every generated value is folded into `acc` (see `Gen::fold`); `g` is an inexact float
+    // (not a multiple of a power of two) for order-dependent sums.
+    g.out.push_str(
+        "    let acc: u64 = 0u64;\n    let g: f32 = (in_i[gid] % 1000i32) as f32 / 7.0;\n",
+    );
+    // out_i is written through a permutation of the work-items: a scattered (not
+    // contiguous) store on the CPU, race-free.
+    let total = g.total;
+    let oi = match g.rng.below(3) {
+        0 => "gid".to_string(),
+        1 => format!("({total}u32 - 1u32 - gid)"),
+        _ => format!(
+            "((gid + {}u32) % {total}u32)",
+            1 + g.rng.below(total as u64)
+        ),
+    };
+    let _ = writeln!(g.out, "    let oi: u32 = {oi};");
     g.vars = vec![("a".into(), "i32", true), ("f".into(), "f32", true)];
     g.stmts(10);
     let ei = g.expr("i32", 3);
     let ef = g.expr("f32", 3);
     let el = g.expr("u64", 2);
-    g.line(&format!("out_i[gid] = {ei};"));
+    g.line(&format!("out_i[oi] = {ei};"));
     g.line(&format!("out_f[gid] = {ef};"));
-    g.line(&format!("out_l[gid] = {el};"));
+    g.line(&format!("out_l[gid] = ({el}) ^ acc;"));
     g.out.push_str("}\n");
     Case {
         src: g.out,
@@ -1024,7 +1121,7 @@ fn run_on(
 }
 
 fn check_case(seed: u64) -> Result<Verdict, String> {
-    let case = generate(seed);
+    let case = generate_for_cpu(seed);
     let (interp, cpu) = devices();
     let m = xpu::ir::parse(&case.src)
         .map_err(|e| format!("generated kernel does not parse: {e}\n{}", case.src))?
@@ -1070,7 +1167,7 @@ fn differential_fuzz_against_the_interpreter() {
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
     {
-        println!("{}", generate(seed).src);
+        println!("{}", generate_for_cpu(seed).src);
         match check_case(seed) {
             Ok(Verdict::Agree) => println!("agree"),
             Ok(Verdict::Discard) => println!("discarded"),

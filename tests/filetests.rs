@@ -130,12 +130,13 @@ fn run_with(name: &str, paths: &[&str], env: &[(&str, &str)]) -> Result<Outcome,
             .split(", ")
             .find_map(|part| part.strip_suffix(word)?.trim().parse().ok())
     };
+    let skipped = count(" skipped").unwrap_or(0);
     match (count(" passed"), count(" failed")) {
         (Some(passed), Some(failed)) if status.code() == Some((failed > 0) as i32) => Ok(Outcome {
             report,
             passed,
             failed,
-            skipped: count(" skipped").unwrap_or(0),
+            skipped,
         }),
         _ => Err(format!(
             "{report}\n{errors}\n{name}: xpu run exited with {status}"
