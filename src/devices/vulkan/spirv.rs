@@ -2397,6 +2397,24 @@ impl Em<'_> {
                 let r = self.opi(Op::Bitcast, t, &[o]);
                 self.frem_edges(s, n, t, bty, a, b, r)?
             }
+            BinaryOp::Rem if float && s == Scalar::F16 && self.caps.float64 => {
+                // C fmod of two f16 values (which are f32 values) by the f32 reduction in f64:
+                // f16 `FRem` is `x - y·trunc(x / y)` rounded in f16 (lavapipe: 0.30005 %
+                // 0.099976 gave 2^-12, not 2^-13). The exact result is an f16 value, so the
+                // conversions are exact; the sign is the dividend's.
+                self.cap(Capability::Float64);
+                let dt = self.vec_ty(Scalar::F64, n)?;
+                let (da, db) = (
+                    self.opi(Op::FConvert, dt, &[a]),
+                    self.opi(Op::FConvert, dt, &[b]),
+                );
+                let m = self.fmod_f64_of_f32(da, db, n)?;
+                let m = self.opi(Op::FConvert, t, &[m]);
+                let neg = self.negative(s, t, bty, a);
+                let nm = self.fop(Op::FNegate, t, &[m]);
+                let r = self.opi(Op::Select, t, &[neg, nm, m]);
+                self.frem_edges(s, n, t, bty, a, b, r)?
+            }
             BinaryOp::Rem if float => {
                 let r = self.fop(Op::FRem, t, &[a, b]);
                 // C fmod's result has the dividend's sign, zeros included: lavapipe's f16
