@@ -8,8 +8,8 @@
 //! device through `xpu run --backend cuda`; that needs no test here.
 
 use std::path::{Path, PathBuf};
-use xpu::devices::llvm::{self, nvptx::Nvptx, KernelRef};
-use xpu::devices::ptxas;
+use xpu::codegen::llvm::ptxas;
+use xpu::codegen::llvm::{self, nvptx::Nvptx, KernelRef};
 
 /// Reports a test that cannot run here. Rust's harness has no "skipped" result, so the test
 /// returns and counts as passed; this line (written to the process's stderr, past the
@@ -263,8 +263,8 @@ fn occupancy_becomes_nvvm_annotations() {
 mod amd {
     use super::modules;
     use std::path::Path;
-    use xpu::devices::codeobj::{self, BuildError, BuildOptions, CodeObject};
-    use xpu::devices::llvm::{self, amdgpu::Amdgpu, KernelRef};
+    use xpu::codegen::llvm::codeobj::{self, BuildError, BuildOptions, CodeObject};
+    use xpu::codegen::llvm::{self, amdgpu::Amdgpu, KernelRef};
 
     fn build_src(src: &str, arch: &str) -> Result<Vec<CodeObject>, BuildError> {
         let vm = xpu::ir::parse(src).unwrap().verify().unwrap();

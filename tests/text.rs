@@ -4,8 +4,8 @@
 //! neither the parser nor the printer panics on any input.
 
 use proptest::prelude::*;
-use xpu::filetest::spec::{ArgInit, Expect, Value};
 use xpu::ir::text::literal::round_to_f16;
+use xpu::ir::text::run::{ArgInit, Expect, Value};
 use xpu::ir::{
     parse, parse_file, print, print_file, Access, AtomicOp, Attributes, Base, BinaryOp, Block,
     Builtin, ConstBinOp, ConstExpr, Dim, ElemType, Expr, ExprId, FenceScope, Function,

@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use xpu::devices::vulkan::spirv::{emit_kernel, Caps};
-use xpu::devices::Backend;
+use xpu::codegen::spirv::{emit_kernel, Caps};
+use xpu::hal::Backend;
 
 fn filetests() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -287,7 +287,7 @@ fn virtual_waves_agree_with_the_interpreter() {
         let e = emit_kernel(&m, h, &Caps::all(8)).unwrap();
         assert_eq!(
             e.wave_mode,
-            xpu::devices::vulkan::spirv::WaveMode::Virtual { slots: w / 8 }
+            xpu::codegen::spirv::WaveMode::Virtual { slots: w / 8 }
         );
         if have_spirv_val() {
             validate(&e.words, &format!("virtual-{w}")).unwrap();
@@ -354,7 +354,7 @@ fn the_streaming_benchmark_runs() {
         eprintln!("no Vulkan device, skipping");
         return;
     }
-    let (name, rows) = xpu::devices::vulkan::bench::measure(1 << 16, 256, 3).unwrap();
+    let (name, rows) = xpu::bench::vulkan::measure(1 << 16, 256, 3).unwrap();
     println!("{name}: {rows:?}");
     assert_eq!(rows.len(), 3);
     for r in rows {
@@ -431,7 +431,7 @@ fn wide_vectors_agree_with_the_interpreter() {
             }
         }
     }
-    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let runner = xpu::filetest::runner::Runner::new(vec![device.clone()]).unwrap();
     let mut report = Vec::new();
     let summary = runner.run_paths(&[p], &mut report).unwrap();
     let report = String::from_utf8_lossy(&report);
@@ -444,6 +444,18 @@ fn wide_vectors_agree_with_the_interpreter() {
 /// subgroup sizes 8 and 32 with every capability on) and asserts that all its `runs` run
 /// blocks pass.
 fn agrees_with_the_interpreter(tag: &str, src: &str, runs: usize) {
+    let device = match xpu::Device::open(Backend::Vulkan) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("no Vulkan device, skipping: {e}");
+            return;
+        }
+    };
+    agrees_on(&device, tag, src, runs);
+}
+
+/// [`agrees_with_the_interpreter`] on `device`.
+fn agrees_on(device: &xpu::Device, tag: &str, src: &str, runs: usize) {
     if have_spirv_val() {
         let m = xpu::ir::parse(src).unwrap().verify().unwrap();
         for s in [8u32, 32] {
@@ -453,18 +465,11 @@ fn agrees_with_the_interpreter(tag: &str, src: &str, runs: usize) {
             }
         }
     }
-    let device = match xpu::Device::open(Backend::Vulkan) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("no Vulkan device, skipping: {e}");
-            return;
-        }
-    };
     let dir = std::env::temp_dir().join(format!("xpu-vk-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(format!("{tag}.xk"));
     std::fs::write(&p, src).unwrap();
-    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let runner = xpu::filetest::runner::Runner::new(vec![device.clone()]).unwrap();
     let mut report = Vec::new();
     let summary = runner.run_paths(&[p], &mut report).unwrap();
     let report = String::from_utf8_lossy(&report);
@@ -616,10 +621,20 @@ fn f32_subnormals_in_f64_agree_with_the_interpreter() {
             }
         }
     }
-    // The flag is read when a device opens; other tests opening one meanwhile take the f64
-    // path too, which computes the same results.
-    std::env::set_var("CAJETA_XPU_VK_F32_IN_F64", "1");
-    agrees_with_the_interpreter("subn", SUBNORMALS, 1);
+    // A device of its own, opened with the f64 path forced.
+    let settings = xpu::backend::vulkan::VulkanSettings {
+        f32_in_f64: Some(true),
+        ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+    };
+    match xpu::backend::vulkan::VulkanDevice::open_with(settings) {
+        Ok(d) => agrees_on(
+            &xpu::Device::from_impl(std::sync::Arc::new(d)),
+            "subn",
+            SUBNORMALS,
+            1,
+        ),
+        Err(e) => eprintln!("no Vulkan device, skipping: {e}"),
+    }
 }
 
 /// f64 transcendental functions (built from arithmetic, `math.rs`) on vector lanes — `vec3`,
@@ -677,6 +692,92 @@ fn f64_transcendentals_are_refused_by_name_without_float64() {
     assert!(err.contains("shaderFloat64"), "{err}");
 }
 
+/// Issue 14: NVIDIA's Vulkan driver applied the `NonWritable` of the first buffer variable
+/// declared with a struct type to every variable of that type, so a writable buffer sharing
+/// its struct with a read-only one came first was read as if nothing wrote it (an
+/// accumulating `y[i] += ...` kept its last term). lavapipe computes the right values either
+/// way (`tests/filetests/linalg/readonly_matvec.xk` catches it on the driver itself); here
+/// the emitted module must give every storage buffer a `Block` struct of its own, read-only
+/// ones `NonWritable` on the variable and on the member.
+#[test]
+fn every_storage_buffer_has_a_struct_type_of_its_own() {
+    use rspirv::dr::Operand;
+    use rspirv::spirv::{Decoration, Op, StorageClass};
+    let src = r#"
+kernel k(b: buf<f32>, x: buf<f32>, y: buf<f32, rw>, z: buf<u32, rw>, w: buf<u32>, n: i32) {
+    let i: i32 = global_id.x as i32;
+    if i < n {
+        for j: i32 in 0..n {
+            y[i as u32] += b[(i * n + j) as u32] * x[j as u32];
+        }
+        z[i as u32] += w[i as u32];
+    }
+}
+"#;
+    let m = xpu::ir::parse(src).unwrap().verify().unwrap();
+    let (h, _) = m.kernels().next().unwrap();
+    let e = emit_kernel(&m, h, &Caps::all(32)).unwrap();
+    if have_spirv_val() {
+        validate(&e.words, "own-structs").unwrap();
+    }
+    let module = rspirv::dr::load_words(&e.words).unwrap();
+    let id = |o: &Operand| match o {
+        Operand::IdRef(w) => *w,
+        other => panic!("not an id: {other:?}"),
+    };
+    // Pointer type id -> pointee, for StorageBuffer pointers.
+    let mut pointee = std::collections::HashMap::new();
+    let mut vars = Vec::new();
+    for inst in &module.types_global_values {
+        match inst.class.opcode {
+            Op::TypePointer
+                if inst.operands[0] == Operand::StorageClass(StorageClass::StorageBuffer) =>
+            {
+                pointee.insert(inst.result_id.unwrap(), id(&inst.operands[1]));
+            }
+            Op::Variable
+                if inst.operands[0] == Operand::StorageClass(StorageClass::StorageBuffer) =>
+            {
+                vars.push((inst.result_id.unwrap(), pointee[&inst.result_type.unwrap()]));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(vars.len(), 5, "one variable per buffer parameter");
+    let structs: std::collections::HashSet<_> = vars.iter().map(|v| v.1).collect();
+    assert_eq!(structs.len(), 5, "buffers share a struct type: {vars:?}");
+    let binding = |var: u32| {
+        module.annotations.iter().find_map(|a| {
+            (a.class.opcode == Op::Decorate
+                && id(&a.operands[0]) == var
+                && a.operands[1] == Operand::Decoration(Decoration::Binding))
+            .then(|| a.operands[2].clone())
+        })
+    };
+    let non_writable = |target: u32, member: bool| {
+        module.annotations.iter().any(|a| {
+            let op = if member {
+                Op::MemberDecorate
+            } else {
+                Op::Decorate
+            };
+            let at = if member { 2 } else { 1 };
+            a.class.opcode == op
+                && id(&a.operands[0]) == target
+                && a.operands[at] == Operand::Decoration(Decoration::NonWritable)
+        })
+    };
+    // Bindings follow the parameters: b, x, y, z, w; read-only are b, x and w.
+    for (var, st) in vars {
+        let Some(Operand::LiteralBit32(b)) = binding(var) else {
+            panic!("variable {var} has no binding");
+        };
+        let read_only = matches!(b, 0 | 1 | 4);
+        assert_eq!(non_writable(var, false), read_only, "binding {b}: variable");
+        assert_eq!(non_writable(st, true), read_only, "binding {b}: member");
+    }
+}
+
 /// The runtime's stream and event tests: a counter kernel (one work-item adds 1).
 const COUNTER: &str = r#"
 kernel bump(c: buf<u32, rw>, k: u32) {
@@ -721,14 +822,15 @@ fn many_launches_then_one_sync_are_all_applied() {
     // Thousands of launches recorded before one sync (recycled command buffers, fences and
     // descriptors must not lose or reorder any), then launches each followed by a sync, with
     // push descriptors where the device has them and with the per-launch descriptor pool
-    // (XPU_VK_PUSH_DESCRIPTORS=0, read when a device opens; a test opening its first device
-    // meanwhile takes the pool path too, which computes the same). The host cost per launch is
+    // (`VulkanSettings::push_descriptors`, `XPU_VK_PUSH_DESCRIPTORS=0`). The host cost per launch is
     // printed (a figure for the docs, not checked).
-    for push in ["1", "0"] {
+    for push in [true, false] {
         // A device of its own (`Device::open` keeps the first one opened in the process).
-        std::env::set_var("XPU_VK_PUSH_DESCRIPTORS", push);
-        let device = xpu::devices::vulkan::VulkanDevice::open();
-        std::env::remove_var("XPU_VK_PUSH_DESCRIPTORS");
+        let settings = xpu::backend::vulkan::VulkanSettings {
+            push_descriptors: push,
+            ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+        };
+        let device = xpu::backend::vulkan::VulkanDevice::open_with(settings);
         let device = match device {
             Ok(d) => xpu::Device::from_impl(std::sync::Arc::new(d)),
             Err(e) => {
@@ -838,7 +940,7 @@ fn events_order_streams_and_bracket_the_work() {
     assert_eq!(x.download().unwrap()[5], 14);
     // Events bracket work on the device clock where the queue writes timestamps; they stay
     // readable after their stream is gone, and the later one is not before the earlier one.
-    let timed = device.implementation().timer_tier() == xpu::devices::TimerTier::Event;
+    let timed = device.implementation().timer_tier() == xpu::hal::TimerTier::Event;
     let e0 = a.record().unwrap();
     fill.launch(&a, geometry(), xpu::args![&mut x, 1u32, n])
         .unwrap();
@@ -869,7 +971,7 @@ fn events_order_streams_and_bracket_the_work() {
     readings.sort();
     if let Some(m) = readings.get(readings.len() / 2) {
         // The factor KernelTimer applies (host clock over event clock across long copies).
-        let scale = xpu::timer::calibrate_event_clock(&device).unwrap();
+        let scale = xpu::runtime::timer::calibrate_event_clock(&device).unwrap();
         println!(
             "vulkan: a {n}-element launch between timer events: median {m} ns (event clock \
              scale {scale:.4})"
@@ -941,5 +1043,68 @@ fn large_copies_run_the_copy_kernel_and_land_exactly() {
     assert!(
         got[1 << 19..] == data[..1 << 19],
         "copy within an allocation"
+    );
+}
+
+/// The SPIR-V of four file-test kernels at subgroup size 32 with every capability, as
+/// `spirv-dis` prints it, against `tests/out/spirv/` (the PTX and AMDGPU snapshots' kernels).
+/// A change is reviewed by diff and accepted with `XPU_BLESS=1`; a missing snapshot fails
+/// unless blessed.
+#[test]
+fn spirv_snapshots() {
+    if Command::new("spirv-dis").arg("--version").output().is_err() {
+        eprintln!("SKIP spirv_snapshots: spirv-dis not found (apt-get install spirv-tools)");
+        return;
+    }
+    let bless = std::env::var_os("XPU_BLESS").is_some_and(|v| v == "1");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/out/spirv");
+    let wanted = ["saxpy", "triad", "reduce_wave", "matmul"];
+    let caps = Caps::all(32);
+    let mut seen = Vec::new();
+    let mut changed = Vec::new();
+    for path in filetests() {
+        let src = std::fs::read_to_string(&path).unwrap();
+        let Ok(Ok(vm)) = xpu::ir::parse(&src).map(|m| m.verify()) else {
+            continue;
+        };
+        for (h, f) in vm.kernels() {
+            if !wanted.contains(&f.name.as_str()) || seen.contains(&f.name) {
+                continue;
+            }
+            seen.push(f.name.clone());
+            let e = emit_kernel(&vm, h, &caps).unwrap_or_else(|u| panic!("{}: {u}", f.name));
+            let tmp = std::env::temp_dir().join(format!(
+                "xpu-snap-{}-{}.spv",
+                std::process::id(),
+                f.name
+            ));
+            let bytes: Vec<u8> = e.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            std::fs::write(&tmp, bytes).unwrap();
+            let out = Command::new("spirv-dis")
+                .arg("--raw-id")
+                .arg(&tmp)
+                .output()
+                .unwrap();
+            let _ = std::fs::remove_file(&tmp);
+            assert!(out.status.success(), "spirv-dis failed on {}", f.name);
+            let text = String::from_utf8(out.stdout).unwrap();
+            let file = dir.join(format!("{}.spvasm", f.name));
+            if bless {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&file, &text).unwrap();
+            } else {
+                match std::fs::read_to_string(&file) {
+                    Ok(old) if old == text => {}
+                    Ok(_) => changed.push(format!("{} changed", file.display())),
+                    Err(_) => changed.push(format!("{} is missing", file.display())),
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), wanted.len(), "found only {seen:?}");
+    assert!(
+        changed.is_empty(),
+        "{}; review and rerun with XPU_BLESS=1",
+        changed.join("; ")
     );
 }

@@ -7,7 +7,7 @@ use super::ast::*;
 use super::codes;
 use super::lexer::{Number, Tok, Token};
 use super::literal;
-use crate::filetest::spec::{ArgInit, Expect, RunArg, RunSpec, Value};
+use crate::ir::text::run::{ArgInit, Expect, RunArg, RunSpec, Value};
 use crate::ir::{BinaryOp, Diagnostic, MatrixRole, Scalar, Span, UnaryOp, VECTOR_LANES};
 
 /// The deepest nesting of blocks, parentheses and operator trees the parser accepts.

@@ -26,6 +26,7 @@ mod items;
 use super::template;
 use super::typeck;
 use super::{ConstExpr, Diagnostic, Diagnostics, ExprId, Function, Handle, Module, Span, Type};
+use crate::ir::analysis::FunctionInfo;
 
 /// A module that passed the verifier, with its templates instantiated and every
 /// expression's type computed. Only [`verify`] constructs one.
@@ -36,6 +37,8 @@ pub struct VerifiedModule {
     types: Vec<Vec<Option<Type>>>,
     /// Per function: the template and arguments it was instantiated from.
     origins: Vec<Option<(Handle<Function>, Vec<u32>)>>,
+    /// Per function: the facts its consumers share ([`FunctionInfo`]).
+    infos: Vec<FunctionInfo>,
 }
 
 impl VerifiedModule {
@@ -50,6 +53,11 @@ impl VerifiedModule {
 
     pub fn function(&self, handle: Handle<Function>) -> &Function {
         &self.module.functions[handle]
+    }
+
+    /// What verification worked out about function `handle` (computed once).
+    pub fn info(&self, handle: Handle<Function>) -> &FunctionInfo {
+        &self.infos[handle.index()]
     }
 
     /// The concrete kernel named `name` (a plain kernel, or an instance such as
@@ -128,6 +136,7 @@ impl VerifiedModule {
         let mut out = self.clone();
         out.types.push(typed.types());
         out.origins.push(None);
+        out.infos.push(FunctionInfo::of(&f));
         let handle = out.module.functions.append(f);
         Ok((out, handle))
     }
@@ -217,9 +226,15 @@ pub fn verify(module: Module) -> Result<VerifiedModule, Diagnostics> {
     }
     items::check_instance_names(&module, &mut sink);
     sink.finish()?;
+    let infos = module
+        .functions
+        .iter()
+        .map(|(_, f)| FunctionInfo::of(f))
+        .collect();
     Ok(VerifiedModule {
         module,
         types,
         origins,
+        infos,
     })
 }
