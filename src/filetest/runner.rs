@@ -418,7 +418,7 @@ pub enum UbAnswer {
 /// `wave_lane` when the interpreter reports an out-of-range wave lane rather than an index
 /// into memory (the CPU masks such lanes into the wave, docs/cpu-backend.md).
 pub fn ub_answer(backend: Backend, kind: &str, wave_lane: bool) -> UbAnswer {
-    use crate::launch::codes;
+    use crate::hal::launch::codes;
     match backend {
         // The oracle reports every kind (`XPU-REF02`).
         Backend::Interp => UbAnswer::Refuses(codes::UNDEFINED_BEHAVIOR),
