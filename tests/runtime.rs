@@ -329,12 +329,13 @@ fn checks_against_reported_facts_and_manifests() {
             .code(),
         codes::TOO_MANY_THREADS
     );
-    assert_eq!(
-        check(&manifest, Launch::grid([1, 70000]).block(1))
-            .unwrap_err()
-            .code(),
-        codes::TOO_MANY_THREADS
-    );
+    let e = check(&manifest, Launch::grid([1, 70000]).block(1)).unwrap_err();
+    assert_eq!(e.code(), codes::TOO_MANY_THREADS);
+    // The device's limit: another device may run it (the runner skips, not fails, the case).
+    assert!(e.refused_by_device(), "{e}");
+    assert!(check(&manifest, Launch::grid(1).block(2048))
+        .unwrap_err()
+        .refused_by_device());
     assert_eq!(
         check(&manifest, Launch::grid(1).block([1, 1, 65]))
             .unwrap_err()
@@ -348,10 +349,21 @@ fn checks_against_reported_facts_and_manifests() {
     assert_eq!(e.code(), codes::SHARED_MEMORY);
     assert!(e.to_string().contains("needs 61440 bytes"), "{e}");
     assert!(check(&manifest, big.shared_opt_in(true)).is_ok());
+    assert!(e.refused_by_device(), "{e}");
+    // The kernel's own ceiling and the 32-bit coordinate space refuse on every device.
+    manifest.max_threads = Some(64);
+    let e = check(&manifest, Launch::grid(1).block(128)).unwrap_err();
+    assert_eq!(e.code(), codes::TOO_MANY_THREADS);
+    assert!(!e.refused_by_device(), "{e}");
+    manifest.max_threads = None;
+    let e = check(&manifest, Launch::grid(1 << 24).block(1024)).unwrap_err();
+    assert_eq!(e.code(), codes::TOO_MANY_THREADS);
+    assert!(!e.refused_by_device(), "{e}");
     // A pinned block.
     manifest.pinned_block = Some([256, 1, 1]);
     let e = check(&manifest, Launch::grid(1).block(128)).unwrap_err();
     assert_eq!(e.code(), codes::PINNED_BLOCK);
+    assert!(!e.refused_by_device(), "{e}");
     assert!(check(&manifest, Launch::grid(9).block(256)).is_ok());
     manifest.pinned_block = None;
     // A declared wave the device does not build.

@@ -716,7 +716,10 @@ kernel k(b: buf<f32>, x: buf<f32>, y: buf<f32, rw>, z: buf<u32, rw>, w: buf<u32>
 "#;
     let m = xpu::ir::parse(src).unwrap().verify().unwrap();
     let (h, _) = m.kernels().next().unwrap();
-    let e = emit_kernel(&m, h, &Caps::all(32)).unwrap();
+    // Without the loop-limit status buffer (lavapipe's), which is one more storage buffer.
+    let mut caps = Caps::all(32);
+    caps.loop_limit = None;
+    let e = emit_kernel(&m, h, &caps).unwrap();
     if have_spirv_val() {
         validate(&e.words, "own-structs").unwrap();
     }
@@ -1044,6 +1047,170 @@ fn large_copies_run_the_copy_kernel_and_land_exactly() {
         got[1 << 19..] == data[..1 << 19],
         "copy within an allocation"
     );
+}
+
+const LONG_LOOPS: &str = r#"
+kernel long_loop(out: buf<u32, rw>, n: u32) {
+    let c: u32 = 0;
+    for j: u32 in 0..n {
+        c += 1;
+    }
+    out[global_id.x] = c;
+}
+
+kernel two_loops(out: buf<u32, rw>, n: u32) {
+    let c: u32 = 0;
+    for j: u32 in 0..n {
+        c += 1;
+    }
+    for j: u32 in 0..n {
+        c += 2;
+    }
+    out[global_id.x] = c;
+}
+
+kernel forever(out: buf<u32, rw>, n: u32) {
+    let c: u32 = 0;
+    loop {
+        c += 1;
+        if c >= n {
+            out[global_id.x] = c;
+            return;
+        }
+    }
+}
+
+kernel streaming(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = a * x[i] + y[i];
+    }
+}
+"#;
+
+#[test]
+fn loops_past_the_drivers_loop_limit_are_refused_never_wrong() {
+    // Emission: on a device with a loop limiter a kernel with a loop gets the probe and its
+    // status buffer (the binding after the buffer parameters); a kernel without a loop (a
+    // streaming kernel) is emitted word for word as on a device without one, so it pays
+    // nothing.
+    let m = xpu::ir::parse(LONG_LOOPS).unwrap().verify().unwrap();
+    let get = |name: &str| m.kernels().find(|(_, f)| f.name == name).unwrap().0;
+    let limited = Caps::all(8);
+    assert_eq!(limited.loop_limit, Some(65535));
+    let mut unlimited = Caps::all(8);
+    unlimited.loop_limit = None;
+    for k in ["long_loop", "two_loops", "forever"] {
+        let e = emit_kernel(&m, get(k), &limited).unwrap();
+        assert_eq!(e.loop_status, Some(1), "{k}");
+        if have_spirv_val() {
+            validate(&e.words, &format!("loop-limit-{k}")).unwrap();
+        }
+        assert_eq!(
+            emit_kernel(&m, get(k), &unlimited).unwrap().loop_status,
+            None
+        );
+    }
+    let a = emit_kernel(&m, get("streaming"), &limited).unwrap();
+    let b = emit_kernel(&m, get("streaming"), &unlimited).unwrap();
+    assert_eq!(a.loop_status, None);
+    assert_eq!(a.words, b.words);
+
+    let Some(device) = vulkan_or_skip() else {
+        return;
+    };
+    let llvmpipe = device
+        .facts()
+        .name
+        .as_deref()
+        .is_some_and(|n| n.contains("llvmpipe"));
+    let program = device.load(m.clone()).unwrap();
+    let stream = xpu::KernelStream::create(&device).unwrap();
+    // (kernel, n, the value every work-item must get, loop passes past lavapipe's 65,535)
+    let cases = [
+        ("long_loop", 65536u32, 65536u32, true),
+        ("two_loops", 40000, 120000, true),
+        ("forever", 70000, 70000, true),
+        ("long_loop", 60000, 60000, false),
+        ("two_loops", 30000, 90000, false),
+        ("long_loop", 10, 10, false),
+    ];
+    for (k, n, want, past) in cases {
+        let kernel = program.kernel(k).unwrap();
+        let mut out = device.upload(&[0u32; 16]).unwrap();
+        let r = kernel.launch(
+            &stream,
+            xpu::Launch::grid([2]).block([8]),
+            xpu::args![&mut out, n],
+        );
+        match r {
+            Ok(()) => {
+                stream.sync().unwrap();
+                let got = out.download().unwrap();
+                assert!(got.iter().all(|&v| v == want), "{k}({n}): {got:?}");
+                assert!(
+                    !(llvmpipe && past),
+                    "{k}({n}) ran past lavapipe's loop limit"
+                );
+            }
+            Err(e) => {
+                assert_eq!(e.code(), "XPU-L016", "{k}({n}): {e}");
+                assert!(e.refused_by_device());
+                assert!(llvmpipe && past, "{k}({n}) refused below the limit: {e}");
+            }
+        }
+    }
+}
+
+/// A compare-exchange retry loop (verb-free, left by its own `break`) inside a uniform `for`
+/// loop holding a wave verb, in a virtual wave (@wave(32) on lavapipe's subgroups of 8): the
+/// inner `break` leaves only the inner loop, so the workgroup still meets every verb together.
+/// It was refused as "a wave verb in a loop with a break".
+const CAS_IN_VERB_LOOP: &str = r#"
+@wave(32)
+kernel cas_retry(counts: buf<u32, rw>, out: buf<u32, rw>, n: u32) {
+    let g: u32 = global_id.x;
+    let acc: u32 = 0;
+    for i in 0u32..n {
+        acc = acc + wave_reduce_sum(g * (i + 1));
+        let k: u32 = (g + i) % 4;
+        loop {
+            let old: u32 = atomic_add(counts[k], 0u32);
+            if atomic_compare_exchange(counts[k], old, old + i + 1) == old {
+                break;
+            }
+        }
+    }
+    out[g] = acc;
+}
+run cas_retry {
+    grid = [2];
+    block = [64];
+    arg counts = fill(4, 0);
+    arg out = fill(128, 0);
+    arg n = 6;
+    expect counts = interp;
+    expect out = interp;
+}
+"#;
+
+#[test]
+fn a_retry_loop_inside_a_virtual_wave_verb_loop_runs() {
+    let m = xpu::ir::parse(CAS_IN_VERB_LOOP).unwrap().verify().unwrap();
+    let (h, _) = m.kernels().next().unwrap();
+    let e = emit_kernel(&m, h, &Caps::all(8)).unwrap();
+    assert_eq!(
+        e.wave_mode,
+        xpu::codegen::spirv::WaveMode::Virtual { slots: 4 }
+    );
+    // A `break` out of the verb's own loop is still refused, by that name.
+    let src = CAS_IN_VERB_LOOP.replace("                break;\n", "                break;\n            }\n            if old > 100000u32 {\n                break 'outer;\n");
+    let src = src.replace("    for i in 0u32..n {", "    'outer: for i in 0u32..n {");
+    let m2 = xpu::ir::parse(&src).unwrap().verify().unwrap();
+    let (h2, _) = m2.kernels().next().unwrap();
+    let err = emit_kernel(&m2, h2, &Caps::all(8)).unwrap_err().to_string();
+    assert!(err.contains("with a break, continue or return"), "{err}");
+    agrees_with_the_interpreter("cas-retry", CAS_IN_VERB_LOOP, 1);
 }
 
 /// The SPIR-V of four file-test kernels at subgroup size 32 with every capability, as

@@ -236,8 +236,14 @@ impl CudaDevice {
 /// and a hash of the lowering's own source, so that any change to the walk or the NVPTX
 /// target invalidates cached PTX even when nobody bumps a version number.
 pub fn compiler_id() -> String {
-    static SOURCES: [&str; 4] = [
+    static SOURCES: [&str; 10] = [
         include_str!("../codegen/llvm/mod.rs"),
+        include_str!("../codegen/llvm/stmt.rs"),
+        include_str!("../codegen/llvm/memory.rs"),
+        include_str!("../codegen/llvm/expr.rs"),
+        include_str!("../codegen/llvm/atomic.rs"),
+        include_str!("../codegen/llvm/wave.rs"),
+        include_str!("../codegen/llvm/matrix.rs"),
         include_str!("../codegen/llvm/math.rs"),
         include_str!("../codegen/llvm/nvptx.rs"),
         include_str!("../codegen/llvm/target.rs"),
@@ -743,6 +749,7 @@ impl ProgramImpl for CudaProgram {
             kernel: name.to_string(),
             backend: Backend::Cuda,
             reason,
+            by_device: false,
         })?);
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)

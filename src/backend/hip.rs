@@ -706,6 +706,7 @@ impl ProgramImpl for HipProgram {
             kernel: name.to_string(),
             backend: Backend::Hip,
             reason,
+            by_device: false,
         })?);
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)

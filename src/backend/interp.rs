@@ -89,6 +89,7 @@ impl ProgramImpl for InterpProgram {
                 kernel: name.to_string(),
                 backend: Backend::Interp,
                 reason: "the program has no kernel of that name".into(),
+                by_device: false,
             })?;
         Ok(Arc::new(InterpKernel {
             module: self.module.clone(),
@@ -181,6 +182,7 @@ impl KernelImpl for InterpKernel {
                 limit: format!(
                     "{items} work-items; the interpreter runs fewer than 2^31 per launch"
                 ),
+                by_device: true,
             });
         }
         let device_error = |e: DeviceError| LaunchError::Device {

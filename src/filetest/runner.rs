@@ -317,9 +317,9 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     let (kernel, buffers) = match launched {
         Err(Failure::Spec(message)) => return Outcome::Fail(message),
         Err(Failure::Launch(e)) => {
-            // A backend that refuses a construct by capability ("unsupported on this ...
-            // device": a wave width, a type or verb the device lacks) has not failed the case.
-            if !on_interp && refusal.is_none() && is_capability_refusal(&e) {
+            // A device that cannot run the case (a capability it lacks, one of its limits,
+            // its driver's loop limit: `LaunchError::refused_by_device`) has not failed it.
+            if !on_interp && refusal.is_none() && e.refused_by_device() {
                 return Outcome::Skip(e.to_string());
             }
             return judge_refusal(e, refusal.as_deref(), ub.as_deref());
@@ -467,7 +467,7 @@ fn run_ub_case(spec: &RunSpec, program: &Program, interp: &Program, kind: &str) 
             "expected {} to refuse undefined behaviour ({kind}) with {code}, but it ran",
             backend.name()
         )),
-        (_, Err(Failure::Launch(e))) if is_capability_refusal(&e) => Outcome::Skip(e.to_string()),
+        (_, Err(Failure::Launch(e))) if e.refused_by_device() => Outcome::Skip(e.to_string()),
         (_, outcome) => Outcome::Skip(format!(
             "{} does not detect undefined behaviour ({kind}); it {} (the result is not judged)",
             backend.name(),
@@ -477,16 +477,6 @@ fn run_ub_case(spec: &RunSpec, program: &Program, interp: &Program, kind: &str) 
                 Err(Failure::Spec(_)) => unreachable!("judged above"),
             }
         )),
-    }
-}
-
-/// Whether a launch error is a backend's refusal by capability (see [`run_case`]).
-fn is_capability_refusal(e: &LaunchError) -> bool {
-    match e {
-        // A declared wave the device does not offer (NVIDIA builds wave 32 only, §3.2).
-        LaunchError::WaveWidth { .. } => true,
-        LaunchError::NoCode { reason, .. } => reason.contains("unsupported on this"),
-        _ => false,
     }
 }
 

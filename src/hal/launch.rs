@@ -34,6 +34,7 @@ pub mod codes {
     pub const OUT_OF_BOUNDS: &str = "XPU-L013";
     pub const FOREIGN_OBJECT: &str = "XPU-L014";
     pub const DEVICE: &str = "XPU-L015";
+    pub const LOOP_LIMIT: &str = "XPU-L016";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -346,6 +347,9 @@ pub enum LaunchError {
         kernel: String,
         backend: Backend,
         reason: String,
+        /// The kernel is well formed but needs what this device lacks (a type, a verb, a
+        /// wave mapping, push-constant room): see [`LaunchError::refused_by_device`].
+        by_device: bool,
     },
     #[error(
         "error[{}]: kernel {kernel}: takes {expected} arguments, got {got}",
@@ -389,6 +393,9 @@ pub enum LaunchError {
         what: &'static str,
         dims: [u32; 3],
         limit: String,
+        /// The limit is the device's (or its backend's), not the kernel's declaration or the
+        /// 32-bit coordinate space every backend shares.
+        by_device: bool,
     },
     #[error(
         "error[{}]: kernel {kernel}: too much shared memory: needs {need} bytes, {limit}",
@@ -469,6 +476,18 @@ pub enum LaunchError {
     /// The device or its driver failed the launch.
     #[error("error[{}]: kernel {kernel}: device failure: {message}", codes::DEVICE)]
     Device { kernel: String, message: String },
+    /// The device's driver cut a loop short: it ends an invocation's loops after `limit`
+    /// passes counted over all of them (Mesa's lavapipe, docs/vulkan-backend.md). The launch
+    /// ran to its end and its results are wrong; the Vulkan backend finds this out by waiting
+    /// for such a launch (only on a device known to limit loops, and only for kernels with
+    /// a loop).
+    #[error(
+        "error[{}]: kernel {kernel}: the Vulkan driver cut a loop short (it ends an \
+         invocation's loops after {limit} passes counted over all of them): the results are \
+         wrong",
+        codes::LOOP_LIMIT
+    )]
+    LoopLimit { kernel: String, limit: u32 },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
@@ -502,8 +521,22 @@ impl LaunchError {
             OutOfBounds { .. } => codes::OUT_OF_BOUNDS,
             ForeignObject { .. } => codes::FOREIGN_OBJECT,
             Device { .. } => codes::DEVICE,
+            LoopLimit { .. } => codes::LOOP_LIMIT,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
+        }
+    }
+
+    /// Whether this device, not the kernel or the launch, is why it did not run: a
+    /// capability the device lacks (`NoCode` with `by_device`, an unsupported wave width), one
+    /// of its limits (grid or block size, shared memory), or its driver's loop limit. Another
+    /// device may run the same launch; the file-test runner reports these as skipped.
+    pub fn refused_by_device(&self) -> bool {
+        use LaunchError::*;
+        match self {
+            NoCode { by_device, .. } | TooManyThreads { by_device, .. } => *by_device,
+            SharedMemory { .. } | WaveWidth { .. } | LoopLimit { .. } => true,
+            _ => false,
         }
     }
 
@@ -526,6 +559,7 @@ impl LaunchError {
             | OutOfBounds { kernel, .. }
             | ForeignObject { kernel, .. }
             | Device { kernel, .. }
+            | LoopLimit { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
         }
@@ -587,11 +621,12 @@ pub fn check(
             });
         }
     }
-    let too_many = |what, dims, limit: String| LaunchError::TooManyThreads {
+    let too_many = |what, dims, limit: String, by_device| LaunchError::TooManyThreads {
         kernel: kernel_name(),
         what,
         dims,
         limit,
+        by_device,
     };
     // Coordinates are u32: every global id, and the launch's work-item count per dimension,
     // must be representable.
@@ -604,6 +639,7 @@ pub fn check(
                     "grid × block in dimension {} exceeds 2^32 work-items",
                     "xyz".as_bytes()[d] as char
                 ),
+                false,
             ));
         }
     }
@@ -614,13 +650,14 @@ pub fn check(
                     "grid",
                     launch.grid,
                     format!("the device allows {max:?} workgroups"),
+                    true,
                 ));
             }
         }
     }
     facts
         .block_fits(launch.block)
-        .map_err(|limit| too_many("block", launch.block, limit))?;
+        .map_err(|limit| too_many("block", launch.block, limit, true))?;
     let threads = launch.threads_per_block();
     if let Some(max) = manifest.max_threads {
         if threads > max as u64 {
@@ -628,6 +665,7 @@ pub fn check(
                 "block",
                 launch.block,
                 format!("the kernel declares @occupancy(max_threads = {max})"),
+                false,
             ));
         }
     }
@@ -646,6 +684,7 @@ pub fn check(
                 format!(
                     "the kernel declares @occupancy(max_waves = {waves}) at wave width {width}"
                 ),
+                false,
             ));
         }
     }

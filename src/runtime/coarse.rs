@@ -5,8 +5,9 @@
 //! enough that a quarter of the work-items still fill the device several times over, of
 //! kernels without loops (streaming kernels, where it was measured to pay); the CPU
 //! and the interpreter never do (their work-item loops are already the coarsening). The
-//! variant is built once per program and kernel, through the backend's own `load`, so its
-//! device code is cached like any kernel's.
+//! variants are made when a program is loaded ([`variants`]): the device loads the module
+//! extended with them, so their device code is built lazily and cached like any kernel's, and
+//! a launch only picks one.
 //!
 //! `CAJETA_XPU_COARSEN` overrides the choice: `off` never coarsens, `force` coarsens every
 //! eligible launch of two or more workgroups along x on every backend (the tests run the
@@ -14,9 +15,10 @@
 //! `auto` (or unset) is the default above.
 
 use crate::hal::facts::DeviceFacts;
-use crate::hal::launch::{Launch, LaunchError};
-use crate::hal::{DeviceImpl, KernelImpl, ProgramImpl};
-use crate::ir::{coarsen, FunctionInfo, VerifiedModule};
+use crate::hal::launch::Launch;
+use crate::hal::DeviceImpl;
+use crate::ir::{coarsen, Function, FunctionInfo, Handle, VerifiedModule};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Work-items of the original launch per work-item of a coarsened one. On an H200 a saxpy
@@ -56,36 +58,59 @@ fn large(facts: &DeviceFacts, launch: &Launch) -> bool {
     items >= 4 * resident
 }
 
-/// The coarsened variant of `kernel` in `module` on `device`, or `None` where the kernel is
-/// not eligible. A variant that fails verification is a bug of the pass, reported as such.
-pub fn variant(
-    device: &dyn DeviceImpl,
-    module: &VerifiedModule,
-    kernel: &str,
-) -> Result<Option<Arc<dyn KernelImpl>>, LaunchError> {
-    let Some(handle) = module.kernel(kernel) else {
-        return Ok(None);
-    };
-    let Ok(function) = coarsen::coarsen(module, handle, FACTOR) else {
-        return Ok(None);
-    };
-    let no_code = |reason: String| LaunchError::NoCode {
-        kernel: kernel.to_string(),
-        backend: device.backend(),
-        reason,
-    };
-    let name = function.name.clone();
-    let (extended, h) = module.with_function(function).map_err(|d| {
-        no_code(format!(
-            "its coarsened variant failed verification (a bug of the pass): {}",
-            d.render(kernel)
-        ))
-    })?;
-    let extended = Arc::new(extended);
-    let program: Arc<dyn ProgramImpl> = device
-        .load(&extended)
-        .map_err(|e| no_code(format!("loading its coarsened variant: {e}")))?;
-    program.kernel(&name, extended.function(h)).map(Some)
+/// The coarsened variants of a program, made when it is loaded on a device that coarsens
+/// (or under `CAJETA_XPU_COARSEN=force`): the module extended with one variant per eligible
+/// kernel, which the device loads in the program's place (its code is still built per kernel,
+/// lazily), and each kernel's variant name. A launch then only picks a kernel.
+#[derive(Default)]
+pub struct Variants {
+    /// The module the device loaded: the program's own, or it extended with the variants.
+    pub loaded: Option<Arc<VerifiedModule>>,
+    /// Kernel name → its variant's function in `loaded`.
+    pub by_kernel: HashMap<String, Handle<Function>>,
+    /// Why the variants could not be made (a bug of the pass, reported by the launches that
+    /// would have used one).
+    pub failure: Option<String>,
+}
+
+/// Whether a program loaded on `device` gets coarsened variants: never under `off`, always
+/// under `force`, on devices that coarsen under `auto`. A malformed setting makes none (the
+/// launch reports it).
+pub fn made_at_load(device: &dyn DeviceImpl) -> bool {
+    match mode() {
+        Ok(Mode::Off) | Err(_) => false,
+        Ok(Mode::Force) => true,
+        Ok(Mode::Auto) => device.coarsens(),
+    }
+}
+
+/// The variants of every eligible kernel of `module` (see [`Variants`]).
+pub fn variants(module: &Arc<VerifiedModule>) -> Variants {
+    let mut names = Vec::new();
+    let mut functions = Vec::new();
+    for (handle, f) in module.kernels() {
+        if let Ok(v) = coarsen::coarsen(module, handle, FACTOR) {
+            names.push(f.name.clone());
+            functions.push(v);
+        }
+    }
+    if functions.is_empty() {
+        return Variants::default();
+    }
+    match module.with_functions(functions) {
+        Ok((extended, handles)) => Variants {
+            loaded: Some(Arc::new(extended)),
+            by_kernel: names.into_iter().zip(handles).collect(),
+            failure: None,
+        },
+        Err(d) => Variants {
+            failure: Some(format!(
+                "its coarsened variant failed verification (a bug of the pass): {}",
+                d.render("coarsened variants")
+            )),
+            ..Variants::default()
+        },
+    }
 }
 
 /// The coarsened launch of `launch`: `ceil(grid.x / FACTOR)` workgroups along x.

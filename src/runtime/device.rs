@@ -160,12 +160,23 @@ impl Device {
     /// Prepares `module` for this device; kernels are compiled on first use.
     pub fn load(&self, module: impl IntoSharedModule) -> Result<Program, DeviceError> {
         let module = module.into_shared();
-        let imp = self.inner.imp.load(&module)?;
+        let variants = if coarse::made_at_load(self.inner.imp.as_ref()) {
+            coarse::variants(&module)
+        } else {
+            coarse::Variants::default()
+        };
+        let imp = self
+            .inner
+            .imp
+            .load(variants.loaded.as_ref().unwrap_or(&module))?;
         Ok(Program {
             device: self.clone(),
             module,
             imp,
-            coarse: Arc::default(),
+            coarse: Arc::new(CoarseVariants {
+                variants,
+                kernels: Mutex::default(),
+            }),
         })
     }
 
@@ -272,8 +283,11 @@ impl IntoSharedModule for &VerifiedModule {
     }
 }
 
-/// Kernel name → its coarsened variant's device code (`None`: not eligible).
-type CoarseVariants = HashMap<String, Option<Arc<dyn KernelImpl>>>;
+/// A program's coarsened variants, and their device kernels once asked for.
+struct CoarseVariants {
+    variants: coarse::Variants,
+    kernels: Mutex<HashMap<String, Arc<dyn KernelImpl>>>,
+}
 
 /// A verified module loaded on a device.
 #[derive(Clone)]
@@ -281,8 +295,8 @@ pub struct Program {
     device: Device,
     module: Arc<VerifiedModule>,
     imp: Arc<dyn ProgramImpl>,
-    /// Each kernel's coarsened variant once built (`None`: not eligible).
-    coarse: Arc<Mutex<CoarseVariants>>,
+    /// The kernels' coarsened variants, made at load on devices that coarsen.
+    coarse: Arc<CoarseVariants>,
 }
 
 impl Program {
@@ -301,6 +315,7 @@ impl Program {
             kernel: name.to_string(),
             backend: self.device.backend(),
             reason: reason.to_string(),
+            by_device: false,
         };
         let handle = self
             .module
@@ -330,14 +345,28 @@ impl Program {
         })
     }
 
-    /// The coarsened variant of kernel `name`, built on first request.
+    /// The device kernel of kernel `name`'s coarsened variant (`None`: none was made), its
+    /// code built on first request.
     fn coarse_variant(&self, name: &str) -> Result<Option<Arc<dyn KernelImpl>>, LaunchError> {
-        if let Some(v) = self.coarse.lock().get(name) {
-            return Ok(v.clone());
+        let c = &self.coarse;
+        if let Some(reason) = &c.variants.failure {
+            return Err(LaunchError::NoCode {
+                kernel: name.to_string(),
+                backend: self.device.backend(),
+                reason: reason.clone(),
+                by_device: false,
+            });
         }
-        let v = coarse::variant(self.device.inner.imp.as_ref(), &self.module, name)?;
-        self.coarse.lock().insert(name.to_string(), v.clone());
-        Ok(v)
+        let (Some(loaded), Some(&h)) = (&c.variants.loaded, c.variants.by_kernel.get(name)) else {
+            return Ok(None);
+        };
+        if let Some(k) = c.kernels.lock().get(name) {
+            return Ok(Some(k.clone()));
+        }
+        let f = loaded.function(h);
+        let k = self.imp.kernel(&f.name, f)?;
+        c.kernels.lock().insert(name.to_string(), k.clone());
+        Ok(Some(k))
     }
 
     /// The kernel's manifest on this device's backend, or `None` where the backend has no
@@ -443,6 +472,7 @@ impl Kernel {
             kernel: self.name.clone(),
             backend: device.backend(),
             reason: e.to_string(),
+            by_device: false,
         })?;
         if coarse::wanted(mode, device.inner.imp.as_ref(), info, &launch) {
             if let Some(variant) = self.program.coarse_variant(&self.name)? {

@@ -234,6 +234,7 @@ impl CpuProgram {
                 kernel: name.to_string(),
                 backend: Backend::Cpu,
                 reason: "the program has no kernel of that name".into(),
+                by_device: false,
             })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
@@ -243,6 +244,7 @@ impl CpuProgram {
                     kernel: name.to_string(),
                     backend: Backend::Cpu,
                     reason: e.to_string(),
+                    by_device: false,
                 }
             })?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
@@ -299,6 +301,7 @@ impl CpuKernel {
             kernel: self.name().to_string(),
             backend: Backend::Cpu,
             reason,
+            by_device: false,
         }
     }
 

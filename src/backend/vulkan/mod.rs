@@ -427,9 +427,22 @@ struct Staging {
 
 impl Staging {
     fn new(inner: &Arc<Inner>, size: usize) -> Result<Staging, DeviceError> {
+        Staging::with_usage(
+            inner,
+            size,
+            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+        )
+    }
+
+    /// A host-visible buffer for `usage` (the loop-limit status buffer is a storage buffer).
+    fn with_usage(
+        inner: &Arc<Inner>,
+        size: usize,
+        usage: vk::BufferUsageFlags,
+    ) -> Result<Staging, DeviceError> {
         let (buffer, memory) = inner.buffer(
             size as u64,
-            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+            usage,
             vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
         )?;
         Ok(Staging {
@@ -1209,6 +1222,12 @@ impl VulkanDevice {
             // forces the f64 path (tests exercise it on lavapipe); =0 turns it off (f32
             // subnormals may then flush: for measuring what the path costs).
             flushes_f32_subnormals: settings.f32_in_f64.unwrap_or(props.vendor_id == 0x10DE),
+            // Mesa's llvmpipe ends an invocation's loops after 65,535 passes over all of them
+            // (its loop limiter), silently: such launches are checked (XPU-L016).
+            loop_limit: props
+                .device_name_as_c_str()
+                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe"))
+                .then_some(spirv::LLVMPIPE_LOOP_LIMIT),
         };
 
         // Enable exactly what is offered and used by the emitter.
@@ -1645,11 +1664,14 @@ struct VkProgram {
 
 impl VkProgram {
     fn build(&self, name: &str, function: &Function) -> Result<Arc<VkKernel>, LaunchError> {
-        let no_code = |reason: String| LaunchError::NoCode {
+        // `by_device`: the kernel needs what this device lacks (spirv.rs's `Unsupported`).
+        let refusal = |reason: String, by_device: bool| LaunchError::NoCode {
             kernel: name.to_string(),
             backend: Backend::Vulkan,
             reason,
+            by_device,
         };
+        let no_code = |reason: String| refusal(reason, false);
         let handle = self
             .module
             .kernel(name)
@@ -1668,13 +1690,13 @@ impl VkProgram {
         if let Some(r) = required {
             caps.subgroup_size = r;
         }
-        let emitted =
-            spirv::emit_kernel(&self.module, handle, &caps).map_err(|u| no_code(u.to_string()))?;
+        let emitted = spirv::emit_kernel(&self.module, handle, &caps)
+            .map_err(|u| refusal(u.to_string(), true))?;
         if emitted.push_bytes > self.max_push {
-            return Err(no_code(format!(
+            return Err(refusal(format!(
                 "unsupported on this Vulkan device: {} bytes of arguments exceed its {}-byte push constants",
                 emitted.push_bytes, self.max_push
-            )));
+            ), true));
         }
         VkKernel::new(
             &self.inner,
@@ -1683,6 +1705,7 @@ impl VkProgram {
             emitted,
             self.min_offset_align,
             required,
+            caps.loop_limit,
         )
         .map(Arc::new)
         .map_err(|e| no_code(e.to_string()))
@@ -1725,6 +1748,9 @@ struct VkKernel {
     required_subgroup: Option<u32>,
     /// Pipelines by (block, dynamic shared elements).
     pipelines: Mutex<HashMap<([u32; 3], u32), vk::Pipeline>>,
+    /// The loop-limit status buffer (`Emitted::loop_status`), locked by a launch until it has
+    /// read the flag back, and the driver's limit.
+    loop_status: Option<(Mutex<Staging>, u32)>,
 }
 
 // SAFETY: Vulkan handles are integers; pipelines are created under the mutex.
@@ -1769,13 +1795,26 @@ impl VkKernel {
         emitted: Emitted,
         min_offset_align: u64,
         required_subgroup: Option<u32>,
+        loop_limit: Option<u32>,
     ) -> Result<VkKernel, DeviceError> {
         let dev = &inner.device;
         let bindings = emitted
             .slots
             .iter()
             .filter(|s| matches!(s, ParamSlot::Buffer { .. }))
-            .count() as u32;
+            .count() as u32
+            + emitted.loop_status.is_some() as u32;
+        let loop_status = match (emitted.loop_status, loop_limit) {
+            (Some(_), Some(limit)) => Some((
+                Mutex::new(Staging::with_usage(
+                    inner,
+                    8,
+                    vk::BufferUsageFlags::STORAGE_BUFFER,
+                )?),
+                limit,
+            )),
+            _ => None,
+        };
         // SAFETY: valid create infos on a live device; destroyed in Drop.
         unsafe {
             let shader = dev
@@ -1845,6 +1884,7 @@ impl VkKernel {
                 params: function.params.iter().map(|p| p.name.clone()).collect(),
                 required_subgroup,
                 pipelines: Mutex::new(HashMap::new()),
+                loop_status,
             })
         }
     }
@@ -2071,6 +2111,22 @@ impl KernelImpl for VkKernel {
                 }
             }
         }
+        // The loop-limit probe's status buffer: flag 0, probe bound 2 (spirv.rs). Held until
+        // the launch has completed and the flag is read back.
+        let status = match (&self.loop_status, self.emitted.loop_status) {
+            (Some((buffer, limit)), Some(binding)) => {
+                let guard = buffer.lock();
+                guard
+                    .with_map(|m| {
+                        m[..4].copy_from_slice(&0u32.to_le_bytes());
+                        m[4..8].copy_from_slice(&2u32.to_le_bytes());
+                    })
+                    .map_err(device_err)?;
+                writes.push((binding, guard.buffer, 0, 8));
+                Some((guard, *limit))
+            }
+            _ => None,
+        };
         let args_us = steps.lap();
         let shared_len = match self.emitted.dynamic_shared_elem {
             Some(size) => (launch.shared_bytes / size.max(1)).max(1),
@@ -2184,6 +2240,21 @@ impl KernelImpl for VkKernel {
                 args_us + pipeline_us + descriptors_us + record_us
             );
         }
-        r.map_err(device_err)
+        r.map_err(device_err)?;
+        // On a driver that limits loops, a kernel with a loop is waited for and its status read:
+        // a loop the driver cut short fails the launch rather than leaving wrong results.
+        if let Some((guard, limit)) = status {
+            s.sync().map_err(device_err)?;
+            let flag = guard
+                .with_map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]))
+                .map_err(device_err)?;
+            if flag != 0 {
+                return Err(LaunchError::LoopLimit {
+                    kernel: self.name.clone(),
+                    limit,
+                });
+            }
+        }
+        Ok(())
     }
 }

@@ -112,6 +112,12 @@ pub struct Caps {
     /// widened from their bits and results narrowed to their bits where they are below 2^-126,
     /// so no f32 float instruction sees or makes a subnormal.
     pub flushes_f32_subnormals: bool,
+    /// The driver ends an invocation's loops after this many loop passes counted over all its
+    /// loops, silently (Mesa's llvmpipe/lavapipe: its loop limiter, 65,535; see
+    /// docs/vulkan-backend.md). A kernel with a loop then gets a probe before each
+    /// `OpReturn` that finds the limiter spent and flags it in a status buffer, and its
+    /// launch waits for the dispatch and fails with `XPU-L016` when the flag is set.
+    pub loop_limit: Option<u32>,
     /// Mesa 22.3's lavapipe on a host without AVX-512 (seen on an AVX2 AMD EPYC) returns an
     /// f64 `Trunc`'s argument unchanged (`trunc(26041666.67)` gave 26041666.67), and its f64
     /// `FRem`, built on it, wrong values (`1e10 % 384` gave 0), while `Floor` and `Ceil` are
@@ -119,6 +125,11 @@ pub struct Caps {
     /// arithmetic, and f64 `FRem` from those.
     pub f64_rounding_from_floor: bool,
 }
+
+/// Mesa llvmpipe's `LP_MAX_TGSI_LOOP_ITERATIONS`: one counter per invocation (per SIMD
+/// vector of lanes), set once at the shader's start, decremented at the end of every pass
+/// through any loop, and a loop is left when it reaches 0 (`lp_exec_endloop`).
+pub const LLVMPIPE_LOOP_LIMIT: u32 = 65535;
 
 impl Caps {
     /// Everything on, at subgroup size `s` (validation of emitted modules without a device).
@@ -149,6 +160,7 @@ impl Caps {
             szinan_preserve64: true,
             folds_float_identities: true,
             flushes_f32_subnormals: false,
+            loop_limit: Some(LLVMPIPE_LOOP_LIMIT),
         }
     }
 }
@@ -206,6 +218,11 @@ pub struct Emitted {
     pub wave_mode: WaveMode,
     /// The kernel uses wave verbs (they assume subgroups of consecutive linear local ids).
     pub uses_wave_verbs: bool,
+    /// The binding of the loop-limit status buffer ([`Caps::loop_limit`]): two `u32`s, a
+    /// flag the kernel sets when the driver's loop limiter was spent (0 before the launch) and
+    /// the bound of the probe loop (2). `None` when the kernel has no probe (no loop, or a
+    /// device without a limiter).
+    pub loop_status: Option<u32>,
 }
 
 /// How a kernel's waves (width W) map onto the device's subgroups (size S), §3.2.
@@ -347,6 +364,11 @@ struct Em<'a> {
     wave_w: u32,
     mode: WaveMode,
     uses_wave_verbs: bool,
+    /// A loop construct has been opened (in emission order): a return after it may follow
+    /// loop passes, so it gets the loop-limit probe.
+    loop_opened: bool,
+    /// The loop-limit status buffer's variable, once a probe needs it.
+    loop_status: Option<Word>,
     /// Wide vector types (8 or 16 lanes, arrays of scalars): array type → (scalar type, lanes).
     wide: HashMap<Word, (Word, u8)>,
     /// While a lane-wise operation on wide vectors is scalarised: the value of each operand
@@ -453,6 +475,8 @@ impl<'a> Em<'a> {
             wave_w: caps.subgroup_size,
             mode: WaveMode::Native,
             uses_wave_verbs: false,
+            loop_opened: false,
+            loop_status: None,
             wide: HashMap::new(),
             lane_vals: HashMap::new(),
             prefetched: HashMap::new(),
@@ -866,6 +890,15 @@ impl<'a> Em<'a> {
             .expect("merge in a block");
     }
 
+    /// `OpLoopMerge` in the current (header) block. Every loop construct goes through here,
+    /// so the loop-limit probe knows a loop may have run ([`Caps::loop_limit`]).
+    fn loop_header(&mut self, merge: Word, cont: Word) {
+        self.loop_opened = true;
+        self.b
+            .loop_merge(merge, cont, spirv::LoopControl::NONE, vec![])
+            .expect("in a block");
+    }
+
     fn fn_var(&mut self, ty: Word) -> Word {
         let p = self.tk(TyKey::Ptr(StorageClass::Function, ty));
         let id = self.b.id();
@@ -960,7 +993,7 @@ impl<'a> Em<'a> {
         }
         self.emit_block(&f.body)?;
         if !self.terminated() {
-            self.b.ret().expect("return in a block");
+            self.kernel_return();
         }
         self.frames.pop();
         self.declare_scratch();
@@ -1019,6 +1052,7 @@ impl<'a> Em<'a> {
             }
         }
         let push_bytes = self.push_bytes;
+        let loop_status = self.loop_status.map(|_| self.status_binding());
         let module = std::mem::replace(&mut self.b, Builder::new()).module();
         use rspirv::binary::Assemble;
         Ok(Emitted {
@@ -1032,7 +1066,148 @@ impl<'a> Em<'a> {
             wave_width: self.wave_w,
             wave_mode: self.mode,
             uses_wave_verbs: self.uses_wave_verbs,
+            loop_status,
         })
+    }
+}
+
+// ---- the loop-limit probe (Caps::loop_limit) ----
+impl Em<'_> {
+    /// The kernel's `OpReturn`, after the loop-limit probe where a loop may have run.
+    fn kernel_return(&mut self) {
+        if self.caps.loop_limit.is_some() && self.loop_opened {
+            self.loop_limit_probe();
+        }
+        self.b.ret().expect("in a block");
+    }
+
+    /// The status buffer's binding: the one after the buffer parameters'.
+    fn status_binding(&self) -> u32 {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s, ParamSlot::Buffer { .. }))
+            .count() as u32
+    }
+
+    fn status_var(&mut self) -> Word {
+        if let Some(v) = self.loop_status {
+            return v;
+        }
+        let st = self
+            .buffer_struct(Scalar::U32, false)
+            .expect("32-bit buffer elements need no capability");
+        let pt = self.tk(TyKey::Ptr(StorageClass::StorageBuffer, st));
+        let var = self.b.id();
+        self.b
+            .module_mut()
+            .types_global_values
+            .push(Instruction::new(
+                Op::Variable,
+                Some(pt),
+                Some(var),
+                vec![Operand::StorageClass(StorageClass::StorageBuffer)],
+            ));
+        self.b.decorate(
+            var,
+            spirv::Decoration::DescriptorSet,
+            vec![Operand::LiteralBit32(0)],
+        );
+        let binding = self.status_binding();
+        self.b.decorate(
+            var,
+            spirv::Decoration::Binding,
+            vec![Operand::LiteralBit32(binding)],
+        );
+        self.loop_status = Some(var);
+        var
+    }
+
+    /// Finds out whether the driver's loop limiter is spent and flags it in the status buffer.
+    ///
+    /// llvmpipe keeps one limiter per invocation for all its loops and never resets it:
+    /// once a loop has been cut short, every later loop is left after one pass. So a loop
+    /// that should run `bound` (= 2, read from the status buffer so that the compiler can
+    /// neither unroll the loop nor know its trip count) passes, run just before the
+    /// invocation ends, comes out short exactly when the limiter was spent before it (or had
+    /// fewer than 2 passes left: a kernel whose loops took 65,534 or 65,535 passes, still
+    /// right, is refused too). A
+    /// check after each of the kernel's own loops would not do: the compiler knows a loop
+    /// is only left through its exits and folds such a check away.
+    fn loop_limit_probe(&mut self) {
+        let u = self.u32t();
+        let bt = self.boolt();
+        let zero = self.cu32(0);
+        let one = self.cu32(1);
+        let bound = self.probe_bound();
+        let k = self.fn_var(u);
+        self.store(k, zero);
+        let (header, condb, bodyb, cont, merge) = (
+            self.b.id(),
+            self.b.id(),
+            self.b.id(),
+            self.b.id(),
+            self.b.id(),
+        );
+        self.branch(header);
+        self.block(header);
+        self.loop_header(merge, cont);
+        self.branch(condb);
+        self.block(condb);
+        let x = self.load(u, k);
+        let more = self.opi(Op::ULessThan, bt, &[x, bound]);
+        self.branch_cond(more, bodyb, merge);
+        self.block(bodyb);
+        let y = self.opi(Op::IAdd, u, &[x, one]);
+        self.store(k, y);
+        self.branch(cont);
+        self.block(cont);
+        self.branch(header);
+        self.block(merge);
+        // `!=` rather than `<`: a different comparison from the loop's, which the compiler
+        // cannot take as already decided at the merge.
+        let x = self.load(u, k);
+        let cut = self.opi(Op::INotEqual, bt, &[x, bound]);
+        let (set, after) = (self.b.id(), self.b.id());
+        self.sel_merge(after);
+        self.branch_cond(cut, set, after);
+        self.block(set);
+        self.flag_loop_limit();
+        self.branch(after);
+        self.block(after);
+    }
+
+    /// Word `k` of the status buffer: 0 the flag, 1 the probe bound.
+    fn status_word(&mut self, k: u32) -> Word {
+        let status = self.status_var();
+        let u = self.u32t();
+        let pt = self.tk(TyKey::Ptr(StorageClass::StorageBuffer, u));
+        let zero = self.cu32(0);
+        let k = self.cu32(k);
+        self.opi(Op::AccessChain, pt, &[status, zero, k])
+    }
+
+    /// The probe loop's bound, 2, loaded from the status buffer (so no compiler knows it).
+    fn probe_bound(&mut self) -> Word {
+        let p = self.status_word(1);
+        let u = self.u32t();
+        self.load(u, p)
+    }
+
+    /// Sets the status flag: the launch reached the driver's loop limit.
+    fn flag_loop_limit(&mut self) {
+        let p = self.status_word(0);
+        let scope = self.cu32(SCOPE_DEVICE);
+        let relaxed = self.cu32(0);
+        let one = self.cu32(1);
+        self.op_void(
+            Op::AtomicStore,
+            vec![
+                Operand::IdRef(p),
+                Operand::IdScope(scope),
+                Operand::IdMemorySemantics(relaxed),
+                Operand::IdRef(one),
+            ],
+        );
     }
 }
 
@@ -1594,7 +1769,7 @@ impl Em<'_> {
                 };
                 let (ret_var, body) = (self.frame().ret_var, self.frame().body_region);
                 match body {
-                    None => self.b.ret().expect("in a block"),
+                    None => self.kernel_return(),
                     Some(r) => {
                         if let (Some(rv), Some(v)) = (ret_var, v) {
                             self.store(rv, v);
@@ -1701,9 +1876,7 @@ impl Em<'_> {
         );
         self.branch(header);
         self.block(header);
-        self.b
-            .loop_merge(merge, cont, spirv::LoopControl::NONE, vec![])
-            .expect("in a block");
+        self.loop_header(merge, cont);
         self.branch(condb);
         self.block(condb);
         self.push_region(RegionKind::Loop, label.clone(), merge, cont);
@@ -1741,8 +1914,28 @@ impl Em<'_> {
             let y = self.opi(Op::IAdd, t, &[x, st]);
             self.store(v, y);
         }
-        self.branch(header);
+        // A loop nothing leaves (no break reaches its merge) is still left where the driver's
+        // loop limiter runs out: give it an exit the compiler cannot rule out (the status
+        // buffer's probe bound is never 0), and flag the launch there.
+        let limiter_exit = self.caps.loop_limit.is_some()
+            && !self.regions.last().expect("region").reached
+            && !self.terminated();
+        if limiter_exit {
+            let bound = self.probe_bound();
+            let (u, bt) = (self.u32t(), self.boolt());
+            let zero = self.konst(u, 0);
+            let never = self.opi(Op::IEqual, bt, &[bound, zero]);
+            self.branch_cond(never, merge, header);
+        } else {
+            self.branch(header);
+        }
         let r = self.regions.pop().expect("region");
+        if limiter_exit {
+            self.block(r.merge);
+            self.flag_loop_limit();
+            self.b.ret().expect("in a block");
+            return Ok(());
+        }
         self.close_region(r);
         Ok(())
     }
@@ -1764,9 +1957,7 @@ impl Em<'_> {
         let (header, bodyb, cont, merge) = (self.b.id(), self.b.id(), self.b.id(), self.b.id());
         self.branch(header);
         self.block(header);
-        self.b
-            .loop_merge(merge, cont, spirv::LoopControl::NONE, vec![])
-            .expect("in a block");
+        self.loop_header(merge, cont);
         self.branch(bodyb);
         self.block(bodyb);
         self.frames.push(Frame {
@@ -3413,9 +3604,7 @@ impl Em<'_> {
             let (header, body, cont, merge) = (self.b.id(), self.b.id(), self.b.id(), self.b.id());
             self.branch(header);
             self.block(header);
-            self.b
-                .loop_merge(merge, cont, spirv::LoopControl::NONE, vec![])
-                .expect("in a block");
+            self.loop_header(merge, cont);
             self.branch(body);
             self.block(body);
             let relaxed = self.cu32(0);
@@ -4102,12 +4291,24 @@ impl Em<'_> {
                 .any(|b| b.iter().any(|s| self.stmt_has_verb(s)))
     }
 
-    fn has_jump(block: &[Stmt]) -> bool {
-        block.iter().any(|s| {
-            matches!(
-                s.kind,
-                StmtKind::Break(_) | StmtKind::Continue(_) | StmtKind::Return(_)
-            ) || s.kind.blocks().iter().any(|b| Self::has_jump(b))
+    /// Whether a jump in `block` leaves it: a `return`, or a `break`/`continue` aimed at a
+    /// loop outside `block` (`inner` holds the labels of the loops of `block` around the
+    /// statements looked at). A loop inside `block` that breaks out of itself only, such
+    /// as a compare-exchange retry loop, does not leave it.
+    fn jumps_out(block: &[Stmt], inner: &mut Vec<Option<String>>) -> bool {
+        block.iter().any(|s| match &s.kind {
+            StmtKind::Return(_) => true,
+            StmtKind::Break(l) | StmtKind::Continue(l) => match l {
+                None => inner.is_empty(),
+                Some(name) => !inner.iter().any(|x| x.as_deref() == Some(name.as_str())),
+            },
+            StmtKind::Loop { label, body, .. } => {
+                inner.push(label.clone());
+                let out = Self::jumps_out(body, inner);
+                inner.pop();
+                out
+            }
+            k => k.blocks().iter().any(|b| Self::jumps_out(b, inner)),
         })
     }
 
@@ -4260,7 +4461,7 @@ impl Em<'_> {
                 StmtKind::Loop { label, kind, body } => {
                     let why = if self.vpred.is_some() {
                         Some("inside a branch")
-                    } else if Self::has_jump(body) {
+                    } else if Self::jumps_out(body, &mut Vec::new()) {
                         Some("with a break, continue or return")
                     } else {
                         match kind {
@@ -4567,9 +4768,7 @@ impl Em<'_> {
         );
         self.branch(header);
         self.block(header);
-        self.b
-            .loop_merge(merge, cont, spirv::LoopControl::NONE, vec![])
-            .expect("in a block");
+        self.loop_header(merge, cont);
         self.branch(condb);
         self.block(condb);
         let j = self.load(u, jv);

@@ -121,24 +121,37 @@ impl VerifiedModule {
         &self,
         f: Function,
     ) -> Result<(VerifiedModule, Handle<Function>), Diagnostics> {
+        let (out, handles) = self.with_functions(vec![f])?;
+        Ok((out, handles[0]))
+    }
+
+    /// [`Self::with_function`] for several functions at once (one copy of the module); their
+    /// handles in order.
+    pub fn with_functions(
+        &self,
+        fs: Vec<Function>,
+    ) -> Result<(VerifiedModule, Vec<Handle<Function>>), Diagnostics> {
         let mut sink = Sink::default();
-        if self.module.function(&f.name).is_some() {
-            sink.push(
-                codes::DUPLICATE_NAME,
-                f.span,
-                format!("a function named `{}` already exists", f.name),
-            );
-        }
-        decls::check(&self.module, &f, &mut sink);
-        let typed = typeck::check_function(&self.module, &f);
-        body::check(&self.module, &f, &typed, &mut sink);
-        sink.finish()?;
         let mut out = self.clone();
-        out.types.push(typed.types());
-        out.origins.push(None);
-        out.infos.push(FunctionInfo::of(&f));
-        let handle = out.module.functions.append(f);
-        Ok((out, handle))
+        let mut handles = Vec::with_capacity(fs.len());
+        for f in fs {
+            if out.module.function(&f.name).is_some() {
+                sink.push(
+                    codes::DUPLICATE_NAME,
+                    f.span,
+                    format!("a function named `{}` already exists", f.name),
+                );
+            }
+            decls::check(&out.module, &f, &mut sink);
+            let typed = typeck::check_function(&out.module, &f);
+            body::check(&out.module, &f, &typed, &mut sink);
+            out.types.push(typed.types());
+            out.origins.push(None);
+            out.infos.push(FunctionInfo::of(&f));
+            handles.push(out.module.functions.append(f));
+        }
+        sink.finish()?;
+        Ok((out, handles))
     }
 }
 
