@@ -5,8 +5,10 @@
 //!   (`tests/ub/`) never crashes the process; worker caps; barriers in loops.
 //! - A differential fuzzer: random *valid* kernels (arithmetic on every type, divergent `if`s,
 //!   loops with labelled `break`/`continue`, early returns, device helpers, private arrays,
-//!   vectors, shared memory with barriers, wave verbs, atomics, random geometry and `@wave`)
-//!   run on both; integers and floats must agree bit for bit (the CPU computes exactly the
+//!   vectors, shared memory with barriers, wave verbs (constant-offset shuffles only where
+//!   every lane is active), inexact float reductions, atomics, scattered stores, random
+//!   geometry and `@wave`) run on both, every generated value folded into an output;
+//!   integers and floats must agree bit for bit (the CPU computes exactly the
 //!   interpreter's operations in the same order; any NaN equals any NaN). Kernels the
 //!   interpreter reports undefined behaviour for are discarded. `XPU_FUZZ_CASES` sets the
 //!   count (default 1000).
@@ -72,6 +74,61 @@ fn out_of_bounds_fails_the_launch_and_touches_nothing() {
 }
 
 #[test]
+fn out_of_bounds_scattered_stores_fail_the_launch_and_touch_nothing() {
+    // Stores whose lanes are not one contiguous run (strided, reversed, gathered through an
+    // index buffer, two-element vstores, under a divergent mask, in a partial wave): each takes
+    // the lane-by-lane path, whose bounds check must refuse the launch before any lane writes
+    // outside the 32-element view of a 48-element buffer.
+    let (_, cpu) = devices();
+    let src = "kernel stride(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    out[i * 2] = i;\n}\n\n\
+               kernel reversed(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    out[40 - i] = i;\n}\n\n\
+               kernel gathered(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    out[idx[i]] = i;\n}\n\n\
+               kernel divergent(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    if i % 3 != 0 {\n        out[i * 3] = i;\n    }\n}\n\n\
+               kernel pairs(out: buf<u32, rw>, idx: buf<u32>) {\n    let i: u32 = global_id.x;\n    vstore(out, i * 4, vec2<u32>(i, i));\n}\n";
+    let p = load(&cpu, src);
+    let stream = KernelStream::current(&cpu);
+    // idx[i] = 31 - i for the first lanes, then past the end from lane 8.
+    let idx: Vec<u32> = (0..32u32)
+        .map(|i| if i < 8 { 31 - i } else { 32 + i })
+        .collect();
+    let idx = cpu.upload(&idx).unwrap();
+    for (name, block) in [
+        ("stride", 32u32),
+        ("stride", 20),
+        ("reversed", 32),
+        ("reversed", 13),
+        ("gathered", 32),
+        ("gathered", 11),
+        ("divergent", 32),
+        ("pairs", 32),
+        ("pairs", 9),
+    ] {
+        let k = p.kernel(name).unwrap();
+        let big = cpu.upload(&[7u32; 48]).unwrap();
+        let e = {
+            let mut out = big.slice(0..32).unwrap();
+            k.launch(
+                &stream,
+                Launch::grid([1]).block([block]),
+                args![&mut out, &idx],
+            )
+            .map(|_| ())
+        };
+        match &e {
+            Err(e @ LaunchError::OutOfBounds { kernel, len, .. }) => {
+                assert_eq!(e.code(), "XPU-L013");
+                assert_eq!(kernel, name);
+                assert_eq!(*len, 32, "{name} block {block}: {e}");
+            }
+            e => panic!("{name} block {block}: expected out of bounds, got {e:?}"),
+        }
+        // Nothing past the view was written.
+        let all = big.download().unwrap();
+        assert_eq!(&all[32..], &[7u32; 16], "{name} block {block}");
+    }
+}
+
+#[test]
 fn division_by_zero_is_an_error_and_min_over_minus_one_wraps() {
     let (_, cpu) = devices();
     let src = "kernel div(out: buf<i32, rw>, a: buf<i32>, b: buf<i32>) {\n    let i: u32 = global_id.x;\n    out[i] = a[i] / b[i] + a[i] % b[i];\n}\n";
@@ -101,50 +158,88 @@ fn division_by_zero_is_an_error_and_min_over_minus_one_wraps() {
 
 #[test]
 fn ub_corpus_never_crashes() {
-    // Every run block of tests/ub on the CPU: an error or a result, never a crash.
+    // Every run block of tests/ub on the CPU, judged as the file tests judge it: the kinds the
+    // CPU checks must be refused with its code (XPU-L013, XPU-L015, XPU-L010); the others run
+    // (never a crash) and are skipped. No case may fail.
     let (_, cpu) = devices();
     let interp = Device::open(Backend::Interp).unwrap();
-    let mut ran = 0;
-    for entry in std::fs::read_dir("tests/ub").unwrap() {
-        let path = entry.unwrap().path();
+    let (mut refused, mut ran) = (0, 0);
+    let mut failures = Vec::new();
+    let mut paths: Vec<_> = std::fs::read_dir("tests/ub")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    for path in paths {
         let src = std::fs::read_to_string(&path).unwrap();
-        let Ok((m, specs)) = xpu::ir::parse_file(&src) else {
-            continue;
-        };
-        let Ok(m) = m.verify() else { continue };
+        let (m, specs) = xpu::ir::parse_file(&src)
+            .unwrap_or_else(|e| panic!("{}: does not parse: {e}", path.display()));
+        let m = m
+            .verify()
+            .unwrap_or_else(|e| panic!("{}: does not verify: {e}", path.display()));
         let pc = cpu.load(m.clone()).unwrap();
         let pi = interp.load(m).unwrap();
         for spec in &specs {
-            // The runner skips UB cases on the CPU; launch them anyway, ignoring the verdict.
-            let mut spec = spec.clone();
-            spec.expects.clear();
-            let _ = xpu::filetest::runner::run_case(&spec, &pc, &pi);
-            ran += 1;
+            match xpu::filetest::runner::run_case(spec, &pc, &pi) {
+                xpu::filetest::runner::Outcome::Pass => refused += 1,
+                xpu::filetest::runner::Outcome::Skip(_) => ran += 1,
+                xpu::filetest::runner::Outcome::Fail(why) => {
+                    failures.push(format!("{}: {}: {why}", path.display(), spec.kernel))
+                }
+            }
         }
     }
-    assert!(ran > 0);
+    let _ = writeln!(
+        std::io::stderr(),
+        "UB corpus on the CPU: {refused} refused with the CPU's code, {ran} ran undetected"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Out of bounds (buffer, shared, private, scattered store), division and remainder by
+    // zero, two broken aligns.
+    assert!(refused >= 8, "only {refused} UB cases refused");
 }
 
 #[test]
 fn worker_cap_and_many_groups() {
+    // Under a cap of one worker the calling thread runs every workgroup, in order: each
+    // group's ticket from a global counter is its group id. Then the default cap again.
     let (_, cpu) = devices();
-    let src = "kernel count(c: buf<u32, rw>) {\n    atomic_add(c[group_id.x % 4], 1);\n}\n";
+    let src = "kernel count(c: buf<u32, rw>, ticket: buf<u32, rw>) {\n    atomic_add(c[group_id.x % 4], 1);\n    \
+               if local_id.x == 0 {\n        ticket[group_id.x] = atomic_add(c[4], 1);\n    }\n}\n";
     let p = load(&cpu, src);
     let k = p.kernel("count").unwrap();
     let stream = KernelStream::current(&cpu);
-    let mut c = cpu.upload(&[0u32; 4]).unwrap();
-    if let Some(d) = cpu
+    let d = cpu
         .implementation()
         .as_any_device()
         .and_then(|a| a.downcast_ref::<xpu::backend::cpu::CpuDevice>())
-    {
-        d.set_worker_cap(1);
-        assert_eq!(d.worker_cap(), 1);
-        d.set_worker_cap(0);
-    }
-    k.launch(&stream, Launch::grid([1000]).block([33]), args![&mut c])
+        .expect("a CPU device");
+    let default = d.worker_cap();
+    for cap in [1, 0] {
+        d.set_worker_cap(cap);
+        assert_eq!(d.worker_cap(), if cap == 0 { default } else { cap });
+        let mut c = cpu.upload(&[0u32; 5]).unwrap();
+        let mut ticket = cpu.upload(&[0u32; 1000]).unwrap();
+        k.launch(
+            &stream,
+            Launch::grid([1000]).block([33]),
+            args![&mut c, &mut ticket],
+        )
         .unwrap();
-    assert_eq!(c.download().unwrap(), vec![250 * 33; 4]);
+        let c = c.download().unwrap();
+        assert_eq!(&c[..4], &[250 * 33; 4], "cap {cap}");
+        assert_eq!(c[4], 1000, "cap {cap}");
+        let mut ticket = ticket.download().unwrap();
+        if cap == 1 {
+            assert!(
+                ticket.iter().enumerate().all(|(g, &t)| t == g as u32),
+                "cap 1: the groups did not run one after another: {:?}",
+                &ticket[..20]
+            );
+        }
+        ticket.sort_unstable();
+        assert!(ticket.iter().enumerate().all(|(g, &t)| t == g as u32));
+    }
 }
 
 /// Polls `as_any` through the trait object (a helper trait keeps the test independent of
@@ -206,6 +301,17 @@ struct Gen {
     helper: bool,
     /// Work-items in the launch.
     total: u32,
+    /// Every wave full (a declared `@wave` dividing the block) and, at this point, every lane
+    /// of the workgroup active (top level, no early return yet): constant-offset shuffles
+    /// read active lanes only here (elsewhere they may read an inactive lane, which is UB and
+    /// discarded the case).
+    full_waves: bool,
+    returned: bool,
+    /// For the CPU, which computes exactly the interpreter's operations in its order: inexact
+    /// float reductions (values whose sum depends on the order) and float values folded into
+    /// the output. Not for GPU corpora, compared bit for bit too, whose reduction trees and
+    /// transcendentals differ from the interpreter's.
+    for_cpu: bool,
 }
 
 impl Gen {
@@ -356,18 +462,41 @@ impl Gen {
                 format!("{f}({})", args.join(", "))
             }
             6 if self.waves && ty != "bool" && ty != "f64" => {
-                let op = *self.rng.pick(&[
-                    "reduce_sum",
-                    "reduce_min",
-                    "reduce_max",
-                    "inclusive_scan_sum",
-                    "exclusive_scan_max",
-                    "shuffle_xor",
-                    "shuffle_down",
-                    "shuffle_up",
-                    "rotate",
-                ]);
-                let x = self.expr(ty, d);
+                let shuffles = self.full_waves && self.top_level && !self.returned && !self.helper;
+                let ops: &[&str] = if shuffles {
+                    &[
+                        "reduce_sum",
+                        "reduce_min",
+                        "reduce_max",
+                        "inclusive_scan_sum",
+                        "exclusive_scan_max",
+                        "shuffle_xor",
+                        "shuffle_down",
+                        "shuffle_up",
+                        "rotate",
+                    ]
+                } else {
+                    &[
+                        "reduce_sum",
+                        "reduce_min",
+                        "reduce_max",
+                        "inclusive_scan_sum",
+                        "exclusive_scan_max",
+                    ]
+                };
+                let op = *self.rng.pick(ops);
+                let x = if ty == "f32"
+                    && self.for_cpu
+                    && !self.helper
+                    && op.ends_with("sum")
+                    && self.rng.chance(50)
+                {
+                    // Magnitudes mixed across lanes: the sum depends on the order.
+                    let e = self.expr(ty, d);
+                    format!("({e} + g * select(lane_id % 3u32 == 0u32, 1048576.0, 1.0))")
+                } else {
+                    self.expr(ty, d)
+                };
                 match op {
                     "shuffle_xor" | "shuffle_down" | "shuffle_up" | "rotate" => {
                         let k = self.rng.below(5);
@@ -484,6 +613,7 @@ impl Gen {
                 let name = self.fresh("v");
                 let e = self.expr(ty, 3);
                 self.line(&format!("let {name}: {ty} = {e};"));
+                self.fold(&name, ty);
                 self.vars.push((name, ty, true));
             }
             4..=6 => {
@@ -503,6 +633,7 @@ impl Gen {
                 } else {
                     self.line(&format!("{name} = {e};"));
                 }
+                self.fold(&name, ty);
             }
             7 | 8 => {
                 let c = if self.rng.chance(30) {
@@ -604,9 +735,10 @@ impl Gen {
                 let i = self.expr("u32", 2);
                 let v = self.fresh("v");
                 self.line(&format!("let {v}: i32 = {a}[({i}) % 4u32];"));
+                self.fold(&v, "i32");
                 self.vars.push((v, "i32", true));
             }
-            14 if self.top_level => {
+            14 if self.top_level && !self.returned => {
                 // Shared memory across a barrier (top level only: uniform control flow).
                 let e = self.expr("i32", 2);
                 let v = self.fresh("s");
@@ -618,19 +750,47 @@ impl Gen {
                     self.block
                 ));
                 self.line("barrier();");
+                self.fold(&v, "i32");
                 self.vars.push((v, "i32", true));
             }
             15 if !self.helper && self.loop_depth == 0 && self.rng.chance(30) => {
                 let c = self.expr("bool", 2);
                 self.line(&format!("if {c} {{"));
                 self.nested(|g| {
-                    g.line("out_i[gid] = 77i32;");
+                    g.line("out_i[oi] = 77i32;");
+                    g.line("out_l[gid] = acc;");
                     g.line("return;");
                 });
                 self.line("}");
+                self.returned = true;
             }
             _ => {}
         }
+    }
+
+    /// Folds the value of `name` into the work-item's `acc`, which reaches `out_l`: every
+    /// generated value reaches an output (NaNs as one pattern: their payloads may differ;
+    /// floats on the CPU only, see `for_cpu`).
+    fn fold(&mut self, name: &str, ty: &str) {
+        if self.helper {
+            // A helper's values reach the kernel through its result.
+            return;
+        }
+        let bits = match ty {
+            "f32" | "f16" | "f64" if !self.for_cpu => return,
+            "bool" => format!("select({name}, 1u64, 2u64)"),
+            "f32" => {
+                format!("(select({name} != {name}, 2143289344u32, bitcast<u32>({name})) as u64)")
+            }
+            "f16" => format!(
+                "(select({name} != {name}, 2143289344u32, bitcast<u32>({name} as f32)) as u64)"
+            ),
+            "f64" => {
+                format!("select({name} != {name}, 9221120237041090560u64, bitcast<u64>({name}))")
+            }
+            _ => format!("({name} as u64)"),
+        };
+        self.line(&format!("acc = (acc * 1099511628211u64) ^ {bits};"));
     }
 
     fn nested(&mut self, f: impl FnOnce(&mut Self)) {
@@ -653,6 +813,15 @@ struct Case {
 }
 
 fn generate(seed: u64) -> Case {
+    generate_with(seed, false)
+}
+
+/// A kernel for the CPU fuzzer: also inexact float reductions (see `Gen::for_cpu`).
+fn generate_for_cpu(seed: u64) -> Case {
+    generate_with(seed, true)
+}
+
+fn generate_with(seed: u64, for_cpu: bool) -> Case {
     let mut rng = Rng(seed);
     let block = *rng.pick(&[1u32, 3, 8, 13, 16, 32, 33, 64]);
     let grid = 1 + rng.below(3) as u32;
@@ -683,6 +852,9 @@ fn generate(seed: u64) -> Case {
         waves: true,
         helper: false,
         total: 0,
+        full_waves: false,
+        returned: false,
+        for_cpu,
     };
     // Device helpers (wave verbs inside see the lanes of the call site's mask).
     let nh = g.rng.below(3);
@@ -717,19 +889,37 @@ fn generate(seed: u64) -> Case {
     if let Some(w) = wave_attr {
         let _ = writeln!(g.out, "@wave({w})");
     }
+    g.full_waves = wave_attr.is_some_and(|w| (block * by) % w == 0);
     g.out.push_str("kernel k(out_i: buf<i32, rw>, out_f: buf<f32, rw>, out_l: buf<u64, rw>, cnt: buf<u32, rw>, in_i: buf<i32>, in_f: buf<f32>, n: u32) {\n");
     let _ = writeln!(g.out, "    shared sh: [i32; {}];", block * by);
     g.out.push_str("    let gid: u32 = global_id.y * (num_groups.x * group_size.x) + global_id.x;\n    let lid: u32 = local_id.y * group_size.x + local_id.x;\n    let a: i32 = in_i[gid];\n    let f: f32 = in_f[gid];\n");
     // A function tag per work-item: dispatch through it goes down each member's lanes.
     g.out.push_str("    let tg: tag<Pick> = Pick::pa;\n    if (gid % 3u32) == 1u32 {\n        tg = Pick::pb;\n    }\n");
+    // Every generated value is folded into `acc` (see `Gen::fold`); `g` is an inexact float
+    // (not a multiple of a power of two) for order-dependent sums.
+    g.out.push_str(
+        "    let acc: u64 = 0u64;\n    let g: f32 = (in_i[gid] % 1000i32) as f32 / 7.0;\n",
+    );
+    // out_i is written through a permutation of the work-items: a scattered (not
+    // contiguous) store on the CPU, race-free.
+    let total = g.total;
+    let oi = match g.rng.below(3) {
+        0 => "gid".to_string(),
+        1 => format!("({total}u32 - 1u32 - gid)"),
+        _ => format!(
+            "((gid + {}u32) % {total}u32)",
+            1 + g.rng.below(total as u64)
+        ),
+    };
+    let _ = writeln!(g.out, "    let oi: u32 = {oi};");
     g.vars = vec![("a".into(), "i32", true), ("f".into(), "f32", true)];
     g.stmts(10);
     let ei = g.expr("i32", 3);
     let ef = g.expr("f32", 3);
     let el = g.expr("u64", 2);
-    g.line(&format!("out_i[gid] = {ei};"));
+    g.line(&format!("out_i[oi] = {ei};"));
     g.line(&format!("out_f[gid] = {ef};"));
-    g.line(&format!("out_l[gid] = {el};"));
+    g.line(&format!("out_l[gid] = ({el}) ^ acc;"));
     g.out.push_str("}\n");
     Case {
         src: g.out,
@@ -931,7 +1121,7 @@ fn run_on(
 }
 
 fn check_case(seed: u64) -> Result<Verdict, String> {
-    let case = generate(seed);
+    let case = generate_for_cpu(seed);
     let (interp, cpu) = devices();
     let m = xpu::ir::parse(&case.src)
         .map_err(|e| format!("generated kernel does not parse: {e}\n{}", case.src))?
@@ -977,7 +1167,7 @@ fn differential_fuzz_against_the_interpreter() {
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
     {
-        println!("{}", generate(seed).src);
+        println!("{}", generate_for_cpu(seed).src);
         match check_case(seed) {
             Ok(Verdict::Agree) => println!("agree"),
             Ok(Verdict::Discard) => println!("discarded"),
@@ -1225,6 +1415,68 @@ run vecs {
     expect out_h = interp;
     expect b8 = interp;
     expect v3 = interp;
+}
+"#,
+    );
+}
+
+#[test]
+fn inexact_float_wave_reductions_fold_in_lane_order() {
+    // Float sums whose value depends on the order of the additions (magnitudes from 1 to 1e7
+    // mixed across lanes, f32 and f64): reductions and scans of full waves, of a partial
+    // wave (100 work-items) and under a divergent mask must equal the interpreter's fold in
+    // ascending lane order bit for bit (`ulps` 0).
+    run_blocks(
+        r#"
+kernel sums(r32: buf<f32, rw>, s32: buf<f32, rw>, e32: buf<f32, rw>, p32: buf<f32, rw>, r64: buf<f64, rw>, p64: buf<f64, rw>, x: buf<f32>) {
+    let i: u32 = global_id.x;
+    let big: f32 = select(lane_id % 3 == 0, 10000000.0, 1.0) * select(lane_id % 5 == 1, -3.0, 1.0);
+    let v: f32 = x[i] * big;
+    r32[i] = wave_reduce_sum(v);
+    s32[i] = wave_inclusive_scan_sum(v);
+    e32[i] = wave_exclusive_scan_sum(v);
+    let d: f64 = (v as f64) * 1.0000001 + (x[i] as f64) * 0.1;
+    r64[i] = wave_reduce_sum(d);
+    if lane_id % 4 != 1 {
+        p32[i] = wave_reduce_sum(v);
+        p64[i] = wave_reduce_sum(d);
+    }
+}
+
+run sums {
+    grid = [2];
+    block = [128];
+    arg r32 = fill(256, 0.0);
+    arg s32 = fill(256, 0.0);
+    arg e32 = fill(256, 0.0);
+    arg p32 = fill(256, 0.0);
+    arg r64 = fill(256, 0.0);
+    arg p64 = fill(256, 0.0);
+    arg x = random(256, -1.0, 1.0, seed 17);
+    expect r32 = interp;
+    expect s32 = interp;
+    expect e32 = interp;
+    expect p32 = interp;
+    expect r64 = interp;
+    expect p64 = interp;
+}
+
+run sums {
+    grid = [1];
+    block = [100];
+    arg r32 = fill(256, 0.0);
+    arg s32 = fill(256, 0.0);
+    arg e32 = fill(256, 0.0);
+    arg p32 = fill(256, 0.0);
+    arg r64 = fill(256, 0.0);
+    arg p64 = fill(256, 0.0);
+    arg x = random(256, -1.0, 1.0, seed 23);
+    expect r32 = interp;
+    expect s32 = interp;
+    expect e32 = interp;
+    expect p32 = interp;
+    expect r64 = interp;
+    expect p64 = interp;
 }
 "#,
     );

@@ -12,7 +12,11 @@
 //!   the backend built the kernel at) and compares the same way. On the interpreter itself the
 //!   expectation is skipped, never passed.
 //! - `expect ub KIND;` requires the interpreter to report undefined behaviour of that kind
-//!   (`XPU-REF02`); other backends skip the case without launching it (undefined is undefined).
+//!   (`XPU-REF02`). Other backends answer it as [`ub_answer`] says: the CPU must refuse the
+//!   kinds it checks with its own code (`XPU-L013` out of bounds, `XPU-L015` division by zero,
+//!   `XPU-L010` a broken `align`), and runs the kinds it does not detect (the process must
+//!   survive; the case is skipped, saying so); GPUs have no checked mode yet and skip the case
+//!   without launching it.
 //! - `expect refused CODE;` requires verification, the kernel lookup or the launch to be refused
 //!   with that code (the interpreter's `XPU-REF01`/`XPU-REF02` are judged on the interpreter
 //!   only, like `expect ub`).
@@ -295,8 +299,8 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
         Expect::Ub { kind, .. } => Some(kind.clone()),
         _ => None,
     });
-    if ub.is_some() && !on_interp {
-        return Outcome::Skip("undefined behaviour is judged on the interpreter only".into());
+    if let (Some(kind), false) = (&ub, on_interp) {
+        return run_ub_case(spec, program, interp, kind);
     }
     // `XPU-REF01`/`XPU-REF02` are the interpreter's refusals.
     if !on_interp && refusal.as_deref().is_some_and(|c| c.starts_with("XPU-REF")) {
@@ -407,6 +411,85 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
         return Outcome::Skip("`expect = interp` on the interpreter itself".into());
     }
     Outcome::Pass
+}
+
+/// What a backend other than the interpreter does with undefined behaviour of one kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UbAnswer {
+    /// The launch is refused with this code (a checked mode).
+    Refuses(&'static str),
+    /// The backend does not detect it: the case runs (the process must survive it), its
+    /// result is undefined and not judged.
+    Undetected,
+    /// The backend has no checked mode: the case is not launched.
+    NotLaunched,
+}
+
+/// How `backend` answers undefined behaviour of `kind` (a [`UbKind`](crate::interp) name);
+/// `wave_lane` when the interpreter reports an out-of-range wave lane rather than an index
+/// into memory (the CPU masks such lanes into the wave, docs/cpu-backend.md).
+pub fn ub_answer(backend: Backend, kind: &str, wave_lane: bool) -> UbAnswer {
+    use crate::hal::launch::codes;
+    match backend {
+        // The oracle reports every kind (`XPU-REF02`).
+        Backend::Interp => UbAnswer::Refuses(codes::UNDEFINED_BEHAVIOR),
+        Backend::Cpu => match kind {
+            "out_of_bounds" if !wave_lane => UbAnswer::Refuses(codes::OUT_OF_BOUNDS),
+            "div_by_zero" => UbAnswer::Refuses(codes::DEVICE),
+            "misaligned" => UbAnswer::Refuses(codes::BROKEN_ALIGN),
+            _ => UbAnswer::Undetected,
+        },
+        // No checked mode on GPUs yet: a kernel with undefined behaviour may corrupt the
+        // device's memory or hang, so it is not launched.
+        Backend::Cuda | Backend::Hip | Backend::Vulkan => UbAnswer::NotLaunched,
+    }
+}
+
+/// A case of `expect ub KIND;` on a backend other than the interpreter (see [`ub_answer`]).
+fn run_ub_case(spec: &RunSpec, program: &Program, interp: &Program, kind: &str) -> Outcome {
+    let backend = program.device().backend();
+    let Some(function) = kernel_function(program.module(), &spec.kernel) else {
+        return Outcome::Fail(format!("the file has no kernel named `{}`", spec.kernel));
+    };
+    // The interpreter's report tells a wave lane from a memory index (for `out_of_bounds`).
+    let wave_lane = kind == "out_of_bounds"
+        && match launch_spec(spec, function, interp, spec.wave) {
+            Err(Failure::Launch(LaunchError::Undefined { report, .. })) => {
+                report.contains(" lane ")
+            }
+            _ => false,
+        };
+    let answer = ub_answer(backend, kind, wave_lane);
+    if answer == UbAnswer::NotLaunched {
+        return Outcome::Skip(format!(
+            "undefined behaviour ({kind}) is not launched on {}: it has no checked mode",
+            backend.name()
+        ));
+    }
+    let launched = launch_spec(spec, function, program, None);
+    match (answer, launched) {
+        (_, Err(Failure::Spec(message))) => Outcome::Fail(message),
+        (UbAnswer::Refuses(code), Err(Failure::Launch(e))) if e.code() == code => Outcome::Pass,
+        (UbAnswer::Refuses(code), Err(Failure::Launch(e))) => Outcome::Fail(format!(
+            "expected {} to refuse undefined behaviour ({kind}) with {code}, got:\n{e}",
+            backend.name()
+        )),
+        (UbAnswer::Refuses(code), Ok(_)) => Outcome::Fail(format!(
+            "expected {} to refuse undefined behaviour ({kind}) with {code}, but it ran",
+            backend.name()
+        )),
+        (_, Err(Failure::Launch(e))) if e.refused_by_device() => Outcome::Skip(e.to_string()),
+        (_, outcome) => Outcome::Skip(format!(
+            "{} does not detect undefined behaviour ({kind}); it {} (the result is not judged)",
+            backend.name(),
+            match outcome {
+                Ok(_) => "ran".to_string(),
+                Err(Failure::Launch(e)) => format!("refused it with {}", e.code()),
+                Err(Failure::Device(e)) => format!("refused it with {}", e.code()),
+                Err(Failure::Spec(_)) => unreachable!("judged above"),
+            }
+        )),
+    }
 }
 
 fn judge_refusal(e: LaunchError, refusals: &[String], ub: Option<&str>) -> Outcome {
@@ -1241,11 +1324,21 @@ run w { grid = [1]; block = [4]; wave = 16; arg o = fill(4, 0); expect o = inter
                 Ok(())
             })
             .unwrap();
+        // UB runs on the CPU, which must refuse it with its own code (here the disguised
+        // interpreter refuses with XPU-REF02 instead).
+        assert!(
+            lines[1].starts_with(
+                "FAIL  o.xk:7  k  cpu\n    expected cpu to refuse undefined behaviour \
+                 (out_of_bounds) with XPU-L013, got:\n"
+            ),
+            "{}",
+            lines[1]
+        );
+        lines.remove(1);
         assert_eq!(
             lines,
             vec![
                 "PASS  o.xk:6  k  cpu",
-                "SKIP  o.xk:7  k  cpu\n    undefined behaviour is judged on the interpreter only",
                 "SKIP  o.xk:8  k  cpu\n    the interpreter's refusal is judged on the interpreter only",
                 "PASS  o.xk:9  k  cpu",
                 // The backend ran at its own wave (here the disguised interpreter's 32); the

@@ -188,7 +188,11 @@ pub(crate) fn set_defined(bits: &mut [u64], off: usize, len: usize, value: bool)
 /// The race shadow of one byte.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Cell {
-    /// The last writer's work-item + 1 (0: none), with [`ATOMIC`] set for an atomic write.
+    /// The last writer's work-item + 1 (0: none), with [`ATOMIC`] set for an atomic write;
+    /// [`MANY`] for atomic writes by several work-items not ordered with one another (the
+    /// earliest of them in `w_phase`), each of which a plain access by any work-item races
+    /// with. A plain write by a work-item stays recorded over its own atomics in the same
+    /// phase (it races with everything they race with, and with other atomics).
     w_item: u32,
     w_phase: u32,
     /// The last reader's work-item + 1 (0: none; [`MANY`]: several readers, the earliest of
@@ -201,6 +205,8 @@ pub(crate) struct Cell {
 }
 
 const ATOMIC: u32 = 1 << 31;
+/// Several readers (`r_item`) or several atomic writers (`w_item`, where it reads as an atomic
+/// write by a work-item that is no one).
 const MANY: u32 = u32::MAX;
 
 /// How an access touches memory, for the race shadow.
@@ -342,13 +348,17 @@ fn unordered(phase: u32, who: Accessor) -> bool {
 #[inline]
 fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
     let me = who.item + 1;
-    let w = cell.w_item & !ATOMIC;
+    // Another work-item's write (or several atomic ones), if any.
+    let w = match cell.w_item & !ATOMIC {
+        w if cell.w_item == MANY || w != me => w,
+        _ => 0,
+    };
     let w_atomic = cell.w_item & ATOMIC != 0;
     match how {
         Access::Read => {
-            if w != 0 && w != me && unordered(cell.w_phase, who) {
+            if w != 0 && unordered(cell.w_phase, who) {
                 return Err(Conflict {
-                    other_item: w - 1,
+                    other_item: writer(cell.w_item),
                     other_wrote: true,
                     other_site: cell.w_site,
                 });
@@ -374,9 +384,9 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
         }
         Access::Write | Access::Atomic => {
             let atomic = how == Access::Atomic;
-            if w != 0 && w != me && !(atomic && w_atomic) && unordered(cell.w_phase, who) {
+            if w != 0 && !(atomic && w_atomic) && unordered(cell.w_phase, who) {
                 return Err(Conflict {
-                    other_item: w - 1,
+                    other_item: writer(cell.w_item),
                     other_wrote: true,
                     other_site: cell.w_site,
                 });
@@ -390,13 +400,44 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
                     other_site: cell.r_site,
                 });
             }
-            cell.w_item = me | if atomic { ATOMIC } else { 0 };
-            cell.w_phase = who.phase;
-            cell.w_site = who.site;
-            cell.r_item = 0;
+            if !atomic {
+                // A plain write: every earlier access it does not race with is ordered
+                // before it (or is this work-item's own), and every later access that would
+                // race with one of them races with it.
+                cell.w_item = me;
+                cell.w_phase = who.phase;
+                cell.w_site = who.site;
+                cell.r_item = 0;
+                return Ok(());
+            }
+            // An atomic write. The reads stay recorded: other work-items' atomics race with
+            // them (a write by this work-item no longer orders them before those).
+            let earlier = cell.w_item != 0 && unordered(cell.w_phase, who);
+            if !earlier {
+                cell.w_item = me | ATOMIC;
+                cell.w_phase = who.phase;
+                cell.w_site = who.site;
+            } else if cell.w_item != me && cell.w_item != me | ATOMIC {
+                // Another work-item's atomic (a plain write would have raced above), not
+                // ordered with this one: both stay unordered with every later plain access.
+                // The earliest phase stays.
+                cell.w_item = MANY;
+            }
+            // Else this work-item's own write in this phase stays the record (a plain one
+            // races with everything this atomic races with, and with other atomics too).
         }
     }
     Ok(())
+}
+
+/// The work-item a conflict names for a `w_item` record: `u32::MAX` for several.
+#[inline]
+fn writer(w_item: u32) -> u32 {
+    if w_item == MANY {
+        u32::MAX
+    } else {
+        (w_item & !ATOMIC) - 1
+    }
 }
 
 #[cfg(test)]
@@ -456,6 +497,47 @@ mod tests {
         r2.access(0, 1, Access::Read, who(0, 1, 1), false).ok();
         r2.access(0, 1, Access::Read, who(5, 3, 3), false).unwrap();
         assert!(r2.access(0, 1, Access::Write, who(5, 3, 3), false).is_err());
+    }
+
+    #[test]
+    fn plain_accesses_race_with_every_unordered_atomic() {
+        // Atomics by items 0..4, then a plain read by the last of them: it races with the
+        // other three (the record is not only the last atomic writer).
+        let mut r = Region::shared(4, true);
+        for item in 0..4 {
+            r.access(0, 4, Access::Atomic, who(item, 1, 1), false)
+                .unwrap();
+        }
+        let e = r.access(0, 4, Access::Read, who(3, 1, 1), false);
+        assert!(matches!(e, Err(Fault::Race(c)) if c.other_wrote && c.other_item == u32::MAX));
+        // A plain write by one of them races too; after a barrier both are ordered.
+        let mut r = Region::shared(4, true);
+        for item in 0..2 {
+            r.access(0, 4, Access::Atomic, who(item, 1, 1), false)
+                .unwrap();
+        }
+        assert!(r.access(0, 4, Access::Write, who(1, 1, 1), false).is_err());
+        r.access(0, 4, Access::Read, who(1, 2, 1), false).unwrap();
+        // A single atomic writer reading its own result is fine.
+        let mut r = Region::shared(4, true);
+        r.access(0, 4, Access::Atomic, who(5, 1, 1), false).unwrap();
+        r.access(0, 4, Access::Read, who(5, 1, 1), false).unwrap();
+        // Atomics of another workgroup stay unordered after this group's barrier.
+        let mut r = Region::shared(4, true);
+        r.access(0, 4, Access::Atomic, who(0, 1, 1), false).unwrap();
+        r.access(0, 4, Access::Atomic, who(32, 3, 3), false)
+            .unwrap();
+        assert!(r.access(0, 4, Access::Read, who(32, 4, 3), false).is_err());
+        // A plain read, then the reader's own atomic, then another's atomic: the read races.
+        let mut r = Region::shared(4, true);
+        r.access(0, 4, Access::Read, who(0, 1, 1), false).unwrap();
+        r.access(0, 4, Access::Atomic, who(0, 1, 1), false).unwrap();
+        assert!(r.access(0, 4, Access::Atomic, who(1, 1, 1), false).is_err());
+        // A plain write, then the writer's own atomic, then another's atomic: it races.
+        let mut r = Region::shared(4, true);
+        r.access(0, 4, Access::Write, who(0, 1, 1), false).unwrap();
+        r.access(0, 4, Access::Atomic, who(0, 1, 1), false).unwrap();
+        assert!(r.access(0, 4, Access::Atomic, who(1, 1, 1), false).is_err());
     }
 
     #[test]

@@ -2746,12 +2746,37 @@ impl Em<'_> {
                 let r = self.opi(Op::Bitcast, t, &[o]);
                 self.frem_edges(s, n, t, bty, a, b, r)?
             }
+            BinaryOp::Rem if float && s == Scalar::F16 && self.caps.float64 => {
+                // C fmod of two f16 values (which are f32 values) by the f32 reduction in f64:
+                // f16 `FRem` is `x - y·trunc(x / y)` rounded in f16 (lavapipe: 0.30005 %
+                // 0.099976 gave 2^-12, not 2^-13). The exact result is an f16 value, so the
+                // conversions are exact; the sign is the dividend's.
+                self.cap(Capability::Float64);
+                let dt = self.vec_ty(Scalar::F64, n)?;
+                let (da, db) = (
+                    self.opi(Op::FConvert, dt, &[a]),
+                    self.opi(Op::FConvert, dt, &[b]),
+                );
+                let m = self.fmod_f64_of_f32(da, db, n)?;
+                let m = self.opi(Op::FConvert, t, &[m]);
+                let neg = self.negative(s, t, bty, a);
+                let nm = self.fop(Op::FNegate, t, &[m]);
+                let r = self.opi(Op::Select, t, &[neg, nm, m]);
+                self.frem_edges(s, n, t, bty, a, b, r)?
+            }
             BinaryOp::Rem if float => {
                 let r = if s == Scalar::F64 {
                     self.frem_f64(t, a, b)
                 } else {
                     self.fop(Op::FRem, t, &[a, b])
                 };
+                // C fmod's result has the dividend's sign, zeros included: lavapipe's f16
+                // `FRem` gave -0.0 % 1.0 = +0.0 (tests/filetests/math/host_functions.xk).
+                let ra = self.negative(s, t, bty, a);
+                let rr = self.negative(s, t, bty, r);
+                let flip = self.opi(Op::LogicalNotEqual, bty, &[ra, rr]);
+                let nr = self.fop(Op::FNegate, t, &[r]);
+                let r = self.opi(Op::Select, t, &[flip, nr, r]);
                 self.frem_edges(s, n, t, bty, a, b, r)?
             }
             BinaryOp::Div | BinaryOp::Rem => {
@@ -3477,6 +3502,24 @@ impl Em<'_> {
         let neg = self.opi(Op::INotEqual, bty, &[sb, zero]);
         let built = self.opi(Op::Select, dt, &[neg, neg_mag, mag]);
         Ok(self.opi(Op::Select, dt, &[tiny, built, c]))
+    }
+
+    /// Whether the float `x` has its sign bit set (`-0.0` included, NaN not): `x < 0`, or
+    /// `x == 0` with `1 / x < 0`.
+    fn negative(&mut self, s: Scalar, t: Word, bty: Word, x: Word) -> Word {
+        let zero = self.konst(t, 0);
+        let lt = self.opi(Op::FOrdLessThan, bty, &[x, zero]);
+        let eq = self.opi(Op::FOrdEqual, bty, &[x, zero]);
+        let one_bits = match s {
+            Scalar::F16 => 0x3c00,
+            Scalar::F64 => 1.0f64.to_bits(),
+            _ => 1.0f32.to_bits() as u64,
+        };
+        let one = self.konst(t, one_bits);
+        let inv = self.fop(Op::FDiv, t, &[one, x]);
+        let ilt = self.opi(Op::FOrdLessThan, bty, &[inv, zero]);
+        let negzero = self.opi(Op::LogicalAnd, bty, &[eq, ilt]);
+        self.opi(Op::LogicalOr, bty, &[lt, negzero])
     }
 
     /// C `fmod`'s special cases over a computed `r = a % b`, which SPIR-V leaves undefined
