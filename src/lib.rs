@@ -3,6 +3,7 @@
 
 pub mod buffer;
 pub mod cli;
+pub mod deadline;
 pub mod devices;
 pub mod facts;
 pub mod filetest;

@@ -318,7 +318,7 @@ impl CpuKernel {
         &self.module.function(self.handle).name
     }
 
-    fn fault(&self, f: Fault) -> LaunchError {
+    fn fault(&self, f: Fault, deadline: Option<Duration>) -> LaunchError {
         let kernel = self.name().to_string();
         match f {
             Fault::OutOfBounds {
@@ -348,6 +348,11 @@ impl CpuKernel {
                 line,
                 index,
                 align,
+            },
+            Fault::Cancelled => LaunchError::Deadline {
+                kernel,
+                deadline: deadline.unwrap_or_default(),
+                cancelled: true,
             },
         }
     }
@@ -420,6 +425,7 @@ impl KernelImpl for CpuKernel {
         if stream {
             code = self.spec(launch.block, true)?;
         }
+        let watch = crate::deadline::Watch::arm(launch.deadline);
         // SAFETY: every buffer points into an allocation locked for this call, with its
         // length in elements; the kernel's accesses are bounds-checked against it.
         let r = unsafe {
@@ -430,10 +436,12 @@ impl KernelImpl for CpuKernel {
                 &bufs,
                 &values,
                 self.settings.cap.load(Ordering::Relaxed).max(1),
+                watch.flag(),
             )
         };
+        drop(watch);
         drop(locked);
-        r.map_err(|f| self.fault(f))
+        r.map_err(|f| self.fault(f, launch.deadline))
     }
 }
 

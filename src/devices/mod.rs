@@ -541,9 +541,21 @@ fn select() -> Device {
         Some(name) => ("Device::force", Some(name)),
         None => (
             "CAJETA_XPU_BACKEND",
-            std::env::var("CAJETA_XPU_BACKEND")
-                .ok()
-                .filter(|v| !v.trim().is_empty()),
+            match std::env::var("CAJETA_XPU_BACKEND") {
+                Ok(v) => Some(v).filter(|v| !v.trim().is_empty()),
+                Err(std::env::VarError::NotPresent) => None,
+                Err(std::env::VarError::NotUnicode(raw)) => {
+                    // Not a name of any backend: said, like any other request that cannot
+                    // be met, rather than ignored.
+                    let fallback = default_device();
+                    eprintln!(
+                        "note: CAJETA_XPU_BACKEND={} is not valid UTF-8, so names no backend; selected {} instead",
+                        raw.to_string_lossy(),
+                        fallback.backend()
+                    );
+                    return fallback;
+                }
+            },
         ),
     };
     if let Some(request) = request {
