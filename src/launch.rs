@@ -35,7 +35,7 @@ pub mod codes {
     pub const OUT_OF_BOUNDS: &str = "XPU-L013";
     pub const FOREIGN_OBJECT: &str = "XPU-L014";
     pub const DEVICE: &str = "XPU-L015";
-    pub const DEADLINE: &str = "XPU-L016";
+    pub const DEADLINE: &str = "XPU-L017";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }

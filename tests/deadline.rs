@@ -1,6 +1,6 @@
 //! Launch deadlines (contract §2.4, refusal 6; issue 15, defect 2): a kernel that never
 //! terminates is cancelled at its deadline on the interpreter and the CPU backend with
-//! `XPU-L016` naming the kernel, within a bounded time, and the device and the process stay
+//! `XPU-L017` naming the kernel, within a bounded time, and the device and the process stay
 //! usable (a second kernel runs after it). On Vulkan (lavapipe here), which cannot cancel, a
 //! kernel that outlives its deadline is reported and the device stays usable. Also the
 //! hostile files `tests/hostile/deadline_*.xk` through `xpu run`, and the text format's
@@ -114,7 +114,7 @@ fn assert_cancelled(r: Result<(), LaunchError>, took: Duration, kernel: &str, ba
     );
     let text = e.to_string();
     assert!(
-        text.contains("XPU-L016") && text.contains(kernel) && text.contains("deadline"),
+        text.contains("XPU-L017") && text.contains(kernel) && text.contains("deadline"),
         "{text}"
     );
     // Generous: the machine is shared; a hang would never return at all.
@@ -292,7 +292,7 @@ fn hostile_deadline_files_pass_on_the_interpreter_and_the_cpu() {
 
 #[test]
 fn xpu_run_default_deadline_and_its_flag() {
-    // A run block without `deadline` takes `--deadline`: the case is refused with XPU-L016
+    // A run block without `deadline` takes `--deadline`: the case is refused with XPU-L017
     // (a failure, exit 1, since it expects no refusal) instead of hanging.
     let dir = std::env::temp_dir().join(format!("xpu-deadline-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -306,7 +306,7 @@ fn xpu_run_default_deadline_and_its_flag() {
     let (code, text) = xpu_run(f, "interp", &["--deadline", "0.2"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(
-        text.contains("XPU-L016") && text.contains("forever"),
+        text.contains("XPU-L017") && text.contains("forever"),
         "{text}"
     );
     // Bad values are usage errors.

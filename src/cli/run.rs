@@ -8,7 +8,7 @@
 //!
 //! `--deadline SECONDS` (default 60) bounds every launch whose run block names no
 //! `deadline = SECONDS;`: the interpreter and the CPU cancel a launch past it, GPU backends
-//! report it, and the case ends refused with `XPU-L016` (a failure unless it expects that
+//! report it, and the case ends refused with `XPU-L017` (a failure unless it expects that
 //! refusal). `--deadline 0` sets no limit.
 
 use std::io::Write;
@@ -24,7 +24,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "best")]
     pub backend: String,
     /// Seconds a launch may run when its run block names no `deadline` (0: no limit). A
-    /// launch past it is refused with XPU-L016.
+    /// launch past it is refused with XPU-L017.
     #[arg(long, default_value = "60", value_name = "SECONDS")]
     pub deadline: f64,
 }
