@@ -12,12 +12,13 @@
 //! - `one`: the three buffers as views of one allocation, back to back;
 //! - `skew`: as `one`, with the views 1 MiB + 4 KiB apart beyond their length.
 
-use xpu::buffer::RawBuffer;
-use xpu::devices::{Backend, Device, Init};
+use xpu::hal::launch::{ArgValue, Launch};
+use xpu::hal::{Backend, Init};
 use xpu::ir::{ElemType, Scalar};
-use xpu::launch::{ArgValue, Launch};
-use xpu::stream::KernelStream;
-use xpu::timer::KernelTimer;
+use xpu::runtime::buffer::RawBuffer;
+use xpu::runtime::device::Device;
+use xpu::runtime::stream::KernelStream;
+use xpu::runtime::timer::KernelTimer;
 
 const KERNELS: &str = r#"
 kernel saxpy(y: buf<f32, rw>, x: buf<f32>, z: buf<f32>, a: f32, n: u32) {
@@ -80,7 +81,7 @@ fn probe(
     layout: &str,
     rounds: usize,
 ) -> Result<Vec<f64>, String> {
-    let e = |x: xpu::devices::DeviceError| x.to_string();
+    let e = |x: xpu::hal::DeviceError| x.to_string();
     let device = Device::open(backend).map_err(e)?;
     let module = xpu::ir::parse(KERNELS)
         .and_then(|m| m.verify())
@@ -108,7 +109,7 @@ fn probe(
         let d = if data == "zeros" {
             vec![0u8; bytes]
         } else {
-            xpu::devices::bench_data::random_f32_bytes(elems, i as u64)
+            xpu::bench::data::random_f32_bytes(elems, i as u64)
         };
         b.write(&d).map_err(e)?;
     }

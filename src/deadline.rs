@@ -2,7 +2,7 @@
 //! launch holds a cancellation flag that one process-wide watchdog thread sets when the
 //! deadline passes. The backends that run kernels in this process (the interpreter, the CPU's
 //! generated code) read the flag at loop back-edges and barriers and stop the launch with
-//! [`LaunchError::Deadline`](crate::launch::LaunchError::Deadline); GPU backends, which cannot
+//! [`LaunchError::Deadline`](crate::hal::launch::LaunchError::Deadline); GPU backends, which cannot
 //! cancel a kernel, wait for it with the deadline as a timeout and report it when it passes.
 //!
 //! Arming costs one lock and one condition-variable signal, and nothing at all for a launch

@@ -1,24 +1,61 @@
 //! xpu: GPU-style kernels as typed IR, run from one source on the host CPU, NVIDIA, AMD and
 //! Vulkan devices. The contract is `CajetaXPU.md`; the layout is described in `DESIGN.md`.
+//!
+//! The crate is one folder per stage, and imports only go down the list:
+//!
+//! | module | owns |
+//! | --- | --- |
+//! | [`config`] | every environment variable, read once, typed |
+//! | [`ir`] | the IR, builder, text format, verifier |
+//! | [`interp`] | the reference interpreter (the oracle) |
+//! | [`codegen`] | every lowering of a verified module: Cranelift, LLVM (NVPTX, AMDGPU), SPIR-V |
+//! | [`hal`] | what runtime and backends both speak: `Backend`, the seam traits, launches, facts, manifests |
+//! | [`backend`] | one module per device over codegen output: interp, cpu, cuda, hip, vulkan |
+//! | [`runtime`] | what a program touches: `Device`, `Program`, `Kernel`, buffers, streams, timers |
+//! | [`filetest`], [`bench`], [`cli`] | the kernel-file runner, the benchmarks, the command |
 
-pub mod buffer;
+pub mod backend;
+pub mod bench;
 pub mod cli;
+pub mod codegen;
+pub mod config;
 pub mod deadline;
-pub mod devices;
-pub mod facts;
 pub mod filetest;
+pub mod hal;
 pub mod interp;
 pub mod ir;
-pub mod jit;
-pub mod launch;
-pub mod manifest;
-pub mod stream;
-pub mod timer;
+pub mod runtime;
 
-pub use buffer::KernelBuffer;
-pub use devices::{Backend, Device, DeviceError, Kernel, Program};
-pub use facts::DeviceFacts;
-pub use launch::{ArgValue, Launch, LaunchError};
-pub use manifest::KernelManifest;
-pub use stream::{Event, KernelStream};
-pub use timer::KernelTimer;
+pub use hal::facts::DeviceFacts;
+pub use hal::launch::{ArgValue, Launch, LaunchError};
+pub use hal::manifest::KernelManifest;
+pub use hal::{Backend, DeviceError};
+pub use runtime::{Device, Event, Kernel, KernelBuffer, KernelStream, KernelTimer, Program};
+
+/// Paths of the tree before the layout of `DESIGN.md` (`xpu::devices`, `xpu::jit`,
+/// `xpu::launch`, …), kept so that code written against them still builds; new code uses the
+/// paths above.
+#[doc(hidden)]
+pub mod devices {
+    #[cfg(any(feature = "cuda", feature = "hip"))]
+    pub use crate::backend::cache;
+    #[cfg(feature = "cuda")]
+    pub use crate::backend::cuda;
+    #[cfg(feature = "hip")]
+    pub use crate::backend::hip;
+    pub use crate::backend::{cpu, host, interp, vulkan};
+    pub use crate::bench::data as bench_data;
+    #[cfg(feature = "hip")]
+    pub use crate::codegen::llvm::codeobj;
+    #[cfg(any(feature = "cuda", feature = "hip"))]
+    pub use crate::codegen::llvm::{self as llvm, ptxas};
+    pub use crate::hal::*;
+    pub use crate::runtime::coarse;
+    pub use crate::runtime::device::*;
+}
+#[doc(hidden)]
+pub use codegen::cpu as jit;
+#[doc(hidden)]
+pub use hal::{facts, launch, manifest};
+#[doc(hidden)]
+pub use runtime::{buffer, stream, timer};

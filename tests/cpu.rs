@@ -136,7 +136,7 @@ fn worker_cap_and_many_groups() {
     if let Some(d) = cpu
         .implementation()
         .as_any_device()
-        .and_then(|a| a.downcast_ref::<xpu::devices::cpu::CpuDevice>())
+        .and_then(|a| a.downcast_ref::<xpu::backend::cpu::CpuDevice>())
     {
         d.set_worker_cap(1);
         assert_eq!(d.worker_cap(), 1);
@@ -152,9 +152,9 @@ fn worker_cap_and_many_groups() {
 trait AsAnyDevice {
     fn as_any_device(&self) -> Option<&dyn std::any::Any>;
 }
-impl AsAnyDevice for std::sync::Arc<dyn xpu::devices::DeviceImpl> {
+impl AsAnyDevice for std::sync::Arc<dyn xpu::hal::DeviceImpl> {
     fn as_any_device(&self) -> Option<&dyn std::any::Any> {
-        let d: &dyn xpu::devices::DeviceImpl = self.as_ref();
+        let d: &dyn xpu::hal::DeviceImpl = self.as_ref();
         Some(d as &dyn std::any::Any)
     }
 }
@@ -1618,8 +1618,8 @@ fn full_wave_loop_checks_lengths_once_and_faults_as_before() {
 /// A CPU device of its own (not the process's shared one) whose launches always run the
 /// streaming code of kernels that have some (`CpuDevice::set_streaming`).
 fn streaming_cpu() -> Device {
-    let d = xpu::devices::cpu::CpuDevice::new();
-    d.set_streaming(xpu::devices::Mode::Force);
+    let d = xpu::backend::cpu::CpuDevice::new();
+    d.set_streaming(xpu::hal::Mode::Force);
     Device::from_impl(std::sync::Arc::new(d))
 }
 

@@ -179,3 +179,53 @@ fn filetests_pass_coarsened() {
         failures.join("\n")
     );
 }
+
+/// One rule for refusals: a launch this device cannot run (one of its limits, a capability
+/// it lacks: `LaunchError::refused_by_device`) is a skip, whatever kind of refusal it is; a
+/// refusal that would happen on every device (here the kernel's own `@occupancy` ceiling) is
+/// a failure. Before, a grid over lavapipe's 65,535 workgroups failed the case while a missing
+/// capability skipped it.
+#[test]
+fn device_refusals_are_skips_and_kernel_refusals_failures() {
+    use xpu::filetest::runner::{Outcome as CaseOutcome, Runner};
+    let mut checked = 0;
+    for backend in Device::available() {
+        let device = Device::open(backend).unwrap();
+        let Some(max) = device.facts().max_grid_dims else {
+            continue;
+        };
+        if max[0] == u32::MAX {
+            continue;
+        }
+        let src = format!(
+            "kernel k(o: buf<u32, rw>) {{\n    o[0] = 1u32;\n}}\n\n\
+             @occupancy(max_threads = 32)\nkernel small(o: buf<u32, rw>) {{\n    o[0] = 1u32;\n}}\n\n\
+             run k {{\n    grid = [{}];\n    block = [1];\n    arg o = fill(1, 0);\n    expect o = [1];\n}}\n\n\
+             run small {{\n    grid = [1];\n    block = [64];\n    arg o = fill(1, 0);\n    expect o = [1];\n}}\n",
+            max[0] as u64 + 1
+        );
+        let runner = Runner::new(vec![device]).unwrap();
+        let mut cases = Vec::new();
+        runner
+            .run_source("limits.xk", &src, &mut |c| {
+                cases.push(c.clone());
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(cases.len(), 2, "{backend}");
+        assert!(
+            matches!(&cases[0].outcome, CaseOutcome::Skip(m) if m.contains("XPU-L005")),
+            "{backend}: {}",
+            cases[0]
+        );
+        assert!(
+            matches!(&cases[1].outcome, CaseOutcome::Fail(m) if m.contains("XPU-L005")),
+            "{backend}: {}",
+            cases[1]
+        );
+        checked += 1;
+    }
+    if checked == 0 {
+        println!("no device here reports a grid limit: nothing to check");
+    }
+}

@@ -7,8 +7,8 @@
 //! device through `xpu run --backend cuda`; that needs no test here.
 
 use std::path::{Path, PathBuf};
-use xpu::devices::llvm::{self, nvptx::Nvptx, KernelRef};
-use xpu::devices::ptxas;
+use xpu::codegen::llvm::ptxas;
+use xpu::codegen::llvm::{self, nvptx::Nvptx, KernelRef};
 
 fn filetests() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -242,8 +242,8 @@ fn occupancy_becomes_nvvm_annotations() {
 mod amd {
     use super::modules;
     use std::path::Path;
-    use xpu::devices::codeobj::{self, BuildError, BuildOptions, CodeObject};
-    use xpu::devices::llvm::{self, amdgpu::Amdgpu, KernelRef};
+    use xpu::codegen::llvm::codeobj::{self, BuildError, BuildOptions, CodeObject};
+    use xpu::codegen::llvm::{self, amdgpu::Amdgpu, KernelRef};
 
     fn build_src(src: &str, arch: &str) -> Result<Vec<CodeObject>, BuildError> {
         let vm = xpu::ir::parse(src).unwrap().verify().unwrap();

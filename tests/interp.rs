@@ -621,7 +621,7 @@ fn scalar_arguments_are_checked() {
 /// Runs the run block of one `tests/ub` file on the interpreter, building its arguments the
 /// way the filetest runner does.
 fn run_ub_file(path: &std::path::Path) -> (String, UbReport) {
-    use xpu::filetest::spec::{ArgInit, Expect};
+    use xpu::ir::text::run::{ArgInit, Expect};
     let src = std::fs::read_to_string(path).unwrap();
     let (m, specs) =
         xpu::ir::parse_file(&src).unwrap_or_else(|d| panic!("{}: {d}", path.display()));

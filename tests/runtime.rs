@@ -1,15 +1,15 @@
 //! The host runtime through its public API (DESIGN.md, "Public API sketch"): devices, buffers
 //! and their views, streams, launches and every refusal a launch can meet, on the
 //! interpreter device (always present) and, for the shared checks, directly through
-//! `xpu::launch::check` with facts and manifests a GPU would report. Also `xpu run`'s exit
+//! `xpu::hal::launch::check` with facts and manifests a GPU would report. Also `xpu run`'s exit
 //! statuses and backend selection, through the binary.
 
 use std::process::Command;
 use std::sync::Arc;
-use xpu::devices::interp::InterpDevice;
-use xpu::devices::{Backend, DeviceError};
+use xpu::backend::interp::InterpDevice;
+use xpu::hal::launch::{codes, Launch};
+use xpu::hal::{Backend, DeviceError};
 use xpu::ir::VerifiedModule;
-use xpu::launch::{codes, Launch};
 use xpu::{args, Device, DeviceFacts, KernelBuffer, KernelManifest, KernelStream, LaunchError};
 
 const KERNELS: &str = r#"
@@ -311,8 +311,17 @@ fn checks_against_reported_facts_and_manifests() {
         ..DeviceFacts::unknown(Backend::Cuda)
     };
     let mut manifest = KernelManifest::from_kernel(saxpy, Backend::Cuda);
-    let check =
-        |m: &KernelManifest, l: Launch| xpu::launch::check("saxpy", saxpy, m, &facts, &l, &args);
+    let check = |m: &KernelManifest, l: Launch| {
+        xpu::hal::launch::check(
+            "saxpy",
+            saxpy,
+            &xpu::ir::FunctionInfo::of(saxpy),
+            m,
+            &facts,
+            &l,
+            &args,
+        )
+    };
     assert!(check(&manifest, Launch::grid(4).block(256)).is_ok());
     assert_eq!(
         check(&manifest, Launch::grid(1).block(2048))
@@ -320,12 +329,13 @@ fn checks_against_reported_facts_and_manifests() {
             .code(),
         codes::TOO_MANY_THREADS
     );
-    assert_eq!(
-        check(&manifest, Launch::grid([1, 70000]).block(1))
-            .unwrap_err()
-            .code(),
-        codes::TOO_MANY_THREADS
-    );
+    let e = check(&manifest, Launch::grid([1, 70000]).block(1)).unwrap_err();
+    assert_eq!(e.code(), codes::TOO_MANY_THREADS);
+    // The device's limit: another device may run it (the runner skips, not fails, the case).
+    assert!(e.refused_by_device(), "{e}");
+    assert!(check(&manifest, Launch::grid(1).block(2048))
+        .unwrap_err()
+        .refused_by_device());
     assert_eq!(
         check(&manifest, Launch::grid(1).block([1, 1, 65]))
             .unwrap_err()
@@ -339,10 +349,21 @@ fn checks_against_reported_facts_and_manifests() {
     assert_eq!(e.code(), codes::SHARED_MEMORY);
     assert!(e.to_string().contains("needs 61440 bytes"), "{e}");
     assert!(check(&manifest, big.shared_opt_in(true)).is_ok());
+    assert!(e.refused_by_device(), "{e}");
+    // The kernel's own ceiling and the 32-bit coordinate space refuse on every device.
+    manifest.max_threads = Some(64);
+    let e = check(&manifest, Launch::grid(1).block(128)).unwrap_err();
+    assert_eq!(e.code(), codes::TOO_MANY_THREADS);
+    assert!(!e.refused_by_device(), "{e}");
+    manifest.max_threads = None;
+    let e = check(&manifest, Launch::grid(1 << 24).block(1024)).unwrap_err();
+    assert_eq!(e.code(), codes::TOO_MANY_THREADS);
+    assert!(!e.refused_by_device(), "{e}");
     // A pinned block.
     manifest.pinned_block = Some([256, 1, 1]);
     let e = check(&manifest, Launch::grid(1).block(128)).unwrap_err();
     assert_eq!(e.code(), codes::PINNED_BLOCK);
+    assert!(!e.refused_by_device(), "{e}");
     assert!(check(&manifest, Launch::grid(9).block(256)).is_ok());
     manifest.pinned_block = None;
     // A declared wave the device does not build.
@@ -371,9 +392,10 @@ fn checks_against_reported_facts_and_manifests() {
     // Facts a device does not report check nothing.
     let unknown = DeviceFacts::unknown(Backend::Vulkan);
     let plain = KernelManifest::empty("saxpy", Backend::Vulkan);
-    assert!(xpu::launch::check(
+    assert!(xpu::hal::launch::check(
         "saxpy",
         saxpy,
+        &xpu::ir::FunctionInfo::of(saxpy),
         &plain,
         &unknown,
         &Launch::grid(1).block(1 << 20),
@@ -716,7 +738,7 @@ fn xpu_run_exit_statuses_and_selection() {
         assert_eq!(out.status.code(), Some(0), "{err}");
         assert_eq!(err.matches("note:").count(), 1, "{err}");
         assert!(
-            err.contains("CAJETA_XPU_BACKEND") && err.contains("not valid UTF-8"),
+            err.contains("CAJETA_XPU_BACKEND") && err.contains("UTF-8"),
             "{err}"
         );
     }
@@ -728,7 +750,7 @@ fn force_selects_before_the_first_touch() {
     // The only test in this binary that touches process-wide selection.
     assert_eq!(
         Device::force("metal").unwrap_err().code(),
-        xpu::devices::codes::UNKNOWN_BACKEND
+        xpu::hal::codes::UNKNOWN_BACKEND
     );
     Device::force("interp").unwrap();
     let current = Device::current().unwrap();
@@ -737,7 +759,7 @@ fn force_selects_before_the_first_touch() {
     // Selection is cached: forcing the same backend again is fine, another is refused.
     Device::force("interp").unwrap();
     let e = Device::force("vulkan").unwrap_err();
-    assert_eq!(e.code(), xpu::devices::codes::ALREADY_SELECTED);
+    assert_eq!(e.code(), xpu::hal::codes::ALREADY_SELECTED);
     assert!(e.to_string().contains("already selected"), "{e}");
     assert_eq!(Device::current().unwrap(), current);
 }

@@ -4,8 +4,8 @@
 //! neither the parser nor the printer panics on any input.
 
 use proptest::prelude::*;
-use xpu::filetest::spec::{ArgInit, Expect, Value};
 use xpu::ir::text::literal::round_to_f16;
+use xpu::ir::text::run::{ArgInit, Expect, Value};
 use xpu::ir::{
     parse, parse_file, print, print_file, Access, AtomicOp, Attributes, Base, BinaryOp, Block,
     Builtin, ConstBinOp, ConstExpr, Dim, ElemType, Expr, ExprId, FenceScope, Function,
@@ -2225,4 +2225,37 @@ fn found_by_the_generator() {
     fixed_point(&m).unwrap();
     // An array element with a large literal index is an element, not a lane.
     canonical("kernel k() {\n    let x: [bool; 1];\n    x[4294967295] = true;\n}\n");
+}
+
+#[test]
+fn a_repeated_run_arg_is_an_error_at_its_name() {
+    // Each parameter gets one value: a second `arg` for it was silently ignored (the first
+    // was used), while repeated `expect`s are all checked.
+    let src = "kernel k(o: buf<u32, rw>, n: u32) {\n    o[0] = n;\n}\n\nrun k {\n    grid = [1];\n    block = [1];\n    arg o = fill(1, 0);\n    arg n = 1;\n    arg n = 2;\n    expect o = [2];\n}\n";
+    assert_eq!(errors(src), vec!["10:9 XPU-P014"]);
+    let d = parse_file(src).unwrap_err();
+    assert!(
+        d.0[0].message.contains("`arg n` given twice"),
+        "{}",
+        d.0[0].message
+    );
+    // Distinct parameters, and repeated `expect`s, stay fine.
+    let ok = src.replace("    arg n = 2;\n", "    expect o = [1];\n");
+    assert!(parse_file(&ok).is_ok());
+}
+
+#[test]
+fn a_keyword_where_a_name_is_declared_is_named_as_a_keyword() {
+    for (src, at) in [
+        ("kernel k(step: u32) {\n}\n", "1:10"),
+        ("kernel k() {\n    let in: u32 = 1;\n}\n", "2:9"),
+        ("kernel k() {\n    for loop: u32 in 0u32..4u32 {\n    }\n}\n", "2:9"),
+        ("device fn return() {\n}\n", "1:11"),
+        ("kernel k(o: buf<u32, rw>) {\n}\n\nrun k {\n    grid = [1];\n    block = [1];\n    arg step = 1;\n}\n", "7:9"),
+    ] {
+        assert_eq!(errors(src), vec![format!("{at} XPU-P011")], "{src}");
+        let d = parse_file(src).unwrap_err();
+        let m = &d.0[0].message;
+        assert!(m.contains("keyword") && m.contains("cannot be a name"), "{m}");
+    }
 }

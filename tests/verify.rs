@@ -1575,3 +1575,65 @@ fn kernel_files_verify_and_mangled_ones_never_panic() {
         files.len()
     );
 }
+
+/// Every code a `const` in `src/` defines (`"XPU-…"`) is defined once, but for the
+/// contract's `XPU-REF01`/`XPU-REF02` (the interpreter's and the launch's names for them),
+/// and appears in `docs/`.
+#[test]
+fn every_error_code_is_unique_and_documented() {
+    fn rs_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                rs_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    rs_files(std::path::Path::new("src"), &mut files);
+    let mut defined: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for f in &files {
+        for (n, line) in std::fs::read_to_string(f).unwrap().lines().enumerate() {
+            let Some(rest) = line
+                .trim()
+                .strip_prefix("pub const ")
+                .or(line.trim().strip_prefix("const "))
+            else {
+                continue;
+            };
+            let Some((_, value)) = rest.split_once(": &str = \"") else {
+                continue;
+            };
+            let code = value.trim_end_matches("\";");
+            if code.starts_with("XPU-") {
+                defined.entry(code.to_string()).or_default().push(format!(
+                    "{}:{}",
+                    f.display(),
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(defined.len() > 90, "found only {} codes", defined.len());
+    let docs: String = std::fs::read_dir("docs")
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .collect();
+    let mut problems = Vec::new();
+    for (code, sites) in &defined {
+        let shared = matches!(code.as_str(), "XPU-REF01" | "XPU-REF02");
+        if sites.len() > 1 && !(shared && sites.len() == 2) {
+            problems.push(format!(
+                "{code} is defined {} times: {}",
+                sites.len(),
+                sites.join(", ")
+            ));
+        }
+        if !docs.contains(&format!("`{code}`")) && !docs.contains(code.as_str()) {
+            problems.push(format!("{code} ({}) is not documented in docs/", sites[0]));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

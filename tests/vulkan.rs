@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use xpu::devices::vulkan::spirv::{emit_kernel, Caps};
-use xpu::devices::Backend;
+use xpu::codegen::spirv::{emit_kernel, Caps};
+use xpu::hal::Backend;
 
 fn filetests() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -287,7 +287,7 @@ fn virtual_waves_agree_with_the_interpreter() {
         let e = emit_kernel(&m, h, &Caps::all(8)).unwrap();
         assert_eq!(
             e.wave_mode,
-            xpu::devices::vulkan::spirv::WaveMode::Virtual { slots: w / 8 }
+            xpu::codegen::spirv::WaveMode::Virtual { slots: w / 8 }
         );
         if have_spirv_val() {
             validate(&e.words, &format!("virtual-{w}")).unwrap();
@@ -354,7 +354,7 @@ fn the_streaming_benchmark_runs() {
         eprintln!("no Vulkan device, skipping");
         return;
     }
-    let (name, rows) = xpu::devices::vulkan::bench::measure(1 << 16, 256, 3).unwrap();
+    let (name, rows) = xpu::bench::vulkan::measure(1 << 16, 256, 3).unwrap();
     println!("{name}: {rows:?}");
     assert_eq!(rows.len(), 3);
     for r in rows {
@@ -431,7 +431,7 @@ fn wide_vectors_agree_with_the_interpreter() {
             }
         }
     }
-    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let runner = xpu::filetest::runner::Runner::new(vec![device.clone()]).unwrap();
     let mut report = Vec::new();
     let summary = runner.run_paths(&[p], &mut report).unwrap();
     let report = String::from_utf8_lossy(&report);
@@ -444,6 +444,18 @@ fn wide_vectors_agree_with_the_interpreter() {
 /// subgroup sizes 8 and 32 with every capability on) and asserts that all its `runs` run
 /// blocks pass.
 fn agrees_with_the_interpreter(tag: &str, src: &str, runs: usize) {
+    let device = match xpu::Device::open(Backend::Vulkan) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("no Vulkan device, skipping: {e}");
+            return;
+        }
+    };
+    agrees_on(&device, tag, src, runs);
+}
+
+/// [`agrees_with_the_interpreter`] on `device`.
+fn agrees_on(device: &xpu::Device, tag: &str, src: &str, runs: usize) {
     if have_spirv_val() {
         let m = xpu::ir::parse(src).unwrap().verify().unwrap();
         for s in [8u32, 32] {
@@ -453,18 +465,11 @@ fn agrees_with_the_interpreter(tag: &str, src: &str, runs: usize) {
             }
         }
     }
-    let device = match xpu::Device::open(Backend::Vulkan) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("no Vulkan device, skipping: {e}");
-            return;
-        }
-    };
     let dir = std::env::temp_dir().join(format!("xpu-vk-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(format!("{tag}.xk"));
     std::fs::write(&p, src).unwrap();
-    let runner = xpu::filetest::runner::Runner::new(vec![device]).unwrap();
+    let runner = xpu::filetest::runner::Runner::new(vec![device.clone()]).unwrap();
     let mut report = Vec::new();
     let summary = runner.run_paths(&[p], &mut report).unwrap();
     let report = String::from_utf8_lossy(&report);
@@ -616,10 +621,20 @@ fn f32_subnormals_in_f64_agree_with_the_interpreter() {
             }
         }
     }
-    // The flag is read when a device opens; other tests opening one meanwhile take the f64
-    // path too, which computes the same results.
-    std::env::set_var("CAJETA_XPU_VK_F32_IN_F64", "1");
-    agrees_with_the_interpreter("subn", SUBNORMALS, 1);
+    // A device of its own, opened with the f64 path forced.
+    let settings = xpu::backend::vulkan::VulkanSettings {
+        f32_in_f64: Some(true),
+        ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+    };
+    match xpu::backend::vulkan::VulkanDevice::open_with(settings) {
+        Ok(d) => agrees_on(
+            &xpu::Device::from_impl(std::sync::Arc::new(d)),
+            "subn",
+            SUBNORMALS,
+            1,
+        ),
+        Err(e) => eprintln!("no Vulkan device, skipping: {e}"),
+    }
 }
 
 /// f64 transcendental functions (built from arithmetic, `math.rs`) on vector lanes — `vec3`,
@@ -677,6 +692,95 @@ fn f64_transcendentals_are_refused_by_name_without_float64() {
     assert!(err.contains("shaderFloat64"), "{err}");
 }
 
+/// Issue 14: NVIDIA's Vulkan driver applied the `NonWritable` of the first buffer variable
+/// declared with a struct type to every variable of that type, so a writable buffer sharing
+/// its struct with a read-only one came first was read as if nothing wrote it (an
+/// accumulating `y[i] += ...` kept its last term). lavapipe computes the right values either
+/// way (`tests/filetests/linalg/readonly_matvec.xk` catches it on the driver itself); here
+/// the emitted module must give every storage buffer a `Block` struct of its own, read-only
+/// ones `NonWritable` on the variable and on the member.
+#[test]
+fn every_storage_buffer_has_a_struct_type_of_its_own() {
+    use rspirv::dr::Operand;
+    use rspirv::spirv::{Decoration, Op, StorageClass};
+    let src = r#"
+kernel k(b: buf<f32>, x: buf<f32>, y: buf<f32, rw>, z: buf<u32, rw>, w: buf<u32>, n: i32) {
+    let i: i32 = global_id.x as i32;
+    if i < n {
+        for j: i32 in 0..n {
+            y[i as u32] += b[(i * n + j) as u32] * x[j as u32];
+        }
+        z[i as u32] += w[i as u32];
+    }
+}
+"#;
+    let m = xpu::ir::parse(src).unwrap().verify().unwrap();
+    let (h, _) = m.kernels().next().unwrap();
+    // Without the loop-limit status buffer (lavapipe's), which is one more storage buffer.
+    let mut caps = Caps::all(32);
+    caps.loop_limit = None;
+    let e = emit_kernel(&m, h, &caps).unwrap();
+    if have_spirv_val() {
+        validate(&e.words, "own-structs").unwrap();
+    }
+    let module = rspirv::dr::load_words(&e.words).unwrap();
+    let id = |o: &Operand| match o {
+        Operand::IdRef(w) => *w,
+        other => panic!("not an id: {other:?}"),
+    };
+    // Pointer type id -> pointee, for StorageBuffer pointers.
+    let mut pointee = std::collections::HashMap::new();
+    let mut vars = Vec::new();
+    for inst in &module.types_global_values {
+        match inst.class.opcode {
+            Op::TypePointer
+                if inst.operands[0] == Operand::StorageClass(StorageClass::StorageBuffer) =>
+            {
+                pointee.insert(inst.result_id.unwrap(), id(&inst.operands[1]));
+            }
+            Op::Variable
+                if inst.operands[0] == Operand::StorageClass(StorageClass::StorageBuffer) =>
+            {
+                vars.push((inst.result_id.unwrap(), pointee[&inst.result_type.unwrap()]));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(vars.len(), 5, "one variable per buffer parameter");
+    let structs: std::collections::HashSet<_> = vars.iter().map(|v| v.1).collect();
+    assert_eq!(structs.len(), 5, "buffers share a struct type: {vars:?}");
+    let binding = |var: u32| {
+        module.annotations.iter().find_map(|a| {
+            (a.class.opcode == Op::Decorate
+                && id(&a.operands[0]) == var
+                && a.operands[1] == Operand::Decoration(Decoration::Binding))
+            .then(|| a.operands[2].clone())
+        })
+    };
+    let non_writable = |target: u32, member: bool| {
+        module.annotations.iter().any(|a| {
+            let op = if member {
+                Op::MemberDecorate
+            } else {
+                Op::Decorate
+            };
+            let at = if member { 2 } else { 1 };
+            a.class.opcode == op
+                && id(&a.operands[0]) == target
+                && a.operands[at] == Operand::Decoration(Decoration::NonWritable)
+        })
+    };
+    // Bindings follow the parameters: b, x, y, z, w; read-only are b, x and w.
+    for (var, st) in vars {
+        let Some(Operand::LiteralBit32(b)) = binding(var) else {
+            panic!("variable {var} has no binding");
+        };
+        let read_only = matches!(b, 0 | 1 | 4);
+        assert_eq!(non_writable(var, false), read_only, "binding {b}: variable");
+        assert_eq!(non_writable(st, true), read_only, "binding {b}: member");
+    }
+}
+
 /// The runtime's stream and event tests: a counter kernel (one work-item adds 1).
 const COUNTER: &str = r#"
 kernel bump(c: buf<u32, rw>, k: u32) {
@@ -721,14 +825,15 @@ fn many_launches_then_one_sync_are_all_applied() {
     // Thousands of launches recorded before one sync (recycled command buffers, fences and
     // descriptors must not lose or reorder any), then launches each followed by a sync, with
     // push descriptors where the device has them and with the per-launch descriptor pool
-    // (XPU_VK_PUSH_DESCRIPTORS=0, read when a device opens; a test opening its first device
-    // meanwhile takes the pool path too, which computes the same). The host cost per launch is
+    // (`VulkanSettings::push_descriptors`, `XPU_VK_PUSH_DESCRIPTORS=0`). The host cost per launch is
     // printed (a figure for the docs, not checked).
-    for push in ["1", "0"] {
+    for push in [true, false] {
         // A device of its own (`Device::open` keeps the first one opened in the process).
-        std::env::set_var("XPU_VK_PUSH_DESCRIPTORS", push);
-        let device = xpu::devices::vulkan::VulkanDevice::open();
-        std::env::remove_var("XPU_VK_PUSH_DESCRIPTORS");
+        let settings = xpu::backend::vulkan::VulkanSettings {
+            push_descriptors: push,
+            ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+        };
+        let device = xpu::backend::vulkan::VulkanDevice::open_with(settings);
         let device = match device {
             Ok(d) => xpu::Device::from_impl(std::sync::Arc::new(d)),
             Err(e) => {
@@ -838,7 +943,7 @@ fn events_order_streams_and_bracket_the_work() {
     assert_eq!(x.download().unwrap()[5], 14);
     // Events bracket work on the device clock where the queue writes timestamps; they stay
     // readable after their stream is gone, and the later one is not before the earlier one.
-    let timed = device.implementation().timer_tier() == xpu::devices::TimerTier::Event;
+    let timed = device.implementation().timer_tier() == xpu::hal::TimerTier::Event;
     let e0 = a.record().unwrap();
     fill.launch(&a, geometry(), xpu::args![&mut x, 1u32, n])
         .unwrap();
@@ -869,7 +974,7 @@ fn events_order_streams_and_bracket_the_work() {
     readings.sort();
     if let Some(m) = readings.get(readings.len() / 2) {
         // The factor KernelTimer applies (host clock over event clock across long copies).
-        let scale = xpu::timer::calibrate_event_clock(&device).unwrap();
+        let scale = xpu::runtime::timer::calibrate_event_clock(&device).unwrap();
         println!(
             "vulkan: a {n}-element launch between timer events: median {m} ns (event clock \
              scale {scale:.4})"
@@ -941,5 +1046,232 @@ fn large_copies_run_the_copy_kernel_and_land_exactly() {
     assert!(
         got[1 << 19..] == data[..1 << 19],
         "copy within an allocation"
+    );
+}
+
+const LONG_LOOPS: &str = r#"
+kernel long_loop(out: buf<u32, rw>, n: u32) {
+    let c: u32 = 0;
+    for j: u32 in 0..n {
+        c += 1;
+    }
+    out[global_id.x] = c;
+}
+
+kernel two_loops(out: buf<u32, rw>, n: u32) {
+    let c: u32 = 0;
+    for j: u32 in 0..n {
+        c += 1;
+    }
+    for j: u32 in 0..n {
+        c += 2;
+    }
+    out[global_id.x] = c;
+}
+
+kernel forever(out: buf<u32, rw>, n: u32) {
+    let c: u32 = 0;
+    loop {
+        c += 1;
+        if c >= n {
+            out[global_id.x] = c;
+            return;
+        }
+    }
+}
+
+kernel streaming(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+    let i: u32 = global_id.x;
+    if i < n {
+        y[i] = a * x[i] + y[i];
+    }
+}
+"#;
+
+#[test]
+fn loops_past_the_drivers_loop_limit_are_refused_never_wrong() {
+    // Emission: on a device with a loop limiter a kernel with a loop gets the probe and its
+    // status buffer (the binding after the buffer parameters); a kernel without a loop (a
+    // streaming kernel) is emitted word for word as on a device without one, so it pays
+    // nothing.
+    let m = xpu::ir::parse(LONG_LOOPS).unwrap().verify().unwrap();
+    let get = |name: &str| m.kernels().find(|(_, f)| f.name == name).unwrap().0;
+    let limited = Caps::all(8);
+    assert_eq!(limited.loop_limit, Some(65535));
+    let mut unlimited = Caps::all(8);
+    unlimited.loop_limit = None;
+    for k in ["long_loop", "two_loops", "forever"] {
+        let e = emit_kernel(&m, get(k), &limited).unwrap();
+        assert_eq!(e.loop_status, Some(1), "{k}");
+        if have_spirv_val() {
+            validate(&e.words, &format!("loop-limit-{k}")).unwrap();
+        }
+        assert_eq!(
+            emit_kernel(&m, get(k), &unlimited).unwrap().loop_status,
+            None
+        );
+    }
+    let a = emit_kernel(&m, get("streaming"), &limited).unwrap();
+    let b = emit_kernel(&m, get("streaming"), &unlimited).unwrap();
+    assert_eq!(a.loop_status, None);
+    assert_eq!(a.words, b.words);
+
+    let Some(device) = vulkan_or_skip() else {
+        return;
+    };
+    let llvmpipe = device
+        .facts()
+        .name
+        .as_deref()
+        .is_some_and(|n| n.contains("llvmpipe"));
+    let program = device.load(m.clone()).unwrap();
+    let stream = xpu::KernelStream::create(&device).unwrap();
+    // (kernel, n, the value every work-item must get, loop passes past lavapipe's 65,535)
+    let cases = [
+        ("long_loop", 65536u32, 65536u32, true),
+        ("two_loops", 40000, 120000, true),
+        ("forever", 70000, 70000, true),
+        ("long_loop", 60000, 60000, false),
+        ("two_loops", 30000, 90000, false),
+        ("long_loop", 10, 10, false),
+    ];
+    for (k, n, want, past) in cases {
+        let kernel = program.kernel(k).unwrap();
+        let mut out = device.upload(&[0u32; 16]).unwrap();
+        let r = kernel.launch(
+            &stream,
+            xpu::Launch::grid([2]).block([8]),
+            xpu::args![&mut out, n],
+        );
+        match r {
+            Ok(()) => {
+                stream.sync().unwrap();
+                let got = out.download().unwrap();
+                assert!(got.iter().all(|&v| v == want), "{k}({n}): {got:?}");
+                assert!(
+                    !(llvmpipe && past),
+                    "{k}({n}) ran past lavapipe's loop limit"
+                );
+            }
+            Err(e) => {
+                assert_eq!(e.code(), "XPU-L016", "{k}({n}): {e}");
+                assert!(e.refused_by_device());
+                assert!(llvmpipe && past, "{k}({n}) refused below the limit: {e}");
+            }
+        }
+    }
+}
+
+/// A compare-exchange retry loop (verb-free, left by its own `break`) inside a uniform `for`
+/// loop holding a wave verb, in a virtual wave (@wave(32) on lavapipe's subgroups of 8): the
+/// inner `break` leaves only the inner loop, so the workgroup still meets every verb together.
+/// It was refused as "a wave verb in a loop with a break".
+const CAS_IN_VERB_LOOP: &str = r#"
+@wave(32)
+kernel cas_retry(counts: buf<u32, rw>, out: buf<u32, rw>, n: u32) {
+    let g: u32 = global_id.x;
+    let acc: u32 = 0;
+    for i in 0u32..n {
+        acc = acc + wave_reduce_sum(g * (i + 1));
+        let k: u32 = (g + i) % 4;
+        loop {
+            let old: u32 = atomic_add(counts[k], 0u32);
+            if atomic_compare_exchange(counts[k], old, old + i + 1) == old {
+                break;
+            }
+        }
+    }
+    out[g] = acc;
+}
+run cas_retry {
+    grid = [2];
+    block = [64];
+    arg counts = fill(4, 0);
+    arg out = fill(128, 0);
+    arg n = 6;
+    expect counts = interp;
+    expect out = interp;
+}
+"#;
+
+#[test]
+fn a_retry_loop_inside_a_virtual_wave_verb_loop_runs() {
+    let m = xpu::ir::parse(CAS_IN_VERB_LOOP).unwrap().verify().unwrap();
+    let (h, _) = m.kernels().next().unwrap();
+    let e = emit_kernel(&m, h, &Caps::all(8)).unwrap();
+    assert_eq!(
+        e.wave_mode,
+        xpu::codegen::spirv::WaveMode::Virtual { slots: 4 }
+    );
+    // A `break` out of the verb's own loop is still refused, by that name.
+    let src = CAS_IN_VERB_LOOP.replace("                break;\n", "                break;\n            }\n            if old > 100000u32 {\n                break 'outer;\n");
+    let src = src.replace("    for i in 0u32..n {", "    'outer: for i in 0u32..n {");
+    let m2 = xpu::ir::parse(&src).unwrap().verify().unwrap();
+    let (h2, _) = m2.kernels().next().unwrap();
+    let err = emit_kernel(&m2, h2, &Caps::all(8)).unwrap_err().to_string();
+    assert!(err.contains("with a break, continue or return"), "{err}");
+    agrees_with_the_interpreter("cas-retry", CAS_IN_VERB_LOOP, 1);
+}
+
+/// The SPIR-V of four file-test kernels at subgroup size 32 with every capability, as
+/// `spirv-dis` prints it, against `tests/out/spirv/` (the PTX and AMDGPU snapshots' kernels).
+/// A change is reviewed by diff and accepted with `XPU_BLESS=1`; a missing snapshot fails
+/// unless blessed.
+#[test]
+fn spirv_snapshots() {
+    if Command::new("spirv-dis").arg("--version").output().is_err() {
+        eprintln!("SKIP spirv_snapshots: spirv-dis not found (apt-get install spirv-tools)");
+        return;
+    }
+    let bless = std::env::var_os("XPU_BLESS").is_some_and(|v| v == "1");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/out/spirv");
+    let wanted = ["saxpy", "triad", "reduce_wave", "matmul"];
+    let caps = Caps::all(32);
+    let mut seen = Vec::new();
+    let mut changed = Vec::new();
+    for path in filetests() {
+        let src = std::fs::read_to_string(&path).unwrap();
+        let Ok(Ok(vm)) = xpu::ir::parse(&src).map(|m| m.verify()) else {
+            continue;
+        };
+        for (h, f) in vm.kernels() {
+            if !wanted.contains(&f.name.as_str()) || seen.contains(&f.name) {
+                continue;
+            }
+            seen.push(f.name.clone());
+            let e = emit_kernel(&vm, h, &caps).unwrap_or_else(|u| panic!("{}: {u}", f.name));
+            let tmp = std::env::temp_dir().join(format!(
+                "xpu-snap-{}-{}.spv",
+                std::process::id(),
+                f.name
+            ));
+            let bytes: Vec<u8> = e.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            std::fs::write(&tmp, bytes).unwrap();
+            let out = Command::new("spirv-dis")
+                .arg("--raw-id")
+                .arg(&tmp)
+                .output()
+                .unwrap();
+            let _ = std::fs::remove_file(&tmp);
+            assert!(out.status.success(), "spirv-dis failed on {}", f.name);
+            let text = String::from_utf8(out.stdout).unwrap();
+            let file = dir.join(format!("{}.spvasm", f.name));
+            if bless {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&file, &text).unwrap();
+            } else {
+                match std::fs::read_to_string(&file) {
+                    Ok(old) if old == text => {}
+                    Ok(_) => changed.push(format!("{} changed", file.display())),
+                    Err(_) => changed.push(format!("{} is missing", file.display())),
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len(), wanted.len(), "found only {seen:?}");
+    assert!(
+        changed.is_empty(),
+        "{}; review and rerun with XPU_BLESS=1",
+        changed.join("; ")
     );
 }

@@ -83,15 +83,12 @@ kernel sgemm(c: buf<f32, rw>, a: buf<f32>, b: buf<f32>, n: u32) {
 /// Every benchmark kernel's source.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 fn kernels_source() -> String {
-    format!(
-        "{}{OTHER_KERNELS}",
-        crate::devices::bench_data::STREAMING_KERNELS
-    )
+    format!("{}{OTHER_KERNELS}", crate::bench::data::STREAMING_KERNELS)
 }
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
     if args.backend == "vulkan" {
-        return crate::devices::vulkan::bench::run(args.elems, args.block, args.reps);
+        return crate::bench::vulkan::run(args.elems, args.block, args.reps);
     }
     if args.backend != "cuda" {
         eprintln!(
@@ -116,14 +113,13 @@ mod imp {
 #[cfg(feature = "cuda")]
 mod imp {
     use super::BenchArgs;
-    use crate::buffer::RawBuffer;
-    use crate::devices::cuda::{CodeSource, CudaDevice, CudaProgram};
-    use crate::devices::{
-        Backend, Device, DeviceImpl, DeviceMemory, Init, ProgramImpl, StreamImpl,
-    };
+    use crate::backend::cuda::{CodeSource, CudaDevice, CudaProgram};
+    use crate::hal::launch::{ArgValue, Launch};
+    use crate::hal::{Backend, DeviceImpl, DeviceMemory, Init, ProgramImpl, StreamImpl};
     use crate::ir::{ElemType, Scalar};
-    use crate::launch::{ArgValue, Launch};
-    use crate::stream::KernelStream;
+    use crate::runtime::buffer::RawBuffer;
+    use crate::runtime::device::Device;
+    use crate::runtime::stream::KernelStream;
     use std::process::ExitCode;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -179,9 +175,9 @@ mod imp {
     }
 
     fn go(args: &BenchArgs) -> Result<(), String> {
-        let e = |x: crate::devices::DeviceError| x.to_string();
+        let e = |x: crate::hal::DeviceError| x.to_string();
         // Kernels are timed through the public API (`Kernel::launch`), as a user runs them:
-        // its checks, and the coarsened variant on large launches (crate::devices::coarse).
+        // its checks, and the coarsened variant on large launches (crate::runtime::coarse).
         let device = Device::open(Backend::Cuda).map_err(e)?;
         let any: &dyn std::any::Any = device.implementation().as_ref();
         let dev = any
@@ -224,7 +220,7 @@ mod imp {
         let alloc = |bytes| RawBuffer::alloc_with(&device, bytes, Init::Any).map_err(e);
         let (mut a, b, c) = (alloc(bytes)?, alloc(bytes)?, alloc(bytes)?);
         for (i, buf) in [&a, &b, &c].into_iter().enumerate() {
-            buf.write(&crate::devices::bench_data::random_f32_bytes(n, i as u64))
+            buf.write(&crate::bench::data::random_f32_bytes(n, i as u64))
                 .map_err(e)?;
         }
         let grid = (n as u32).div_ceil(256);
@@ -360,10 +356,10 @@ mod imp {
         let module =
             crate::ir::parse(&super::kernels_source()).map_err(|e| e.render("bench.xk"))?;
         let touch = module.function("touch").ok_or("no touch kernel")?;
-        let ptx = crate::devices::llvm::lower(
+        let ptx = crate::codegen::llvm::lower(
             &module,
-            &[crate::devices::llvm::KernelRef::plain(touch)],
-            &crate::devices::llvm::nvptx::Nvptx::new(cx.dev.arch()),
+            &[crate::codegen::llvm::KernelRef::plain(touch)],
+            &crate::codegen::llvm::nvptx::Nvptx::new(cx.dev.arch()),
             &Default::default(),
         )
         .map_err(|e| e.to_string())?;
@@ -379,7 +375,7 @@ mod imp {
         .map_err(|e| format!("{e:?}"))?;
         let m = mem
             .as_any()
-            .downcast_ref::<crate::devices::cuda::CudaMemory>()
+            .downcast_ref::<crate::backend::cuda::CudaMemory>()
             .ok_or("foreign memory")?;
         let mut p0 = m.device_ptr();
         let mut p1 = (mem.size() / 4) as u32;
@@ -392,7 +388,7 @@ mod imp {
         let s = cx
             .stream
             .as_any()
-            .downcast_ref::<crate::devices::cuda::CudaStream>()
+            .downcast_ref::<crate::backend::cuda::CudaStream>()
             .ok_or("foreign stream")?
             .raw();
         let t0 = Instant::now();

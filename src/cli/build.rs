@@ -43,9 +43,9 @@ pub fn build(args: &BuildArgs) -> ExitCode {
             let path = args.file.display().to_string();
             let emit = args.emit.as_deref();
             if args.backend == "cpu" {
-                crate::devices::cpu::aot_build(&path, &module, emit)
+                crate::backend::cpu::aot_build(&path, &module, emit)
             } else {
-                crate::devices::vulkan::aot::build(&path, &module, emit)
+                crate::backend::vulkan::aot::build(&path, &module, emit)
             }
         }
         other => {
@@ -91,8 +91,8 @@ mod amd {
 #[cfg(feature = "hip")]
 mod amd {
     use super::BuildArgs;
-    use crate::devices::codeobj::{self, BuildOptions};
-    use crate::devices::llvm::{amdgpu::Amdgpu, KernelRef};
+    use crate::codegen::llvm::codeobj::{self, BuildOptions};
+    use crate::codegen::llvm::{amdgpu::Amdgpu, KernelRef};
     use std::process::ExitCode;
 
     pub fn build_amdgpu(args: &BuildArgs) -> ExitCode {
@@ -160,8 +160,8 @@ mod imp {
 #[cfg(feature = "cuda")]
 mod imp {
     use super::BuildArgs;
-    use crate::devices::llvm::{self, nvptx::Nvptx, KernelRef};
-    use crate::devices::ptxas;
+    use crate::codegen::llvm::ptxas;
+    use crate::codegen::llvm::{self, nvptx::Nvptx, KernelRef};
     use std::fmt::Write as _;
     use std::process::ExitCode;
 

@@ -40,7 +40,7 @@ pub fn check_source(bytes: &[u8]) -> Result<(), crate::ir::Diagnostics> {
 }
 
 pub fn check(paths: &[PathBuf]) -> ExitCode {
-    let files = match super::kernel_files(paths) {
+    let files = match crate::filetest::kernel_files(paths) {
         Ok(files) => files,
         Err(e) => {
             eprintln!("xpu check: error: {e}");

@@ -26,12 +26,14 @@
 //! `random(len, lo, hi, seed S)` is splitmix64, specified in docs/text-format.md so that
 //! expected values can be computed outside Rust; [`random_slot`] is that formula.
 
-use super::spec::{ArgInit, Expect, RunSpec, Value};
-use crate::buffer::RawBuffer;
-use crate::devices::{kernel_function, Backend, Device, DeviceError, Init, Program};
+use crate::hal::kernel_function;
+use crate::hal::launch::{format_scalar, type_name, ArgValue, HostValue, Launch, LaunchError};
+use crate::hal::{Backend, DeviceError, Init};
+use crate::ir::text::run::{ArgInit, Expect, RunSpec, Value};
 use crate::ir::{Access, Diagnostics, ElemType, Function, Scalar, Type};
-use crate::launch::{format_scalar, type_name, ArgValue, HostValue, Launch, LaunchError};
-use crate::stream::KernelStream;
+use crate::runtime::buffer::RawBuffer;
+use crate::runtime::device::{Device, Program};
+use crate::runtime::stream::KernelStream;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -164,7 +166,7 @@ impl Runner {
     /// case as it completes and the closing line. An unreadable path is an I/O error; a file
     /// that does not parse is a failed case.
     pub fn run_paths(&self, paths: &[PathBuf], out: &mut dyn Write) -> io::Result<Summary> {
-        let files = crate::cli::kernel_files(paths)?;
+        let files = super::kernel_files(paths)?;
         if files.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -318,7 +320,7 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
 
     let Some(function) = kernel_function(program.module(), &spec.kernel) else {
         return match refusal {
-            Some(code) if code == crate::launch::codes::NO_CODE => Outcome::Pass,
+            Some(code) if code == crate::hal::launch::codes::NO_CODE => Outcome::Pass,
             _ => Outcome::Fail(format!("the file has no kernel named `{}`", spec.kernel)),
         };
     };
@@ -328,9 +330,9 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     let (kernel, buffers) = match launched {
         Err(Failure::Spec(message)) => return Outcome::Fail(message),
         Err(Failure::Launch(e)) => {
-            // A backend that refuses a construct by capability ("unsupported on this ...
-            // device": a wave width, a type or verb the device lacks) has not failed the case.
-            if !on_interp && refusal.is_none() && is_capability_refusal(&e) {
+            // A device that cannot run the case (a capability it lacks, one of its limits,
+            // its driver's loop limit: `LaunchError::refused_by_device`) has not failed it.
+            if !on_interp && refusal.is_none() && e.refused_by_device() {
                 return Outcome::Skip(e.to_string());
             }
             return judge_refusal(e, refusal.as_deref(), ub.as_deref());
@@ -424,16 +426,6 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     Outcome::Pass
 }
 
-/// Whether a launch error is a backend's refusal by capability (see [`run_case`]).
-fn is_capability_refusal(e: &LaunchError) -> bool {
-    match e {
-        // A declared wave the device does not offer (NVIDIA builds wave 32 only, §3.2).
-        LaunchError::WaveWidth { .. } => true,
-        LaunchError::NoCode { reason, .. } => reason.contains("unsupported on this"),
-        _ => false,
-    }
-}
-
 fn judge_refusal(e: LaunchError, refusal: Option<&str>, ub: Option<&str>) -> Outcome {
     if let Some(code) = refusal {
         return if e.code() == code {
@@ -477,7 +469,7 @@ fn launch_spec(
     function: &Function,
     program: &Program,
     wave: Option<u32>,
-) -> Result<(crate::devices::Kernel, Vec<Option<RawBuffer>>), Failure> {
+) -> Result<(crate::runtime::device::Kernel, Vec<Option<RawBuffer>>), Failure> {
     for arg in &spec.args {
         if !function.params.iter().any(|p| p.name == arg.name) {
             return Err(Failure::Spec(format!(
@@ -512,7 +504,7 @@ fn launch_spec(
                 let _ = init;
                 return Err(bad(format!(
                     "a buffer of {} takes a list, fill, iota, random or uninit",
-                    crate::launch::elem_name(elem)
+                    crate::hal::launch::elem_name(elem)
                 )));
             }
             (Type::Buffer { elem, .. }, init) => {
@@ -703,7 +695,7 @@ pub fn slots(init: &ArgInit, elem: ElemType) -> Result<Vec<u64>, String> {
                 return Err(format!(
                     "{} scalars are not a whole number of {}",
                     list.len(),
-                    crate::launch::elem_name(elem)
+                    crate::hal::launch::elem_name(elem)
                 ));
             }
             list.iter().map(|v| scalar_bits(*v, s)).collect()
@@ -1108,7 +1100,7 @@ run saxpy {
         assert!(program.kernel("saxpy").is_ok());
         assert_eq!(
             program.kernel("nope").unwrap_err().code(),
-            crate::launch::codes::NO_CODE
+            crate::hal::launch::codes::NO_CODE
         );
         let m = program.manifest("saxpy").unwrap();
         assert_eq!(m.backend, Backend::Interp);
@@ -1116,26 +1108,26 @@ run saxpy {
     }
     /// The interpreter behind another backend's name: lets the runner's non-interpreter paths
     /// (comparison with the oracle, skipped UB and interpreter refusals) run without a JIT.
-    struct Disguised(crate::devices::interp::InterpDevice);
+    struct Disguised(crate::backend::interp::InterpDevice);
 
-    impl crate::devices::DeviceImpl for Disguised {
+    impl crate::hal::DeviceImpl for Disguised {
         fn backend(&self) -> Backend {
             Backend::Cpu
         }
-        fn facts(&self) -> &crate::facts::DeviceFacts {
+        fn facts(&self) -> &crate::hal::facts::DeviceFacts {
             self.0.facts()
         }
         fn alloc(
             &self,
             bytes: usize,
             init: Init,
-        ) -> Result<Arc<dyn crate::devices::DeviceMemory>, DeviceError> {
+        ) -> Result<Arc<dyn crate::hal::DeviceMemory>, DeviceError> {
             self.0.alloc(bytes, init)
         }
         fn write(
             &self,
-            s: &dyn crate::devices::StreamImpl,
-            m: &Arc<dyn crate::devices::DeviceMemory>,
+            s: &dyn crate::hal::StreamImpl,
+            m: &Arc<dyn crate::hal::DeviceMemory>,
             o: usize,
             src: &[u8],
         ) -> Result<(), DeviceError> {
@@ -1143,31 +1135,31 @@ run saxpy {
         }
         fn read(
             &self,
-            s: &dyn crate::devices::StreamImpl,
-            m: &Arc<dyn crate::devices::DeviceMemory>,
+            s: &dyn crate::hal::StreamImpl,
+            m: &Arc<dyn crate::hal::DeviceMemory>,
             o: usize,
             len: usize,
-        ) -> Result<Box<dyn crate::devices::ReadTicket>, DeviceError> {
+        ) -> Result<Box<dyn crate::hal::ReadTicket>, DeviceError> {
             self.0.read(s, m, o, len)
         }
         fn copy(
             &self,
-            s: &dyn crate::devices::StreamImpl,
-            a: &Arc<dyn crate::devices::DeviceMemory>,
+            s: &dyn crate::hal::StreamImpl,
+            a: &Arc<dyn crate::hal::DeviceMemory>,
             ao: usize,
-            b: &Arc<dyn crate::devices::DeviceMemory>,
+            b: &Arc<dyn crate::hal::DeviceMemory>,
             bo: usize,
             len: usize,
         ) -> Result<(), DeviceError> {
             self.0.copy(s, a, ao, b, bo, len)
         }
-        fn create_stream(&self) -> Result<Arc<dyn crate::devices::StreamImpl>, DeviceError> {
+        fn create_stream(&self) -> Result<Arc<dyn crate::hal::StreamImpl>, DeviceError> {
             self.0.create_stream()
         }
         fn load(
             &self,
             m: &Arc<crate::ir::VerifiedModule>,
-        ) -> Result<Arc<dyn crate::devices::ProgramImpl>, DeviceError> {
+        ) -> Result<Arc<dyn crate::hal::ProgramImpl>, DeviceError> {
             self.0.load(m)
         }
     }
@@ -1175,7 +1167,7 @@ run saxpy {
     #[test]
     fn other_backends_compare_with_the_interpreter_and_skip_its_judgements() {
         let other = Device::from_impl(Arc::new(Disguised(
-            crate::devices::interp::InterpDevice::new(),
+            crate::backend::interp::InterpDevice::new(),
         )));
         let runner = Runner::new(vec![other]).unwrap();
         let src = "

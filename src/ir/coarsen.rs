@@ -1,7 +1,7 @@
 //! Work-item coarsening: a kernel rewritten so that each work-item of a launch does the work
 //! of `F` work-items of `F` consecutive workgroups (along x) of the original launch.
 //!
-//! GPU backends use it for large launches of simple kernels (`crate::devices::coarse`): a
+//! GPU backends use it for large launches of simple kernels (`crate::runtime::coarse`): a
 //! streaming kernel that moves one element per work-item keeps too few bytes in flight per
 //! multiprocessor and asks the block scheduler for one workgroup per few hundred elements
 //! (on an H200, `saxpy` at one element per thread reaches 0.82 of a device copy's bandwidth;

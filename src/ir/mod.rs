@@ -5,6 +5,7 @@
 //! [`TagSet`]s. Each function owns arenas of locals, shared arrays, constant expressions and
 //! expressions; statements nest as [`Block`]s. Every node carries a [`Span`].
 
+pub mod analysis;
 mod arena;
 pub mod builder;
 pub mod coarsen;
@@ -20,6 +21,7 @@ pub mod typeck;
 mod types;
 pub mod verify;
 
+pub use analysis::FunctionInfo;
 pub use arena::{Arena, Handle};
 pub use diag::{Diagnostic, Diagnostics};
 pub use expr::*;

@@ -2,7 +2,7 @@
 //! says (names as written, literals as written, spans) and nothing resolved.
 
 use super::lexer::Number;
-use crate::filetest::spec::RunSpec;
+use crate::ir::text::run::RunSpec;
 use crate::ir::{BinaryOp, Span, UnaryOp};
 
 #[derive(Clone, Debug)]

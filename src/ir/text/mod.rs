@@ -16,8 +16,9 @@ pub mod literal;
 mod lower;
 pub mod parser;
 mod printer;
+pub mod run;
 
-use crate::filetest::spec::RunSpec;
+use crate::ir::text::run::RunSpec;
 use crate::ir::{Diagnostic, Diagnostics, MathFn, Module, Scalar, Span, Type};
 
 pub use printer::{print, print_file};

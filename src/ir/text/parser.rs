@@ -7,7 +7,7 @@ use super::ast::*;
 use super::codes;
 use super::lexer::{Number, Tok, Token};
 use super::literal;
-use crate::filetest::spec::{ArgInit, Expect, RunArg, RunSpec, Value};
+use crate::ir::text::run::{ArgInit, Expect, RunArg, RunSpec, Value};
 use crate::ir::{BinaryOp, Diagnostic, MatrixRole, Scalar, Span, UnaryOp, VECTOR_LANES};
 
 /// The deepest nesting of blocks, parentheses and operator trees the parser accepts.
@@ -205,6 +205,22 @@ impl Parser {
         }
     }
 
+    /// A name being declared (`what`: "a parameter name"): like [`Parser::ident`], but a
+    /// keyword in its place is named as one (`XPU-P011`, a reserved word used as a name)
+    /// rather than reported as a bare syntax error.
+    fn name(&mut self, what: &str) -> PResult<(String, Span)> {
+        if let Tok::Kw(k) = self.tok() {
+            let (k, span) = (*k, self.span());
+            self.error(
+                codes::RESERVED,
+                span,
+                format!("expected {what}, found the keyword `{k}`, which cannot be a name"),
+            );
+            return Err(());
+        }
+        self.ident(what)
+    }
+
     /// Consumes a `>` closing a generic list, splitting `>>`, `>=` and `>>=`.
     fn close_angle(&mut self) -> PResult<()> {
         let rest = match self.tok() {
@@ -377,7 +393,7 @@ impl Parser {
 
     fn tagset(&mut self) -> PResult<TagSet> {
         let span = self.expect_kw("tagset")?;
-        let (name, name_span) = self.ident("a tag set name")?;
+        let (name, name_span) = self.name("a tag set name")?;
         self.expect("=")?;
         self.expect("[")?;
         let mut members = Vec::new();
@@ -447,7 +463,7 @@ impl Parser {
             self.expected("`kernel` or `device fn`");
             return Err(());
         };
-        let (mut name, name_span) = self.ident("a function name")?;
+        let (mut name, name_span) = self.name("a function name")?;
         let mut template = None;
         if self.eat("<") {
             if matches!(self.tok(), Tok::Num(_)) {
@@ -464,7 +480,7 @@ impl Parser {
             } else {
                 let mut params = Vec::new();
                 while !self.at(">") {
-                    params.push(self.ident("a template parameter")?);
+                    params.push(self.name("a template parameter")?);
                     if !self.eat(",") {
                         break;
                     }
@@ -481,7 +497,7 @@ impl Parser {
         self.expect("(")?;
         let mut params = Vec::new();
         while !self.at(")") {
-            let (pname, pspan) = self.ident("a parameter name")?;
+            let (pname, pspan) = self.name("a parameter name")?;
             self.expect(":")?;
             let ty = self.ty()?;
             params.push(Param {
@@ -606,7 +622,7 @@ impl Parser {
         let kind = match self.tok().clone() {
             Tok::Kw("let") => {
                 self.bump();
-                let (name, name_span) = self.ident("a name")?;
+                let (name, name_span) = self.name("a name")?;
                 let ty = if self.eat(":") {
                     Some(self.ty()?)
                 } else {
@@ -627,7 +643,7 @@ impl Parser {
             }
             Tok::Kw("shared") => {
                 self.bump();
-                let (name, name_span) = self.ident("a name")?;
+                let (name, name_span) = self.name("a name")?;
                 self.expect(":")?;
                 let ty = self.ty()?;
                 self.expect(";")?;
@@ -744,7 +760,7 @@ impl Parser {
         } else if self.eat_kw("while") {
             LoopKind::While(self.expr()?)
         } else if self.eat_kw("for") {
-            let (var, var_span) = self.ident("a loop variable")?;
+            let (var, var_span) = self.name("a loop variable")?;
             let ty = if self.eat(":") {
                 Some(self.ty()?)
             } else {
@@ -1169,10 +1185,15 @@ impl Parser {
         self.bump();
         match key {
             "arg" => {
-                let (name, _) = self.ident("a parameter name")?;
+                let (name, name_span) = self.name("a parameter name")?;
                 self.expect("=")?;
                 let init = self.arg_init()?;
                 self.expect(";")?;
+                // One value per parameter: a second `arg` for it would otherwise be ignored.
+                if spec.args.iter().any(|a| a.name == name) {
+                    self.error(codes::RUN, name_span, format!("`arg {name}` given twice"));
+                    return Ok(());
+                }
                 spec.args.push(RunArg { name, init, span });
                 return Ok(());
             }

@@ -21,7 +21,7 @@ use super::lexer::{is_plain_ident, quote};
 use super::literal::{format_float, format_literal_value, int_value};
 use super::lower::{is_arith, wave_takes_lane};
 use super::{infer_literal, is_reserved, scalar_of};
-use crate::filetest::spec::{ArgInit, Expect, RunSpec, Value};
+use crate::ir::text::run::{ArgInit, Expect, RunSpec, Value};
 use crate::ir::typeck;
 use crate::ir::{
     Access, Base, BinaryOp, Block, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType, Expr,

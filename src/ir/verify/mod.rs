@@ -30,6 +30,7 @@ pub use nesting::MAX_NESTING;
 use super::template;
 use super::typeck;
 use super::{ConstExpr, Diagnostic, Diagnostics, ExprId, Function, Handle, Module, Span, Type};
+use crate::ir::analysis::FunctionInfo;
 
 /// A module that passed the verifier, with its templates instantiated and every
 /// expression's type computed. Only [`verify`] constructs one.
@@ -40,6 +41,8 @@ pub struct VerifiedModule {
     types: Vec<Vec<Option<Type>>>,
     /// Per function: the template and arguments it was instantiated from.
     origins: Vec<Option<(Handle<Function>, Vec<u32>)>>,
+    /// Per function: the facts its consumers share ([`FunctionInfo`]).
+    infos: Vec<FunctionInfo>,
 }
 
 impl VerifiedModule {
@@ -54,6 +57,11 @@ impl VerifiedModule {
 
     pub fn function(&self, handle: Handle<Function>) -> &Function {
         &self.module.functions[handle]
+    }
+
+    /// What verification worked out about function `handle` (computed once).
+    pub fn info(&self, handle: Handle<Function>) -> &FunctionInfo {
+        &self.infos[handle.index()]
     }
 
     /// The concrete kernel named `name` (a plain kernel, or an instance such as
@@ -117,25 +125,39 @@ impl VerifiedModule {
         &self,
         f: Function,
     ) -> Result<(VerifiedModule, Handle<Function>), Diagnostics> {
+        let (out, handles) = self.with_functions(vec![f])?;
+        Ok((out, handles[0]))
+    }
+
+    /// [`Self::with_function`] for several functions at once (one copy of the module); their
+    /// handles in order.
+    pub fn with_functions(
+        &self,
+        fs: Vec<Function>,
+    ) -> Result<(VerifiedModule, Vec<Handle<Function>>), Diagnostics> {
         let mut sink = Sink::default();
-        if self.module.function(&f.name).is_some() {
-            sink.push(
-                codes::DUPLICATE_NAME,
-                f.span,
-                format!("a function named `{}` already exists", f.name),
-            );
-        }
-        decls::check(&self.module, &f, &mut sink);
-        let typed = typeck::check_function(&self.module, &f);
-        if nesting::check_local(&f, &nesting::measure(&self.module, &f), &mut sink) {
-            body::check(&self.module, &f, &typed, &mut sink);
+        let mut out = self.clone();
+        let mut handles = Vec::with_capacity(fs.len());
+        for f in fs {
+            if out.module.function(&f.name).is_some() {
+                sink.push(
+                    codes::DUPLICATE_NAME,
+                    f.span,
+                    format!("a function named `{}` already exists", f.name),
+                );
+            }
+            decls::check(&out.module, &f, &mut sink);
+            let typed = typeck::check_function(&out.module, &f);
+            if nesting::check_local(&f, &nesting::measure(&out.module, &f), &mut sink) {
+                body::check(&out.module, &f, &typed, &mut sink);
+            }
+            out.types.push(typed.types());
+            out.origins.push(None);
+            out.infos.push(FunctionInfo::of(&f));
+            handles.push(out.module.functions.append(f));
         }
         sink.finish()?;
-        let mut out = self.clone();
-        out.types.push(typed.types());
-        out.origins.push(None);
-        let handle = out.module.functions.append(f);
-        Ok((out, handle))
+        Ok((out, handles))
     }
 }
 
@@ -230,9 +252,15 @@ pub fn verify(module: Module) -> Result<VerifiedModule, Diagnostics> {
     items::check_instance_names(&module, &mut sink);
     items::check_call_limits(&module, &mut sink);
     sink.finish()?;
+    let infos = module
+        .functions
+        .iter()
+        .map(|(_, f)| FunctionInfo::of(f))
+        .collect();
     Ok(VerifiedModule {
         module,
         types,
         origins,
+        infos,
     })
 }

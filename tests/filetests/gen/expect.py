@@ -1184,12 +1184,118 @@ def mandelbrot():
 
 
 # ---------------------------------------------------------------------------------------------
+# linalg/ (PolyBench/GPU shapes; every sum in the kernel's order, each operation rounded to f32)
+
+LINALG = "tests/filetests/linalg/readonly_matvec.xk"
+
+
+def matvec(a, x, rows, cols, y):
+    """y[i] += a[i * cols + j] * x[j] over j, in f32."""
+    y = [F32(v) for v in y]
+    for i in range(rows):
+        for j in range(cols):
+            y[i] = F32(y[i] + F32(a[i * cols + j] * x[j]))
+    return y
+
+
+def mv_case(n, seeds, y0=None):
+    b = random_buffer(n * n, -1.0, 1.0, seeds[0], "f32")
+    x = random_buffer(n, -1.0, 1.0, seeds[1], "f32")
+    y = y0 if y0 is not None else [F32(0.0)] * n
+    return [E("y", matvec(b, x, n, n, y), "f32")]
+
+
+@case(LINALG, 0)
+def linalg_mv():
+    return mv_case(50, (41, 42))
+
+
+@case(LINALG, 1)
+def linalg_mv_rw():
+    return mv_case(50, (41, 42))
+
+
+@case(LINALG, 2)
+def linalg_mv_last():
+    return mv_case(50, (41, 42))
+
+
+@case(LINALG, 3)
+def linalg_mv_256():
+    return mv_case(256, (43, 44), random_buffer(256, -1.0, 1.0, 45, "f32"))
+
+
+@case(LINALG, 4)
+def linalg_atax_1():
+    a = random_buffer(60 * 40, -1.0, 1.0, 51, "f32")
+    x = random_buffer(40, -1.0, 1.0, 52, "f32")
+    return [E("tmp", matvec(a, x, 60, 40, [F32(0.0)] * 60), "f32")]
+
+
+@case(LINALG, 5)
+def linalg_atax_2():
+    nx, ny = 60, 40
+    a = random_buffer(nx * ny, -1.0, 1.0, 51, "f32")
+    tmp = random_buffer(nx, -1.0, 1.0, 53, "f32")
+    y = [F32(0.0)] * ny
+    for j in range(ny):
+        for i in range(nx):
+            y[j] = F32(y[j] + F32(a[i * ny + j] * tmp[i]))
+    return [E("y", y, "f32")]
+
+
+@case(LINALG, 6)
+def linalg_gesummv():
+    n, alpha, beta = 50, F32(1.5), F32(1.25)
+    a = random_buffer(n * n, -1.0, 1.0, 61, "f32")
+    b = random_buffer(n * n, -1.0, 1.0, 62, "f32")
+    x = random_buffer(n, -1.0, 1.0, 63, "f32")
+    tmp = matvec(a, x, n, n, [F32(0.0)] * n)
+    y = matvec(b, x, n, n, [F32(0.0)] * n)
+    y = [F32(F32(alpha * t) + F32(beta * v)) for t, v in zip(tmp, y)]
+    return [E("y", y, "f32"), E("tmp", tmp, "f32")]
+
+
+@case(LINALG, 7)
+def linalg_mm2_1():
+    ni, nj, nk, alpha = 18, 22, 20, F32(1.5)
+    a = random_buffer(ni * nk, -1.0, 1.0, 71, "f32")
+    b = random_buffer(nk * nj, -1.0, 1.0, 72, "f32")
+    tmp = [F32(0.0)] * (ni * nj)
+    for i in range(ni):
+        for j in range(nj):
+            for k in range(nk):
+                tmp[i * nj + j] = F32(tmp[i * nj + j] + F32(F32(alpha * a[i * nk + k]) * b[k * nj + j]))
+    return [E("tmp", tmp, "f32")]
+
+
+@case(LINALG, 8)
+def linalg_mm2_2():
+    ni, nj, nl, beta = 18, 22, 16, F32(1.25)
+    tmp = random_buffer(ni * nj, -1.0, 1.0, 73, "f32")
+    c = random_buffer(nj * nl, -1.0, 1.0, 74, "f32")
+    d = random_buffer(ni * nl, -1.0, 1.0, 75, "f32")
+    for i in range(ni):
+        for j in range(nl):
+            d[i * nl + j] = F32(d[i * nl + j] * beta)
+            for k in range(nj):
+                d[i * nl + j] = F32(d[i * nl + j] + F32(tmp[i * nj + k] * c[k * nl + j]))
+    return [E("d", d, "f32")]
+
+
+# ---------------------------------------------------------------------------------------------
 # examples/ (only where an expectation is too long to state by formula)
 
 
 @case("examples/matmul.xk", 0)
 def example_matmul():
     return matmul()
+
+
+# The kernels ported from public suites (tests/filetests/suites/) have their models in suites.py.
+from suites import CASES as SUITE_CASES  # noqa: E402
+
+CASES += SUITE_CASES
 
 
 def main():

@@ -1,0 +1,527 @@
+//! The host CPU as a device (`Backend::Cpu`, contract §3.7): kernels JIT-compiled by
+//! [`crate::codegen::cpu`] and run in this process over a pool of worker threads.
+//!
+//! - Memory is plain host memory ([`super::host`], 64-byte aligned, no defined-byte
+//!   tracking); upload and download are copies; streams execute eagerly.
+//! - Facts describe the host: logical cores as multiprocessors, the SIMD width for 32-bit
+//!   lanes as the wave, physical memory, integrated memory, native 64-bit atomics; what the OS
+//!   does not report is absent.
+//! - A kernel's code is compiled per launch shape (block and wave), cached per program; the
+//!   manifest records the wave it was built at and its static shared memory (no registers or
+//!   spills: the host reports none).
+//! - A launch binds each buffer view as a base pointer and length, runs the grid's workgroups
+//!   over at most `worker_cap()` threads (`CAJETA_XPU_CPU_WORKERS`, or
+//!   [`CpuDevice::set_worker_cap`]), and turns a fault the generated code caught
+//!   (out of bounds, division by zero, barrier divergence, a broken `align`) into a
+//!   [`LaunchError`] naming kernel, line and index. Nothing out of bounds is ever touched.
+//! - A launch whose buffers together exceed a quarter of the last-level cache
+//!   ([`streaming_footprint`]) runs the kernel's streaming
+//!   code where it has some ([`jit::stream`]): prefetched inputs, non-temporal outputs.
+//!   `CAJETA_XPU_CPU_STREAMING=off|auto|force` or [`CpuDevice::set_streaming`] overrides it.
+
+use crate::backend::host::{self, HostStream};
+use crate::codegen::cpu::{self as jit, BufRef, CompiledKernel, Fault};
+use crate::hal::facts::DeviceFacts;
+use crate::hal::launch::{Launch, LaunchError};
+use crate::hal::manifest::KernelManifest;
+use crate::hal::{
+    Backend, DeviceArg, DeviceError, DeviceImpl, KernelImpl, Mode, ProgramImpl, StreamImpl,
+};
+use crate::ir::{Function, Handle, Type, VerifiedModule};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The host CPU device.
+pub struct CpuDevice {
+    facts: DeviceFacts,
+    settings: Arc<Settings>,
+}
+
+/// What a launch reads from its device when it starts: shared by the device with every program
+/// and kernel, so a change applies to the next launch.
+struct Settings {
+    /// Worker threads at most.
+    cap: AtomicUsize,
+    /// A malformed `CAJETA_XPU_CPU_WORKERS`, reported by every launch until
+    /// [`CpuDevice::set_worker_cap`] sets a cap.
+    cap_error: Mutex<Option<crate::config::BadValue>>,
+    /// When launches run streaming code. An unreadable `CAJETA_XPU_CPU_STREAMING` is kept as
+    /// its error, which every launch then reports.
+    streaming: Mutex<Result<Mode, crate::config::BadValue>>,
+}
+
+impl Default for CpuDevice {
+    fn default() -> Self {
+        CpuDevice::new()
+    }
+}
+
+/// Workers a launch may use when nothing caps them: `CAJETA_XPU_CPU_WORKERS`, else every
+/// core.
+fn default_cap() -> usize {
+    match crate::config::get().cpu_workers {
+        Ok(Some(n)) => n,
+        _ => jit::pool::host_cores(),
+    }
+}
+
+/// A malformed `CAJETA_XPU_CPU_WORKERS`, which every launch reports until a cap is set.
+fn default_cap_error() -> Option<crate::config::BadValue> {
+    crate::config::get().cpu_workers.clone().err()
+}
+
+impl CpuDevice {
+    pub fn new() -> Self {
+        let wave = jit::host_simd_width();
+        let facts = DeviceFacts {
+            wave_width: Some(wave),
+            supported_wave_widths: Some(vec![1, 2, 4, 8, 16, 32, 64]),
+            integrated: Some(true),
+            int64_atomics: Some(true),
+            ..DeviceFacts::host(Backend::Cpu)
+        };
+        CpuDevice {
+            facts,
+            settings: Arc::new(Settings {
+                cap: AtomicUsize::new(default_cap()),
+                cap_error: Mutex::new(default_cap_error()),
+                streaming: Mutex::new(crate::config::get().cpu_streaming.clone()),
+            }),
+        }
+    }
+
+    /// When launches run the streaming code of kernels that have some: `Auto` (the default)
+    /// when the launch's buffers exceed [`streaming_footprint`], `Force` always, `Off` never.
+    pub fn set_streaming(&self, mode: Mode) {
+        *self.settings.streaming.lock() = Ok(mode);
+    }
+
+    /// Caps the worker threads a launch uses (`Device.setCpuWorkerCap`); 0 restores the
+    /// default.
+    pub fn set_worker_cap(&self, workers: usize) {
+        let n = if workers == 0 { default_cap() } else { workers };
+        *self.settings.cap_error.lock() = if workers == 0 {
+            default_cap_error()
+        } else {
+            None
+        };
+        self.settings.cap.store(n, Ordering::Relaxed);
+    }
+
+    pub fn worker_cap(&self) -> usize {
+        self.settings.cap.load(Ordering::Relaxed).max(1)
+    }
+}
+
+impl DeviceImpl for CpuDevice {
+    fn backend(&self) -> Backend {
+        Backend::Cpu
+    }
+
+    fn facts(&self) -> &DeviceFacts {
+        &self.facts
+    }
+
+    host::host_memory_methods!(false, HostStream);
+
+    fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        Ok(Arc::new(CpuProgram {
+            module: module.clone(),
+            kernels: Mutex::new(HashMap::new()),
+            settings: self.settings.clone(),
+        }))
+    }
+}
+
+/// One compiled specialisation's key: the block, the wave, whether every wave of the block
+/// is full (a 1-D block of whole waves gets code that knows it), and whether it streams.
+type SpecKey = ([u32; 3], u32, bool, bool);
+
+/// The bytes of buffers above which a launch runs its streaming code (in `auto`): a quarter of
+/// the last-level cache. The whole cache is not this process's: on the 2-core VM of the
+/// measurements, whose 260 MiB L3 serves the rest of its socket too, a triad over three
+/// arrays of 16 MiB (48 MiB) still ran from cache (47 GB/s, streaming 51) and a saxpy over two
+/// (32 MiB) too (74 GB/s, streaming 68), while at 24 MiB arrays the triad ran from memory
+/// (37 GB/s, streaming 52). In cache the per-wave calls cost: 1 MiB arrays, saxpy 74 → 65.
+pub fn streaming_footprint() -> u64 {
+    last_level_cache() / 4
+}
+
+/// The host's last-level cache in bytes: the largest cache sysfs lists for cpu0, else 32 MiB.
+fn last_level_cache() -> u64 {
+    static LLC: OnceLock<u64> = OnceLock::new();
+    *LLC.get_or_init(|| {
+        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+        let size = |entry: std::fs::DirEntry| -> Option<u64> {
+            let text = std::fs::read_to_string(entry.path().join("size")).ok()?;
+            let text = text.trim();
+            let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
+            let shift = match unit {
+                "K" => 10,
+                "M" => 20,
+                "G" => 30,
+                _ => return None,
+            };
+            Some(digits.parse::<u64>().ok()? << shift)
+        };
+        std::fs::read_dir(dir)
+            .ok()
+            .and_then(|entries| entries.filter_map(|e| e.ok().and_then(size)).max())
+            .unwrap_or(32 << 20)
+    })
+}
+
+struct CpuProgram {
+    module: Arc<VerifiedModule>,
+    kernels: Mutex<HashMap<String, Arc<CpuKernel>>>,
+    settings: Arc<Settings>,
+}
+
+/// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
+/// code for any one-dimensional block (only 2-D and 3-D blocks get their own code).
+const PROBE_BLOCK: [u32; 3] = [0, 1, 1];
+
+/// The specialisation a launch block runs: one code for every 1-D block.
+fn spec_block(block: [u32; 3]) -> [u32; 3] {
+    if block[1] == 1 && block[2] == 1 {
+        PROBE_BLOCK
+    } else {
+        block
+    }
+}
+
+/// Compiles `handle` of `module` at `block` and `wave`; `whole_waves`: every launch of the code
+/// has a block of whole waves (only then may it be run); `streaming`: see
+/// [`jit::Config::streaming`].
+pub fn compile(
+    module: &VerifiedModule,
+    handle: Handle<Function>,
+    block: [u32; 3],
+    wave: u32,
+    whole_waves: bool,
+    streaming: bool,
+) -> Result<CompiledKernel, jit::JitError> {
+    let f = module.function(handle);
+    let mut cfg = jit::config(f, block, None);
+    cfg.wave = wave;
+    cfg.whole_waves = whole_waves;
+    cfg.streaming = streaming;
+    let types = |h: Handle<Function>| module.expr_types(h);
+    CompiledKernel::compile(module.module(), handle, cfg, &types)
+}
+
+/// The wave a kernel is built at on this host: its `@wave(N)`, else the host's SIMD width.
+pub fn build_wave(kernel: &Function) -> u32 {
+    kernel
+        .attrs
+        .wave
+        .map(|(w, _)| w)
+        .unwrap_or_else(jit::host_simd_width)
+}
+
+impl CpuProgram {
+    fn get(&self, name: &str) -> Result<Arc<CpuKernel>, LaunchError> {
+        if let Some(k) = self.kernels.lock().get(name) {
+            return Ok(k.clone());
+        }
+        let handle = self
+            .module
+            .kernel(name)
+            .ok_or_else(|| LaunchError::NoCode {
+                kernel: name.to_string(),
+                backend: Backend::Cpu,
+                reason: "the program has no kernel of that name".into(),
+                by_device: false,
+            })?;
+        let f = self.module.function(handle);
+        let wave = build_wave(f);
+        let probe =
+            compile(&self.module, handle, PROBE_BLOCK, wave, false, false).map_err(|e| {
+                LaunchError::NoCode {
+                    kernel: name.to_string(),
+                    backend: Backend::Cpu,
+                    reason: e.to_string(),
+                    by_device: false,
+                }
+            })?;
+        let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
+        manifest.built_wave = Some(wave);
+        manifest.code_bytes = Some(probe.code_bytes);
+        manifest.static_shared_bytes = Some(probe.static_shared as u64);
+        let compile_time = probe.compile_time;
+        let mut specs = HashMap::new();
+        specs.insert((PROBE_BLOCK, wave, false, false), Arc::new(probe));
+        let k = Arc::new(CpuKernel {
+            module: self.module.clone(),
+            handle,
+            manifest,
+            wave,
+            specs: Mutex::new(specs),
+            settings: self.settings.clone(),
+            compile_time: Mutex::new(compile_time),
+        });
+        self.kernels.lock().insert(name.to_string(), k.clone());
+        Ok(k)
+    }
+}
+
+impl ProgramImpl for CpuProgram {
+    fn kernel(&self, name: &str, _kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError> {
+        Ok(self.get(name)?)
+    }
+
+    fn manifest(&self, name: &str) -> Option<KernelManifest> {
+        self.get(name).ok().map(|k| k.manifest.clone())
+    }
+}
+
+/// A kernel on the CPU: its manifest and its compiled specialisations.
+pub struct CpuKernel {
+    module: Arc<VerifiedModule>,
+    handle: Handle<Function>,
+    manifest: KernelManifest,
+    wave: u32,
+    specs: Mutex<HashMap<SpecKey, Arc<CompiledKernel>>>,
+    settings: Arc<Settings>,
+    compile_time: Mutex<Duration>,
+}
+
+impl CpuKernel {
+    /// Total time spent compiling this kernel's specialisations so far.
+    pub fn compile_time(&self) -> Duration {
+        *self.compile_time.lock()
+    }
+
+    /// The launch error for a kernel the CPU has no code for.
+    fn no_code(&self, reason: String) -> LaunchError {
+        LaunchError::NoCode {
+            kernel: self.name().to_string(),
+            backend: Backend::Cpu,
+            reason,
+            by_device: false,
+        }
+    }
+
+    fn spec(&self, block: [u32; 3], streaming: bool) -> Result<Arc<CompiledKernel>, LaunchError> {
+        let whole_waves = block.iter().product::<u32>() % self.wave == 0;
+        let block = spec_block(block);
+        let key = (block, self.wave, whole_waves, streaming);
+        if let Some(c) = self.specs.lock().get(&key) {
+            return Ok(c.clone());
+        }
+        let c = compile(
+            &self.module,
+            self.handle,
+            block,
+            self.wave,
+            whole_waves,
+            streaming,
+        )
+        .map_err(|e| self.no_code(e.to_string()))?;
+        *self.compile_time.lock() += c.compile_time;
+        let c = Arc::new(c);
+        self.specs.lock().insert(key, c.clone());
+        Ok(c)
+    }
+
+    fn name(&self) -> &str {
+        &self.module.function(self.handle).name
+    }
+
+    fn fault(&self, f: Fault, deadline: Option<Duration>) -> LaunchError {
+        let kernel = self.name().to_string();
+        match f {
+            Fault::OutOfBounds {
+                line,
+                what,
+                index,
+                len,
+            } => LaunchError::OutOfBounds {
+                kernel,
+                line,
+                what,
+                index,
+                len,
+            },
+            Fault::DivByZero { line } => LaunchError::Device {
+                kernel,
+                message: format!(
+                    "line {line}: integer division by zero (undefined behaviour; the CPU backend stops the launch)"
+                ),
+            },
+            Fault::BarrierDivergence => LaunchError::Device {
+                kernel,
+                message: "barrier divergence: the waves of a workgroup stopped at different barriers (undefined behaviour)".into(),
+            },
+            Fault::Misaligned { line, index, align } => LaunchError::BrokenAlign {
+                kernel,
+                line,
+                index,
+                align,
+            },
+            Fault::Cancelled => LaunchError::Deadline {
+                kernel,
+                deadline: deadline.unwrap_or_default(),
+                cancelled: true,
+            },
+        }
+    }
+}
+
+impl KernelImpl for CpuKernel {
+    fn manifest(&self) -> &KernelManifest {
+        &self.manifest
+    }
+
+    fn launch(
+        &self,
+        _stream: &dyn StreamImpl,
+        launch: &Launch,
+        args: &[DeviceArg],
+    ) -> Result<(), LaunchError> {
+        let kernel = || self.name().to_string();
+        let mut code = self.spec(launch.block, false)?;
+        let device_error = |e: DeviceError| LaunchError::Device {
+            kernel: kernel(),
+            message: e.to_string(),
+        };
+        let mut locked = host::lock_bindings(args).map_err(device_error)?;
+        let function = self.module.function(self.handle);
+        let mut bufs = Vec::with_capacity(args.len());
+        let mut values = Vec::with_capacity(args.len());
+        for (i, arg) in args.iter().enumerate() {
+            let mut lanes = [0u64; 16];
+            let mut buf = BufRef {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            };
+            match arg {
+                DeviceArg::Buffer(b) => {
+                    if let Some(Some(view)) = locked.views.get(i) {
+                        let base = locked.allocations[view.allocation].as_mut_ptr();
+                        let elem = b.elem.size().max(1) as usize;
+                        // SAFETY: `lock_bindings` checked the view lies inside its allocation.
+                        buf.ptr = unsafe { base.add(view.offset) };
+                        buf.len = (view.len / elem) as u64;
+                    }
+                }
+                DeviceArg::Value(v) => {
+                    for (l, x) in v.lanes().iter().enumerate().take(16) {
+                        lanes[l] = *x;
+                    }
+                    if let Some(Type::Tag(_)) = function.params.get(i).map(|p| p.ty) {
+                        lanes[0] &= 0xffff_ffff;
+                    }
+                }
+            }
+            bufs.push(buf);
+            values.push(lanes);
+        }
+        if let Some(e) = self.settings.cap_error.lock().clone() {
+            return Err(self.no_code(e.to_string()));
+        }
+        if let Err(e) = &crate::config::get().cpu_wave {
+            return Err(self.no_code(e.to_string()));
+        }
+        let streaming = self
+            .settings
+            .streaming
+            .lock()
+            .clone()
+            .map_err(|e| self.no_code(e.to_string()))?;
+        let stream = code.can_stream
+            && match streaming {
+                Mode::Off => false,
+                Mode::Force => true,
+                Mode::Auto => {
+                    let footprint: usize = locked.views.iter().flatten().map(|v| v.len).sum();
+                    footprint as u64 > streaming_footprint()
+                }
+            };
+        if stream {
+            code = self.spec(launch.block, true)?;
+        }
+        let watch = crate::deadline::Watch::arm(launch.deadline);
+        // SAFETY: every buffer points into an allocation locked for this call, with its
+        // length in elements; the kernel's accesses are bounds-checked against it.
+        let r = unsafe {
+            code.launch(
+                launch.grid,
+                launch.block,
+                launch.shared_bytes,
+                &bufs,
+                &values,
+                self.settings.cap.load(Ordering::Relaxed).max(1),
+                watch.flag(),
+            )
+        };
+        drop(watch);
+        drop(locked);
+        r.map_err(|f| self.fault(f, launch.deadline))
+    }
+}
+
+/// `xpu build FILE --backend cpu [--emit DIR]`: JIT-compiles every kernel of a file for this
+/// host (any 1-D block, the kernel's or the host's wave) and reports, per kernel, the wave it
+/// was built at, the compile time, the code size, the per-wave state and the static shared
+/// memory. `--emit DIR` writes `DIR/<kernel>.manifest` (`key = value` lines, `absent` for what
+/// the CPU does not measure). Exit codes: 0 built, 1 a problem in the input or a kernel the
+/// CPU cannot lower, 2 usage or I/O.
+pub fn aot_build(
+    path: &str,
+    module: &VerifiedModule,
+    emit: Option<&std::path::Path>,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let mut failed = false;
+    let mut total = Duration::ZERO;
+    for (h, f) in module.kernels() {
+        let wave = build_wave(f);
+        match compile(module, h, PROBE_BLOCK, wave, false, false) {
+            Ok(c) => {
+                total += c.compile_time;
+                println!(
+                    "{}: wave {}, compiled in {:.2} ms, {} code bytes, {} state bytes per wave, {} barrier regions, {} static shared bytes",
+                    f.name,
+                    c.wave,
+                    c.compile_time.as_secs_f64() * 1e3,
+                    c.code_bytes,
+                    c.state_bytes,
+                    c.barriers + 1,
+                    c.static_shared
+                );
+                if let Some(dir) = emit {
+                    let m = format!(
+                        "kernel = {}\nbackend = cpu\nbuilt_wave = {}\ndeclared_wave = {}\ncode_bytes = {}\ncompile_ms = {:.3}\nstatic_shared_bytes = {}\nstate_bytes_per_wave = {}\nregisters_per_thread = absent\nspill_store_bytes = absent\n",
+                        f.name,
+                        c.wave,
+                        f.attrs.wave.map_or("absent".to_string(), |(w, _)| w.to_string()),
+                        c.code_bytes,
+                        c.compile_time.as_secs_f64() * 1e3,
+                        c.static_shared,
+                        c.state_bytes,
+                    );
+                    let file =
+                        dir.join(format!("{}.manifest", f.name.replace(['<', '>', ','], "_")));
+                    if let Err(e) = std::fs::write(&file, m) {
+                        eprintln!("xpu build: {}: {e}", file.display());
+                        return ExitCode::from(2);
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("{path}: error[{}]: {e}", crate::hal::launch::codes::NO_CODE);
+                failed = true;
+            }
+        }
+    }
+    println!("total JIT compile time {:.2} ms", total.as_secs_f64() * 1e3);
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

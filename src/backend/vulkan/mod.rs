@@ -1,0 +1,2309 @@
+//! The Vulkan backend (contract §2.3, §3.2, §5; DESIGN.md Decisions 5): any Vulkan 1.1 device,
+//! through `ash` with `libvulkan` loaded at run time, running SPIR-V from [`spirv`].
+//!
+//! - **No loader, no device → not offered**: [`VulkanDevice::open`] answers
+//!   [`DeviceError::Unavailable`]; nothing panics. A discrete GPU is preferred, then an
+//!   integrated one, then anything with a compute queue (Mesa's lavapipe on a box without a
+//!   GPU).
+//! - **Memory** is `DEVICE_LOCAL` buffers; uploads and downloads go through host-visible
+//!   staging buffers copied on the queue (host-visible device buffers are far slower on
+//!   discrete GPUs). Fresh memory is filled with 0xFF when poison is asked for.
+//! - **Ordering.** All streams share the device's one compute queue. Each stream records its
+//!   operations into a command buffer, every operation behind a full memory barrier, and
+//!   submits it at a synchronising point (sync, a download, a wait on or poll of one of its
+//!   events, another stream's `wait_for` one of its events) or after 64 operations; barriers
+//!   order commands across submissions on one queue, so operations run in submission order,
+//!   and `wait_for` has only to submit the event's work.
+//! - **Per-launch cost.** Nothing is created per launch or event in the steady state: fences
+//!   come from a free list, each stream reuses its own command buffers (its own pool, so
+//!   streams record on different threads at once), event timestamps take slots of shared
+//!   query pools, and buffers are pushed into the command buffer (`VK_KHR_push_descriptor`)
+//!   where the device has it, a descriptor pool per launch otherwise. `XPU_VK_TRACE=1`
+//!   prints one stderr line per launch, submission, event and wait with host microseconds.
+//! - **Device code** is emitted per kernel at first use and cached; pipelines are specialised
+//!   per block and dynamic shared size (spec constants) and kept, with a `VkPipelineCache`.
+//!   A view whose offset is not a multiple of `minStorageBufferOffsetAlignment` is refused
+//!   (`XPU-L012`).
+//! - **Waves** (§3.2): a declared W the device can require as its subgroup size
+//!   (`VK_EXT_subgroup_size_control`) is built natively at W; otherwise the emitter's narrow
+//!   (W < S) or virtual (W > S, wave verbs refused by name) mode applies.
+//! - **Timing**: the Event tier of `KernelTimer` (contract §5.3) where the compute queue
+//!   writes timestamps: an event is a full barrier and a `vkCmdWriteTimestamp` in the stream's
+//!   recording command buffer, so the work between two events is submitted with both and
+//!   their interval is device time; otherwise Unavailable (callers time on the host).
+
+pub mod aot;
+
+use crate::codegen::spirv::{self, Caps, Emitted, ParamSlot};
+use crate::hal::facts::DeviceFacts;
+use crate::hal::launch::{HostValue, Launch, LaunchError};
+use crate::hal::manifest::{KernelManifest, NativeOp};
+use crate::hal::{
+    Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
+    ProgramImpl, ReadTicket, StreamImpl, TimerTier,
+};
+use crate::ir::{Function, Scalar, VerifiedModule};
+use ash::vk;
+use parking_lot::Mutex;
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn vk_err(what: &str, e: vk::Result) -> DeviceError {
+    DeviceError::Driver {
+        message: format!("{what}: VkResult {}", e.as_raw()),
+    }
+}
+
+fn unavailable(reason: impl Into<String>) -> DeviceError {
+    DeviceError::Unavailable {
+        backend: Backend::Vulkan,
+        reason: reason.into(),
+    }
+}
+
+/// The instance, device and queue, shared by every object of the backend.
+struct Inner {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    device: ash::Device,
+    queue: Mutex<vk::Queue>,
+    memory: vk::PhysicalDeviceMemoryProperties,
+    pipeline_cache: vk::PipelineCache,
+    /// For one-off work of the device (poison fills); streams have their own pools.
+    command_pool: Mutex<vk::CommandPool>,
+    /// The compute queue's family.
+    family: u32,
+    /// Nanoseconds per timestamp tick and the valid-bits mask, where the queue family writes
+    /// timestamps (then events carry one and the timer tier is Event).
+    timestamps: Option<(f64, u64)>,
+    /// Wait for fences by polling first (a GPU, not a CPU device whose work runs on the
+    /// host's cores): a blocking `vkWaitForFences` sleeps and wakes late, as a CUDA stream
+    /// sync in its default spin mode does not.
+    spin: bool,
+    /// `VK_KHR_pipeline_executable_properties`, enabled where offered and
+    /// `XPU_VK_PIPELINE_STATS=1` asks for the driver's statistics of every pipeline built
+    /// (registers, local memory, ...) on stderr: what the SPIR-V became on this device.
+    exec_stats: Option<ash::khr::pipeline_executable_properties::Device>,
+    /// `VK_KHR_push_descriptor` where offered (`XPU_VK_PUSH_DESCRIPTORS=0` turns it off), with
+    /// `maxPushDescriptors`: a launch writes its buffers into the command buffer instead of
+    /// creating a descriptor pool and set.
+    push_descriptor: Option<(ash::khr::push_descriptor::Device, u32)>,
+    /// Unsignalled fences for reuse: creating one per submission is a driver call that can
+    /// allocate, so a signalled fence is reset and kept.
+    fences: Mutex<Vec<vk::Fence>>,
+    /// Timestamp query slots for events, in pools of [`QUERY_CHUNK`].
+    queries: Mutex<QuerySlots>,
+    /// `XPU_VK_TRACE=1`: one stderr line per launch, submission, event and wait with the host
+    /// microseconds of its steps.
+    trace: bool,
+    /// Numbers streams in trace lines.
+    next_stream: AtomicU64,
+}
+
+/// Timestamp queries per pool; events take a free slot and give it back when their
+/// submission has completed and they are dropped.
+const QUERY_CHUNK: u32 = 64;
+
+#[derive(Default)]
+struct QuerySlots {
+    pools: Vec<vk::QueryPool>,
+    free: Vec<(vk::QueryPool, u32)>,
+}
+
+/// One timestamp query of an event, returned to the free list when dropped. A slot whose
+/// write may still be pending is dropped only with the submission that writes it (the
+/// stream's keep list), so a reused slot is never written twice.
+struct QuerySlot {
+    inner: Arc<Inner>,
+    pool: vk::QueryPool,
+    index: u32,
+}
+
+impl Drop for QuerySlot {
+    fn drop(&mut self) {
+        self.inner.queries.lock().free.push((self.pool, self.index));
+    }
+}
+
+/// `XPU_VK_TRACE` timing: microseconds since the last step, where tracing is on.
+struct Steps(Option<std::time::Instant>);
+
+impl Steps {
+    fn start(on: bool) -> Steps {
+        Steps(on.then(std::time::Instant::now))
+    }
+
+    /// Microseconds since the previous call (or the start); 0 when tracing is off.
+    fn lap(&mut self) -> f64 {
+        match &mut self.0 {
+            Some(t) => {
+                let now = std::time::Instant::now();
+                let us = (now - *t).as_secs_f64() * 1e6;
+                *t = now;
+                us
+            }
+            None => 0.0,
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // SAFETY: every object made from the device holds an Arc<Inner>, so none is left.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            for f in self.fences.lock().drain(..) {
+                self.device.destroy_fence(f, None);
+            }
+            for p in self.queries.lock().pools.drain(..) {
+                self.device.destroy_query_pool(p, None);
+            }
+            self.device
+                .destroy_command_pool(*self.command_pool.lock(), None);
+            self.device
+                .destroy_pipeline_cache(self.pipeline_cache, None);
+            self.device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+impl Inner {
+    fn memory_type(&self, bits: u32, want: vk::MemoryPropertyFlags) -> Option<u32> {
+        let fits = |i: u32, strict: bool| {
+            let flags = self.memory.memory_types[i as usize].property_flags;
+            // Prefer a type with no property beyond those asked for (device memory that is
+            // not also host-visible through the BAR), then any type that has them.
+            bits & (1 << i) != 0 && flags.contains(want) && (!strict || want.contains(flags))
+        };
+        let n = self.memory.memory_type_count;
+        (0..n)
+            .find(|&i| fits(i, true))
+            .or_else(|| (0..n).find(|&i| fits(i, false)))
+    }
+
+    fn buffer(
+        &self,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+        props: vk::MemoryPropertyFlags,
+    ) -> Result<(vk::Buffer, vk::DeviceMemory), DeviceError> {
+        let info = vk::BufferCreateInfo::default()
+            .size(size.max(4))
+            .usage(usage)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create info on a live device; the buffer is destroyed by its owner.
+        unsafe {
+            let buf = self
+                .device
+                .create_buffer(&info, None)
+                .map_err(|e| vk_err("vkCreateBuffer", e))?;
+            let req = self.device.get_buffer_memory_requirements(buf);
+            let Some(ty) = self.memory_type(req.memory_type_bits, props) else {
+                self.device.destroy_buffer(buf, None);
+                return Err(DeviceError::OutOfMemory {
+                    bytes: size,
+                    reason: format!("no memory type with property flags {:#x}", props.as_raw()),
+                });
+            };
+            // One allocation per buffer, so say so (core in 1.1): drivers place dedicated
+            // allocations on their own pages.
+            let mut dedicated = vk::MemoryDedicatedAllocateInfo::default().buffer(buf);
+            let mut alloc = vk::MemoryAllocateInfo::default()
+                .allocation_size(req.size)
+                .memory_type_index(ty);
+            alloc = alloc.push_next(&mut dedicated);
+            let mem = match self.device.allocate_memory(&alloc, None) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.device.destroy_buffer(buf, None);
+                    return Err(DeviceError::OutOfMemory {
+                        bytes: size,
+                        reason: format!("vkAllocateMemory: VkResult {}", e.as_raw()),
+                    });
+                }
+            };
+            if let Err(e) = self.device.bind_buffer_memory(buf, mem, 0) {
+                self.device.destroy_buffer(buf, None);
+                self.device.free_memory(mem, None);
+                return Err(vk_err("vkBindBufferMemory", e));
+            }
+            Ok((buf, mem))
+        }
+    }
+
+    /// Begins `cb` for one submission (a pool with `RESET_COMMAND_BUFFER` resets it here).
+    fn begin(&self, cb: vk::CommandBuffer) -> Result<(), DeviceError> {
+        // SAFETY: `cb` is not pending (new, or its last submission has completed).
+        unsafe {
+            self.device.begin_command_buffer(
+                cb,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+        }
+        .map_err(|e| vk_err("vkBeginCommandBuffer", e))
+    }
+
+    fn allocate_command_buffer(
+        &self,
+        pool: vk::CommandPool,
+    ) -> Result<vk::CommandBuffer, DeviceError> {
+        let info = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: the caller holds the pool's lock.
+        unsafe { self.device.allocate_command_buffers(&info) }
+            .map(|v| v[0])
+            .map_err(|e| vk_err("vkAllocateCommandBuffers", e))
+    }
+
+    /// Records `f` into a command buffer of the device's own pool, submits it and waits (the
+    /// poison fill of a fresh allocation). The pool's lock is held throughout: recording into
+    /// a command buffer uses its pool.
+    fn one_shot(&self, f: impl FnOnce(vk::CommandBuffer)) -> Result<(), DeviceError> {
+        let pool = self.command_pool.lock();
+        let cb = self.allocate_command_buffer(*pool)?;
+        let r = self.begin(cb).and_then(|()| {
+            f(cb);
+            let (fence, _) = self.submit(cb)?;
+            let r = self.wait_fence(fence);
+            self.recycle_fence(fence, r.is_ok());
+            r
+        });
+        // SAFETY: completed (or never submitted); the pool is locked.
+        unsafe { self.device.free_command_buffers(*pool, &[cb]) };
+        r
+    }
+
+    /// A fence from the free list, or a new one; `true` when it was reused.
+    fn fence(&self) -> Result<(vk::Fence, bool), DeviceError> {
+        if let Some(f) = self.fences.lock().pop() {
+            return Ok((f, true));
+        }
+        // SAFETY: valid create info; the fence goes back to the free list or is destroyed.
+        unsafe {
+            self.device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+        }
+        .map(|f| (f, false))
+        .map_err(|e| vk_err("vkCreateFence", e))
+    }
+
+    /// A fence whose submission has completed (`signalled`), reset and kept for reuse; one
+    /// that failed is destroyed.
+    fn recycle_fence(&self, fence: vk::Fence, signalled: bool) {
+        // SAFETY: no queue operation uses the fence any more.
+        unsafe {
+            if signalled && self.device.reset_fences(&[fence]).is_ok() {
+                self.fences.lock().push(fence);
+            } else {
+                self.device.destroy_fence(fence, None);
+            }
+        }
+    }
+
+    /// A free timestamp query slot; a new pool of [`QUERY_CHUNK`] when none is left.
+    fn query_slot(self: &Arc<Self>) -> Result<QuerySlot, DeviceError> {
+        let mut q = self.queries.lock();
+        if q.free.is_empty() {
+            let info = vk::QueryPoolCreateInfo::default()
+                .query_type(vk::QueryType::TIMESTAMP)
+                .query_count(QUERY_CHUNK);
+            // SAFETY: valid create info; destroyed with the device.
+            let pool = unsafe { self.device.create_query_pool(&info, None) }
+                .map_err(|e| vk_err("vkCreateQueryPool", e))?;
+            q.pools.push(pool);
+            q.free.extend((0..QUERY_CHUNK).rev().map(|i| (pool, i)));
+        }
+        let (pool, index) = q.free.pop().expect("refilled above");
+        Ok(QuerySlot {
+            inner: self.clone(),
+            pool,
+            index,
+        })
+    }
+
+    /// A full memory barrier: every earlier command's writes before every later access.
+    fn barrier(&self, cb: vk::CommandBuffer) {
+        let mb = vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+            .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE);
+        // SAFETY: `cb` is recording.
+        unsafe {
+            self.device.cmd_pipeline_barrier(
+                cb,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::PipelineStageFlags::ALL_COMMANDS,
+                vk::DependencyFlags::empty(),
+                &[mb],
+                &[],
+                &[],
+            );
+        }
+    }
+
+    /// Ends and submits `cb`, returning a fence that signals when it completes (and whether
+    /// the fence was reused).
+    fn submit(&self, cb: vk::CommandBuffer) -> Result<(vk::Fence, bool), DeviceError> {
+        // SAFETY: `cb` is recording; the queue is externally synchronised by its mutex.
+        unsafe {
+            self.device
+                .end_command_buffer(cb)
+                .map_err(|e| vk_err("vkEndCommandBuffer", e))?;
+            let (fence, reused) = self.fence()?;
+            let cbs = [cb];
+            let submit = vk::SubmitInfo::default().command_buffers(&cbs);
+            let q = self.queue.lock();
+            if let Err(e) = self.device.queue_submit(*q, &[submit], fence) {
+                // Unsignalled and unused: still good for the free list.
+                self.fences.lock().push(fence);
+                return Err(vk_err("vkQueueSubmit", e));
+            }
+            Ok((fence, reused))
+        }
+    }
+
+    fn wait_fence(&self, fence: vk::Fence) -> Result<(), DeviceError> {
+        if self.spin {
+            // Poll for up to 20 ms, then block.
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < Duration::from_millis(20) {
+                // SAFETY: the fence is live until its owner destroys it.
+                match unsafe { self.device.get_fence_status(fence) } {
+                    Ok(true) => return Ok(()),
+                    Ok(false) => std::hint::spin_loop(),
+                    Err(e) => return Err(vk_err("vkGetFenceStatus (device lost)", e)),
+                }
+            }
+        }
+        // SAFETY: the fence is live until its owner destroys it.
+        unsafe {
+            self.device
+                .wait_for_fences(&[fence], true, u64::MAX)
+                .map_err(|e| vk_err("vkWaitForFences (device lost or hung kernel)", e))
+        }
+    }
+}
+
+/// A device buffer.
+struct VkMemory {
+    inner: Arc<Inner>,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: usize,
+}
+
+impl Drop for VkMemory {
+    fn drop(&mut self) {
+        // SAFETY: no recorded command uses the buffer any more: in-flight work holds an Arc.
+        unsafe {
+            self.inner.device.destroy_buffer(self.buffer, None);
+            self.inner.device.free_memory(self.memory, None);
+        }
+    }
+}
+
+impl DeviceMemory for VkMemory {
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A host-visible staging buffer, mapped on use.
+struct Staging {
+    inner: Arc<Inner>,
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: usize,
+}
+
+impl Staging {
+    fn new(inner: &Arc<Inner>, size: usize) -> Result<Staging, DeviceError> {
+        Staging::with_usage(
+            inner,
+            size,
+            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+        )
+    }
+
+    /// A host-visible buffer for `usage` (the loop-limit status buffer is a storage buffer).
+    fn with_usage(
+        inner: &Arc<Inner>,
+        size: usize,
+        usage: vk::BufferUsageFlags,
+    ) -> Result<Staging, DeviceError> {
+        let (buffer, memory) = inner.buffer(
+            size as u64,
+            usage,
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT,
+        )?;
+        Ok(Staging {
+            inner: inner.clone(),
+            buffer,
+            memory,
+            size,
+        })
+    }
+
+    fn with_map<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> Result<T, DeviceError> {
+        if self.size == 0 {
+            return Ok(f(&mut []));
+        }
+        // SAFETY: the memory is host-visible and coherent, mapped only here, and no queued
+        // command touches it while it is mapped (callers map before recording or after the
+        // fence).
+        unsafe {
+            let p = self
+                .inner
+                .device
+                .map_memory(
+                    self.memory,
+                    0,
+                    self.size as u64,
+                    vk::MemoryMapFlags::empty(),
+                )
+                .map_err(|e| vk_err("vkMapMemory", e))?;
+            let slice = std::slice::from_raw_parts_mut(p as *mut u8, self.size);
+            let r = f(slice);
+            self.inner.device.unmap_memory(self.memory);
+            Ok(r)
+        }
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // SAFETY: as for VkMemory.
+        unsafe {
+            self.inner.device.destroy_buffer(self.buffer, None);
+            self.inner.device.free_memory(self.memory, None);
+        }
+    }
+}
+
+struct DescriptorPool {
+    inner: Arc<Inner>,
+    pool: vk::DescriptorPool,
+}
+
+impl Drop for DescriptorPool {
+    fn drop(&mut self) {
+        // SAFETY: the launch using the pool's set has completed.
+        unsafe { self.inner.device.destroy_descriptor_pool(self.pool, None) };
+    }
+}
+
+type Keep = Box<dyn Any + Send + Sync>;
+
+/// How many operations a stream records before it submits on its own, so the device starts on
+/// a long run of launches while the host records the rest (a submission costs a few
+/// microseconds of driver time, paid once per this many operations).
+const OPS_PER_SUBMISSION: u32 = 64;
+
+/// A submitted command buffer, numbered in its stream's order.
+struct InFlight {
+    seq: u64,
+    fence: vk::Fence,
+    cb: vk::CommandBuffer,
+    /// What the commands use, dropped when they have completed.
+    keep: Vec<Keep>,
+}
+
+struct Recording {
+    cb: vk::CommandBuffer,
+    ops: u32,
+}
+
+struct StreamState {
+    /// The stream's own command pool (recording uses the pool, so one per stream lets
+    /// streams record on different threads at once); its buffers are reused, not freed.
+    pool: vk::CommandPool,
+    spare: Vec<vk::CommandBuffer>,
+    recording: Option<Recording>,
+    /// What the recording commands use.
+    keep: Vec<Keep>,
+    /// Oldest first.
+    in_flight: std::collections::VecDeque<InFlight>,
+    /// Submissions made so far; the recording one, if any, becomes number `submitted + 1`.
+    submitted: u64,
+    /// Every submission up to this number has completed and been retired.
+    completed: u64,
+}
+
+/// A stream's state, shared by its handle and its events (an event waits on, and may have
+/// to submit, the stream's work).
+struct StreamCore {
+    inner: Arc<Inner>,
+    id: u64,
+    state: Mutex<StreamState>,
+}
+
+// SAFETY: Vulkan handles are plain integers; the command pool and its buffers are used only
+// under the state mutex, the queue under its own.
+unsafe impl Send for StreamState {}
+unsafe impl Sync for StreamState {}
+
+impl StreamCore {
+    fn new(inner: &Arc<Inner>, family: u32) -> Result<StreamCore, DeviceError> {
+        // SAFETY: valid create info; destroyed in Drop once everything has completed.
+        let pool = unsafe {
+            inner.device.create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(family)
+                    .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                None,
+            )
+        }
+        .map_err(|e| vk_err("vkCreateCommandPool", e))?;
+        Ok(StreamCore {
+            inner: inner.clone(),
+            id: inner
+                .next_stream
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            state: Mutex::new(StreamState {
+                pool,
+                spare: Vec::new(),
+                recording: None,
+                keep: Vec::new(),
+                in_flight: Default::default(),
+                submitted: 0,
+                completed: 0,
+            }),
+        })
+    }
+
+    /// The recording command buffer, begun on a reused (or new) one if none is open.
+    fn open(&self, st: &mut StreamState) -> Result<vk::CommandBuffer, DeviceError> {
+        if let Some(r) = &st.recording {
+            return Ok(r.cb);
+        }
+        let cb = match st.spare.pop() {
+            Some(cb) => cb,
+            None => self.inner.allocate_command_buffer(st.pool)?,
+        };
+        if let Err(e) = self.inner.begin(cb) {
+            st.spare.push(cb);
+            return Err(e);
+        }
+        st.recording = Some(Recording { cb, ops: 0 });
+        Ok(cb)
+    }
+
+    /// Records with `f` into the open command buffer, behind a full barrier; submits after
+    /// [`OPS_PER_SUBMISSION`] operations.
+    fn record(
+        &self,
+        keep: Vec<Keep>,
+        f: impl FnOnce(vk::CommandBuffer),
+    ) -> Result<(), DeviceError> {
+        let mut st = self.state.lock();
+        let cb = self.open(&mut st)?;
+        self.inner.barrier(cb);
+        f(cb);
+        st.keep.extend(keep);
+        let r = st.recording.as_mut().expect("opened above");
+        r.ops += 1;
+        if r.ops >= OPS_PER_SUBMISSION {
+            self.submit(&mut st)?;
+        }
+        Ok(())
+    }
+
+    /// Submits the recording command buffer, if any, and retires what has completed.
+    fn submit(&self, st: &mut StreamState) -> Result<(), DeviceError> {
+        let Some(Recording { cb, ops }) = st.recording.take() else {
+            return Ok(());
+        };
+        let mut steps = Steps::start(self.inner.trace);
+        let keep = std::mem::take(&mut st.keep);
+        let (fence, reused) = match self.inner.submit(cb) {
+            Ok(f) => f,
+            Err(e) => {
+                // Not submitted: the buffer is begun afresh on its next use.
+                st.spare.push(cb);
+                return Err(e);
+            }
+        };
+        let submit_us = steps.lap();
+        st.submitted += 1;
+        st.in_flight.push_back(InFlight {
+            seq: st.submitted,
+            fence,
+            cb,
+            keep,
+        });
+        let retired = self.retire(st, u64::MAX, false);
+        if self.inner.trace {
+            eprintln!(
+                "xpu-vk stream {} submit #{} ({ops} ops, fence {}): submit {submit_us:.1} us, \
+                 retire {:.1} us, in flight {}",
+                self.id,
+                st.submitted,
+                if reused { "reused" } else { "new" },
+                steps.lap(),
+                st.in_flight.len()
+            );
+        }
+        retired
+    }
+
+    /// Retires submissions up to number `upto` in order, waiting for each when `wait`,
+    /// otherwise stopping at the first not yet complete. Fences and command buffers go back
+    /// for reuse. A failed wait (device lost) retires the submission and is answered.
+    fn retire(&self, st: &mut StreamState, upto: u64, wait: bool) -> Result<(), DeviceError> {
+        let mut result = Ok(());
+        while let Some(f) = st.in_flight.front() {
+            if f.seq > upto {
+                break;
+            }
+            let ok = if wait {
+                let r = self.inner.wait_fence(f.fence);
+                let ok = r.is_ok();
+                if result.is_ok() {
+                    result = r;
+                }
+                ok
+            } else {
+                // SAFETY: the fence is live.
+                match unsafe { self.inner.device.get_fence_status(f.fence) } {
+                    Ok(true) => true,
+                    Ok(false) => break,
+                    Err(e) => {
+                        if result.is_ok() {
+                            result = Err(vk_err("vkGetFenceStatus (device lost)", e));
+                        }
+                        false
+                    }
+                }
+            };
+            let f = st.in_flight.pop_front().expect("front exists");
+            self.inner.recycle_fence(f.fence, ok);
+            st.spare.push(f.cb);
+            st.completed = f.seq;
+        }
+        result
+    }
+
+    /// Submits what the recording holds if submission `seq` is still being recorded.
+    fn ensure_submitted(&self, st: &mut StreamState, seq: u64) -> Result<(), DeviceError> {
+        if seq > st.submitted {
+            self.submit(st)?;
+        }
+        Ok(())
+    }
+
+    /// Blocks until submission `seq` (and every earlier one) has completed.
+    fn wait(&self, seq: u64) -> Result<(), DeviceError> {
+        let mut st = self.state.lock();
+        if seq <= st.completed {
+            return Ok(());
+        }
+        // A submission made here prints its own line; the figure here is the wait alone.
+        self.ensure_submitted(&mut st, seq)?;
+        let mut steps = Steps::start(self.inner.trace);
+        let r = self.retire(&mut st, seq, true);
+        if self.inner.trace {
+            eprintln!(
+                "xpu-vk stream {} wait #{seq}: {:.1} us",
+                self.id,
+                steps.lap()
+            );
+        }
+        r
+    }
+
+    /// Submits what is recorded and waits, until `until` at the latest, for the stream's
+    /// last operation: `true` when it completed, `false` when the time ran out (the work stays
+    /// in flight, everything it uses kept alive, and a later wait or sync finds it).
+    fn wait_last_until(&self, until: std::time::Instant) -> Result<bool, DeviceError> {
+        let mut st = self.state.lock();
+        let seq = st.submitted + u64::from(st.recording.is_some());
+        self.ensure_submitted(&mut st, seq)?;
+        while let Some(f) = st.in_flight.front() {
+            if f.seq > seq {
+                break;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let ns = u64::try_from(left.as_nanos()).unwrap_or(u64::MAX);
+            // SAFETY: the fence is live while its submission is in flight.
+            match unsafe { self.inner.device.wait_for_fences(&[f.fence], true, ns) } {
+                Ok(()) => {
+                    let done = f.seq;
+                    self.retire(&mut st, done, false)?;
+                }
+                Err(vk::Result::TIMEOUT) => return Ok(false),
+                Err(e) => return Err(vk_err("vkWaitForFences (device lost)", e)),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether submission `seq` has completed, submitting it first if it is still being
+    /// recorded (so polling an event alone makes progress).
+    fn poll(&self, seq: u64) -> Result<bool, DeviceError> {
+        let mut st = self.state.lock();
+        if seq <= st.completed {
+            return Ok(true);
+        }
+        self.ensure_submitted(&mut st, seq)?;
+        self.retire(&mut st, seq, false)?;
+        Ok(seq <= st.completed)
+    }
+
+    /// Submits everything and waits for it.
+    fn sync(&self) -> Result<(), DeviceError> {
+        let mut st = self.state.lock();
+        self.submit(&mut st)?;
+        let mut steps = Steps::start(self.inner.trace);
+        let r = self.retire(&mut st, u64::MAX, true);
+        if self.inner.trace {
+            eprintln!(
+                "xpu-vk stream {} sync to #{}: wait {:.1} us",
+                self.id,
+                st.submitted,
+                steps.lap()
+            );
+        }
+        r
+    }
+}
+
+impl Drop for StreamCore {
+    fn drop(&mut self) {
+        let _ = self.sync();
+        let mut st = self.state.lock();
+        // Anything a failed submission left unretired is waited for by the device.
+        if !st.in_flight.is_empty() {
+            // SAFETY: a live device.
+            let _ = unsafe { self.inner.device.device_wait_idle() };
+            for f in std::mem::take(&mut st.in_flight) {
+                self.inner.recycle_fence(f.fence, false);
+            }
+        }
+        st.keep.clear();
+        // SAFETY: nothing recorded from the pool is pending; destroying it frees its buffers.
+        unsafe { self.inner.device.destroy_command_pool(st.pool, None) };
+    }
+}
+
+/// A stream: its core, shared with the events recorded on it.
+struct VkStream {
+    core: Arc<StreamCore>,
+}
+
+impl VkStream {
+    fn record(
+        &self,
+        keep: Vec<Keep>,
+        f: impl FnOnce(vk::CommandBuffer),
+    ) -> Result<(), DeviceError> {
+        self.core.record(keep, f)
+    }
+
+    /// Submits what was recorded and waits for all of it.
+    fn sync(&self) -> Result<(), DeviceError> {
+        self.core.sync()
+    }
+}
+
+impl Drop for VkStream {
+    fn drop(&mut self) {
+        // The handle's work is submitted and waited for even while events keep the core.
+        let _ = self.core.sync();
+    }
+}
+
+impl StreamImpl for VkStream {
+    fn sync(&self) -> Result<(), DeviceError> {
+        self.core.sync()
+    }
+
+    fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError> {
+        // An event is "everything so far": the submission that holds (or held) the stream's
+        // last operation. Its timestamp, where the queue writes them, goes into the recording
+        // command buffer after a full barrier, so work recorded between two events lands in
+        // one submission with both timestamps and their interval is device time only. Nothing
+        // is submitted here: waiting on, polling or being waited for by another stream
+        // submits the event's work.
+        let core = &self.core;
+        let mut steps = Steps::start(core.inner.trace);
+        let mut st = core.state.lock();
+        let query = match core.inner.timestamps {
+            Some(_) => {
+                let slot = core.inner.query_slot()?;
+                let cb = core.open(&mut st)?;
+                let dev = &core.inner.device;
+                // SAFETY: `cb` is recording; the slot is free (its last write completed), and
+                // commands on one query run in submission order, reset before write.
+                unsafe { dev.cmd_reset_query_pool(cb, slot.pool, slot.index, 1) };
+                core.inner.barrier(cb);
+                // After the full barrier: the tick at which every earlier command has finished.
+                // SAFETY: as above.
+                unsafe {
+                    dev.cmd_write_timestamp(
+                        cb,
+                        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                        slot.pool,
+                        slot.index,
+                    )
+                };
+                Some(slot)
+            }
+            None => None,
+        };
+        let seq = st.submitted + st.recording.is_some() as u64;
+        drop(st);
+        if core.inner.trace {
+            eprintln!(
+                "xpu-vk stream {} event at #{seq}: {:.1} us",
+                core.id,
+                steps.lap()
+            );
+        }
+        Ok(Arc::new(VkEvent {
+            core: core.clone(),
+            seq,
+            query,
+        }))
+    }
+
+    fn wait_for(&self, event: &dyn EventImpl) -> Result<(), DeviceError> {
+        // One queue, and every operation behind a full barrier: later work on this stream
+        // follows the event's work once that is submitted, which it may not be yet.
+        let event =
+            event
+                .as_any()
+                .downcast_ref::<VkEvent>()
+                .ok_or_else(|| DeviceError::ForeignObject {
+                    what: "the event".into(),
+                })?;
+        if Arc::ptr_eq(&event.core, &self.core) {
+            return Ok(());
+        }
+        let mut st = event.core.state.lock();
+        event.core.ensure_submitted(&mut st, event.seq)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A point in a stream: complete when the stream's submission number `seq` is.
+struct VkEvent {
+    core: Arc<StreamCore>,
+    seq: u64,
+    /// The timestamp written after everything before the event.
+    query: Option<QuerySlot>,
+}
+
+impl VkEvent {
+    /// The event's device tick, once its submission has completed.
+    fn tick(&self) -> Option<u64> {
+        let slot = self.query.as_ref()?;
+        self.core.wait(self.seq).ok()?;
+        let mut v = [0u64; 1];
+        // SAFETY: the query was written by a completed submission.
+        unsafe {
+            self.core.inner.device.get_query_pool_results(
+                slot.pool,
+                slot.index,
+                &mut v,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .ok()?;
+        Some(v[0])
+    }
+}
+
+// SAFETY: handles are integers; the stream state is behind its mutex.
+unsafe impl Send for VkEvent {}
+unsafe impl Sync for VkEvent {}
+
+impl Drop for VkEvent {
+    fn drop(&mut self) {
+        let Some(slot) = self.query.take() else {
+            return;
+        };
+        // The slot is free again only once the submission writing it has completed: until
+        // then it travels with that submission's keep list.
+        let mut st = self.core.state.lock();
+        if self.seq <= st.completed {
+            drop(st);
+            drop(slot);
+        } else if self.seq > st.submitted {
+            st.keep.push(Box::new(slot));
+        } else if let Some(f) = st.in_flight.iter_mut().find(|f| f.seq == self.seq) {
+            f.keep.push(Box::new(slot));
+        }
+    }
+}
+
+impl EventImpl for VkEvent {
+    fn is_complete(&self) -> bool {
+        // A failure (device lost) reads as complete: the next wait reports it.
+        self.core.poll(self.seq).unwrap_or(true)
+    }
+    fn sync(&self) -> Result<(), DeviceError> {
+        self.core.wait(self.seq)
+    }
+    fn elapsed_since(&self, earlier: &dyn EventImpl) -> Option<Duration> {
+        let earlier = earlier.as_any().downcast_ref::<VkEvent>()?;
+        let (period, mask) = self.core.inner.timestamps?;
+        let ticks = self.tick()?.wrapping_sub(earlier.tick()?) & mask;
+        Some(Duration::from_nanos((ticks as f64 * period).round() as u64))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// What a Vulkan device is opened with: taken from the environment by [`VulkanDevice::open`]
+/// (the `XPU_VK_*` variables and `CAJETA_XPU_VK_F32_IN_F64`, `config`), given by the caller to
+/// [`VulkanDevice::open_with`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VulkanSettings {
+    /// Push descriptors where the device has them; off, each launch takes a set from a pool.
+    pub push_descriptors: bool,
+    /// Compute f32 `+ - *` in f64 (`Some(true)`), never (`Some(false)`), or where the driver is
+    /// known to flush f32 subnormals under `DenormPreserve` (`None`: NVIDIA's).
+    pub f32_in_f64: Option<bool>,
+    /// Read the driver's statistics of each pipeline (registers, ...).
+    pub pipeline_stats: bool,
+    /// Print the host time of each launch, submission and wait.
+    pub trace: bool,
+}
+
+impl VulkanSettings {
+    /// The settings of the environment; a malformed value is an error naming it.
+    pub fn from_config() -> Result<VulkanSettings, DeviceError> {
+        let c = crate::config::get();
+        Ok(VulkanSettings {
+            push_descriptors: c.vk_push_descriptors.clone()?,
+            f32_in_f64: c.vk_f32_in_f64.clone()?,
+            pipeline_stats: c.vk_pipeline_stats.clone()?,
+            trace: c.vk_trace.clone()?,
+        })
+    }
+}
+
+/// One Vulkan device.
+pub struct VulkanDevice {
+    inner: Arc<Inner>,
+    facts: DeviceFacts,
+    caps: Caps,
+    min_offset_align: u64,
+    max_push: u32,
+    /// `VK_EXT_subgroup_size_control` for compute: the sizes a pipeline may require.
+    size_control: Option<(u32, u32)>,
+    /// A software implementation on the host CPU (lavapipe): selection prefers the CPU backend.
+    emulated: bool,
+    /// The kernel that large device-to-device copies run ([`copy_kernel`]), built on first
+    /// use; `None` where it could not be built (copies then stay `vkCmdCopyBuffer`).
+    copier: std::sync::OnceLock<Option<Arc<dyn KernelImpl>>>,
+}
+
+/// Device-to-device copies of at least this many bytes, with 4-byte aligned offsets and
+/// length, run the copy kernel ([`copy_kernel`]) rather than `vkCmdCopyBuffer`. On an H200 (`xpu bench
+/// vulkan`, copies of 1.5 GiB) the command took 3.85 ms; kernels of one 32-bit word per
+/// work-item 1.43 ms, of one 16-byte quad 1.18, of four quads 1.47, and of four words (this
+/// one, as the coarsening pass shapes a streaming kernel) 0.81–0.85: a kernel's bandwidth.
+const KERNEL_COPY_MIN: usize = 1 << 20;
+
+/// Work-items per workgroup of the copy kernel.
+const COPY_BLOCK: u32 = 256;
+
+/// The copy kernel: `n` 32-bit words from word `ss` of `src` to word `ds` of `dst` (the
+/// buffers bound from offsets the device can bind). Each work-item copies four words of
+/// four consecutive blocks' worth, [`COPY_BLOCK`] apart, all its loads before its stores.
+fn copy_kernel() -> String {
+    format!(
+        "kernel xpu_copy_words(dst: buf<u32, rw>, src: buf<u32>, n: u32, ds: u32,
+                    ss: u32) {{
+    let b: u32 = {COPY_BLOCK};
+    let j: u32 = group_id.x * 4 * b + local_id.x;
+    if j + 3 * b < n {{
+        let v0: u32 = src[ss + j];
+        let v1: u32 = src[ss + j + b];
+        let v2: u32 = src[ss + j + 2 * b];
+        let v3: u32 = src[ss + j + 3 * b];
+        dst[ds + j] = v0;
+        dst[ds + j + b] = v1;
+        dst[ds + j + 2 * b] = v2;
+        dst[ds + j + 3 * b] = v3;
+    }} else {{
+        for k: u32 in 0..4 {{
+            if j + k * b < n {{
+                dst[ds + j + k * b] = src[ss + j + k * b];
+            }}
+        }}
+    }}
+}}
+"
+    )
+}
+
+fn vendor_name(id: u32) -> String {
+    match id {
+        0x10de => "NVIDIA".into(),
+        0x1002 => "AMD".into(),
+        0x8086 => "Intel".into(),
+        0x10005 => "Mesa".into(),
+        0x13b5 => "ARM".into(),
+        0x5143 => "Qualcomm".into(),
+        other => format!("0x{other:x}"),
+    }
+}
+
+impl VulkanDevice {
+    /// Opens the preferred Vulkan device: discrete, then integrated, then any with compute.
+    /// Opens the first Vulkan device with the settings of the environment
+    /// ([`VulkanSettings::from_config`]).
+    pub fn open() -> Result<VulkanDevice, DeviceError> {
+        VulkanDevice::open_with(VulkanSettings::from_config()?)
+    }
+
+    /// Opens the first Vulkan device with `settings`.
+    pub fn open_with(settings: VulkanSettings) -> Result<VulkanDevice, DeviceError> {
+        // SAFETY: loads the system's libvulkan; failure is an error, not a crash.
+        let entry = unsafe { ash::Entry::load() }
+            .map_err(|e| unavailable(format!("no Vulkan loader: {e}")))?;
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"xpu")
+            .api_version(vk::API_VERSION_1_1);
+        let info = vk::InstanceCreateInfo::default().application_info(&app);
+        // SAFETY: valid create info.
+        let instance = unsafe { entry.create_instance(&info, None) }
+            .map_err(|e| unavailable(format!("vkCreateInstance: VkResult {}", e.as_raw())))?;
+        match Self::open_on(entry, instance.clone(), &settings) {
+            Ok(d) => Ok(d),
+            Err(e) => {
+                // SAFETY: nothing else was created from the instance.
+                unsafe { instance.destroy_instance(None) };
+                Err(e)
+            }
+        }
+    }
+
+    fn open_on(
+        entry: ash::Entry,
+        instance: ash::Instance,
+        settings: &VulkanSettings,
+    ) -> Result<VulkanDevice, DeviceError> {
+        // SAFETY: queries on a live instance.
+        let pds = unsafe { instance.enumerate_physical_devices() }.map_err(|e| {
+            unavailable(format!(
+                "vkEnumeratePhysicalDevices: VkResult {}",
+                e.as_raw()
+            ))
+        })?;
+        let rank = |t: vk::PhysicalDeviceType| match t {
+            vk::PhysicalDeviceType::DISCRETE_GPU => 0,
+            vk::PhysicalDeviceType::INTEGRATED_GPU => 1,
+            vk::PhysicalDeviceType::VIRTUAL_GPU => 2,
+            vk::PhysicalDeviceType::CPU => 3,
+            _ => 4,
+        };
+        let mut best: Option<(u32, vk::PhysicalDevice, u32)> = None;
+        for pd in pds {
+            // SAFETY: `pd` came from this instance.
+            let props = unsafe { instance.get_physical_device_properties(pd) };
+            if props.api_version < vk::API_VERSION_1_1 {
+                continue;
+            }
+            // SAFETY: `pd` came from this instance.
+            let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
+            let Some(family) = families
+                .iter()
+                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
+            else {
+                continue;
+            };
+            let r = rank(props.device_type);
+            if best.is_none_or(|(br, _, _)| r < br) {
+                best = Some((r, pd, family as u32));
+            }
+        }
+        let (_, pd, family) =
+            best.ok_or_else(|| unavailable("no Vulkan 1.1 device with a compute queue"))?;
+        // SAFETY: as above.
+        let valid_bits = unsafe { instance.get_physical_device_queue_family_properties(pd) }
+            [family as usize]
+            .timestamp_valid_bits;
+
+        // SAFETY: queries on a live physical device.
+        let exts = unsafe { instance.enumerate_device_extension_properties(pd) }
+            .map_err(|e| vk_err("vkEnumerateDeviceExtensionProperties", e))?;
+        let has_ext = |name: &std::ffi::CStr| {
+            exts.iter()
+                .any(|e| e.extension_name_as_c_str().is_ok_and(|n| n == name))
+        };
+        let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+        let mut idp = vk::PhysicalDeviceIDProperties::default();
+        let mut props2 = vk::PhysicalDeviceProperties2::default()
+            .push_next(&mut subgroup)
+            .push_next(&mut idp);
+        // SAFETY: `pd` came from this live instance; the chain holds structures that live across the call.
+        unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
+        let props = props2.properties;
+        let limits = props.limits;
+
+        let esc = has_ext(ash::ext::subgroup_size_control::NAME);
+        let mut scp = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
+        if esc {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut scp);
+            // SAFETY: as above; `scp` outlives the call.
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
+        // Float controls (core in 1.2): whether subnormals can be preserved per width.
+        let efc = has_ext(ash::khr::shader_float_controls::NAME);
+        let mut fcp = vk::PhysicalDeviceFloatControlsProperties::default();
+        if efc || props.api_version >= vk::API_VERSION_1_2 {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut fcp);
+            // SAFETY: as above; `fcp` outlives the call.
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
+        // Push descriptors: a launch's buffers written into its command buffer (no pool or
+        // set per launch). XPU_VK_PUSH_DESCRIPTORS=0 keeps the per-launch pool (tests use it).
+        let push_descriptors =
+            has_ext(ash::khr::push_descriptor::NAME) && settings.push_descriptors;
+        let mut pdp = vk::PhysicalDevicePushDescriptorPropertiesKHR::default();
+        if push_descriptors {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut pdp);
+            // SAFETY: as above; `pdp` outlives the call.
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
+        let want_stats =
+            settings.pipeline_stats && has_ext(ash::khr::pipeline_executable_properties::NAME);
+        let e8 = has_ext(ash::khr::_8bit_storage::NAME);
+        let ef16 = has_ext(ash::khr::shader_float16_int8::NAME);
+        let ea64 = has_ext(ash::khr::shader_atomic_int64::NAME);
+        let mut s16 = vk::PhysicalDevice16BitStorageFeatures::default();
+        let mut s8 = vk::PhysicalDevice8BitStorageFeatures::default();
+        let mut f16i8 = vk::PhysicalDeviceShaderFloat16Int8Features::default();
+        let mut a64 = vk::PhysicalDeviceShaderAtomicInt64Features::default();
+        let mut scf = vk::PhysicalDeviceSubgroupSizeControlFeatures::default();
+        {
+            let mut feats = vk::PhysicalDeviceFeatures2::default().push_next(&mut s16);
+            if e8 {
+                feats = feats.push_next(&mut s8);
+            }
+            if ef16 {
+                feats = feats.push_next(&mut f16i8);
+            }
+            if ea64 {
+                feats = feats.push_next(&mut a64);
+            }
+            if esc {
+                feats = feats.push_next(&mut scf);
+            }
+            // SAFETY: `pd` came from this instance; every structure chained to `feats` outlives the call.
+            unsafe { instance.get_physical_device_features2(pd, &mut feats) };
+        }
+        // SAFETY: as above.
+        let base = unsafe { instance.get_physical_device_features(pd) };
+        let compute_ops = subgroup
+            .supported_stages
+            .contains(vk::ShaderStageFlags::COMPUTE);
+        let ops = subgroup.supported_operations;
+        let caps = Caps {
+            int8: ef16 && f16i8.shader_int8 != 0,
+            int16: base.shader_int16 != 0,
+            int64: base.shader_int64 != 0,
+            float16: ef16 && f16i8.shader_float16 != 0,
+            float64: base.shader_float64 != 0,
+            storage8: e8 && s8.storage_buffer8_bit_access != 0,
+            storage16: s16.storage_buffer16_bit_access != 0,
+            int64_atomics: ea64 && a64.shader_buffer_int64_atomics != 0,
+            float32_atomic_add: false,
+            subgroup_size: subgroup.subgroup_size,
+            subgroup_basic: compute_ops && ops.contains(vk::SubgroupFeatureFlags::BASIC),
+            subgroup_vote: compute_ops && ops.contains(vk::SubgroupFeatureFlags::VOTE),
+            subgroup_arithmetic: compute_ops && ops.contains(vk::SubgroupFeatureFlags::ARITHMETIC),
+            subgroup_ballot: compute_ops && ops.contains(vk::SubgroupFeatureFlags::BALLOT),
+            subgroup_shuffle: compute_ops && ops.contains(vk::SubgroupFeatureFlags::SHUFFLE),
+            barrier_suspends: props
+                .device_name_as_c_str()
+                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            f64_rounding_from_floor: props
+                .device_name_as_c_str()
+                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            // The module is SPIR-V 1.3, so `SPV_KHR_float_controls` must be enabled as an
+            // extension (below) even on a 1.2 device.
+            denorm_preserve16: efc && fcp.shader_denorm_preserve_float16 != 0,
+            denorm_preserve32: efc && fcp.shader_denorm_preserve_float32 != 0,
+            denorm_preserve64: efc && fcp.shader_denorm_preserve_float64 != 0,
+            szinan_preserve16: efc && fcp.shader_signed_zero_inf_nan_preserve_float16 != 0,
+            szinan_preserve32: efc && fcp.shader_signed_zero_inf_nan_preserve_float32 != 0,
+            szinan_preserve64: efc && fcp.shader_signed_zero_inf_nan_preserve_float64 != 0,
+            folds_float_identities: props
+                .device_name_as_c_str()
+                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            // NVIDIA reports `shaderDenormPreserveFloat32` and still flushes f32 subnormal
+            // operands and results of `+ - *` under `DenormPreserve` (H200, driver 580), so
+            // the feature bit cannot tell; the vendor id does. CAJETA_XPU_VK_F32_IN_F64=1
+            // forces the f64 path (tests exercise it on lavapipe); =0 turns it off (f32
+            // subnormals may then flush: for measuring what the path costs).
+            flushes_f32_subnormals: settings.f32_in_f64.unwrap_or(props.vendor_id == 0x10DE),
+            // Mesa's llvmpipe ends an invocation's loops after 65,535 passes over all of them
+            // (its loop limiter), silently: such launches are checked (XPU-L016).
+            loop_limit: props
+                .device_name_as_c_str()
+                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe"))
+                .then_some(spirv::LLVMPIPE_LOOP_LIMIT),
+        };
+
+        // Enable exactly what is offered and used by the emitter.
+        let enabled = vk::PhysicalDeviceFeatures::default()
+            .shader_int16(caps.int16)
+            .shader_int64(caps.int64)
+            .shader_float64(caps.float64);
+        let mut en16 = vk::PhysicalDevice16BitStorageFeatures::default()
+            .storage_buffer16_bit_access(caps.storage16);
+        let mut en8 = vk::PhysicalDevice8BitStorageFeatures::default()
+            .storage_buffer8_bit_access(caps.storage8);
+        let mut enf = vk::PhysicalDeviceShaderFloat16Int8Features::default()
+            .shader_int8(caps.int8)
+            .shader_float16(caps.float16);
+        let mut ena = vk::PhysicalDeviceShaderAtomicInt64Features::default()
+            .shader_buffer_int64_atomics(caps.int64_atomics)
+            .shader_shared_int64_atomics(ea64 && a64.shader_shared_int64_atomics != 0);
+        let size_control = (esc
+            && scf.subgroup_size_control != 0
+            && scp
+                .required_subgroup_size_stages
+                .contains(vk::ShaderStageFlags::COMPUTE))
+        .then_some((scp.min_subgroup_size, scp.max_subgroup_size));
+        let mut ensc =
+            vk::PhysicalDeviceSubgroupSizeControlFeatures::default().subgroup_size_control(true);
+        let mut ext_names = Vec::new();
+        let prio = [1.0f32];
+        let qinfo = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(family)
+            .queue_priorities(&prio)];
+        let mut dinfo = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&qinfo)
+            .enabled_features(&enabled)
+            .push_next(&mut en16);
+        if e8 {
+            ext_names.push(ash::khr::_8bit_storage::NAME.as_ptr());
+            dinfo = dinfo.push_next(&mut en8);
+        }
+        if ef16 {
+            ext_names.push(ash::khr::shader_float16_int8::NAME.as_ptr());
+            dinfo = dinfo.push_next(&mut enf);
+        }
+        if ea64 {
+            ext_names.push(ash::khr::shader_atomic_int64::NAME.as_ptr());
+            dinfo = dinfo.push_next(&mut ena);
+        }
+        if efc {
+            ext_names.push(ash::khr::shader_float_controls::NAME.as_ptr());
+        }
+        if size_control.is_some() {
+            ext_names.push(ash::ext::subgroup_size_control::NAME.as_ptr());
+            dinfo = dinfo.push_next(&mut ensc);
+        }
+        let mut enstats = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+            .pipeline_executable_info(true);
+        if push_descriptors {
+            ext_names.push(ash::khr::push_descriptor::NAME.as_ptr());
+        }
+        if want_stats {
+            ext_names.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+            dinfo = dinfo.push_next(&mut enstats);
+        }
+        let dinfo = dinfo.enabled_extension_names(&ext_names);
+        // SAFETY: valid create info with features the device reported.
+        let device = unsafe { instance.create_device(pd, &dinfo, None) }
+            .map_err(|e| unavailable(format!("vkCreateDevice: VkResult {}", e.as_raw())))?;
+        // SAFETY: family/index 0 were requested above.
+        let queue = unsafe { device.get_device_queue(family, 0) };
+        // SAFETY: `pd` came from this live instance.
+        let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
+        // SAFETY: valid create info on the device just created; destroyed with the device.
+        let pool = unsafe {
+            device.create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(family)
+                    .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                None,
+            )
+        }
+        .map_err(|e| vk_err("vkCreateCommandPool", e))?;
+        // SAFETY: a default (empty) create info on the live device; destroyed with the device.
+        let cache =
+            unsafe { device.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None) }
+                .map_err(|e| vk_err("vkCreatePipelineCache", e))?;
+
+        let name = props
+            .device_name_as_c_str()
+            .ok()
+            .map(|c| c.to_string_lossy().into_owned());
+        let heaps = &memory.memory_heaps[..memory.memory_heap_count as usize];
+        let device_local: u64 = heaps
+            .iter()
+            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .sum();
+        let v = props.driver_version;
+        let facts = DeviceFacts {
+            backend: Some(Backend::Vulkan),
+            name,
+            vendor: Some(vendor_name(props.vendor_id)),
+            driver_version: Some(format!(
+                "{v} (api {}.{}.{})",
+                vk::api_version_major(props.api_version),
+                vk::api_version_minor(props.api_version),
+                vk::api_version_patch(props.api_version)
+            )),
+            uuid: Some(idp.device_uuid.iter().map(|b| format!("{b:02x}")).collect()),
+            multiprocessors: None,
+            simds_per_multiprocessor: None,
+            wave_width: Some(caps.subgroup_size),
+            // Every width builds: W = S natively (or as a required subgroup size), W < S in
+            // narrow mode, W > S as a virtual wave whose wave verbs are refused by name.
+            supported_wave_widths: Some((0..7).map(|k| 1u32 << k).collect()),
+            max_threads_per_block: Some(limits.max_compute_work_group_invocations),
+            max_block_dims: Some(limits.max_compute_work_group_size),
+            max_grid_dims: Some(limits.max_compute_work_group_count),
+            shared_bytes_per_block: Some(limits.max_compute_shared_memory_size as u64),
+            shared_bytes_per_block_optin: None,
+            shared_bytes_per_multiprocessor: None,
+            registers_per_multiprocessor: None,
+            registers_per_block: None,
+            max_threads_per_multiprocessor: None,
+            max_blocks_per_multiprocessor: None,
+            global_memory_bytes: (device_local > 0).then_some(device_local),
+            integrated: Some(props.device_type != vk::PhysicalDeviceType::DISCRETE_GPU),
+            clock_khz: None,
+            buffer_offset_alignment: Some(limits.min_storage_buffer_offset_alignment),
+            int64_atomics: Some(caps.int64_atomics),
+        };
+        Ok(VulkanDevice {
+            inner: Arc::new(Inner {
+                _entry: entry,
+                queue: Mutex::new(queue),
+                memory,
+                pipeline_cache: cache,
+                command_pool: Mutex::new(pool),
+                family,
+                timestamps: (valid_bits > 0 && limits.timestamp_period > 0.0).then(|| {
+                    let mask = if valid_bits >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << valid_bits) - 1
+                    };
+                    (limits.timestamp_period as f64, mask)
+                }),
+                spin: props.device_type != vk::PhysicalDeviceType::CPU,
+                exec_stats: want_stats.then(|| {
+                    ash::khr::pipeline_executable_properties::Device::new(&instance, &device)
+                }),
+                push_descriptor: push_descriptors.then(|| {
+                    (
+                        ash::khr::push_descriptor::Device::new(&instance, &device),
+                        pdp.max_push_descriptors,
+                    )
+                }),
+                fences: Mutex::new(Vec::new()),
+                queries: Mutex::new(QuerySlots::default()),
+                trace: settings.trace,
+                next_stream: AtomicU64::new(0),
+                instance,
+                device,
+            }),
+            facts,
+            caps,
+            min_offset_align: limits.min_storage_buffer_offset_alignment.max(1),
+            max_push: limits.max_push_constants_size,
+            size_control,
+            emulated: props.device_type == vk::PhysicalDeviceType::CPU,
+            copier: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The copy kernel, built on first use (see [`KERNEL_COPY_MIN`]).
+    fn copier(&self) -> Option<&Arc<dyn KernelImpl>> {
+        self.copier
+            .get_or_init(|| {
+                let module = Arc::new(crate::ir::parse(&copy_kernel()).ok()?.verify().ok()?);
+                let function = crate::hal::kernel_function(&module, "xpu_copy_words")?;
+                let program = self.load(&module).ok()?;
+                program.kernel("xpu_copy_words", function).ok()
+            })
+            .as_ref()
+    }
+
+    /// `len` bytes (a multiple of 4) from `src` to `dst` (different allocations, offsets
+    /// multiples of 4) by the copy kernel, in dispatches of at most the device's grid.
+    fn kernel_copy(
+        &self,
+        kernel: &Arc<dyn KernelImpl>,
+        stream: &dyn StreamImpl,
+        (src, src_offset): (&Arc<dyn DeviceMemory>, usize),
+        (dst, dst_offset): (&Arc<dyn DeviceMemory>, usize),
+        len: usize,
+    ) -> Result<(), DeviceError> {
+        let groups = self.facts.max_grid_dims.map_or(65535, |g| g[0]);
+        let most = groups as usize * COPY_BLOCK as usize * 4 * 4;
+        let elem = crate::ir::ElemType::scalar(crate::ir::Scalar::U32);
+        let align = self.min_offset_align as usize;
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(most);
+            // Bound from the offset below that the device can bind; the word shift is an
+            // argument.
+            let binding = |memory: &Arc<dyn DeviceMemory>, offset: usize, writable| {
+                let at = offset + done;
+                let shift = at % align;
+                let arg = DeviceArg::Buffer(crate::hal::BufferBinding {
+                    memory: memory.clone(),
+                    offset: at - shift,
+                    len: shift + n,
+                    elem,
+                    writable,
+                });
+                (arg, DeviceArg::Value(HostValue::from((shift / 4) as u32)))
+            };
+            let (d, ds) = binding(dst, dst_offset, true);
+            let (s, ss) = binding(src, src_offset, false);
+            let words = (n / 4) as u32;
+            let args = [d, s, DeviceArg::Value(HostValue::from(words)), ds, ss];
+            let launch = Launch::grid([words.div_ceil(COPY_BLOCK * 4)]).block([COPY_BLOCK]);
+            kernel
+                .launch(stream, &launch, &args)
+                .map_err(|e| DeviceError::Driver {
+                    message: format!("the copy kernel: {e}"),
+                })?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// What the device offers the emitter.
+    pub fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    fn stream<'s>(&self, s: &'s dyn StreamImpl) -> Result<&'s VkStream, DeviceError> {
+        s.as_any()
+            .downcast_ref::<VkStream>()
+            .ok_or_else(|| DeviceError::ForeignObject {
+                what: "the stream".into(),
+            })
+    }
+}
+
+fn memory_of(m: &Arc<dyn DeviceMemory>) -> Result<&VkMemory, DeviceError> {
+    m.as_any()
+        .downcast_ref::<VkMemory>()
+        .ok_or_else(|| DeviceError::ForeignObject {
+            what: "the buffer".into(),
+        })
+}
+
+fn range_check(mem: &VkMemory, offset: usize, len: usize) -> Result<(), DeviceError> {
+    crate::backend::common::check_range("an access", offset, len, mem.size)
+}
+
+impl DeviceImpl for VulkanDevice {
+    fn backend(&self) -> Backend {
+        Backend::Vulkan
+    }
+
+    fn facts(&self) -> &DeviceFacts {
+        &self.facts
+    }
+
+    fn coarsens(&self) -> bool {
+        true
+    }
+
+    fn emulated_on_host(&self) -> bool {
+        self.emulated
+    }
+
+    fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError> {
+        let (buffer, memory) = self.inner.buffer(
+            bytes as u64,
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST,
+            vk::MemoryPropertyFlags::DEVICE_LOCAL,
+        )?;
+        let mem = VkMemory {
+            inner: self.inner.clone(),
+            buffer,
+            memory,
+            size: bytes,
+        };
+        if init == Init::Poison && bytes > 0 {
+            // Poisoned before anyone can use it: one fill, waited on here.
+            let dev = &self.inner.device;
+            self.inner.one_shot(|cb| {
+                // SAFETY: `cb` is recording; the buffer is live.
+                unsafe { dev.cmd_fill_buffer(cb, buffer, 0, vk::WHOLE_SIZE, 0xffff_ffff) }
+            })?;
+        }
+        Ok(Arc::new(mem))
+    }
+
+    fn write(
+        &self,
+        stream: &dyn StreamImpl,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<(), DeviceError> {
+        let s = self.stream(stream)?;
+        let m = memory_of(mem)?;
+        range_check(m, offset, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let staging = Staging::new(&self.inner, src.len())?;
+        staging.with_map(|map| map.copy_from_slice(src))?;
+        let (sb, db) = (staging.buffer, m.buffer);
+        let region = vk::BufferCopy {
+            src_offset: 0,
+            dst_offset: offset as u64,
+            size: src.len() as u64,
+        };
+        let dev = &self.inner.device;
+        s.record(vec![Box::new(staging), Box::new(mem.clone())], |cb| {
+            // SAFETY: both buffers are live and kept until the copy completes.
+            unsafe { dev.cmd_copy_buffer(cb, sb, db, &[region]) }
+        })
+    }
+
+    fn read(
+        &self,
+        stream: &dyn StreamImpl,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Box<dyn ReadTicket>, DeviceError> {
+        let s = self.stream(stream)?;
+        let m = memory_of(mem)?;
+        range_check(m, offset, len)?;
+        let staging = Arc::new(Staging::new(&self.inner, len)?);
+        if len > 0 {
+            let (sb, db) = (m.buffer, staging.buffer);
+            let region = vk::BufferCopy {
+                src_offset: offset as u64,
+                dst_offset: 0,
+                size: len as u64,
+            };
+            let dev = &self.inner.device;
+            s.record(
+                vec![Box::new(staging.clone()), Box::new(mem.clone())],
+                |cb| {
+                    // SAFETY: both buffers are live and kept until the copy completes.
+                    unsafe { dev.cmd_copy_buffer(cb, sb, db, &[region]) }
+                },
+            )?;
+        }
+        // Downloads are synchronous here: submit, wait, and hand back a finished ticket.
+        s.sync()?;
+        let bytes = staging.with_map(|map| map[..len].to_vec())?;
+        Ok(Box::new(crate::backend::common::Ready(bytes)))
+    }
+
+    fn copy(
+        &self,
+        stream: &dyn StreamImpl,
+        src: &Arc<dyn DeviceMemory>,
+        src_offset: usize,
+        dst: &Arc<dyn DeviceMemory>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<(), DeviceError> {
+        let s = self.stream(stream)?;
+        let (a, b) = (memory_of(src)?, memory_of(dst)?);
+        range_check(a, src_offset, len)?;
+        range_check(b, dst_offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let by_kernel = len >= KERNEL_COPY_MIN
+            && (src_offset | dst_offset | len) % 4 == 0
+            && a.buffer != b.buffer
+            && self
+                .facts
+                .max_threads_per_block
+                .is_none_or(|m| m >= COPY_BLOCK);
+        if let Some(k) = self.copier().filter(|_| by_kernel) {
+            return self.kernel_copy(k, stream, (src, src_offset), (dst, dst_offset), len);
+        }
+        let (sb, db) = (a.buffer, b.buffer);
+        let region = vk::BufferCopy {
+            src_offset: src_offset as u64,
+            dst_offset: dst_offset as u64,
+            size: len as u64,
+        };
+        let dev = &self.inner.device;
+        s.record(vec![Box::new(src.clone()), Box::new(dst.clone())], |cb| {
+            // SAFETY: both buffers are live and kept until the copy completes.
+            unsafe { dev.cmd_copy_buffer(cb, sb, db, &[region]) }
+        })
+    }
+
+    fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
+        Ok(Arc::new(VkStream {
+            core: Arc::new(StreamCore::new(&self.inner, self.inner.family)?),
+        }))
+    }
+
+    fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        Ok(Arc::new(VkProgram {
+            inner: self.inner.clone(),
+            module: module.clone(),
+            caps: self.caps.clone(),
+            min_offset_align: self.min_offset_align,
+            max_push: self.max_push,
+            size_control: self.size_control,
+            kernels: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    fn timer_tier(&self) -> TimerTier {
+        // Events carry a timestamp query where the compute queue writes timestamps.
+        if self.inner.timestamps.is_some() {
+            TimerTier::Event
+        } else {
+            TimerTier::Unavailable
+        }
+    }
+}
+
+/// A module on a Vulkan device: kernels emitted and built on first use.
+struct VkProgram {
+    inner: Arc<Inner>,
+    module: Arc<VerifiedModule>,
+    caps: Caps,
+    min_offset_align: u64,
+    max_push: u32,
+    size_control: Option<(u32, u32)>,
+    kernels: Mutex<HashMap<String, Result<Arc<VkKernel>, LaunchError>>>,
+}
+
+impl VkProgram {
+    fn build(&self, name: &str, function: &Function) -> Result<Arc<VkKernel>, LaunchError> {
+        // `by_device`: the kernel needs what this device lacks (spirv.rs's `Unsupported`).
+        let refusal = |reason: String, by_device: bool| LaunchError::NoCode {
+            kernel: name.to_string(),
+            backend: Backend::Vulkan,
+            reason,
+            by_device,
+        };
+        let no_code = |reason: String| refusal(reason, false);
+        let handle = self
+            .module
+            .kernel(name)
+            .ok_or_else(|| no_code("the program has no kernel of that name".into()))?;
+        // A declared width the device can require as its subgroup size is built natively at
+        // that size (VK_EXT_subgroup_size_control); otherwise narrow or virtual (spirv.rs).
+        let w = function
+            .attrs
+            .wave
+            .map_or(self.caps.subgroup_size, |(w, _)| w);
+        let required = self
+            .size_control
+            .filter(|&(lo, hi)| lo <= w && w <= hi)
+            .map(|_| w);
+        let mut caps = self.caps.clone();
+        if let Some(r) = required {
+            caps.subgroup_size = r;
+        }
+        let emitted = spirv::emit_kernel(&self.module, handle, &caps)
+            .map_err(|u| refusal(u.to_string(), true))?;
+        if emitted.push_bytes > self.max_push {
+            return Err(refusal(format!(
+                "unsupported on this Vulkan device: {} bytes of arguments exceed its {}-byte push constants",
+                emitted.push_bytes, self.max_push
+            ), true));
+        }
+        VkKernel::new(
+            &self.inner,
+            name,
+            function,
+            emitted,
+            self.min_offset_align,
+            required,
+            caps.loop_limit,
+        )
+        .map(Arc::new)
+        .map_err(|e| no_code(e.to_string()))
+    }
+}
+
+impl ProgramImpl for VkProgram {
+    fn kernel(&self, name: &str, kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError> {
+        let mut map = self.kernels.lock();
+        let entry = map
+            .entry(name.to_string())
+            .or_insert_with(|| self.build(name, kernel));
+        entry.clone().map(|k| k as Arc<dyn KernelImpl>)
+    }
+
+    fn manifest(&self, name: &str) -> Option<KernelManifest> {
+        let function = crate::hal::kernel_function(&self.module, name)?;
+        self.kernel(name, function)
+            .ok()
+            .map(|k| k.manifest().clone())
+    }
+}
+
+/// One kernel's shader module, layouts and specialised pipelines.
+struct VkKernel {
+    inner: Arc<Inner>,
+    name: String,
+    emitted: Emitted,
+    manifest: KernelManifest,
+    shader: vk::ShaderModule,
+    set_layout: vk::DescriptorSetLayout,
+    layout: vk::PipelineLayout,
+    bindings: u32,
+    /// The buffers are pushed into the command buffer (`VK_KHR_push_descriptor`, at most
+    /// `maxPushDescriptors` of them) rather than bound through a set from a per-launch pool.
+    push_descriptors: bool,
+    min_offset_align: u64,
+    params: Vec<String>,
+    /// The subgroup size the pipeline requires, where the device allows requiring one.
+    required_subgroup: Option<u32>,
+    /// Pipelines by (block, dynamic shared elements).
+    pipelines: Mutex<HashMap<([u32; 3], u32), vk::Pipeline>>,
+    /// The loop-limit status buffer (`Emitted::loop_status`), locked by a launch until it has
+    /// read the flag back, and the driver's limit.
+    loop_status: Option<(Mutex<Staging>, u32)>,
+}
+
+// SAFETY: Vulkan handles are integers; pipelines are created under the mutex.
+unsafe impl Send for VkKernel {}
+unsafe impl Sync for VkKernel {}
+
+impl Drop for VkKernel {
+    fn drop(&mut self) {
+        // SAFETY: launches keep no reference to the kernel's objects after completion; the
+        // device waits idle before destroying pipelines still in use.
+        unsafe {
+            let _ = self.inner.device.device_wait_idle();
+            for (_, p) in self.pipelines.lock().drain() {
+                self.inner.device.destroy_pipeline(p, None);
+            }
+            self.inner.device.destroy_pipeline_layout(self.layout, None);
+            self.inner
+                .device
+                .destroy_descriptor_set_layout(self.set_layout, None);
+            self.inner.device.destroy_shader_module(self.shader, None);
+        }
+    }
+}
+
+/// A stable hash of the SPIR-V words (FNV-1a), the manifest's code hash.
+fn hash_words(words: &[u32]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
+
+impl VkKernel {
+    fn new(
+        inner: &Arc<Inner>,
+        name: &str,
+        function: &Function,
+        emitted: Emitted,
+        min_offset_align: u64,
+        required_subgroup: Option<u32>,
+        loop_limit: Option<u32>,
+    ) -> Result<VkKernel, DeviceError> {
+        let dev = &inner.device;
+        let bindings = emitted
+            .slots
+            .iter()
+            .filter(|s| matches!(s, ParamSlot::Buffer { .. }))
+            .count() as u32
+            + emitted.loop_status.is_some() as u32;
+        let loop_status = match (emitted.loop_status, loop_limit) {
+            (Some(_), Some(limit)) => Some((
+                Mutex::new(Staging::with_usage(
+                    inner,
+                    8,
+                    vk::BufferUsageFlags::STORAGE_BUFFER,
+                )?),
+                limit,
+            )),
+            _ => None,
+        };
+        // SAFETY: valid create infos on a live device; destroyed in Drop.
+        unsafe {
+            let shader = dev
+                .create_shader_module(
+                    &vk::ShaderModuleCreateInfo::default().code(&emitted.words),
+                    None,
+                )
+                .map_err(|e| vk_err("vkCreateShaderModule", e))?;
+            let binds: Vec<_> = (0..bindings)
+                .map(|b| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(b)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            let push_descriptors = bindings > 0
+                && inner
+                    .push_descriptor
+                    .as_ref()
+                    .is_some_and(|&(_, max)| bindings <= max);
+            let mut set_info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&binds);
+            if push_descriptors {
+                set_info = set_info.flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR);
+            }
+            let set_layout = dev
+                .create_descriptor_set_layout(&set_info, None)
+                .map_err(|e| vk_err("vkCreateDescriptorSetLayout", e))?;
+            let ranges = [vk::PushConstantRange {
+                stage_flags: vk::ShaderStageFlags::COMPUTE,
+                offset: 0,
+                size: emitted.push_bytes,
+            }];
+            let layouts = [set_layout];
+            let mut li = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
+            if emitted.push_bytes > 0 {
+                li = li.push_constant_ranges(&ranges);
+            }
+            let layout = dev
+                .create_pipeline_layout(&li, None)
+                .map_err(|e| vk_err("vkCreatePipelineLayout", e))?;
+            let mut manifest = KernelManifest::from_kernel(function, Backend::Vulkan);
+            manifest.built_wave = Some(emitted.wave_width);
+            manifest.code_hash = Some(hash_words(&emitted.words));
+            manifest.code_bytes = Some(emitted.words.len() as u64 * 4);
+            manifest.native_ops = emitted
+                .capabilities
+                .iter()
+                .map(|c| NativeOp {
+                    op: "spirv-capability".into(),
+                    instruction: c.clone(),
+                    tier: "native".into(),
+                })
+                .collect();
+            Ok(VkKernel {
+                inner: inner.clone(),
+                name: name.to_string(),
+                emitted,
+                manifest,
+                shader,
+                set_layout,
+                layout,
+                bindings,
+                push_descriptors,
+                min_offset_align,
+                params: function.params.iter().map(|p| p.name.clone()).collect(),
+                required_subgroup,
+                pipelines: Mutex::new(HashMap::new()),
+                loop_status,
+            })
+        }
+    }
+
+    fn pipeline(&self, block: [u32; 3], shared_len: u32) -> Result<vk::Pipeline, DeviceError> {
+        let mut map = self.pipelines.lock();
+        if let Some(&p) = map.get(&(block, shared_len)) {
+            return Ok(p);
+        }
+        let data: Vec<u8> = [block[0], block[1], block[2], shared_len]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let entries: Vec<_> = (0..4u32)
+            .map(|i| vk::SpecializationMapEntry {
+                constant_id: i,
+                offset: i * 4,
+                size: 4,
+            })
+            .collect();
+        let spec = vk::SpecializationInfo::default()
+            .map_entries(&entries)
+            .data(&data);
+        let entry = std::ffi::CString::new(self.emitted.entry.clone()).expect("sanitised name");
+        let mut required = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+            .required_subgroup_size(self.required_subgroup.unwrap_or(0));
+        let mut stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(self.shader)
+            .name(&entry)
+            .specialization_info(&spec);
+        if self.required_subgroup.is_some() {
+            stage = stage.push_next(&mut required);
+        }
+        let mut info = vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(self.layout);
+        if self.inner.exec_stats.is_some() {
+            info = info.flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
+        }
+        // SAFETY: valid create info; the pipeline is destroyed with the kernel.
+        let p = unsafe {
+            self.inner
+                .device
+                .create_compute_pipelines(self.inner.pipeline_cache, &[info], None)
+        }
+        .map_err(|(_, e)| vk_err("vkCreateComputePipelines", e))?[0];
+        if let Some(stats) = &self.inner.exec_stats {
+            print_pipeline_stats(stats, p, &self.name, block);
+        }
+        map.insert((block, shared_len), p);
+        Ok(p)
+    }
+}
+
+/// `XPU_VK_PIPELINE_STATS=1`: the driver's statistics of a pipeline, one line on stderr.
+fn print_pipeline_stats(
+    stats: &ash::khr::pipeline_executable_properties::Device,
+    pipeline: vk::Pipeline,
+    kernel: &str,
+    block: [u32; 3],
+) {
+    let info = vk::PipelineInfoKHR::default().pipeline(pipeline);
+    // SAFETY: a live pipeline created with CAPTURE_STATISTICS.
+    let Ok(executables) = (unsafe { stats.get_pipeline_executable_properties(&info) }) else {
+        return;
+    };
+    for index in 0..executables.len() as u32 {
+        let exe = vk::PipelineExecutableInfoKHR::default()
+            .pipeline(pipeline)
+            .executable_index(index);
+        // SAFETY: as above, with an index below the count the driver gave.
+        let Ok(list) = (unsafe { stats.get_pipeline_executable_statistics(&exe) }) else {
+            continue;
+        };
+        let items: Vec<String> = list
+            .iter()
+            .map(|st| {
+                let name = st
+                    .name_as_c_str()
+                    .map_or("?".into(), |n| n.to_string_lossy());
+                // SAFETY: the union member is the one `format` names.
+                let value = unsafe {
+                    match st.format {
+                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => {
+                            (st.value.b32 != 0).to_string()
+                        }
+                        vk::PipelineExecutableStatisticFormatKHR::INT64 => st.value.i64.to_string(),
+                        vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => {
+                            st.value.f64.to_string()
+                        }
+                        _ => st.value.u64.to_string(),
+                    }
+                };
+                format!("{name}={value}")
+            })
+            .collect();
+        eprintln!(
+            "vulkan pipeline {kernel} block {block:?}: {}",
+            items.join(", ")
+        );
+    }
+}
+
+/// A value's bytes as its push-constant carrier expects them.
+fn carrier_bytes(v: &HostValue, carrier: crate::ir::ElemType) -> Vec<u8> {
+    let from = v.ty().scalar;
+    let mut out = Vec::new();
+    for &bits in v.lanes() {
+        let wide: u64 = match (from, carrier.scalar) {
+            (a, b) if a == b => bits,
+            (Scalar::F16, Scalar::F32) => {
+                half::f16::from_bits(bits as u16).to_f32().to_bits() as u64
+            }
+            (Scalar::I8, _) => bits as u8 as i8 as i32 as u32 as u64,
+            (Scalar::I16, _) => bits as u16 as i16 as i32 as u32 as u64,
+            _ => bits,
+        };
+        out.extend_from_slice(&wide.to_le_bytes()[..carrier.scalar.size() as usize]);
+    }
+    out
+}
+
+impl KernelImpl for VkKernel {
+    fn manifest(&self) -> &KernelManifest {
+        &self.manifest
+    }
+
+    fn launch(
+        &self,
+        stream: &dyn StreamImpl,
+        launch: &Launch,
+        args: &[DeviceArg],
+    ) -> Result<(), LaunchError> {
+        let started = std::time::Instant::now();
+        let device_err = |e: DeviceError| LaunchError::Device {
+            kernel: self.name.clone(),
+            message: e.to_string(),
+        };
+        let s = stream.as_any().downcast_ref::<VkStream>().ok_or_else(|| {
+            LaunchError::ForeignObject {
+                kernel: self.name.clone(),
+                what: "the stream".into(),
+            }
+        })?;
+        // Wave verbs work on subgroups, which hold consecutive linear local ids only when the
+        // block is 1-D or its rows fill whole subgroups (lavapipe packs each row separately).
+        let mut steps = Steps::start(self.inner.trace);
+        let sg = self.emitted.subgroup_size.max(1);
+        if self.emitted.uses_wave_verbs
+            && (launch.block[1] > 1 || launch.block[2] > 1)
+            && launch.block[0] % sg != 0
+        {
+            return Err(LaunchError::WaveWidth {
+                kernel: self.name.clone(),
+                declared: self.emitted.wave_width,
+                reason: format!(
+                    "unsupported on this Vulkan device: wave verbs in a {}x{}x{} block whose rows \
+                     do not fill subgroups of {sg}",
+                    launch.block[0], launch.block[1], launch.block[2]
+                ),
+            });
+        }
+        let mut push = vec![0u8; self.emitted.push_bytes as usize];
+        let mut writes: Vec<(u32, vk::Buffer, u64, u64)> = Vec::new();
+        let mut keep: Vec<Keep> = Vec::new();
+        let mut dummy = None;
+        for (i, (slot, arg)) in self.emitted.slots.iter().zip(args).enumerate() {
+            match (slot, arg) {
+                (
+                    ParamSlot::Buffer {
+                        binding,
+                        len_offset,
+                    },
+                    DeviceArg::Buffer(b),
+                ) => {
+                    let mem = memory_of(&b.memory).map_err(device_err)?;
+                    if b.offset as u64 % self.min_offset_align != 0 {
+                        return Err(LaunchError::UnbindableView {
+                            kernel: self.name.clone(),
+                            param: self.params[i].clone(),
+                            offset: b.offset as u64,
+                            align: self.min_offset_align,
+                        });
+                    }
+                    let count = (b.len / b.elem.size().max(1) as usize) as u32;
+                    push[*len_offset as usize..*len_offset as usize + 4]
+                        .copy_from_slice(&count.to_le_bytes());
+                    if b.len == 0 {
+                        // Vulkan binds no empty range: a small scratch buffer stands in (the
+                        // kernel sees length 0 and may not touch it).
+                        if dummy.is_none() {
+                            let (buf, m) = self
+                                .inner
+                                .buffer(
+                                    16,
+                                    vk::BufferUsageFlags::STORAGE_BUFFER,
+                                    vk::MemoryPropertyFlags::DEVICE_LOCAL,
+                                )
+                                .map_err(device_err)?;
+                            dummy = Some(Arc::new(VkMemory {
+                                inner: self.inner.clone(),
+                                buffer: buf,
+                                memory: m,
+                                size: 16,
+                            }));
+                        }
+                        let d = dummy.as_ref().expect("made above");
+                        writes.push((*binding, d.buffer, 0, 16));
+                        keep.push(Box::new(d.clone()));
+                    } else {
+                        writes.push((*binding, mem.buffer, b.offset as u64, b.len as u64));
+                    }
+                    keep.push(Box::new(b.memory.clone()));
+                }
+                (ParamSlot::Value { offset, carrier }, DeviceArg::Value(v)) => {
+                    let bytes = carrier_bytes(v, *carrier);
+                    push[*offset as usize..*offset as usize + bytes.len()].copy_from_slice(&bytes);
+                }
+                _ => {
+                    return Err(LaunchError::Device {
+                        kernel: self.name.clone(),
+                        message: format!("argument {i} does not match the kernel's layout"),
+                    })
+                }
+            }
+        }
+        // The loop-limit probe's status buffer: flag 0, probe bound 2 (spirv.rs). Held until
+        // the launch has completed and the flag is read back.
+        let status = match (&self.loop_status, self.emitted.loop_status) {
+            (Some((buffer, limit)), Some(binding)) => {
+                let guard = buffer.lock();
+                guard
+                    .with_map(|m| {
+                        m[..4].copy_from_slice(&0u32.to_le_bytes());
+                        m[4..8].copy_from_slice(&2u32.to_le_bytes());
+                    })
+                    .map_err(device_err)?;
+                writes.push((binding, guard.buffer, 0, 8));
+                Some((guard, *limit))
+            }
+            _ => None,
+        };
+        let args_us = steps.lap();
+        let shared_len = match self.emitted.dynamic_shared_elem {
+            Some(size) => (launch.shared_bytes / size.max(1)).max(1),
+            None => 1,
+        };
+        let pipeline = self
+            .pipeline(launch.block, shared_len)
+            .map_err(device_err)?;
+        let pipeline_us = steps.lap();
+        let dev = &self.inner.device;
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = writes
+            .iter()
+            .map(|&(_, buffer, offset, range)| {
+                [vk::DescriptorBufferInfo {
+                    buffer,
+                    offset,
+                    range,
+                }]
+            })
+            .collect();
+        // The writes name no set: pushed as they are, or aimed at the per-launch set.
+        let ws: Vec<vk::WriteDescriptorSet> = writes
+            .iter()
+            .zip(&infos)
+            .map(|(&(binding, ..), info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_binding(binding)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        // Without push descriptors: one small descriptor pool per launch, destroyed when the
+        // launch completes.
+        let set = if self.bindings > 0 && !self.push_descriptors {
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::STORAGE_BUFFER,
+                descriptor_count: self.bindings,
+            }];
+            // SAFETY: valid create/alloc infos; the pool is kept until completion.
+            unsafe {
+                let pool = dev
+                    .create_descriptor_pool(
+                        &vk::DescriptorPoolCreateInfo::default()
+                            .max_sets(1)
+                            .pool_sizes(&sizes),
+                        None,
+                    )
+                    .map_err(|e| device_err(vk_err("vkCreateDescriptorPool", e)))?;
+                keep.push(Box::new(DescriptorPool {
+                    inner: self.inner.clone(),
+                    pool,
+                }));
+                let layouts = [self.set_layout];
+                let set = dev
+                    .allocate_descriptor_sets(
+                        &vk::DescriptorSetAllocateInfo::default()
+                            .descriptor_pool(pool)
+                            .set_layouts(&layouts),
+                    )
+                    .map_err(|e| device_err(vk_err("vkAllocateDescriptorSets", e)))?[0];
+                let ws: Vec<_> = ws.iter().map(|w| w.dst_set(set)).collect();
+                dev.update_descriptor_sets(&ws, &[]);
+                Some(set)
+            }
+        } else {
+            None
+        };
+        let descriptors_us = steps.lap();
+        let layout = self.layout;
+        let grid = launch.grid;
+        let pusher = match (&self.inner.push_descriptor, self.push_descriptors) {
+            (Some((p, _)), true) => Some(p),
+            _ => None,
+        };
+        let r = s.record(keep, |cb| {
+            // SAFETY: `cb` is recording; every object it names is kept alive until done.
+            unsafe {
+                dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
+                if let Some(set) = set {
+                    dev.cmd_bind_descriptor_sets(
+                        cb,
+                        vk::PipelineBindPoint::COMPUTE,
+                        layout,
+                        0,
+                        &[set],
+                        &[],
+                    );
+                }
+                if let Some(p) = pusher {
+                    p.cmd_push_descriptor_set(cb, vk::PipelineBindPoint::COMPUTE, layout, 0, &ws);
+                }
+                if !push.is_empty() {
+                    dev.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
+                }
+                dev.cmd_dispatch(cb, grid[0], grid[1], grid[2]);
+            }
+        });
+        if self.inner.trace {
+            let record_us = steps.lap();
+            eprintln!(
+                "xpu-vk launch {} grid {grid:?} block {:?}: args {args_us:.1} us, pipeline \
+                 {pipeline_us:.1} us, descriptors {descriptors_us:.1} us ({}), record \
+                 {record_us:.1} us, total {:.1} us",
+                self.name,
+                launch.block,
+                if self.push_descriptors {
+                    "pushed"
+                } else {
+                    "pool"
+                },
+                args_us + pipeline_us + descriptors_us + record_us
+            );
+        }
+        r.map_err(device_err)?;
+        // A deadline: the launch is submitted and waited for with it as the timeout. A kernel
+        // cannot be cancelled here; past the deadline it is reported and left to finish (the
+        // stream's next wait or sync waits for it, and the device stays usable).
+        if let Some(deadline) = launch.deadline {
+            let until = started.checked_add(deadline).unwrap_or(started);
+            if !s.core.wait_last_until(until).map_err(device_err)? {
+                return Err(LaunchError::Deadline {
+                    kernel: self.name.clone(),
+                    deadline,
+                    cancelled: false,
+                });
+            }
+        }
+        // On a driver that limits loops, a kernel with a loop is waited for and its status read:
+        // a loop the driver cut short fails the launch rather than leaving wrong results.
+        if let Some((guard, limit)) = status {
+            s.sync().map_err(device_err)?;
+            let flag = guard
+                .with_map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]))
+                .map_err(device_err)?;
+            if flag != 0 {
+                return Err(LaunchError::LoopLimit {
+                    kernel: self.name.clone(),
+                    limit,
+                });
+            }
+        }
+        Ok(())
+    }
+}

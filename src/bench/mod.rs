@@ -1,0 +1,5 @@
+//! Benchmarks the `xpu bench` command runs: the Vulkan streaming kernels against a buffer copy
+//! and the CUDA backend ([`vulkan`]), and the data they share ([`data`]).
+
+pub mod data;
+pub mod vulkan;

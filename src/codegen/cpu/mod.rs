@@ -1,0 +1,554 @@
+//! The CPU backend's code generator: kernels become host code through Cranelift (contract
+//! §3.7; DESIGN.md, "CPU lowering notes").
+//!
+//! A kernel compiles, for one block shape and one wave width `N`, to one function that runs
+//! one workgroup: the work-items go `N` at a time as the lanes of a wave, each IR value held
+//! per wave as a uniform scalar, an affine `base + lane × stride`, or lane vectors
+//! ([`lanes`]). Divergent control flow runs under lane masks (an `if` runs each side with its
+//! mask and skips a side with no lane; a loop runs until every lane has left; `break`,
+//! `continue` and `return` update masks); uniform control flow is plain branches
+//! ([`analysis`] decides which). An `if` that compares an affine index with a uniform bound
+//! first tests, with two scalar compares, whether it holds in the whole wave, and then runs its
+//! `then` side unmasked, its stride-1 accesses whole vectors after one scalar bounds compare. A store under a partial mask writes lane by lane, never
+//! load-blend-store; every buffer, shared and private access is bounds-checked, once per
+//! lane vector where the index is affine, and a violation fails the launch naming kernel,
+//! line and index (DESIGN.md, Decision 8). Barriers split the body into regions: every
+//! variable in scope is spilled to the wave's state at a barrier and reloaded when all waves
+//! have arrived. Wave verbs work across the lanes of one wave, respecting the mask. Device
+//! helpers are inlined; a tag dispatch becomes a switch of inlined calls.
+//!
+//! [`CompiledKernel::launch`] runs a grid over a pool of worker threads ([`pool`]).
+
+pub mod analysis;
+pub mod lanes;
+mod lower;
+pub mod pool;
+pub mod rt;
+pub mod stream;
+
+use crate::ir::{Function, Handle, Module, Type};
+use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module as _};
+use std::mem::offset_of;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub use lower::Config;
+
+/// A buffer argument as the generated code sees it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BufRef {
+    pub ptr: *mut u8,
+    /// Elements.
+    pub len: u64,
+}
+
+/// What the generated function reads and writes; one per worker, rewritten per workgroup.
+#[repr(C)]
+pub struct LaunchCtx {
+    /// Per kernel parameter (by index); zero for non-buffers.
+    pub bufs: *const BufRef,
+    /// Per kernel parameter: 16 lanes of 64 bits (a scalar uses lane 0).
+    pub args: *const [u64; 16],
+    /// The workgroup (x, y, z). On a 1-D grid, `w` ends (exclusive) the run of groups from
+    /// `x` that this call may run, and a kernel with a flat loop (`Lower::fast_loop`) leaves
+    /// in `x` the last group it ran; any other kernel runs `x` alone and leaves it.
+    pub group: [u32; 4],
+    pub grid: [u32; 4],
+    /// The block (x, y, z) and its volume.
+    pub block: [u32; 4],
+    pub shared: *mut u8,
+    /// Elements of the dynamically sized shared array.
+    pub dyn_shared_len: u64,
+    /// The waves' state (spilled variables, private arrays, fragments).
+    pub state: *mut u8,
+    pub state_stride: u64,
+    /// At least [`SCRATCH_BYTES`]: where masked-off lanes read and write.
+    pub scratch: *mut u8,
+    pub err_code: u32,
+    pub err_site: u32,
+    pub err_index: u64,
+    pub err_len: u64,
+    /// The launch's cancellation flag ([`crate::deadline`]), read at every loop back-edge:
+    /// nonzero stops the launch with [`err::CANCELLED`].
+    pub cancel: *const AtomicU32,
+}
+
+/// Bytes of the per-worker scratch area.
+pub const SCRATCH_BYTES: usize = 256;
+
+/// Offsets of [`LaunchCtx`] fields, for the generated code.
+pub(crate) mod ctx_off {
+    use super::*;
+    pub const BUFS: i32 = offset_of!(LaunchCtx, bufs) as i32;
+    pub const ARGS: i32 = offset_of!(LaunchCtx, args) as i32;
+    pub const GROUP: i32 = offset_of!(LaunchCtx, group) as i32;
+    pub const GRID: i32 = offset_of!(LaunchCtx, grid) as i32;
+    pub const BLOCK: i32 = offset_of!(LaunchCtx, block) as i32;
+    pub const SHARED: i32 = offset_of!(LaunchCtx, shared) as i32;
+    pub const DYN_SHARED_LEN: i32 = offset_of!(LaunchCtx, dyn_shared_len) as i32;
+    pub const STATE: i32 = offset_of!(LaunchCtx, state) as i32;
+    pub const STATE_STRIDE: i32 = offset_of!(LaunchCtx, state_stride) as i32;
+    pub const SCRATCH: i32 = offset_of!(LaunchCtx, scratch) as i32;
+    pub const ERR_CODE: i32 = offset_of!(LaunchCtx, err_code) as i32;
+    pub const ERR_SITE: i32 = offset_of!(LaunchCtx, err_site) as i32;
+    pub const ERR_INDEX: i32 = offset_of!(LaunchCtx, err_index) as i32;
+    pub const ERR_LEN: i32 = offset_of!(LaunchCtx, err_len) as i32;
+    pub const CANCEL: i32 = offset_of!(LaunchCtx, cancel) as i32;
+}
+
+/// Error codes the generated code records in [`LaunchCtx::err_code`].
+pub mod err {
+    pub const OOB: u32 = 1;
+    pub const DIV_ZERO: u32 = 2;
+    pub const BARRIER: u32 = 3;
+    pub const ALIGN: u32 = 4;
+    /// The launch's cancellation flag was set (its deadline passed).
+    pub const CANCELLED: u32 = 5;
+}
+
+/// A source location the generated code may report, by index.
+#[derive(Clone, Debug)]
+pub struct Site {
+    pub line: u32,
+    pub col: u32,
+    /// What was accessed (`buffer y`, `shared tile`, `array acc`, `integer division`).
+    pub what: String,
+}
+
+/// Why a kernel did not compile.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JitError {
+    #[error("kernel {kernel}: cannot lower {what}")]
+    Unsupported { kernel: String, what: String },
+    #[error("kernel {kernel}: Cranelift: {message}")]
+    Codegen { kernel: String, message: String },
+}
+
+/// A launch that the generated code stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    OutOfBounds {
+        line: u32,
+        what: String,
+        index: u64,
+        len: u64,
+    },
+    DivByZero {
+        line: u32,
+    },
+    BarrierDivergence,
+    Misaligned {
+        line: u32,
+        index: u64,
+        align: u32,
+    },
+    /// The launch's cancellation flag was set (its deadline passed).
+    Cancelled,
+}
+
+/// The host's vector width for 32-bit lanes (the default wave): 16 with AVX-512, 8 with
+/// AVX, 4 with SSE or NEON.
+///
+/// `XPU_CPU_WAVE=N` (a power of two up to 64) overrides it, for measurements.
+pub fn host_simd_width() -> u32 {
+    // A malformed value is reported by every CPU launch (`backend::cpu`).
+    if let Ok(Some(n)) = crate::config::get().cpu_wave {
+        return n;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            return 16;
+        }
+        if std::is_x86_feature_detected!("avx") {
+            return 8;
+        }
+    }
+    4
+}
+
+fn host_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        cfg!(target_arch = "aarch64")
+    }
+}
+
+/// Machine code for one kernel at one block shape and wave width.
+pub struct CompiledKernel {
+    // Kept alive: the code lives in its memory.
+    _module: JitModuleBox,
+    entry: unsafe extern "C" fn(*mut LaunchCtx) -> u32,
+    pub name: String,
+    pub wave: u32,
+    /// The block compiled for; `[0, 1, 1]`: any one-dimensional block.
+    pub block: [u32; 3],
+    /// Per wave; all waves share one area when the kernel has no barrier.
+    pub state_bytes: u32,
+    pub barriers: u32,
+    pub static_shared: u32,
+    pub dynamic_shared_elem: Option<u32>,
+    pub sites: Vec<Site>,
+    pub compile_time: Duration,
+    pub code_bytes: u64,
+    /// Built with [`Config::streaming`] on, into code that differs for it.
+    pub streaming: bool,
+    /// Code built with [`Config::streaming`] would differ from this.
+    pub can_stream: bool,
+}
+
+struct JitModuleBox(Option<JITModule>);
+
+impl Drop for JitModuleBox {
+    fn drop(&mut self) {
+        if let Some(m) = self.0.take() {
+            // SAFETY: the only function pointer into this module is `CompiledKernel::entry`,
+            // which is dropped together with this box.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+// SAFETY: after `finalize_definitions` the module's code and data are immutable; the entry
+// point is a plain function that keeps no state between calls.
+unsafe impl Send for JitModuleBox {}
+// SAFETY: as above; nothing is mutated through a shared reference.
+unsafe impl Sync for JitModuleBox {}
+
+/// The default configuration on this host for a kernel and launch.
+pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> Config {
+    let wave = kernel
+        .attrs
+        .wave
+        .map(|(w, _)| w)
+        .or(launch_wave)
+        .unwrap_or_else(host_simd_width);
+    Config {
+        wave: wave.clamp(1, 64),
+        block,
+        whole_waves: false,
+        fma: host_fma(),
+        streaming: false,
+    }
+}
+
+impl CompiledKernel {
+    /// Compiles `kernel` of `module`; `types` gives each function's expression types (the
+    /// verifier's table).
+    pub fn compile<'m>(
+        module: &'m Module,
+        kernel: Handle<Function>,
+        cfg: Config,
+        types: &'m dyn Fn(Handle<Function>) -> &'m [Option<Type>],
+    ) -> Result<CompiledKernel, JitError> {
+        let t0 = Instant::now();
+        let f = &module.functions[kernel];
+        let name = f.name.clone();
+        let codegen = |message: String| JitError::Codegen {
+            kernel: name.clone(),
+            message,
+        };
+        if !cfg.wave.is_power_of_two() {
+            return Err(JitError::Unsupported {
+                kernel: name.clone(),
+                what: format!("a wave of {} lanes (a power of two is needed)", cfg.wave),
+            });
+        }
+        let mut flags = settings::builder();
+        flags
+            .set("opt_level", "speed")
+            .map_err(|e| codegen(e.to_string()))?;
+        flags
+            .set("is_pic", "false")
+            .map_err(|e| codegen(e.to_string()))?;
+        // Cranelift's IR verifier costs about 30 % of the compile time (sgemm 6.4 → 4.4 ms):
+        // on in debug builds and with `XPU_JIT_VERIFY=1`, where a lowering bug is then a
+        // `JitError::Codegen` rather than bad code.
+        let diag = crate::config::get()
+            .jit
+            .clone()
+            .map_err(|e| codegen(e.to_string()))?;
+        let verify = cfg!(debug_assertions) || diag.verify;
+        flags
+            .set("enable_verifier", if verify { "true" } else { "false" })
+            .map_err(|e| codegen(e.to_string()))?;
+        let isa = cranelift_native::builder()
+            .map_err(|e| codegen(e.to_string()))?
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| codegen(e.to_string()))?;
+        let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
+        for (sym, ptr) in rt::symbols().into_iter().chain(stream::symbols()) {
+            jb.symbol(sym, ptr);
+        }
+        let mut jm = JITModule::new(jb);
+        let mut ctx = jm.make_context();
+        let mut fctx = FunctionBuilderContext::new();
+        let mut sig = jm.make_signature();
+        sig.params.push(AbiParam::new(types::I64));
+        sig.returns.push(AbiParam::new(types::I32));
+        let id = jm
+            .declare_function("kernel", Linkage::Local, &sig)
+            .map_err(|e| codegen(e.to_string()))?;
+        ctx.func.signature = sig;
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let lowered = {
+            let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let lw = lower::Lower::new(b, &mut jm, module, kernel, cfg, types);
+            lw.run(kernel)?
+        };
+        let sites = lowered.sites.clone();
+        let t_lower = t0.elapsed();
+        if diag.dump {
+            eprintln!("{}", ctx.func.display());
+        }
+        let asm = diag.asm;
+        ctx.set_disasm(asm);
+        jm.define_function(id, &mut ctx).map_err(|e| {
+            codegen(match e {
+                cranelift_module::ModuleError::Compilation(c) => format!("{c:?}"),
+                e => e.to_string(),
+            })
+        })?;
+        if let Some(path) = &diag.bin {
+            if let Some(c) = ctx.compiled_code() {
+                let _ = std::fs::write(path, c.code_buffer());
+            }
+        }
+        if asm {
+            if let Some(text) = ctx.compiled_code().and_then(|c| c.vcode.as_ref()) {
+                eprintln!("{text}");
+            }
+        }
+        let code_bytes = ctx
+            .compiled_code()
+            .map(|c| c.code_info().total_size as u64)
+            .unwrap_or(0);
+        if diag.time {
+            eprintln!(
+                "jit {}: lowering {:?}, codegen {:?}, {} IR instructions, {} code bytes",
+                name,
+                t_lower,
+                t0.elapsed() - t_lower,
+                ctx.func.dfg.num_insts(),
+                code_bytes
+            );
+        }
+        jm.clear_context(&mut ctx);
+        jm.finalize_definitions()
+            .map_err(|e| codegen(e.to_string()))?;
+        let ptr = jm.get_finalized_function(id);
+        // SAFETY: the function was built with exactly this signature (one pointer, one i32
+        // result) in the host's default calling convention, which is `extern "C"`.
+        let entry = unsafe {
+            std::mem::transmute::<*const u8, unsafe extern "C" fn(*mut LaunchCtx) -> u32>(ptr)
+        };
+        let dynamic_shared_elem = f
+            .shared
+            .iter()
+            .find(|(_, s)| s.len.is_none())
+            .map(|(_, s)| s.elem.size());
+        Ok(CompiledKernel {
+            _module: JitModuleBox(Some(jm)),
+            entry,
+            name,
+            wave: cfg.wave,
+            block: cfg.block,
+            state_bytes: lowered.state_bytes,
+            barriers: lowered.barriers,
+            static_shared: lowered.static_shared,
+            dynamic_shared_elem,
+            sites,
+            compile_time: t0.elapsed(),
+            code_bytes,
+            streaming: cfg.streaming && lowered.can_stream,
+            can_stream: lowered.can_stream,
+        })
+    }
+
+    fn fault(&self, ctx: &LaunchCtx) -> Fault {
+        let site = self.sites.get(ctx.err_site as usize);
+        let line = site.map(|s| s.line).unwrap_or(0);
+        match ctx.err_code {
+            err::OOB => Fault::OutOfBounds {
+                line,
+                what: site.map(|s| s.what.clone()).unwrap_or_default(),
+                index: ctx.err_index,
+                len: ctx.err_len,
+            },
+            err::DIV_ZERO => Fault::DivByZero { line },
+            err::ALIGN => Fault::Misaligned {
+                line,
+                index: ctx.err_index,
+                align: ctx.err_len as u32,
+            },
+            err::CANCELLED => Fault::Cancelled,
+            _ => Fault::BarrierDivergence,
+        }
+    }
+
+    /// Runs the grid: `bufs` and `args` are per kernel parameter. Workgroups are spread over
+    /// at most `workers` threads of the shared pool. Once `cancel` is nonzero (another thread
+    /// sets it) the launch stops at the next loop back-edge or workgroup with
+    /// [`Fault::Cancelled`].
+    ///
+    /// # Safety
+    /// Every `BufRef` must point to `len` elements of its parameter's element type, valid for
+    /// reads and (for writable parameters) writes for the whole call, with no other access
+    /// meanwhile.
+    pub unsafe fn launch(
+        &self,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        bufs: &[BufRef],
+        args: &[[u64; 16]],
+        workers: usize,
+        cancel: &AtomicU32,
+    ) -> Result<(), Fault> {
+        let total = grid.iter().map(|&g| g as u64).product::<u64>();
+        if total == 0 {
+            return Ok(());
+        }
+        let dyn_len = match self.dynamic_shared_elem {
+            Some(sz) if sz > 0 => (shared_bytes / sz) as u64,
+            _ => 0,
+        };
+        let shared_total = self.static_shared as usize + shared_bytes as usize;
+        let state_stride = if self.barriers > 0 {
+            self.state_bytes as u64
+        } else {
+            0
+        };
+        let volume = block.iter().map(|&b| b as u64).product::<u64>();
+        let waves = volume.div_ceil(self.wave as u64) as usize;
+        let state_total = if self.barriers > 0 {
+            self.state_bytes as usize * waves
+        } else {
+            self.state_bytes as usize
+        };
+        let next = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
+        let fault: parking_lot::Mutex<Option<(u64, Fault)>> = parking_lot::Mutex::new(None);
+        // Malformed, the setting was already refused by the buffers' allocation.
+        let poison = crate::config::get().poison.clone().unwrap_or(false);
+        // Chunks small enough to balance, large enough to amortise the counter; streaming
+        // code's chunks also long enough that the prefetches' run-in at a chunk's start and
+        // their run-out past its end (into another worker's chunk) are a small part.
+        let threads = workers.max(1).min(total as usize);
+        let most = if self.streaming {
+            (stream::CHUNK_ITEMS / volume).max(64)
+        } else {
+            64
+        };
+        let chunk = (total / (threads as u64 * 8)).clamp(1, most);
+        let one_d = grid[1] == 1 && grid[2] == 1;
+        let bufs = SendPtr(bufs.as_ptr());
+        let args = SendPtr(args.as_ptr());
+        let work = |_: usize| {
+            pool::with_worker_memory(state_total, shared_total, |state, shared, scratch| {
+                let mut ctx = LaunchCtx {
+                    bufs: bufs.get(),
+                    args: args.get(),
+                    group: [0; 4],
+                    grid: [grid[0], grid[1], grid[2], 0],
+                    block: [block[0], block[1], block[2], volume as u32],
+                    shared,
+                    dyn_shared_len: dyn_len,
+                    state,
+                    state_stride,
+                    scratch,
+                    err_code: 0,
+                    err_site: 0,
+                    err_index: 0,
+                    err_len: 0,
+                    cancel,
+                };
+                'chunks: loop {
+                    if stop.load(Ordering::Relaxed) {
+                        break 'chunks;
+                    }
+                    if cancel.load(Ordering::Relaxed) != 0 {
+                        let mut slot = fault.lock();
+                        if slot.is_none() {
+                            *slot = Some((u64::MAX, Fault::Cancelled));
+                        }
+                        stop.store(true, Ordering::Relaxed);
+                        break 'chunks;
+                    }
+                    let first = next.fetch_add(chunk, Ordering::Relaxed);
+                    if first >= total {
+                        break 'chunks;
+                    }
+                    let end = (first + chunk).min(total);
+                    let mut g = first;
+                    while g < end {
+                        ctx.group = if one_d {
+                            // No 64-bit divisions per workgroup for the common 1-D grid; and
+                            // `group.w` offers the rest of the chunk to a kernel with a group
+                            // loop (`Lower::fast_loop`), which leaves in `group.x` the last
+                            // group it ran.
+                            [g as u32, 0, 0, end as u32]
+                        } else {
+                            let gx = (g % grid[0] as u64) as u32;
+                            let gy = ((g / grid[0] as u64) % grid[1] as u64) as u32;
+                            let gz = (g / (grid[0] as u64 * grid[1] as u64)) as u32;
+                            [gx, gy, gz, 0]
+                        };
+                        if poison && shared_total > 0 {
+                            // SAFETY: the worker's shared area holds `shared_total` bytes.
+                            unsafe { std::ptr::write_bytes(shared, 0xFF, shared_total) };
+                        }
+                        // SAFETY: the context points at live buffers (the caller's contract)
+                        // and at this worker's state, shared and scratch areas, sized for this
+                        // kernel.
+                        let r = unsafe { (self.entry)(&mut ctx) };
+                        if one_d {
+                            g = g.max(ctx.group[0] as u64);
+                        }
+                        if r != 0 {
+                            let f = self.fault(&ctx);
+                            let mut slot = fault.lock();
+                            // The lowest workgroup's fault, for a stable report.
+                            if slot.as_ref().is_none_or(|(at, _)| g < *at) {
+                                *slot = Some((g, f));
+                            }
+                            stop.store(true, Ordering::Relaxed);
+                            break 'chunks;
+                        }
+                        g += 1;
+                    }
+                }
+                if self.streaming {
+                    // The non-temporal stores, visible before the pool hands the launch back.
+                    stream::fence();
+                }
+            })
+        };
+        pool::run(threads, &work);
+        match fault.into_inner() {
+            Some((_, f)) => Err(f),
+            None => Ok(()),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*const T);
+// SAFETY: the pointee outlives the launch (the caller's contract) and is only read.
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    fn get(self) -> *const T {
+        self.0
+    }
+}

@@ -1,0 +1,1299 @@
+//! The one walk of the kernel IR into LLVM IR (contract §3.1), shared by every LLVM GPU
+//! target. The body, control flow, operators, casts, buffer addressing, wave algorithms
+//! (shuffle trees, scans, lane loops) and the semantics rules of `docs/semantics.md` live
+//! here; what differs between GPUs goes through [`target::LoweringTarget`]:
+//! [`nvptx::Nvptx`] for NVIDIA, and AMDGPU as the second implementation.
+//!
+//! # The kernel ABI
+//!
+//! Every IR parameter becomes kernel parameters, in order:
+//! - a buffer `buf<E>` → a pointer to global memory and an `i32` element count (`len(b)`);
+//! - `bool` → `i8` (0 or 1);
+//! - other scalars, vectors and tags (`i32`) → their LLVM type.
+//!
+//! [`KernelAbi::params`] records each slot's size and alignment so that a runtime can pack
+//! them. Element `i` of a buffer, shared array or private array of element type `E` lives at
+//! byte `i * size_of(E)`, with vectors packed (a `vec3<f32>` is 12 bytes), `bool` one byte.
+//!
+//! # Semantics owned here (`docs/semantics.md`)
+//!
+//! Integer arithmetic wraps; a shift amount is taken modulo the width; integer division and
+//! remainder by zero (UB, reported by the interpreter) and `MIN / -1` never trap (the divisor
+//! is replaced before the instruction, see `FnCx::int_div`); float → int casts saturate (`llvm.fpto[su]i.sat`,
+//! NaN → 0); float `min`/`max` return the other operand when one is NaN (`llvm.minnum`).
+//! Transcendental functions are built from arithmetic in `f64` (`math.rs`), within the
+//! accuracy `docs/semantics.md` requires of native backends.
+
+pub mod amdgpu;
+mod atomic;
+#[cfg(feature = "hip")]
+pub mod codeobj;
+mod expr;
+mod math;
+mod matrix;
+mod memory;
+pub mod nvptx;
+pub mod ptxas;
+mod stmt;
+pub mod target;
+mod wave;
+
+use crate::ir::{
+    self, AtomicOp, Base, BinaryOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType, Expr,
+    ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
+    ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, WaveOp,
+};
+use inkwell::basic_block::BasicBlock;
+use inkwell::builder::{Builder, BuilderError};
+use inkwell::context::Context;
+use inkwell::intrinsics::Intrinsic;
+use inkwell::llvm_sys;
+use inkwell::module::{Linkage, Module};
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetTriple};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::values::{
+    AsValueRef, BasicMetadataValueEnum, BasicValue, BasicValueEnum, FunctionValue, IntValue,
+    PointerValue,
+};
+use inkwell::{IntPredicate, OptimizationLevel};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use target::{Coord, Exchange, KernelBounds, LoweringTarget};
+
+/// Diagnostic codes of the LLVM lowering.
+pub mod codes {
+    /// A construct this target does not lower (refused by name, never miscompiled).
+    pub const UNSUPPORTED: &str = "XPU-L01";
+    /// LLVM rejected the module or failed to emit code (a bug in the lowering).
+    pub const LLVM: &str = "XPU-L02";
+    /// `@wave(N)` with a width this target cannot build.
+    pub const WAVE: &str = "XPU-L03";
+    /// Input the lowering cannot use: an unverified module, a missing kernel, a template
+    /// without arguments.
+    pub const INPUT: &str = "XPU-L04";
+}
+
+/// Why a kernel did not lower.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LowerError {
+    pub code: &'static str,
+    /// The kernel being lowered (or the helper it called).
+    pub function: String,
+    pub span: Span,
+    pub message: String,
+}
+
+impl LowerError {
+    fn new(code: &'static str, message: impl Into<String>) -> Self {
+        LowerError {
+            code,
+            function: String::new(),
+            span: Span::UNKNOWN,
+            message: message.into(),
+        }
+    }
+
+    /// The error as a diagnostic (`line:col: error[CODE]: in `k`: message`).
+    pub fn to_diagnostic(&self) -> ir::Diagnostic {
+        ir::Diagnostic::new(
+            self.code,
+            self.span,
+            format!("in `{}`: {}", self.function, self.message),
+        )
+    }
+}
+
+impl fmt::Display for LowerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.to_diagnostic())
+    }
+}
+
+impl std::error::Error for LowerError {}
+
+impl From<BuilderError> for LowerError {
+    fn from(e: BuilderError) -> Self {
+        LowerError::new(codes::LLVM, format!("LLVM builder: {e}"))
+    }
+}
+
+pub type LResult<T> = Result<T, LowerError>;
+
+fn unsupported<T>(message: impl Into<String>) -> LResult<T> {
+    Err(LowerError::new(codes::UNSUPPORTED, message))
+}
+
+fn internal<T>(message: impl Into<String>) -> LResult<T> {
+    Err(LowerError::new(codes::LLVM, message))
+}
+
+/// The emission context a target's hooks write into.
+pub struct Cx<'ctx> {
+    pub context: &'ctx Context,
+    pub module: Module<'ctx>,
+    pub builder: Builder<'ctx>,
+    /// Every cooperative-matrix fragment takes the portable software tier (`matrix.rs`),
+    /// because some fragment type of the module has no native lowering on this target.
+    pub software_matrices: std::cell::Cell<bool>,
+}
+
+impl<'ctx> Cx<'ctx> {
+    /// The declaration of LLVM intrinsic `name`, overloaded on `types` (empty when not).
+    pub fn intrinsic(
+        &self,
+        name: &str,
+        types: &[BasicTypeEnum<'ctx>],
+    ) -> LResult<FunctionValue<'ctx>> {
+        let Some(i) = Intrinsic::find(name) else {
+            return internal(format!("LLVM has no intrinsic `{name}`"));
+        };
+        match i.get_declaration(&self.module, types) {
+            Some(f) => Ok(f),
+            None => internal(format!("cannot declare `{name}` for {types:?}")),
+        }
+    }
+
+    /// Calls intrinsic `name` (overloaded on `types`) and returns its value, if any.
+    pub fn call_intrinsic(
+        &self,
+        name: &str,
+        types: &[BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> LResult<Option<BasicValueEnum<'ctx>>> {
+        let f = self.intrinsic(name, types)?;
+        let args: Vec<BasicMetadataValueEnum> = args.iter().map(|a| (*a).into()).collect();
+        let call = self.builder.build_call(f, &args, "")?;
+        Ok(call.try_as_basic_value().basic())
+    }
+
+    /// Calls an intrinsic that returns a value.
+    pub fn call_value(
+        &self,
+        name: &str,
+        types: &[BasicTypeEnum<'ctx>],
+        args: &[BasicValueEnum<'ctx>],
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        match self.call_intrinsic(name, types, args)? {
+            Some(v) => Ok(v),
+            None => internal(format!("`{name}` returned nothing")),
+        }
+    }
+
+    pub fn i32(&self, v: u64) -> IntValue<'ctx> {
+        self.context.i32_type().const_int(v, false)
+    }
+
+    pub fn i64(&self, v: u64) -> IntValue<'ctx> {
+        self.context.i64_type().const_int(v, false)
+    }
+}
+
+/// How a runtime passes one kernel parameter slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParamAbi {
+    /// A buffer: a device pointer then an `i32` element count. `base_align` is the widest
+    /// access the kernel makes through it, which the base address must honour.
+    Buffer {
+        elem: ElemType,
+        writable: bool,
+        base_align: u32,
+    },
+    /// A value of `size` bytes (`bool` as one byte), aligned to `align`.
+    Value { ty: Type, size: u32, align: u32 },
+}
+
+/// What a runtime needs to launch one lowered kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelAbi {
+    /// The IR name (`saxpy`, `QkTile<64,64,32,32,128>`).
+    pub name: String,
+    /// The entry symbol in the device code.
+    pub symbol: String,
+    /// One entry per IR parameter.
+    pub params: Vec<ParamAbi>,
+    /// Bytes of statically sized shared arrays, as declared (the assembler's figure is the
+    /// manifest's).
+    pub static_shared_bytes: u64,
+    /// The element size of the dynamically sized shared array, if the kernel has one.
+    pub dynamic_shared_elem: Option<u32>,
+    /// The wave width the kernel was built at.
+    pub wave_width: u32,
+    pub bounds: KernelBounds,
+    /// The `@wave(N)` declaration, if any.
+    pub declared_wave: Option<u32>,
+}
+
+/// A kernel to lower: an IR kernel, or a template with its arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelRef {
+    pub function: Handle<Function>,
+    /// The template's arguments (empty for a plain kernel).
+    pub args: Vec<u32>,
+}
+
+impl KernelRef {
+    pub fn plain(function: Handle<Function>) -> Self {
+        KernelRef {
+            function,
+            args: Vec::new(),
+        }
+    }
+
+    /// The registered name: `k`, or `K<a,b,...>` for a template instance.
+    pub fn name(&self, module: &ir::Module) -> String {
+        let base = &module.functions[self.function].name;
+        if module.functions[self.function].template.is_some() {
+            let args: Vec<String> = self.args.iter().map(|a| a.to_string()).collect();
+            format!("{base}<{}>", args.join(","))
+        } else {
+            base.clone()
+        }
+    }
+}
+
+/// Every kernel of `module`: plain kernels, and each `instantiate` entry of each template.
+pub fn kernel_refs(module: &ir::Module) -> Vec<KernelRef> {
+    let mut out = Vec::new();
+    for (h, f) in module.kernels() {
+        match &f.template {
+            None => out.push(KernelRef::plain(h)),
+            Some(t) => {
+                for (args, _) in &t.instantiate {
+                    out.push(KernelRef {
+                        function: h,
+                        args: args.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Lowering options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// LLVM's optimisation level, 0 to 3.
+    pub opt_level: u8,
+    /// Keep the optimised LLVM IR text in [`Lowered::llvm_ir`].
+    pub keep_llvm_ir: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            opt_level: 3,
+            keep_llvm_ir: false,
+        }
+    }
+}
+
+/// The device code of a set of kernels.
+#[derive(Clone, Debug)]
+pub struct Lowered {
+    /// Assembly text (PTX) or an object, as the target emits.
+    pub code: Vec<u8>,
+    pub kernels: Vec<KernelAbi>,
+    /// The processor the code was built for.
+    pub cpu: String,
+    pub llvm_ir: Option<String>,
+}
+
+impl Lowered {
+    /// The code as text (PTX is ASCII).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.code).into_owned()
+    }
+}
+
+/// A stable version of this lowering; part of every code-cache key, so that a change to the
+/// walk or a target invalidates cached device code. Bump it with any change to emitted code.
+pub const LOWERING_VERSION: u32 = 1;
+
+/// The entry symbol for a kernel name: identifier characters kept, others `_`.
+pub fn symbol_for(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.starts_with(|c: char| c.is_ascii_digit()) || s.is_empty() {
+        s.insert(0, '_');
+    }
+    s
+}
+
+fn init_targets() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let cfg = InitializationConfig::default();
+        Target::initialize_nvptx(&cfg);
+        Target::initialize_amd_gpu(&cfg);
+    });
+}
+
+/// Lowers `kernels` of `module` (which must have passed the verifier) for `target` into one
+/// piece of device code.
+pub fn lower(
+    module: &ir::Module,
+    kernels: &[KernelRef],
+    target: &dyn LoweringTarget,
+    opts: &Options,
+) -> LResult<Lowered> {
+    init_targets();
+    let context = Context::create();
+    let cx = Cx {
+        context: &context,
+        module: context.create_module("xpu"),
+        builder: context.create_builder(),
+        software_matrices: std::cell::Cell::new(false),
+    };
+    let triple = TargetTriple::create(target.triple());
+    cx.module.set_triple(&triple);
+    let tm = Target::from_triple(&triple)
+        .map_err(|e| {
+            LowerError::new(
+                codes::LLVM,
+                format!("no LLVM target {}: {e}", target.triple()),
+            )
+        })?
+        .create_target_machine(
+            &triple,
+            &target.cpu(),
+            &target.features(),
+            match opts.opt_level {
+                0 => OptimizationLevel::None,
+                1 => OptimizationLevel::Less,
+                2 => OptimizationLevel::Default,
+                _ => OptimizationLevel::Aggressive,
+            },
+            RelocMode::Default,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| LowerError::new(codes::LLVM, "cannot create the target machine"))?;
+    cx.module
+        .set_data_layout(&tm.get_target_data().get_data_layout());
+
+    // Helpers reachable from the kernels, declared before any body so calls resolve.
+    let mut reach = BTreeSet::new();
+    for k in kernels {
+        let Some(f) = module.functions.try_get(k.function) else {
+            return Err(LowerError::new(codes::INPUT, "no such kernel"));
+        };
+        if !f.is_kernel() {
+            return Err(LowerError::new(
+                codes::INPUT,
+                format!("`{}` is not a kernel", f.name),
+            ));
+        }
+        collect_callees(module, f, &mut reach);
+    }
+    let functions = kernels
+        .iter()
+        .map(|k| &module.functions[k.function])
+        .chain(reach.iter().map(|&h| &module.functions[h]));
+    cx.software_matrices
+        .set(matrix::needs_software(&cx, target, functions));
+    let mut helpers = HashMap::new();
+    for &h in &reach {
+        let f = &module.functions[h];
+        let fn_ty = helper_fn_type(&cx, target, module, f).map_err(|e| named(e, &f.name))?;
+        let llfn = cx.module.add_function(
+            &format!("xpu.helper.{}", symbol_for(&f.name)),
+            fn_ty,
+            Some(Linkage::Internal),
+        );
+        // A helper may contain a barrier or a wave verb: calls to it must not be moved into
+        // or out of control flow, which LLVM only respects for `convergent` functions.
+        let kind = inkwell::attributes::Attribute::get_named_enum_kind_id("convergent");
+        llfn.add_attribute(
+            inkwell::attributes::AttributeLoc::Function,
+            context.create_enum_attribute(kind, 0),
+        );
+        helpers.insert(h, llfn);
+    }
+    for &h in &reach {
+        let f = &module.functions[h];
+        lower_function(&cx, target, module, f, &[], helpers[&h], &helpers, None)
+            .map_err(|e| named(e, &f.name))?;
+    }
+
+    let mut abis = Vec::new();
+    let mut symbols = BTreeSet::new();
+    for k in kernels {
+        let f = &module.functions[k.function];
+        let name = k.name(module);
+        let args: &[u32] = &k.args;
+        let expected = f.template.as_ref().map_or(0, |t| t.params.len());
+        if args.len() != expected {
+            return Err(named(
+                LowerError::new(
+                    codes::INPUT,
+                    format!("takes {expected} template arguments, {} given", args.len()),
+                ),
+                &name,
+            ));
+        }
+        let mut symbol = symbol_for(&name);
+        while !symbols.insert(symbol.clone()) {
+            symbol.push('_');
+        }
+        let abi = lower_kernel(&cx, target, module, f, args, &name, &symbol, &helpers)
+            .map_err(|e| named(e, &name))?;
+        abis.push(abi);
+    }
+
+    if let Err(e) = cx.module.verify() {
+        return internal(format!("LLVM rejected the module: {}", e.to_string()));
+    }
+    if opts.opt_level > 0 {
+        let passes = format!("default<O{}>", opts.opt_level.min(3));
+        cx.module
+            .run_passes(&passes, &tm, PassBuilderOptions::create())
+            .map_err(|e| LowerError::new(codes::LLVM, format!("LLVM passes: {}", e.to_string())))?;
+    }
+    let llvm_ir = opts
+        .keep_llvm_ir
+        .then(|| cx.module.print_to_string().to_string());
+    let buf = tm
+        .write_to_memory_buffer(&cx.module, target.file_type())
+        .map_err(|e| {
+            LowerError::new(
+                codes::LLVM,
+                format!("LLVM code generation: {}", e.to_string()),
+            )
+        })?;
+    Ok(Lowered {
+        code: buf.as_slice().to_vec(),
+        kernels: abis,
+        cpu: target.cpu(),
+        llvm_ir,
+    })
+}
+
+fn named(mut e: LowerError, function: &str) -> LowerError {
+    if e.function.is_empty() {
+        e.function = function.to_string();
+    }
+    e
+}
+
+/// Device helpers reachable from `f` through calls and tag dispatches.
+fn collect_callees(module: &ir::Module, f: &Function, out: &mut BTreeSet<Handle<Function>>) {
+    for (_, e) in f.exprs.iter() {
+        let mut add = |h: Handle<Function>| {
+            if module.functions.contains(h) && out.insert(h) {
+                collect_callees(module, &module.functions[h], out);
+            }
+        };
+        match e {
+            Expr::Call { function, .. } => add(*function),
+            Expr::Tag { set, .. } => {
+                if let Some(ts) = module.tag_sets.try_get(*set) {
+                    ts.members.clone().into_iter().for_each(add);
+                }
+            }
+            _ => {}
+        }
+    }
+    // A dispatch's callees come from its tag's set: every tag-typed value has a set.
+    for (_, l) in f.locals.iter() {
+        if let Type::Tag(set) = l.ty {
+            if let Some(ts) = module.tag_sets.try_get(set) {
+                for &m in &ts.members {
+                    if module.functions.contains(m) && out.insert(m) {
+                        collect_callees(module, &module.functions[m], out);
+                    }
+                }
+            }
+        }
+    }
+    for p in &f.params {
+        if let Type::Tag(set) = p.ty {
+            if let Some(ts) = module.tag_sets.try_get(set) {
+                for &m in &ts.members {
+                    if module.functions.contains(m) && out.insert(m) {
+                        collect_callees(module, &module.functions[m], out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The LLVM type of a scalar value (`bool` is `i1`).
+fn scalar_type<'ctx>(cx: &Cx<'ctx>, s: Scalar) -> BasicTypeEnum<'ctx> {
+    let c = cx.context;
+    match s {
+        Scalar::Bool => c.bool_type().into(),
+        Scalar::I8 | Scalar::U8 => c.i8_type().into(),
+        Scalar::I16 | Scalar::U16 => c.i16_type().into(),
+        Scalar::I32 | Scalar::U32 => c.i32_type().into(),
+        Scalar::I64 | Scalar::U64 => c.i64_type().into(),
+        Scalar::F16 => c.f16_type().into(),
+        Scalar::F32 => c.f32_type().into(),
+        Scalar::F64 => c.f64_type().into(),
+    }
+}
+
+/// The LLVM type of a scalar in memory (`bool` is `i8`).
+fn mem_scalar_type<'ctx>(cx: &Cx<'ctx>, s: Scalar) -> BasicTypeEnum<'ctx> {
+    if s == Scalar::Bool {
+        cx.context.i8_type().into()
+    } else {
+        scalar_type(cx, s)
+    }
+}
+
+fn vector_of<'ctx>(t: BasicTypeEnum<'ctx>, n: u32) -> BasicTypeEnum<'ctx> {
+    match t {
+        BasicTypeEnum::IntType(i) => i.vec_type(n).into(),
+        BasicTypeEnum::FloatType(f) => f.vec_type(n).into(),
+        other => other,
+    }
+}
+
+/// The LLVM type of a value of IR type `ty`.
+fn value_type<'ctx>(
+    cx: &Cx<'ctx>,
+    target: &dyn LoweringTarget,
+    ty: Type,
+) -> LResult<BasicTypeEnum<'ctx>> {
+    Ok(match ty {
+        Type::Scalar(s) => scalar_type(cx, s),
+        Type::Vector(s, n) => vector_of(scalar_type(cx, s), n as u32),
+        Type::Tag(_) => cx.context.i32_type().into(),
+        Type::Matrix {
+            role,
+            scalar,
+            rows,
+            cols,
+        } => {
+            let t = if cx.software_matrices.get() {
+                matrix::software_type(cx, scalar, rows, cols)
+            } else {
+                target.matrix_type(cx, role, scalar, rows, cols)
+            };
+            match t {
+                Ok(t) => t,
+                Err(m) => return unsupported(m),
+            }
+        }
+        Type::Buffer { .. } | Type::Array { .. } => {
+            return internal("a buffer or array is not a value")
+        }
+    })
+}
+
+fn helper_fn_type<'ctx>(
+    cx: &Cx<'ctx>,
+    target: &dyn LoweringTarget,
+    _module: &ir::Module,
+    f: &Function,
+) -> LResult<inkwell::types::FunctionType<'ctx>> {
+    let mut params: Vec<BasicMetadataTypeEnum> = Vec::new();
+    for p in &f.params {
+        params.push(value_type(cx, target, p.ty)?.into());
+    }
+    Ok(match f.ret {
+        Some(t) => value_type(cx, target, t)?.fn_type(&params, false),
+        None => cx.context.void_type().fn_type(&params, false),
+    })
+}
+
+/// Evaluates a constant expression over template arguments.
+pub fn const_eval(f: &Function, h: Handle<ConstExpr>, args: &[u32]) -> Option<u64> {
+    let e = f.consts.try_get(h)?;
+    Some(match e {
+        ConstExpr::Lit(v) => *v,
+        ConstExpr::Param(i) => *args.get(*i as usize)? as u64,
+        ConstExpr::Unary(op, a) => {
+            let a = const_eval(f, *a, args)?;
+            match op {
+                ConstUnOp::Not => (a == 0) as u64,
+                ConstUnOp::Neg => (a as u32).wrapping_neg() as u64,
+            }
+        }
+        ConstExpr::Binary(op, a, b) => {
+            let a = const_eval(f, *a, args)?;
+            let b = const_eval(f, *b, args)?;
+            match op {
+                ConstBinOp::Add => a.checked_add(b)?,
+                ConstBinOp::Sub => a.checked_sub(b)?,
+                ConstBinOp::Mul => a.checked_mul(b)?,
+                ConstBinOp::Div => a.checked_div(b)?,
+                ConstBinOp::Rem => a.checked_rem(b)?,
+                ConstBinOp::Eq => (a == b) as u64,
+                ConstBinOp::Ne => (a != b) as u64,
+                ConstBinOp::Lt => (a < b) as u64,
+                ConstBinOp::Le => (a <= b) as u64,
+                ConstBinOp::Gt => (a > b) as u64,
+                ConstBinOp::Ge => (a >= b) as u64,
+                ConstBinOp::And => (a != 0 && b != 0) as u64,
+                ConstBinOp::Or => (a != 0 || b != 0) as u64,
+            }
+        }
+    })
+}
+
+fn len_of(f: &Function, len: Len, args: &[u32]) -> LResult<u32> {
+    match len {
+        Len::Fixed(n) => Ok(n),
+        Len::Const(h) => match const_eval(f, h, args).and_then(|v| u32::try_from(v).ok()) {
+            Some(n) => Ok(n),
+            None => Err(LowerError::new(
+                codes::INPUT,
+                "an array length does not evaluate",
+            )),
+        },
+    }
+}
+
+/// The ABI slot of a value parameter.
+fn value_abi(ty: Type) -> ParamAbi {
+    let (size, align) = match ty {
+        Type::Scalar(s) => (s.size(), s.size()),
+        Type::Vector(s, n) => {
+            // LLVM rounds a vector's allocation to a power of two lanes.
+            let lanes = (n as u32).next_power_of_two();
+            let size = s.size() * lanes;
+            (size, size.min(16))
+        }
+        Type::Tag(_) => (4, 4),
+        _ => (8, 8),
+    };
+    ParamAbi::Value { ty, size, align }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lower_kernel<'ctx>(
+    cx: &Cx<'ctx>,
+    target: &dyn LoweringTarget,
+    module: &ir::Module,
+    f: &Function,
+    args: &[u32],
+    name: &str,
+    symbol: &str,
+    helpers: &HashMap<Handle<Function>, FunctionValue<'ctx>>,
+) -> LResult<KernelAbi> {
+    let declared_wave = f.attrs.wave.map(|(w, _)| w);
+    if let Some((w, span)) = f.attrs.wave {
+        if !target.supports_wave(w) {
+            let mut e = LowerError::new(
+                codes::WAVE,
+                format!(
+                    "declares @wave({w}) but {} builds kernels at wave {} only",
+                    target.name(),
+                    target.wave_width()
+                ),
+            );
+            e.span = span;
+            return Err(e);
+        }
+    }
+    let mut params: Vec<BasicMetadataTypeEnum> = Vec::new();
+    let mut abi = Vec::new();
+    for p in &f.params {
+        match p.ty {
+            Type::Buffer { elem, access } => {
+                params.push(cx.context.ptr_type(target.global_space()).into());
+                params.push(cx.context.i32_type().into());
+                abi.push(ParamAbi::Buffer {
+                    elem,
+                    writable: access == ir::Access::ReadWrite,
+                    base_align: 1,
+                });
+            }
+            Type::Scalar(Scalar::Bool) => {
+                params.push(cx.context.i8_type().into());
+                abi.push(value_abi(p.ty));
+            }
+            Type::Scalar(_) | Type::Vector(..) | Type::Tag(_) => {
+                params.push(value_type(cx, target, p.ty)?.into());
+                abi.push(value_abi(p.ty));
+            }
+            _ => {
+                return unsupported(format!(
+                    "parameter `{}` of this type cannot be a kernel parameter",
+                    p.name
+                ))
+            }
+        }
+    }
+    let fn_ty = cx.context.void_type().fn_type(&params, false);
+    let llfn = cx
+        .module
+        .add_function(symbol, fn_ty, Some(Linkage::External));
+
+    let eval = |h: Option<Handle<ConstExpr>>| -> LResult<Option<u32>> {
+        match h {
+            None => Ok(None),
+            Some(h) => match const_eval(f, h, args).and_then(|v| u32::try_from(v).ok()) {
+                Some(v) => Ok(Some(v)),
+                None => Err(LowerError::new(
+                    codes::INPUT,
+                    "an @occupancy argument does not evaluate",
+                )),
+            },
+        }
+    };
+    let mut bounds = KernelBounds::default();
+    if let Some(o) = &f.attrs.occupancy {
+        bounds.max_threads = match (eval(o.max_threads)?, eval(o.max_waves)?) {
+            (Some(t), _) => Some(t),
+            (None, Some(w)) => Some(w.saturating_mul(target.wave_width())),
+            (None, None) => None,
+        };
+        bounds.min_resident = eval(o.min_resident)?;
+        bounds.max_registers = eval(o.max_registers)?;
+    }
+
+    let info = lower_function(cx, target, module, f, args, llfn, helpers, Some(symbol))?;
+    target.finish_kernel(cx, llfn, &bounds)?;
+    for (slot, align) in abi.iter_mut().zip(info.base_align) {
+        if let ParamAbi::Buffer {
+            base_align, elem, ..
+        } = slot
+        {
+            *base_align = align.max(natural_align(elem.scalar.size()));
+        }
+    }
+    Ok(KernelAbi {
+        name: name.to_string(),
+        symbol: symbol.to_string(),
+        params: abi,
+        static_shared_bytes: info.static_shared,
+        dynamic_shared_elem: info.dynamic_elem,
+        wave_width: target.wave_width(),
+        bounds,
+        declared_wave,
+    })
+}
+
+fn natural_align(bytes: u32) -> u32 {
+    if bytes == 0 {
+        1
+    } else {
+        (1u32 << bytes.trailing_zeros()).min(16)
+    }
+}
+
+struct FnInfo {
+    base_align: Vec<u32>,
+    static_shared: u64,
+    dynamic_elem: Option<u32>,
+}
+
+/// A lowered parameter.
+#[derive(Clone, Copy)]
+enum ParamVal<'ctx> {
+    Buffer {
+        ptr: PointerValue<'ctx>,
+        len: IntValue<'ctx>,
+    },
+    Value(BasicValueEnum<'ctx>),
+}
+
+struct LoopFrame<'ctx> {
+    label: Option<String>,
+    brk: BasicBlock<'ctx>,
+    cont: BasicBlock<'ctx>,
+}
+
+/// An if or loop whose lanes the target makes reconverge at its merge (`converge_begin`).
+/// A lane that leaves it early (`break`/`continue` to an outer loop, a helper's `return`)
+/// does not jump past the merge: it records where it is going in the escape slot and goes to
+/// the merge, so every lane that entered arrives there and the wait is for exactly them;
+/// after the merge it goes on (`dispatch_escape`).
+struct SyncFrame<'ctx> {
+    merge: BasicBlock<'ctx>,
+    /// The loops open around the construct (`FnCx::loops.len()` on entry).
+    loops: usize,
+}
+
+/// The escape slot's code of a helper's `return` routed through merges (a `break` to loop
+/// `k` is `1 + 2k`, a `continue` `2 + 2k`; 0 is no escape).
+const ESCAPE_RETURN: u64 = u32::MAX as u64;
+
+/// The state of lowering one function.
+struct FnCx<'a, 'ctx> {
+    cx: &'a Cx<'ctx>,
+    t: &'a dyn LoweringTarget,
+    module: &'a ir::Module,
+    f: &'a Function,
+    args: &'a [u32],
+    types: Vec<Option<Type>>,
+    llfn: FunctionValue<'ctx>,
+    entry: BasicBlock<'ctx>,
+    params: Vec<ParamVal<'ctx>>,
+    locals: Vec<Option<PointerValue<'ctx>>>,
+    shared: Vec<Option<PointerValue<'ctx>>>,
+    loops: Vec<LoopFrame<'ctx>>,
+    helpers: &'a HashMap<Handle<Function>, FunctionValue<'ctx>>,
+    base_align: Vec<u32>,
+    /// The span of the statement being lowered, for errors.
+    span: Span,
+    /// Whether this function (or a helper it calls) uses a wave verb: only then are the
+    /// lanes made to reconverge at the end of each if/loop (see `converge_begin`).
+    sync_waves: bool,
+    /// Whether this is a kernel, where `return` ends the lane (a helper's returns to its
+    /// caller instead).
+    is_kernel: bool,
+    /// The constructs being lowered whose merges wait for their lanes, innermost last.
+    syncs: Vec<SyncFrame<'ctx>>,
+    /// Where a lane leaving synced constructs early is going (`ESCAPE_RETURN`, or a loop
+    /// frame's code); and a helper's return value on its way out. Made on first use.
+    escape_slot: Option<PointerValue<'ctx>>,
+    return_slot: Option<PointerValue<'ctx>>,
+}
+
+/// Whether `f`, or a helper it reaches, uses a wave verb. A call through a tag counts if any
+/// function of the module uses a wave verb or a call through a tag itself.
+fn uses_waves(module: &ir::Module, f: &Function, depth: u32) -> bool {
+    if depth > 64 {
+        return true;
+    }
+    f.exprs.iter().any(|(_, e)| match e {
+        Expr::Wave { .. } => true,
+        Expr::Call { function, .. } => module
+            .functions
+            .try_get(*function)
+            .is_some_and(|g| uses_waves(module, g, depth + 1)),
+        Expr::Dispatch { .. } => module.functions.iter().any(|(_, g)| {
+            g.exprs
+                .iter()
+                .any(|(_, e)| matches!(e, Expr::Wave { .. } | Expr::Dispatch { .. }))
+        }),
+        _ => false,
+    })
+}
+
+/// Whether control can leave `stmts` other than by falling off their end: a `break` or
+/// `continue` to a loop outside them, or (when `returns_escape`) a `return`. Lanes that
+/// leave so never reach the construct's merge point, so it must not wait for them there.
+fn escapes(stmts: &[Stmt], inner: &mut Vec<Option<String>>, returns_escape: bool) -> bool {
+    stmts.iter().any(|s| match &s.kind {
+        StmtKind::Break(l) | StmtKind::Continue(l) => match l {
+            None => inner.is_empty(),
+            Some(l) => !inner.iter().any(|x| x.as_deref() == Some(l.as_str())),
+        },
+        StmtKind::Return(_) => returns_escape,
+        StmtKind::If {
+            then_block,
+            else_block,
+            ..
+        } => {
+            escapes(then_block, inner, returns_escape) || escapes(else_block, inner, returns_escape)
+        }
+        StmtKind::Loop { label, body, .. } => {
+            inner.push(label.clone());
+            let e = escapes(body, inner, returns_escape);
+            inner.pop();
+            e
+        }
+        _ => false,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lower_function<'ctx>(
+    cx: &Cx<'ctx>,
+    target: &dyn LoweringTarget,
+    module: &ir::Module,
+    f: &Function,
+    args: &[u32],
+    llfn: FunctionValue<'ctx>,
+    helpers: &HashMap<Handle<Function>, FunctionValue<'ctx>>,
+    kernel_symbol: Option<&str>,
+) -> LResult<FnInfo> {
+    let types = ir::typeck::check_function(module, f).types();
+    let entry = cx.context.append_basic_block(llfn, "entry");
+    cx.builder.position_at_end(entry);
+    let mut fx = FnCx {
+        cx,
+        t: target,
+        module,
+        f,
+        args,
+        types,
+        llfn,
+        entry,
+        params: Vec::new(),
+        locals: vec![None; f.locals.len()],
+        shared: vec![None; f.shared.len()],
+        loops: Vec::new(),
+        helpers,
+        base_align: vec![1; f.params.len()],
+        span: f.span,
+        sync_waves: uses_waves(module, f, 0),
+        is_kernel: kernel_symbol.is_some(),
+        syncs: Vec::new(),
+        escape_slot: None,
+        return_slot: None,
+    };
+    if fx.sync_waves {
+        // The escape slot starts clear on every call.
+        let i32t = cx.context.i32_type();
+        let slot = fx.entry_alloca(i32t.into(), "escape")?;
+        cx.builder.build_store(slot, i32t.const_zero())?;
+        fx.escape_slot = Some(slot);
+    }
+    // Parameters.
+    let mut i = 0u32;
+    for p in &f.params {
+        let v = llfn
+            .get_nth_param(i)
+            .ok_or_else(|| LowerError::new(codes::LLVM, "parameter count"))?;
+        i += 1;
+        match p.ty {
+            Type::Buffer { .. } if kernel_symbol.is_some() => {
+                let len = llfn
+                    .get_nth_param(i)
+                    .ok_or_else(|| LowerError::new(codes::LLVM, "parameter count"))?;
+                i += 1;
+                fx.params.push(ParamVal::Buffer {
+                    ptr: v.into_pointer_value(),
+                    len: len.into_int_value(),
+                });
+            }
+            Type::Scalar(Scalar::Bool) if kernel_symbol.is_some() => {
+                let b = cx.builder.build_int_compare(
+                    IntPredicate::NE,
+                    v.into_int_value(),
+                    cx.context.i8_type().const_zero(),
+                    "",
+                )?;
+                fx.params.push(ParamVal::Value(b.into()));
+            }
+            _ => fx.params.push(ParamVal::Value(v)),
+        }
+    }
+    // Locals: one slot each in the entry block, promoted to registers by LLVM.
+    for (h, l) in f.locals.iter() {
+        let ty = match l.ty {
+            Type::Array { elem, len } => {
+                let n = len_of(f, len, args)?.max(1) * elem.lanes as u32;
+                mem_scalar_type(cx, elem.scalar).array_type(n).into()
+            }
+            other => value_type(cx, target, other)?,
+        };
+        let slot = cx.builder.build_alloca(ty, &l.name)?;
+        fx.locals[h.index()] = Some(slot);
+    }
+    // Shared arrays: module globals in the shared address space.
+    let mut static_shared = 0u64;
+    let mut dynamic_elem = None;
+    if let Some(sym) = kernel_symbol {
+        for (h, s) in f.shared.iter() {
+            let scalar_ty = mem_scalar_type(cx, s.elem.scalar);
+            let g = match s.len {
+                Some(len) => {
+                    let n = len_of(f, len, args)?;
+                    static_shared += n as u64 * s.elem.size() as u64;
+                    let ty = scalar_ty.array_type((n * s.elem.lanes as u32).max(1));
+                    let g = cx.module.add_global(
+                        ty,
+                        Some(target.shared_space()),
+                        &format!("{sym}__{}", s.name),
+                    );
+                    g.set_linkage(Linkage::Internal);
+                    g.set_initializer(&ty.get_undef());
+                    g
+                }
+                None => {
+                    dynamic_elem = Some(s.elem.size());
+                    let ty = scalar_ty.array_type(0);
+                    let g = cx.module.add_global(
+                        ty,
+                        Some(target.shared_space()),
+                        &format!("{sym}__{}", s.name),
+                    );
+                    g.set_linkage(Linkage::External);
+                    g
+                }
+            };
+            g.set_alignment(16);
+            fx.shared[h.index()] = Some(g.as_pointer_value());
+        }
+    }
+    fx.block(&f.body)?;
+    // Fall off the end: a kernel returns; a helper returns zero (the verifier requires a
+    // `return` on every path of a value helper, so this block is unreachable there).
+    if fx.open() {
+        match f.ret {
+            None => {
+                cx.builder.build_return(None)?;
+            }
+            Some(t) => {
+                let z = value_type(cx, target, t)?.const_zero();
+                cx.builder.build_return(Some(&z))?;
+            }
+        }
+    }
+    Ok(FnInfo {
+        base_align: fx.base_align,
+        static_shared,
+        dynamic_elem,
+    })
+}
+
+/// Integer predicates by signedness.
+fn int_pred(op: BinaryOp, signed: bool) -> IntPredicate {
+    match (op, signed) {
+        (BinaryOp::Eq, _) => IntPredicate::EQ,
+        (BinaryOp::Ne, _) => IntPredicate::NE,
+        (BinaryOp::Lt, true) => IntPredicate::SLT,
+        (BinaryOp::Lt, false) => IntPredicate::ULT,
+        (BinaryOp::Le, true) => IntPredicate::SLE,
+        (BinaryOp::Le, false) => IntPredicate::ULE,
+        (BinaryOp::Gt, true) => IntPredicate::SGT,
+        (BinaryOp::Gt, false) => IntPredicate::UGT,
+        (BinaryOp::Ge, true) => IntPredicate::SGE,
+        _ => IntPredicate::UGE,
+    }
+}
+
+/// The largest power of two (up to 2^16) that provably divides the value of `e`, from its
+/// own arithmetic: literals, products, sums and left shifts by constants.
+fn known_multiple(f: &Function, e: ExprId, args: &[u32], depth: u32) -> u64 {
+    const CAP: u64 = 1 << 16;
+    if depth > 64 {
+        return 1;
+    }
+    let Some(x) = f.exprs.try_get(e) else {
+        return 1;
+    };
+    let pow2 = |v: u64| {
+        if v == 0 {
+            CAP
+        } else {
+            (1u64 << v.trailing_zeros().min(16)).min(CAP)
+        }
+    };
+    match x {
+        Expr::Literal(Literal::Int { bits, .. }) => pow2(*bits),
+        Expr::TemplateParam(i) => args.get(*i as usize).map_or(1, |v| pow2(*v as u64)),
+        Expr::Binary { op, lhs, rhs } => {
+            let a = known_multiple(f, *lhs, args, depth + 1);
+            let b = known_multiple(f, *rhs, args, depth + 1);
+            match op {
+                BinaryOp::Mul => (a * b).min(CAP),
+                BinaryOp::Add | BinaryOp::Sub => a.min(b),
+                BinaryOp::BitAnd => a.max(b),
+                BinaryOp::Shl => match f.exprs.try_get(*rhs) {
+                    Some(Expr::Literal(Literal::Int { bits, .. })) if *bits < 16 => {
+                        (a << bits).min(CAP)
+                    }
+                    _ => a,
+                },
+                _ => 1,
+            }
+        }
+        Expr::Cast { arg, .. } => known_multiple(f, *arg, args, depth + 1),
+        _ => 1,
+    }
+}
+
+impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    fn b(&self) -> &Builder<'ctx> {
+        &self.cx.builder
+    }
+
+    /// Whether the current block still needs a terminator.
+    fn open(&self) -> bool {
+        self.b()
+            .get_insert_block()
+            .is_some_and(|bb| bb.get_terminator().is_none())
+    }
+
+    /// After a terminator: continue in a fresh unreachable block, so later statements
+    /// still have somewhere to go (LLVM deletes it).
+    fn dead_block(&self) {
+        let bb = self.cx.context.append_basic_block(self.llfn, "dead");
+        self.b().position_at_end(bb);
+    }
+
+    fn err<T>(&self, code: &'static str, message: impl Into<String>) -> LResult<T> {
+        let mut e = LowerError::new(code, message);
+        e.span = self.span;
+        Err(e)
+    }
+
+    fn ty(&self, e: ExprId) -> LResult<Type> {
+        match self.types.get(e.index()).copied().flatten() {
+            Some(t) => Ok(t),
+            None => self.err(
+                codes::INPUT,
+                "an expression has no type (was the module verified?)",
+            ),
+        }
+    }
+
+    /// A slot in the entry block (promotable to a register).
+    fn entry_alloca(&self, ty: BasicTypeEnum<'ctx>, name: &str) -> LResult<PointerValue<'ctx>> {
+        let b = self.cx.context.create_builder();
+        match self.entry.get_first_instruction() {
+            Some(i) => b.position_before(&i),
+            None => b.position_at_end(self.entry),
+        }
+        Ok(b.build_alloca(ty, name)?)
+    }
+
+    fn vt(&self, ty: Type) -> LResult<BasicTypeEnum<'ctx>> {
+        value_type(self.cx, self.t, ty)
+    }
+}
+
+/// Bit width of an integer or integer-vector type's lanes.
+trait IntBits {
+    fn into_int_type_or_vector_bits(self) -> u32;
+}
+
+impl IntBits for BasicTypeEnum<'_> {
+    fn into_int_type_or_vector_bits(self) -> u32 {
+        match self {
+            BasicTypeEnum::IntType(t) => t.get_bit_width(),
+            BasicTypeEnum::VectorType(v) => v.get_element_type().into_int_type().get_bit_width(),
+            _ => 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Access, FunctionKind, Module, Param};
+
+    /// saxpy and a wave sum, built by hand (the text parser is tested elsewhere).
+    fn module() -> ir::Module {
+        let mut m = Module::new();
+        let mut f = Function::new("saxpy", FunctionKind::Kernel);
+        let buf = |access| Type::Buffer {
+            elem: ElemType::scalar(Scalar::F32),
+            access,
+        };
+        for (n, t) in [
+            ("y", buf(Access::ReadWrite)),
+            ("x", buf(Access::Read)),
+            ("a", Type::F32),
+            ("n", Type::U32),
+        ] {
+            f.params.push(Param {
+                name: n.into(),
+                ty: t,
+                span: Span::UNKNOWN,
+            });
+        }
+        let i = f.locals.append(ir::Local {
+            name: "i".into(),
+            ty: Type::U32,
+            span: Span::UNKNOWN,
+        });
+        let s = Span::UNKNOWN;
+        let gid = f.add_expr(Expr::Builtin(Builtin::GlobalId(ir::Dim::X)), s);
+        let li = f.add_expr(Expr::Local(i), s);
+        let n = f.add_expr(Expr::Param(3), s);
+        let cond = f.add_expr(
+            Expr::Binary {
+                op: BinaryOp::Lt,
+                lhs: li,
+                rhs: n,
+            },
+            s,
+        );
+        let a = f.add_expr(Expr::Param(2), s);
+        let li2 = f.add_expr(Expr::Local(i), s);
+        let xi = f.add_expr(
+            Expr::Index {
+                base: Base::Param(1),
+                index: li2,
+            },
+            s,
+        );
+        let ax = f.add_expr(
+            Expr::Binary {
+                op: BinaryOp::Mul,
+                lhs: a,
+                rhs: xi,
+            },
+            s,
+        );
+        let li3 = f.add_expr(Expr::Local(i), s);
+        let yi = f.add_expr(
+            Expr::Index {
+                base: Base::Param(0),
+                index: li3,
+            },
+            s,
+        );
+        let sum = f.add_expr(
+            Expr::Binary {
+                op: BinaryOp::Add,
+                lhs: ax,
+                rhs: yi,
+            },
+            s,
+        );
+        let red = f.add_expr(
+            Expr::Wave {
+                op: WaveOp::Reduce(ReduceOp::Sum),
+                args: vec![sum],
+            },
+            s,
+        );
+        let li4 = f.add_expr(Expr::Local(i), s);
+        f.body = vec![
+            Stmt {
+                kind: StmtKind::Let {
+                    local: i,
+                    init: Some(gid),
+                },
+                span: s,
+            },
+            Stmt {
+                kind: StmtKind::If {
+                    cond,
+                    then_block: vec![Stmt {
+                        kind: StmtKind::Assign {
+                            place: Place::Element {
+                                base: Base::Param(0),
+                                index: li4,
+                            },
+                            value: red,
+                        },
+                        span: s,
+                    }],
+                    else_block: vec![],
+                },
+                span: s,
+            },
+        ];
+        m.functions.append(f);
+        m
+    }
+
+    #[test]
+    fn lowers_saxpy_to_ptx() {
+        let m = module();
+        let refs = kernel_refs(&m);
+        let t = nvptx::Nvptx::new(90);
+        let out = lower(&m, &refs, &t, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
+        let ptx = out.text();
+        if crate::config::get().show_ptx == Ok(true) {
+            eprintln!("{ptx}");
+        }
+        assert!(ptx.contains(".entry saxpy"), "{ptx}");
+        assert!(ptx.contains("shfl.sync.bfly"), "{ptx}");
+        assert_eq!(out.kernels[0].params.len(), 4);
+        if let Ok(r) = crate::codegen::llvm::ptxas::assemble(&ptx, "sm_90") {
+            assert_eq!(r.functions[0].name, "saxpy");
+            assert!(r.functions[0].registers.is_some());
+        }
+    }
+}

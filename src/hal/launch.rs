@@ -1,0 +1,946 @@
+//! Launching a kernel (contract §2.4): the geometry ([`Launch`]), typed arguments
+//! ([`ArgValue`], [`HostValue`], the [`args!`](crate::args) macro), and every reason a launch is
+//! refused ([`LaunchError`], the contract's `XpuLaunchException`).
+//!
+//! [`check`] holds the refusals every backend shares and runs before a backend sees the
+//! launch: the argument list against the kernel's signature (naming the parameter), the
+//! geometry against the kernel's declarations and the device's reported limits, shared memory,
+//! the declared wave width, the pinned block, and each buffer view's base alignment. A limit the
+//! device does not report is not checked (absent is absent, contract §1). Backends add the
+//! refusals only they can make (a broken `align` statement, undefined behaviour seen by the
+//! interpreter, a view Vulkan cannot bind) with the same error type.
+
+use crate::hal::facts::DeviceFacts;
+use crate::hal::manifest::KernelManifest;
+use crate::hal::Backend;
+use crate::ir::{Access, ElemType, Function, FunctionInfo, Scalar, Type};
+use crate::runtime::buffer::RawBuffer;
+use std::fmt;
+use std::time::Duration;
+
+/// The stable codes of launch refusals. `XPU-REF01`/`XPU-REF02` are the contract's.
+pub mod codes {
+    pub const NO_CODE: &str = "XPU-L001";
+    pub const ARG_COUNT: &str = "XPU-L002";
+    pub const ARG_TYPE: &str = "XPU-L003";
+    pub const EMPTY_GEOMETRY: &str = "XPU-L004";
+    pub const TOO_MANY_THREADS: &str = "XPU-L005";
+    pub const SHARED_MEMORY: &str = "XPU-L006";
+    pub const WAVE_WIDTH: &str = "XPU-L007";
+    pub const PINNED_BLOCK: &str = "XPU-L008";
+    pub const MISALIGNED_BASE: &str = "XPU-L009";
+    pub const BROKEN_ALIGN: &str = "XPU-L010";
+    pub const SCALAR_TWIN: &str = "XPU-L011";
+    pub const UNBINDABLE_VIEW: &str = "XPU-L012";
+    pub const OUT_OF_BOUNDS: &str = "XPU-L013";
+    pub const FOREIGN_OBJECT: &str = "XPU-L014";
+    pub const DEVICE: &str = "XPU-L015";
+    pub const LOOP_LIMIT: &str = "XPU-L016";
+    pub const DEADLINE: &str = "XPU-L017";
+    pub const UNDEFINABLE: &str = "XPU-REF01";
+    pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
+}
+
+/// Grid or block dimensions: `4`, `[4]`, `[4, 2]` or `[4, 2, 1]`; missing dimensions are 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims(pub [u32; 3]);
+
+impl From<u32> for Dims {
+    fn from(x: u32) -> Self {
+        Dims([x, 1, 1])
+    }
+}
+impl From<[u32; 1]> for Dims {
+    fn from([x]: [u32; 1]) -> Self {
+        Dims([x, 1, 1])
+    }
+}
+impl From<[u32; 2]> for Dims {
+    fn from([x, y]: [u32; 2]) -> Self {
+        Dims([x, y, 1])
+    }
+}
+impl From<[u32; 3]> for Dims {
+    fn from(d: [u32; 3]) -> Self {
+        Dims(d)
+    }
+}
+
+/// The geometry of one launch: `Launch::grid([blocks]).block([256]).shared_bytes(n)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Workgroups per dimension.
+    pub grid: [u32; 3],
+    /// Work-items per workgroup and dimension.
+    pub block: [u32; 3],
+    /// Dynamic shared memory, sizing the kernel's `shared name: [T];` array.
+    pub shared_bytes: u32,
+    /// Whether the launch opts in to the device's larger per-block shared limit (§5.2).
+    pub shared_opt_in: bool,
+    /// The wave width the launch assumes. The interpreter models a wave of this width; any
+    /// other backend refuses the launch when its kernel was built at a different width.
+    pub wave: Option<u32>,
+    /// How long the launch may run (contract §2.4, refusal 6). The interpreter and the CPU
+    /// cancel a launch that runs past it ([`LaunchError::Deadline`]); GPU backends, which
+    /// cannot cancel a kernel, report it when it passes and leave the kernel to finish.
+    /// `None` (the default): no limit.
+    pub deadline: Option<Duration>,
+}
+
+impl Launch {
+    /// A launch of `grid` workgroups of one work-item each (set the block with [`Launch::block`]).
+    pub fn grid(grid: impl Into<Dims>) -> Self {
+        Launch {
+            grid: grid.into().0,
+            block: [1, 1, 1],
+            shared_bytes: 0,
+            shared_opt_in: false,
+            wave: None,
+            deadline: None,
+        }
+    }
+
+    pub fn block(mut self, block: impl Into<Dims>) -> Self {
+        self.block = block.into().0;
+        self
+    }
+
+    pub fn shared_bytes(mut self, bytes: u32) -> Self {
+        self.shared_bytes = bytes;
+        self
+    }
+
+    pub fn shared_opt_in(mut self, opt_in: bool) -> Self {
+        self.shared_opt_in = opt_in;
+        self
+    }
+
+    pub fn wave(mut self, width: u32) -> Self {
+        self.wave = Some(width);
+        self
+    }
+
+    /// Sets the launch's deadline (see [`Launch::deadline`]).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Work-items per workgroup.
+    pub fn threads_per_block(&self) -> u64 {
+        self.block.iter().map(|&b| b as u64).product()
+    }
+
+    /// Workgroups in the grid.
+    pub fn blocks(&self) -> u64 {
+        self.grid.iter().map(|&g| g as u64).product()
+    }
+}
+
+/// A scalar or vector value passed by value to a kernel: its type and the bits of each lane
+/// (integers two's complement, floats IEEE, `bool` 0 or 1, `f16` its 16 bits), zero-extended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct HostValue {
+    ty: ElemType,
+    lanes: [u64; 16],
+}
+
+impl HostValue {
+    /// A scalar of type `scalar` holding `bits` (truncated to the type's width).
+    pub fn scalar(scalar: Scalar, bits: u64) -> Self {
+        let mut lanes = [0; 16];
+        lanes[0] = bits & mask(scalar);
+        HostValue {
+            ty: ElemType::scalar(scalar),
+            lanes,
+        }
+    }
+
+    /// A vector of `lanes.len()` lanes (2, 3, 4, 8 or 16), each truncated to the scalar's width.
+    pub fn vector(scalar: Scalar, lanes: &[u64]) -> Option<Self> {
+        if !crate::ir::VECTOR_LANES.contains(&(lanes.len() as u8)) {
+            return None;
+        }
+        let mut bits = [0; 16];
+        for (dst, src) in bits.iter_mut().zip(lanes) {
+            *dst = src & mask(scalar);
+        }
+        Some(HostValue {
+            ty: ElemType::vector(scalar, lanes.len() as u8),
+            lanes: bits,
+        })
+    }
+
+    /// The value's type (a scalar is a one-lane element).
+    pub fn ty(&self) -> ElemType {
+        self.ty
+    }
+
+    /// The bits of lane `i` (`0` past the last lane).
+    pub fn lane_bits(&self, i: usize) -> u64 {
+        self.lanes.get(i).copied().unwrap_or(0)
+    }
+
+    /// The bits of every lane.
+    pub fn lanes(&self) -> &[u64] {
+        &self.lanes[..self.ty.lanes as usize]
+    }
+
+    /// The value as it is laid out in memory: each lane little-endian at its scalar's size.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        let size = self.ty.scalar.size() as usize;
+        self.lanes()
+            .iter()
+            .flat_map(|bits| bits.to_le_bytes().into_iter().take(size))
+            .collect()
+    }
+
+    /// The inverse of [`HostValue::to_le_bytes`]; `None` when `bytes` has the wrong length.
+    pub fn from_le_bytes(ty: ElemType, bytes: &[u8]) -> Option<Self> {
+        let size = ty.scalar.size() as usize;
+        if bytes.len() != ty.size() as usize || ty.lanes == 0 || ty.lanes > 16 {
+            return None;
+        }
+        let mut lanes = [0u64; 16];
+        for (lane, chunk) in lanes.iter_mut().zip(bytes.chunks(size)) {
+            let mut buf = [0u8; 8];
+            buf[..size].copy_from_slice(chunk);
+            *lane = u64::from_le_bytes(buf);
+        }
+        Some(HostValue { ty, lanes })
+    }
+}
+
+fn mask(scalar: Scalar) -> u64 {
+    match scalar {
+        Scalar::Bool => 1,
+        s if s.bits() == 64 => u64::MAX,
+        s => (1u64 << s.bits()) - 1,
+    }
+}
+
+impl fmt::Debug for HostValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}(", elem_name(self.ty))?;
+        for (i, bits) in self.lanes().iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{}", format_scalar(self.ty.scalar, *bits))?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// A scalar's bits shown as its value (`1.5`, `-3`, `true`); `f16` shown through `f32`.
+pub fn format_scalar(scalar: Scalar, bits: u64) -> String {
+    match scalar {
+        Scalar::Bool => (bits != 0).to_string(),
+        Scalar::I8 => (bits as u8 as i8).to_string(),
+        Scalar::I16 => (bits as u16 as i16).to_string(),
+        Scalar::I32 => (bits as u32 as i32).to_string(),
+        Scalar::I64 => (bits as i64).to_string(),
+        Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64 => bits.to_string(),
+        Scalar::F16 => format!("{:?}", half::f16::from_bits(bits as u16).to_f32()),
+        Scalar::F32 => format!("{:?}", f32::from_bits(bits as u32)),
+        Scalar::F64 => format!("{:?}", f64::from_bits(bits)),
+    }
+}
+
+macro_rules! host_value_from {
+    ($($t:ty => $s:ident, $conv:expr;)*) => {$(
+        impl From<$t> for HostValue {
+            fn from(v: $t) -> Self {
+                #[allow(clippy::redundant_closure_call)]
+                HostValue::scalar(Scalar::$s, ($conv)(v))
+            }
+        }
+        impl<const N: usize> From<[$t; N]> for HostValue {
+            /// A vector value; `N` must be 2, 3, 4, 8 or 16 (others become a 1-lane zero and
+            /// are refused at launch as a type mismatch).
+            fn from(v: [$t; N]) -> Self {
+                let lanes: Vec<u64> = v.iter().map(|&x| {
+                    #[allow(clippy::redundant_closure_call)]
+                    ($conv)(x)
+                }).collect();
+                HostValue::vector(Scalar::$s, &lanes).unwrap_or(HostValue {
+                    ty: ElemType::vector(Scalar::$s, 0),
+                    lanes: [0; 16],
+                })
+            }
+        }
+    )*};
+}
+
+host_value_from! {
+    bool => Bool, |v: bool| v as u64;
+    i8 => I8, |v: i8| v as u8 as u64;
+    i16 => I16, |v: i16| v as u16 as u64;
+    i32 => I32, |v: i32| v as u32 as u64;
+    i64 => I64, |v: i64| v as u64;
+    u8 => U8, |v: u8| v as u64;
+    u16 => U16, |v: u16| v as u64;
+    u32 => U32, |v: u32| v as u64;
+    u64 => U64, |v: u64| v;
+    half::f16 => F16, |v: half::f16| v.to_bits() as u64;
+    f32 => F32, |v: f32| v.to_bits() as u64;
+    f64 => F64, |v: f64| v.to_bits();
+}
+
+/// A buffer view passed to a kernel, with the element type it is passed as and whether the
+/// caller lent it for writing (`&mut buffer`). Made only by [`ArgValue::raw`],
+/// [`ArgValue::raw_mut`] and the conversions from `&KernelBuffer`/`&mut KernelBuffer`, so
+/// that a buffer lent read-only (`&`) is never passed as writable.
+#[derive(Clone, Copy)]
+pub struct BufferArg<'a> {
+    pub(crate) raw: &'a RawBuffer,
+    pub(crate) elem: ElemType,
+    pub(crate) writable: bool,
+}
+
+impl<'a> BufferArg<'a> {
+    /// The buffer.
+    pub fn raw(&self) -> &'a RawBuffer {
+        self.raw
+    }
+
+    /// The element type the buffer is passed as.
+    pub fn elem(&self) -> ElemType {
+        self.elem
+    }
+
+    /// Whether the caller lent the buffer for writing.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+}
+
+/// One kernel argument: a buffer view, a value, or a function tag.
+#[derive(Clone, Copy)]
+pub enum ArgValue<'a> {
+    Buffer(BufferArg<'a>),
+    Value(HostValue),
+    /// A `tag<Set>` parameter's member index (out of range is allowed: dispatch through it
+    /// does nothing). Backends receive it as a `u32` value.
+    Tag(u32),
+}
+
+impl<'a> ArgValue<'a> {
+    /// An untyped buffer lent read-only, passed as elements of `elem` (the file-test runner's
+    /// buffers, typed by the kernel's parameter). A kernel cannot write it: a `buf<T, rw>`
+    /// parameter refuses it (`XPU-L003`), as it refuses `&KernelBuffer`.
+    ///
+    /// ```compile_fail
+    /// # fn f(raw: &xpu::buffer::RawBuffer, elem: xpu::ir::ElemType) {
+    /// // No flag makes a shared borrow writable: lend it with `raw_mut(&mut raw, elem)`.
+    /// let _ = xpu::ArgValue::raw(raw, elem, true);
+    /// # }
+    /// ```
+    pub fn raw(raw: &'a RawBuffer, elem: ElemType) -> Self {
+        ArgValue::Buffer(BufferArg {
+            raw,
+            elem,
+            writable: false,
+        })
+    }
+
+    /// An untyped buffer lent for writing (`&mut`), passed as elements of `elem`.
+    pub fn raw_mut(raw: &'a mut RawBuffer, elem: ElemType) -> Self {
+        ArgValue::Buffer(BufferArg {
+            raw,
+            elem,
+            writable: true,
+        })
+    }
+
+    /// What this argument is, as the text format names types (`buf<f32, rw>`, `u32`).
+    pub fn type_name(&self) -> String {
+        match self {
+            ArgValue::Buffer(b) => {
+                let elem = elem_name(b.elem);
+                if b.writable {
+                    format!("buf<{elem}, rw>")
+                } else {
+                    format!("buf<{elem}>")
+                }
+            }
+            ArgValue::Value(v) => elem_name(v.ty),
+            ArgValue::Tag(_) => "tag".to_string(),
+        }
+    }
+}
+
+impl<V: Into<HostValue>> From<V> for ArgValue<'_> {
+    fn from(v: V) -> Self {
+        ArgValue::Value(v.into())
+    }
+}
+
+/// Builds an argument array for [`Kernel::launch`](crate::runtime::device::Kernel::launch):
+/// `args![&mut y, &x, 2.0f32, n]` (a buffer lent for writing is `&mut`).
+#[macro_export]
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        [$($crate::hal::launch::ArgValue::from($arg)),*]
+    };
+}
+
+/// Why a launch did not run (the contract's `XpuLaunchException`). Each variant has a stable
+/// code ([`LaunchError::code`]) and names the kernel; it prints as `error[CODE]: kernel NAME:
+/// message`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// No device code for the kernel on this backend: no such kernel in the program, or the
+    /// backend could not lower it (with the lowering's reason).
+    #[error("error[{}]: kernel {kernel}: no code on the {} backend: {reason}", codes::NO_CODE, backend.name())]
+    NoCode {
+        kernel: String,
+        backend: Backend,
+        reason: String,
+        /// The kernel is well formed but needs what this device lacks (a type, a verb, a
+        /// wave mapping, push-constant room): see [`LaunchError::refused_by_device`].
+        by_device: bool,
+    },
+    #[error(
+        "error[{}]: kernel {kernel}: takes {expected} arguments, got {got}",
+        codes::ARG_COUNT
+    )]
+    ArgCount {
+        kernel: String,
+        expected: usize,
+        got: usize,
+    },
+    /// An argument whose type is not its parameter's; `index` counts from 0.
+    #[error(
+        "error[{}]: kernel {kernel}: argument {index} ({param}) is {expected}, got {got}",
+        codes::ARG_TYPE
+    )]
+    ArgType {
+        kernel: String,
+        index: usize,
+        param: String,
+        expected: String,
+        got: String,
+    },
+    /// A zero dimension in the grid or the block.
+    #[error(
+        "error[{}]: kernel {kernel}: {what} {dims:?} has a zero dimension",
+        codes::EMPTY_GEOMETRY
+    )]
+    EmptyGeometry {
+        kernel: String,
+        what: &'static str,
+        dims: [u32; 3],
+    },
+    /// A grid or block larger than the device, the kernel's declared ceiling, or the 32-bit
+    /// coordinate space allows.
+    #[error(
+        "error[{}]: kernel {kernel}: too many threads: {what} {dims:?}: {limit}",
+        codes::TOO_MANY_THREADS
+    )]
+    TooManyThreads {
+        kernel: String,
+        what: &'static str,
+        dims: [u32; 3],
+        limit: String,
+        /// The limit is the device's (or its backend's), not the kernel's declaration or the
+        /// 32-bit coordinate space every backend shares.
+        by_device: bool,
+    },
+    #[error(
+        "error[{}]: kernel {kernel}: too much shared memory: needs {need} bytes, {limit}",
+        codes::SHARED_MEMORY
+    )]
+    SharedMemory {
+        kernel: String,
+        need: u64,
+        limit: String,
+    },
+    #[error(
+        "error[{}]: kernel {kernel}: unsupported wave width {declared}: {reason}",
+        codes::WAVE_WIDTH
+    )]
+    WaveWidth {
+        kernel: String,
+        declared: u32,
+        reason: String,
+    },
+    #[error(
+        "error[{}]: kernel {kernel}: block {got:?} differs from the pinned block {pinned:?}",
+        codes::PINNED_BLOCK
+    )]
+    PinnedBlock {
+        kernel: String,
+        pinned: [u32; 3],
+        got: [u32; 3],
+    },
+    /// A buffer view whose base is not aligned to what the kernel's accesses need.
+    #[error("error[{}]: kernel {kernel}: buffer {param} starts at byte {offset}, not a multiple of {align}", codes::MISALIGNED_BASE)]
+    MisalignedBase {
+        kernel: String,
+        param: String,
+        offset: u64,
+        align: u64,
+    },
+    /// A `vload`/`vstore` whose stated `align` the index broke (checked builds).
+    #[error(
+        "error[{}]: kernel {kernel}: line {line}: align = {align} broken at index {index}",
+        codes::BROKEN_ALIGN
+    )]
+    BrokenAlign {
+        kernel: String,
+        line: u32,
+        index: u64,
+        align: u32,
+    },
+    /// The CPU vectoriser would leave the wave kernel's loop scalar (contract §3.7).
+    #[error(
+        "error[{}]: kernel {kernel}: the scalar twin of a wave kernel would have run: {reason}",
+        codes::SCALAR_TWIN
+    )]
+    ScalarTwin { kernel: String, reason: String },
+    /// A Vulkan view at an offset the device cannot bind.
+    #[error("error[{}]: kernel {kernel}: buffer {param} at byte {offset} cannot be bound (the device needs a multiple of {align})", codes::UNBINDABLE_VIEW)]
+    UnbindableView {
+        kernel: String,
+        param: String,
+        offset: u64,
+        align: u64,
+    },
+    /// An access outside a buffer or shared array, caught by a host backend (DESIGN.md,
+    /// Decisions 8).
+    #[error("error[{}]: kernel {kernel}: line {line}: index {index} out of bounds of {what} (length {len})", codes::OUT_OF_BOUNDS)]
+    OutOfBounds {
+        kernel: String,
+        line: u32,
+        what: String,
+        index: u64,
+        len: u64,
+    },
+    /// A buffer or stream that belongs to another device.
+    #[error(
+        "error[{}]: kernel {kernel}: {what} belongs to another device",
+        codes::FOREIGN_OBJECT
+    )]
+    ForeignObject { kernel: String, what: String },
+    /// The device or its driver failed the launch.
+    #[error("error[{}]: kernel {kernel}: device failure: {message}", codes::DEVICE)]
+    Device { kernel: String, message: String },
+    /// The device's driver cut a loop short: it ends an invocation's loops after `limit`
+    /// passes counted over all of them (Mesa's lavapipe, docs/vulkan-backend.md). The launch
+    /// ran to its end and its results are wrong; the Vulkan backend finds this out by waiting
+    /// for such a launch (only on a device known to limit loops, and only for kernels with
+    /// a loop).
+    #[error(
+        "error[{}]: kernel {kernel}: the Vulkan driver cut a loop short (it ends an \
+         invocation's loops after {limit} passes counted over all of them): the results are \
+         wrong",
+        codes::LOOP_LIMIT
+    )]
+    LoopLimit { kernel: String, limit: u32 },
+    /// The launch ran past its deadline (contract §2.4, refusal 6). On the interpreter and the
+    /// CPU the launch was cancelled (buffers it wrote hold what it wrote so far); on a GPU
+    /// backend the kernel may still be running, and the next synchronising call waits for it.
+    #[error(
+        "error[{}]: kernel {kernel}: missed its deadline of {}",
+        codes::DEADLINE,
+        deadline_text(.deadline, .cancelled)
+    )]
+    Deadline {
+        kernel: String,
+        deadline: Duration,
+        /// Whether the backend stopped the launch (interpreter, CPU) or only reported it.
+        cancelled: bool,
+    },
+    /// The interpreter cannot define what the kernel does (`XPU-REF01`).
+    #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
+    Undefinable { kernel: String, message: String },
+    /// The interpreter observed undefined behaviour (`XPU-REF02`); `kind` names it
+    /// (`out-of-bounds`, `race`, ...), `report` is the interpreter's text.
+    #[error("error[{}]: kernel {kernel}: {report}", codes::UNDEFINED_BEHAVIOR)]
+    Undefined {
+        kernel: String,
+        kind: String,
+        report: String,
+    },
+}
+
+impl LaunchError {
+    /// The stable code (`XPU-L003`, `XPU-REF02`, ...).
+    pub fn code(&self) -> &'static str {
+        use LaunchError::*;
+        match self {
+            NoCode { .. } => codes::NO_CODE,
+            ArgCount { .. } => codes::ARG_COUNT,
+            ArgType { .. } => codes::ARG_TYPE,
+            EmptyGeometry { .. } => codes::EMPTY_GEOMETRY,
+            TooManyThreads { .. } => codes::TOO_MANY_THREADS,
+            SharedMemory { .. } => codes::SHARED_MEMORY,
+            WaveWidth { .. } => codes::WAVE_WIDTH,
+            PinnedBlock { .. } => codes::PINNED_BLOCK,
+            MisalignedBase { .. } => codes::MISALIGNED_BASE,
+            BrokenAlign { .. } => codes::BROKEN_ALIGN,
+            ScalarTwin { .. } => codes::SCALAR_TWIN,
+            UnbindableView { .. } => codes::UNBINDABLE_VIEW,
+            OutOfBounds { .. } => codes::OUT_OF_BOUNDS,
+            ForeignObject { .. } => codes::FOREIGN_OBJECT,
+            Device { .. } => codes::DEVICE,
+            LoopLimit { .. } => codes::LOOP_LIMIT,
+            Deadline { .. } => codes::DEADLINE,
+            Undefinable { .. } => codes::UNDEFINABLE,
+            Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
+        }
+    }
+
+    /// Whether this device, not the kernel or the launch, is why it did not run: a
+    /// capability the device lacks (`NoCode` with `by_device`, an unsupported wave width), one
+    /// of its limits (grid or block size, shared memory), or its driver's loop limit. Another
+    /// device may run the same launch; the file-test runner reports these as skipped.
+    pub fn refused_by_device(&self) -> bool {
+        use LaunchError::*;
+        match self {
+            NoCode { by_device, .. } | TooManyThreads { by_device, .. } => *by_device,
+            SharedMemory { .. } | WaveWidth { .. } | LoopLimit { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// The kernel the launch was for.
+    pub fn kernel(&self) -> &str {
+        use LaunchError::*;
+        match self {
+            NoCode { kernel, .. }
+            | ArgCount { kernel, .. }
+            | ArgType { kernel, .. }
+            | EmptyGeometry { kernel, .. }
+            | TooManyThreads { kernel, .. }
+            | SharedMemory { kernel, .. }
+            | WaveWidth { kernel, .. }
+            | PinnedBlock { kernel, .. }
+            | MisalignedBase { kernel, .. }
+            | BrokenAlign { kernel, .. }
+            | ScalarTwin { kernel, .. }
+            | UnbindableView { kernel, .. }
+            | OutOfBounds { kernel, .. }
+            | ForeignObject { kernel, .. }
+            | Device { kernel, .. }
+            | LoopLimit { kernel, .. }
+            | Deadline { kernel, .. }
+            | Undefinable { kernel, .. }
+            | Undefined { kernel, .. } => kernel,
+        }
+    }
+}
+
+/// `0.5 s (cancelled)`: a missed deadline as [`LaunchError::Deadline`] prints it.
+fn deadline_text(deadline: &Duration, cancelled: &bool) -> String {
+    let what = if *cancelled {
+        "the launch was cancelled"
+    } else {
+        "the kernel cannot be cancelled here and is left to finish"
+    };
+    format!("{} s; {what}", crate::deadline::format_seconds(*deadline))
+}
+
+/// An element type as the text format writes it (`f32`, `vec4<f32>`).
+pub fn elem_name(elem: ElemType) -> String {
+    if elem.lanes == 1 {
+        elem.scalar.name().to_string()
+    } else {
+        format!("vec{}<{}>", elem.lanes, elem.scalar.name())
+    }
+}
+
+/// A parameter type as the text format writes it.
+pub fn type_name(ty: Type) -> String {
+    match ty {
+        Type::Scalar(s) => s.name().to_string(),
+        Type::Vector(s, n) => elem_name(ElemType::vector(s, n)),
+        Type::Buffer { elem, access } => match access {
+            Access::Read => format!("buf<{}>", elem_name(elem)),
+            Access::ReadWrite => format!("buf<{}, rw>", elem_name(elem)),
+        },
+        Type::Array { elem, .. } => format!("[{}; _]", elem_name(elem)),
+        Type::Matrix {
+            role,
+            scalar,
+            rows,
+            cols,
+        } => format!("matrix<{}, {}, {rows}, {cols}>", role.name(), scalar.name()),
+        Type::Tag(_) => "tag".to_string(),
+    }
+}
+
+/// The refusals every backend shares, in a fixed order: arguments (count, then each type),
+/// geometry (zero dimensions, then the device's and the kernel's limits), the pinned block,
+/// shared memory, the declared wave, and buffer base alignment. `kernel` is the verified,
+/// instantiated kernel named `name`, `info` what its verification found; `manifest` its
+/// manifest on this backend.
+pub fn check(
+    name: &str,
+    kernel: &Function,
+    info: &FunctionInfo,
+    manifest: &KernelManifest,
+    facts: &DeviceFacts,
+    launch: &Launch,
+    args: &[ArgValue<'_>],
+) -> Result<(), LaunchError> {
+    let kernel_name = || name.to_string();
+    check_args(name, kernel, args)?;
+
+    for (what, dims) in [("grid", launch.grid), ("block", launch.block)] {
+        if dims.contains(&0) {
+            return Err(LaunchError::EmptyGeometry {
+                kernel: kernel_name(),
+                what,
+                dims,
+            });
+        }
+    }
+    let too_many = |what, dims, limit: String, by_device| LaunchError::TooManyThreads {
+        kernel: kernel_name(),
+        what,
+        dims,
+        limit,
+        by_device,
+    };
+    // Coordinates are u32: every global id, and the launch's work-item count per dimension,
+    // must be representable.
+    for d in 0..3 {
+        if launch.grid[d] as u64 * launch.block[d] as u64 > u32::MAX as u64 + 1 {
+            return Err(too_many(
+                "grid",
+                launch.grid,
+                format!(
+                    "grid × block in dimension {} exceeds 2^32 work-items",
+                    "xyz".as_bytes()[d] as char
+                ),
+                false,
+            ));
+        }
+    }
+    if let Some(max) = facts.max_grid_dims {
+        for d in 0..3 {
+            if launch.grid[d] > max[d] {
+                return Err(too_many(
+                    "grid",
+                    launch.grid,
+                    format!("the device allows {max:?} workgroups"),
+                    true,
+                ));
+            }
+        }
+    }
+    facts
+        .block_fits(launch.block)
+        .map_err(|limit| too_many("block", launch.block, limit, true))?;
+    let threads = launch.threads_per_block();
+    if let Some(max) = manifest.max_threads {
+        if threads > max as u64 {
+            return Err(too_many(
+                "block",
+                launch.block,
+                format!("the kernel declares @occupancy(max_threads = {max})"),
+                false,
+            ));
+        }
+    }
+    if let (Some(waves), Some(width)) = (
+        manifest.max_waves,
+        launch
+            .wave
+            .or(manifest.built_wave)
+            .or(manifest.declared_wave)
+            .or(facts.wave_width),
+    ) {
+        if threads > waves as u64 * width as u64 {
+            return Err(too_many(
+                "block",
+                launch.block,
+                format!(
+                    "the kernel declares @occupancy(max_waves = {waves}) at wave width {width}"
+                ),
+                false,
+            ));
+        }
+    }
+    if let Some(pinned) = manifest.pinned_block {
+        if pinned != launch.block {
+            return Err(LaunchError::PinnedBlock {
+                kernel: kernel_name(),
+                pinned,
+                got: launch.block,
+            });
+        }
+    }
+
+    if let Some(need) = manifest.shared_bytes_with(launch.shared_bytes as u64) {
+        let (limit, which) = if launch.shared_opt_in {
+            (
+                facts
+                    .shared_bytes_per_block_optin
+                    .or(facts.shared_bytes_per_block),
+                "opt-in ",
+            )
+        } else {
+            (facts.shared_bytes_per_block, "")
+        };
+        if let Some(limit) = limit {
+            if need > limit {
+                return Err(LaunchError::SharedMemory {
+                    kernel: kernel_name(),
+                    need,
+                    limit: format!("the device allows {limit} bytes per block ({which}limit)"),
+                });
+            }
+        }
+    }
+
+    if let Some(declared) = manifest.declared_wave {
+        if let Some(supported) = &facts.supported_wave_widths {
+            if !supported.contains(&declared) {
+                return Err(LaunchError::WaveWidth {
+                    kernel: kernel_name(),
+                    declared,
+                    reason: format!("the device supports {supported:?}"),
+                });
+            }
+        }
+        if let Some(wave) = launch.wave {
+            if wave != declared {
+                return Err(LaunchError::WaveWidth {
+                    kernel: kernel_name(),
+                    declared,
+                    reason: format!("the launch assumes wave {wave}"),
+                });
+            }
+        }
+    }
+    if let (Some(wave), Some(built)) = (launch.wave, manifest.built_wave) {
+        if wave != built {
+            return Err(LaunchError::WaveWidth {
+                kernel: kernel_name(),
+                declared: wave,
+                reason: format!("the launch assumes it but the kernel was built at wave {built}"),
+            });
+        }
+    }
+
+    for (i, arg) in args.iter().enumerate() {
+        if let ArgValue::Buffer(b) = arg {
+            let align = info.base_align.get(i).copied().unwrap_or(1);
+            let offset = b.raw.offset_bytes() as u64;
+            if offset % align != 0 {
+                return Err(LaunchError::MisalignedBase {
+                    kernel: kernel_name(),
+                    param: kernel.params[i].name.clone(),
+                    offset,
+                    align,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The argument list against the signature: count, then each argument's type, naming the
+/// first parameter that does not match.
+pub fn check_args(name: &str, kernel: &Function, args: &[ArgValue<'_>]) -> Result<(), LaunchError> {
+    if args.len() != kernel.params.len() {
+        return Err(LaunchError::ArgCount {
+            kernel: name.to_string(),
+            expected: kernel.params.len(),
+            got: args.len(),
+        });
+    }
+    for (index, (param, arg)) in kernel.params.iter().zip(args).enumerate() {
+        let ok = match (param.ty, arg) {
+            (Type::Buffer { elem, access }, ArgValue::Buffer(b)) => {
+                b.elem == elem
+                    && (access == Access::Read || b.writable)
+                    && (b.raw.byte_len() as u64 / elem.size().max(1) as u64) <= u32::MAX as u64
+                    && b.raw.byte_len() % elem.size().max(1) as usize == 0
+            }
+            (Type::Scalar(_) | Type::Vector(..), ArgValue::Value(v)) => {
+                param.ty.as_elem() == Some(v.ty())
+            }
+            (Type::Tag(_), ArgValue::Tag(_)) => true,
+            _ => false,
+        };
+        if !ok {
+            let mut got = arg.type_name();
+            if let (Type::Buffer { elem, access }, ArgValue::Buffer(b)) = (param.ty, arg) {
+                if b.elem == elem && access == Access::ReadWrite && !b.writable {
+                    got.push_str(" lent read-only (pass it as `&mut`)");
+                } else if b.elem == elem {
+                    got = format!(
+                        "{got} of {} bytes (not a whole number of elements within u32 range)",
+                        b.raw.byte_len()
+                    );
+                }
+            }
+            return Err(LaunchError::ArgType {
+                kernel: name.to_string(),
+                index,
+                param: param.name.clone(),
+                expected: type_name(param.ty),
+                got,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_fill_missing_with_one() {
+        let l = Launch::grid([4]).block([16, 2]).shared_bytes(64);
+        assert_eq!(l.grid, [4, 1, 1]);
+        assert_eq!(l.block, [16, 2, 1]);
+        assert_eq!(l.threads_per_block(), 32);
+        assert_eq!(l.blocks(), 4);
+        assert_eq!(Launch::grid(7).grid, [7, 1, 1]);
+    }
+
+    #[test]
+    fn host_values_round_trip() {
+        let v = HostValue::from(-2i16);
+        assert_eq!(v.ty(), ElemType::scalar(Scalar::I16));
+        assert_eq!(v.to_le_bytes(), vec![0xfe, 0xff]);
+        assert_eq!(HostValue::from_le_bytes(v.ty(), &v.to_le_bytes()), Some(v));
+        let w = HostValue::from([1.0f32, 2.0, 3.0, 4.0]);
+        assert_eq!(w.ty(), ElemType::vector(Scalar::F32, 4));
+        assert_eq!(w.to_le_bytes().len(), 16);
+        assert_eq!(format!("{w:?}"), "vec4<f32>(1.0, 2.0, 3.0, 4.0)");
+        assert_eq!(HostValue::scalar(Scalar::U8, 0x1ff).lane_bits(0), 0xff);
+        assert!(HostValue::vector(Scalar::F32, &[0; 5]).is_none());
+    }
+
+    #[test]
+    fn halves_are_values() {
+        let h = HostValue::from(half::f16::from_f32(1.5));
+        assert_eq!(h.ty(), ElemType::scalar(Scalar::F16));
+        assert_eq!(h.lane_bits(0), 0x3e00);
+        assert_eq!(format!("{h:?}"), "f16(1.5)");
+    }
+
+    #[test]
+    fn errors_carry_codes_and_kernel() {
+        let e = LaunchError::ArgType {
+            kernel: "saxpy".into(),
+            index: 1,
+            param: "x".into(),
+            expected: "buf<f32>".into(),
+            got: "buf<u32>".into(),
+        };
+        assert_eq!(e.code(), "XPU-L003");
+        assert_eq!(e.kernel(), "saxpy");
+        assert_eq!(
+            e.to_string(),
+            "error[XPU-L003]: kernel saxpy: argument 1 (x) is buf<f32>, got buf<u32>"
+        );
+    }
+}

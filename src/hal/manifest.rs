@@ -1,0 +1,246 @@
+//! `KernelManifest`: what a backend measured about one kernel's device code (contract §4).
+//!
+//! One manifest per (kernel, backend), produced with the device code and read back with
+//! [`Program::manifest`](crate::runtime::device::Program::manifest). The rule is the contract's:
+//! **absent is a value**. A field a backend cannot report is `None`, never zero, and the
+//! manifest itself is `None` where the backend has no device code for the kernel.
+//!
+//! [`KernelManifest::from_kernel`] fills in the facts the IR alone decides (declared wave,
+//! occupancy bounds, static shared memory); a backend adds what its toolchain measured
+//! (registers, spills, stack frame from `ptxas -v` or an AMDGPU kernel descriptor; the width
+//! the kernel was built at; native operations and their tiers).
+
+use crate::hal::Backend;
+use crate::ir::{ConstBinOp, ConstExpr, ConstUnOp, Function, Handle, Len};
+
+/// One native operation in a kernel's device code and the tier it was lowered at (§3.3): a
+/// route can learn a kernel is on the slow tier before it launches it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeOp {
+    /// The IR operation (`matrix_mma<f16, 16, 16>`, `wave_reduce_sum`).
+    pub op: String,
+    /// The instruction it became (`wmma.mma.sync`, `v_wmma_f32_16x16x16_f16`).
+    pub instruction: String,
+    /// `native`, `software-distributed`, `software-replicated`, ...
+    pub tier: String,
+}
+
+/// The manifest of one kernel on one backend (contract §4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelManifest {
+    pub kernel: String,
+    pub backend: Backend,
+    /// Registers a work-item uses.
+    pub registers_per_thread: Option<u32>,
+    /// Scalar (wave-uniform) registers a wave uses, where the device has them (AMDGPU SGPRs).
+    pub scalar_registers: Option<u32>,
+    /// The largest block the device code accepts, as the toolchain recorded it (AMDGPU's
+    /// `.max_flat_workgroup_size`).
+    pub max_block_threads: Option<u32>,
+    /// Bytes spilled to scratch (stores), per work-item.
+    pub spill_store_bytes: Option<u32>,
+    /// Bytes reloaded from scratch, per work-item.
+    pub spill_load_bytes: Option<u32>,
+    /// The stack frame (private segment) a work-item needs.
+    pub stack_frame_bytes: Option<u32>,
+    /// Shared memory the kernel declares with a fixed size.
+    pub static_shared_bytes: Option<u64>,
+    /// Whether the kernel declares a shared array sized at launch.
+    pub dynamic_shared: bool,
+    /// `@wave(N)`: the width the body assumes.
+    pub declared_wave: Option<u32>,
+    /// The width the device code was built at (the host's SIMD width or the declared wave on
+    /// the CPU backend, 32 on NVIDIA, ...). 1 for a CPU kernel with no wave verb.
+    pub built_wave: Option<u32>,
+    /// The block the kernel was pinned to (§3.4); a launch with another block is refused.
+    pub pinned_block: Option<[u32; 3]>,
+    /// `@occupancy(max_threads = N)`: the largest block the kernel is budgeted for.
+    pub max_threads: Option<u32>,
+    /// `@occupancy(max_waves = N)`.
+    pub max_waves: Option<u32>,
+    pub min_resident: Option<u32>,
+    pub max_registers: Option<u32>,
+    /// Blocks this device can run the kernel with, from its measured footprint (§6.5).
+    pub feasible_blocks: Option<Vec<u32>>,
+    /// What limits occupancy (`registers`, `shared`, `threads`), where it was modelled.
+    pub occupancy_limiter: Option<String>,
+    pub native_ops: Vec<NativeOp>,
+    /// A hash of the device code, part of a tuning store's build id (§6.2).
+    pub code_hash: Option<u64>,
+    pub code_bytes: Option<u64>,
+}
+
+impl KernelManifest {
+    /// A manifest that knows nothing but the kernel and backend.
+    pub fn empty(kernel: impl Into<String>, backend: Backend) -> Self {
+        KernelManifest {
+            kernel: kernel.into(),
+            backend,
+            registers_per_thread: None,
+            scalar_registers: None,
+            max_block_threads: None,
+            spill_store_bytes: None,
+            spill_load_bytes: None,
+            stack_frame_bytes: None,
+            static_shared_bytes: None,
+            dynamic_shared: false,
+            declared_wave: None,
+            built_wave: None,
+            pinned_block: None,
+            max_threads: None,
+            max_waves: None,
+            min_resident: None,
+            max_registers: None,
+            feasible_blocks: None,
+            occupancy_limiter: None,
+            native_ops: Vec::new(),
+            code_hash: None,
+            code_bytes: None,
+        }
+    }
+
+    /// The facts the IR decides for `kernel` (a verified, instantiated kernel): its declared
+    /// wave, its occupancy bounds and its static shared memory. An attribute or array length
+    /// that is not a closed constant (a template not yet instantiated) stays `None`.
+    pub fn from_kernel(kernel: &Function, backend: Backend) -> Self {
+        let mut m = KernelManifest::empty(kernel.name.clone(), backend);
+        m.declared_wave = kernel.attrs.wave.map(|(w, _)| w);
+        if let Some(occ) = &kernel.attrs.occupancy {
+            let eval = |h: Option<Handle<ConstExpr>>| {
+                h.and_then(|h| eval_const(kernel, h))
+                    .and_then(|v| u32::try_from(v).ok())
+            };
+            m.max_threads = eval(occ.max_threads);
+            m.max_waves = eval(occ.max_waves);
+            m.min_resident = eval(occ.min_resident);
+            m.max_registers = eval(occ.max_registers);
+        }
+        let mut total = Some(0u64);
+        for (_, decl) in kernel.shared.iter() {
+            match decl.len {
+                None => m.dynamic_shared = true,
+                Some(Len::Fixed(n)) => {
+                    total = total.and_then(|t| t.checked_add(n as u64 * decl.elem.size() as u64))
+                }
+                Some(Len::Const(h)) => {
+                    let bytes =
+                        eval_const(kernel, h).and_then(|n| n.checked_mul(decl.elem.size() as u64));
+                    total = total.zip(bytes).and_then(|(t, b)| t.checked_add(b));
+                }
+            }
+        }
+        m.static_shared_bytes = total;
+        m
+    }
+
+    /// Shared bytes a launch with `dynamic_bytes` of dynamic shared memory needs, where the
+    /// static part is known.
+    pub fn shared_bytes_with(&self, dynamic_bytes: u64) -> Option<u64> {
+        self.static_shared_bytes
+            .and_then(|s| s.checked_add(dynamic_bytes))
+    }
+}
+
+/// Evaluates a closed constant expression (no template parameter) with wrapping `u64`
+/// arithmetic, as the verifier does for attribute arguments. `None` for a template parameter
+/// or a division by zero.
+pub(crate) fn eval_const(function: &Function, handle: Handle<ConstExpr>) -> Option<u64> {
+    eval_depth(function, handle, 0)
+}
+
+fn eval_depth(function: &Function, handle: Handle<ConstExpr>, depth: u32) -> Option<u64> {
+    // A malformed (cyclic) arena must not overflow the stack.
+    if depth > 256 {
+        return None;
+    }
+    let eval = |h| eval_depth(function, h, depth + 1);
+    Some(match function.consts.try_get(handle)? {
+        ConstExpr::Lit(v) => *v,
+        ConstExpr::Param(_) => return None,
+        ConstExpr::Unary(op, a) => {
+            let a = eval(*a)?;
+            match op {
+                ConstUnOp::Not => (a == 0) as u64,
+                ConstUnOp::Neg => a.wrapping_neg(),
+            }
+        }
+        ConstExpr::Binary(op, a, b) => {
+            let (a, b) = (eval(*a)?, eval(*b)?);
+            match op {
+                ConstBinOp::Add => a.wrapping_add(b),
+                ConstBinOp::Sub => a.wrapping_sub(b),
+                ConstBinOp::Mul => a.wrapping_mul(b),
+                ConstBinOp::Div => a.checked_div(b)?,
+                ConstBinOp::Rem => a.checked_rem(b)?,
+                ConstBinOp::Eq => (a == b) as u64,
+                ConstBinOp::Ne => (a != b) as u64,
+                ConstBinOp::Lt => (a < b) as u64,
+                ConstBinOp::Le => (a <= b) as u64,
+                ConstBinOp::Gt => (a > b) as u64,
+                ConstBinOp::Ge => (a >= b) as u64,
+                ConstBinOp::And => (a != 0 && b != 0) as u64,
+                ConstBinOp::Or => (a != 0 || b != 0) as u64,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{ElemType, FunctionKind, Occupancy, Scalar, SharedDecl, Span};
+
+    #[test]
+    fn from_kernel_reads_attributes_and_shared() {
+        let mut f = Function::new("k", FunctionKind::Kernel);
+        let four = f.consts.append(ConstExpr::Lit(4));
+        let sixty_four = f.consts.append(ConstExpr::Lit(64));
+        let threads = f
+            .consts
+            .append(ConstExpr::Binary(ConstBinOp::Mul, four, sixty_four));
+        f.attrs.wave = Some((32, Span::UNKNOWN));
+        f.attrs.occupancy = Some(Occupancy {
+            max_threads: Some(threads),
+            ..Occupancy::default()
+        });
+        f.shared.append(SharedDecl {
+            name: "tile".into(),
+            elem: ElemType::scalar(Scalar::F32),
+            len: Some(Len::Fixed(256)),
+            span: Span::UNKNOWN,
+        });
+        f.shared.append(SharedDecl {
+            name: "dynamic".into(),
+            elem: ElemType::scalar(Scalar::U8),
+            len: None,
+            span: Span::UNKNOWN,
+        });
+        let m = KernelManifest::from_kernel(&f, Backend::Interp);
+        assert_eq!(m.declared_wave, Some(32));
+        assert_eq!(m.max_threads, Some(256));
+        assert_eq!(m.max_waves, None);
+        assert_eq!(m.static_shared_bytes, Some(1024));
+        assert!(m.dynamic_shared);
+        assert_eq!(m.shared_bytes_with(100), Some(1124));
+        // What the IR cannot know stays absent.
+        assert_eq!(m.registers_per_thread, None);
+        assert_eq!(m.spill_store_bytes, None);
+    }
+
+    #[test]
+    fn template_parameters_stay_absent() {
+        let mut f = Function::new("t", FunctionKind::Kernel);
+        let p = f.consts.append(ConstExpr::Param(0));
+        f.shared.append(SharedDecl {
+            name: "tile".into(),
+            elem: ElemType::scalar(Scalar::F32),
+            len: Some(Len::Const(p)),
+            span: Span::UNKNOWN,
+        });
+        let m = KernelManifest::from_kernel(&f, Backend::Cpu);
+        assert_eq!(m.static_shared_bytes, None);
+        let zero = f.consts.append(ConstExpr::Lit(0));
+        let div = f.consts.append(ConstExpr::Binary(ConstBinOp::Div, p, zero));
+        assert_eq!(eval_const(&f, div), None);
+    }
+}

@@ -1,0 +1,274 @@
+//! The device seam (contract §2.2, §2.4; DESIGN.md, Decisions 5–8): the small object-safe traits
+//! each backend implements, and the errors of device operations.
+//!
+//! A backend implements only:
+//!
+//! - [`DeviceImpl`]: facts, allocation (freed when the last [`DeviceMemory`] handle drops),
+//!   copies host↔device and device↔device ordered on a stream (the asynchronous form of every
+//!   copy; the synchronous forms are "enqueue, then sync"), streams, and loading a program;
+//! - [`StreamImpl`] / [`EventImpl`]: ordering and completion;
+//! - [`ProgramImpl`] / [`KernelImpl`]: device code per kernel (produced lazily, cached), its
+//!   manifest, and the launch itself, which receives arguments already checked against the
+//!   kernel's signature, the geometry and the device's limits.
+//!
+//! Device memory is opaque here: a backend downcasts its own [`DeviceMemory`] (host bytes, a
+//! `CUdeviceptr`, a `VkBuffer`) and refuses another backend's.
+
+use super::backend::Backend;
+use super::facts::DeviceFacts;
+use super::launch::{HostValue, Launch, LaunchError};
+use super::manifest::KernelManifest;
+use crate::ir::{ElemType, Function, VerifiedModule};
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Codes of [`DeviceError`].
+pub mod codes {
+    pub const NOT_COMPILED: &str = "XPU-D001";
+    pub const UNAVAILABLE: &str = "XPU-D002";
+    pub const UNKNOWN_BACKEND: &str = "XPU-D003";
+    pub const ALREADY_SELECTED: &str = "XPU-D004";
+    pub const OUT_OF_MEMORY: &str = "XPU-D005";
+    pub const OUT_OF_RANGE: &str = "XPU-D006";
+    pub const SIZE_MISMATCH: &str = "XPU-D007";
+    pub const FOREIGN_OBJECT: &str = "XPU-D008";
+    pub const LOAD: &str = "XPU-D009";
+    pub const DRIVER: &str = "XPU-D010";
+}
+
+/// A device operation that failed: opening, allocating, copying, viewing, streams, loading.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    #[error(
+        "error[{}]: the {backend} backend is not compiled into this build",
+        codes::NOT_COMPILED
+    )]
+    NotCompiled { backend: Backend },
+    #[error(
+        "error[{}]: the {backend} backend is not available here: {reason}",
+        codes::UNAVAILABLE
+    )]
+    Unavailable { backend: Backend, reason: String },
+    #[error(
+        "error[{}]: no backend is named `{name}` (expected interp, cpu, cuda, hip or vulkan)",
+        codes::UNKNOWN_BACKEND
+    )]
+    UnknownBackend { name: String },
+    #[error("error[{}]: the {selected} backend was already selected; Device::force({requested:?}) must come before the first device touch", codes::ALREADY_SELECTED)]
+    AlreadySelected {
+        selected: Backend,
+        requested: String,
+    },
+    #[error(
+        "error[{}]: cannot allocate {bytes} bytes: {reason}",
+        codes::OUT_OF_MEMORY
+    )]
+    OutOfMemory { bytes: u64, reason: String },
+    #[error("error[{}]: out of range: {what}", codes::OUT_OF_RANGE)]
+    OutOfRange { what: String },
+    #[error("error[{}]: size mismatch: {what}", codes::SIZE_MISMATCH)]
+    SizeMismatch { what: String },
+    #[error("error[{}]: {what} belongs to another device", codes::FOREIGN_OBJECT)]
+    ForeignObject { what: String },
+    #[error("error[{}]: cannot load the program: {message}", codes::LOAD)]
+    Load { message: String },
+    #[error("error[{}]: device failure: {message}", codes::DRIVER)]
+    Driver { message: String },
+    /// A malformed environment value the operation needed.
+    #[error("{0}")]
+    Config(#[from] crate::config::BadValue),
+}
+
+impl DeviceError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            DeviceError::NotCompiled { .. } => codes::NOT_COMPILED,
+            DeviceError::Unavailable { .. } => codes::UNAVAILABLE,
+            DeviceError::UnknownBackend { .. } => codes::UNKNOWN_BACKEND,
+            DeviceError::AlreadySelected { .. } => codes::ALREADY_SELECTED,
+            DeviceError::OutOfMemory { .. } => codes::OUT_OF_MEMORY,
+            DeviceError::OutOfRange { .. } => codes::OUT_OF_RANGE,
+            DeviceError::SizeMismatch { .. } => codes::SIZE_MISMATCH,
+            DeviceError::ForeignObject { .. } => codes::FOREIGN_OBJECT,
+            DeviceError::Load { .. } => codes::LOAD,
+            DeviceError::Driver { .. } => codes::DRIVER,
+            DeviceError::Config(_) => crate::config::BAD_VALUE,
+        }
+    }
+}
+
+pub use crate::config::Mode;
+
+/// How fresh device memory is filled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Init {
+    /// Every byte 0xFF (`CAJETA_XPU_POISON=1`, contract §7): a kernel reading what nothing
+    /// wrote gets NaN or all-ones deterministically.
+    Poison,
+    /// Whatever is cheapest for the backend.
+    Any,
+}
+
+/// Whether `CAJETA_XPU_POISON=1` asks for poisoned fresh memory.
+pub fn poison_requested() -> Result<bool, crate::config::BadValue> {
+    crate::config::get().poison.clone()
+}
+
+/// A backend's allocation. Freed when the last handle drops (views share it).
+pub trait DeviceMemory: Send + Sync + Any {
+    fn size(&self) -> usize;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A device→host copy in flight; `wait` blocks until the bytes are on the host.
+pub trait ReadTicket: Send {
+    fn wait(self: Box<Self>) -> Result<Vec<u8>, DeviceError>;
+}
+
+/// A backend's stream: operations enqueued on it run in order. Destroyed on drop (after its
+/// work completes, where the backend needs that).
+pub trait StreamImpl: Send + Sync + Any {
+    /// Blocks until everything enqueued so far has completed.
+    fn sync(&self) -> Result<(), DeviceError>;
+    /// An event that completes when everything enqueued so far has.
+    fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError>;
+    /// Makes later work on this stream wait for `event`.
+    fn wait_for(&self, event: &dyn EventImpl) -> Result<(), DeviceError>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A backend's event.
+pub trait EventImpl: Send + Sync + Any {
+    fn is_complete(&self) -> bool;
+    /// Blocks until the event has completed.
+    fn sync(&self) -> Result<(), DeviceError>;
+    /// The device-clock time from `earlier` to this event, where the backend timestamps events
+    /// (the Event tier of `KernelTimer`); `None` otherwise.
+    fn elapsed_since(&self, earlier: &dyn EventImpl) -> Option<Duration>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// How a backend's timer brackets a stream (contract §5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerTier {
+    /// The vendor's dispatch records.
+    Device,
+    /// Device events around the work (CUDA, HIP).
+    Event,
+    /// The host clock around a synchronised stream (the host backends).
+    Host,
+    /// No timing (Vulkan outside the profiler): the caller times on the host.
+    Unavailable,
+}
+
+/// What one backend implements. Object safe; every method may fail with a [`DeviceError`]
+/// and none may panic on a missing driver.
+pub trait DeviceImpl: Send + Sync + Any {
+    fn backend(&self) -> Backend;
+    fn facts(&self) -> &DeviceFacts;
+    /// `bytes` of device memory (zero is allowed), filled per `init`.
+    fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError>;
+    /// Enqueues on `stream` a copy of `src` into `mem` at `offset`. `src` may be reused as
+    /// soon as this returns (a backend stages it if the copy is still in flight).
+    fn write(
+        &self,
+        stream: &dyn StreamImpl,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<(), DeviceError>;
+    /// Enqueues on `stream` a copy of `len` bytes of `mem` at `offset` to the host.
+    fn read(
+        &self,
+        stream: &dyn StreamImpl,
+        mem: &Arc<dyn DeviceMemory>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Box<dyn ReadTicket>, DeviceError>;
+    /// Enqueues on `stream` a device-side copy of `len` bytes.
+    fn copy(
+        &self,
+        stream: &dyn StreamImpl,
+        src: &Arc<dyn DeviceMemory>,
+        src_offset: usize,
+        dst: &Arc<dyn DeviceMemory>,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<(), DeviceError>;
+    fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError>;
+    /// Prepares `module` for this device. Device code may be produced lazily, per kernel.
+    fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError>;
+    fn timer_tier(&self) -> TimerTier {
+        TimerTier::Host
+    }
+    /// Whether this is a GPU API implemented in software on the host CPU (a Vulkan
+    /// `PhysicalDeviceType::CPU` device such as lavapipe). Selection prefers the CPU backend
+    /// to such a device; naming it explicitly still gets it.
+    fn emulated_on_host(&self) -> bool {
+        false
+    }
+    /// Whether large launches of eligible kernels should run coarsened ([`coarse`]): GPUs,
+    /// whose one-element-per-work-item kernels leave memory bandwidth unused.
+    fn coarsens(&self) -> bool {
+        false
+    }
+}
+
+/// A module on one device.
+pub trait ProgramImpl: Send + Sync {
+    /// The device code of the kernel `name`, produced on first request and cached. `kernel`
+    /// is its verified IR.
+    fn kernel(&self, name: &str, kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError>;
+    /// The manifest of `name`, or `None` where this backend has no device code for it.
+    fn manifest(&self, name: &str) -> Option<KernelManifest>;
+}
+
+/// One kernel's device code.
+pub trait KernelImpl: Send + Sync {
+    fn manifest(&self) -> &KernelManifest;
+    /// Runs (or enqueues) the launch on `stream`. The arguments have passed
+    /// [`crate::hal::launch::check`]; buffer bindings keep their memory alive for as long as the
+    /// backend holds them.
+    fn launch(
+        &self,
+        stream: &dyn StreamImpl,
+        launch: &Launch,
+        args: &[DeviceArg],
+    ) -> Result<(), LaunchError>;
+}
+
+/// A buffer argument as a backend receives it: a byte range of one allocation, passed as
+/// elements of `elem`.
+#[derive(Clone)]
+pub struct BufferBinding {
+    pub memory: Arc<dyn DeviceMemory>,
+    pub offset: usize,
+    pub len: usize,
+    pub elem: ElemType,
+    pub writable: bool,
+}
+
+impl fmt::Debug for BufferBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BufferBinding")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .field("elem", &self.elem)
+            .field("writable", &self.writable)
+            .finish()
+    }
+}
+
+/// A checked launch argument. A function tag arrives as a `u32` value (its member index).
+#[derive(Clone, Debug)]
+pub enum DeviceArg {
+    Buffer(BufferBinding),
+    Value(HostValue),
+}
+
+/// The verified kernel named `name` (template instances by their instance name).
+pub fn kernel_function<'m>(module: &'m VerifiedModule, name: &str) -> Option<&'m Function> {
+    module.kernel(name).map(|h| module.function(h))
+}

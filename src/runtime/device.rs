@@ -1,0 +1,537 @@
+//! [`Device`]: a cheap, `Send + Sync` handle to one backend's device, how one is selected at
+//! the first touch (contract §5.1), and the programs and kernels loaded on it ([`Program`],
+//! [`Kernel`]; a launch checks, picks the kernel's variant and hands it to the backend).
+//!
+//! This is the one file that names every backend: adding one is a folder under
+//! `src/backend/` implementing the `hal` seam and an arm in [`open_backend`].
+
+#[cfg(feature = "cuda")]
+use crate::backend::cuda;
+#[cfg(feature = "hip")]
+use crate::backend::hip;
+use crate::backend::{cpu, interp, vulkan};
+use crate::hal::facts::DeviceFacts;
+use crate::hal::launch::{self, ArgValue, HostValue, Launch, LaunchError};
+use crate::hal::manifest::KernelManifest;
+use crate::hal::seam::*;
+use crate::hal::Backend;
+use crate::ir::{Function, Handle, VerifiedModule};
+use crate::runtime::coarse;
+use crate::runtime::stream::KernelStream;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+struct DeviceInner {
+    id: u64,
+    imp: Arc<dyn DeviceImpl>,
+}
+
+/// A handle to one backend's device: `Send + Sync`, cheap to clone; clones are the same
+/// device.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<DeviceInner>,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device({}#{})", self.backend(), self.inner.id)
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner.id == other.inner.id
+    }
+}
+impl Eq for Device {}
+
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+static OPENED: OnceLock<Mutex<HashMap<Backend, Device>>> = OnceLock::new();
+static FORCED: Mutex<Option<String>> = Mutex::new(None);
+static CURRENT: OnceLock<Device> = OnceLock::new();
+
+/// Opens a backend's device implementation. One arm per backend; those not compiled into this
+/// build say so.
+fn open_backend(backend: Backend) -> Result<Arc<dyn DeviceImpl>, DeviceError> {
+    match backend {
+        Backend::Interp => Ok(Arc::new(interp::InterpDevice::new())),
+        Backend::Cpu => Ok(Arc::new(cpu::CpuDevice::new())),
+        // (A guard, so that the catch-all arm below still names Cuda for builds without it.)
+        #[cfg(feature = "cuda")]
+        Backend::Cuda if cfg!(feature = "cuda") => Ok(Arc::new(cuda::CudaDevice::open(0)?)),
+        Backend::Vulkan => Ok(Arc::new(vulkan::VulkanDevice::open()?)),
+        #[cfg(feature = "hip")]
+        Backend::Hip if cfg!(feature = "hip") => Ok(Arc::new(hip::HipDevice::open(0)?)),
+        Backend::Cuda | Backend::Hip => Err(DeviceError::NotCompiled { backend }),
+    }
+}
+
+impl Device {
+    /// Wraps a backend implementation in a new device handle (tests and out-of-tree backends;
+    /// [`Device::open`] is the usual way).
+    pub fn from_impl(imp: Arc<dyn DeviceImpl>) -> Device {
+        Device {
+            inner: Arc::new(DeviceInner {
+                id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+                imp,
+            }),
+        }
+    }
+
+    /// The device of `backend`, opened once per process and shared after that (so that tests
+    /// comparing several backends in one process reuse each one's caches).
+    pub fn open(backend: Backend) -> Result<Device, DeviceError> {
+        let opened = OPENED.get_or_init(|| Mutex::new(HashMap::new()));
+        let mut opened = opened.lock();
+        if let Some(device) = opened.get(&backend) {
+            return Ok(device.clone());
+        }
+        let device = Device::from_impl(open_backend(backend)?);
+        opened.insert(backend, device.clone());
+        Ok(device)
+    }
+
+    /// Every backend compiled into this build and present on this machine, in selection order
+    /// followed by the interpreter.
+    pub fn available() -> Vec<Backend> {
+        Backend::SELECTION_ORDER
+            .into_iter()
+            .chain([Backend::Interp])
+            .filter(|&b| Device::open(b).is_ok())
+            .collect()
+    }
+
+    /// Restricts the first device touch to the backend `name` (contract §5.1). Must come
+    /// before that touch; a later call naming another backend is an error. A forced backend
+    /// that turns out unavailable degrades at selection with one note on stderr.
+    pub fn force(name: &str) -> Result<(), DeviceError> {
+        let backend = Backend::from_name(name).ok_or_else(|| DeviceError::UnknownBackend {
+            name: name.to_string(),
+        })?;
+        if let Some(current) = CURRENT.get() {
+            if current.backend() == backend {
+                return Ok(());
+            }
+            return Err(DeviceError::AlreadySelected {
+                selected: current.backend(),
+                requested: name.to_string(),
+            });
+        }
+        *FORCED.lock() = Some(backend.name().to_string());
+        Ok(())
+    }
+
+    /// The device selected for this process at its first touch, in the order CUDA, HIP,
+    /// Vulkan, CPU among those compiled in and present (a software Vulkan such as lavapipe
+    /// after the CPU: see [`DeviceImpl::emulated_on_host`]), restricted by [`Device::force`]
+    /// or else `CAJETA_XPU_BACKEND` (a name or a comma-separated list); the interpreter when
+    /// nothing else is present. Cached for the process.
+    pub fn current() -> Result<Device, DeviceError> {
+        Ok(CURRENT.get_or_init(select).clone())
+    }
+
+    /// The backend [`Device::current`] selected (itself a device touch).
+    pub fn active_backend() -> Backend {
+        CURRENT.get_or_init(select).backend()
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.inner.imp.backend()
+    }
+
+    pub fn facts(&self) -> &DeviceFacts {
+        self.inner.imp.facts()
+    }
+
+    /// A number unique to this device within the process.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The backend implementation (for backends and tests that need its own API).
+    pub fn implementation(&self) -> &Arc<dyn DeviceImpl> {
+        &self.inner.imp
+    }
+
+    /// Prepares `module` for this device; kernels are compiled on first use.
+    pub fn load(&self, module: impl IntoSharedModule) -> Result<Program, DeviceError> {
+        let module = module.into_shared();
+        let variants = if coarse::made_at_load(self.inner.imp.as_ref()) {
+            coarse::variants(&module)
+        } else {
+            coarse::Variants::default()
+        };
+        let imp = self
+            .inner
+            .imp
+            .load(variants.loaded.as_ref().unwrap_or(&module))?;
+        Ok(Program {
+            device: self.clone(),
+            module,
+            imp,
+            coarse: Arc::new(CoarseVariants {
+                variants,
+                kernels: Mutex::default(),
+            }),
+        })
+    }
+
+    /// A fresh buffer of `len` elements (poisoned under `CAJETA_XPU_POISON=1`).
+    pub fn alloc<T: crate::runtime::buffer::Element>(
+        &self,
+        len: usize,
+    ) -> Result<crate::KernelBuffer<T>, DeviceError> {
+        crate::KernelBuffer::new(self, len)
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn upload<T: crate::runtime::buffer::Element>(
+        &self,
+        data: &[T],
+    ) -> Result<crate::KernelBuffer<T>, DeviceError> {
+        crate::KernelBuffer::from_slice(self, data)
+    }
+}
+
+fn select() -> Device {
+    let forced = FORCED.lock().clone();
+    let (route, request) = match forced {
+        Some(name) => ("Device::force", Some(name)),
+        None => match crate::config::get().backend.clone() {
+            Ok(request) => ("CAJETA_XPU_BACKEND", request),
+            // Unreadable: the note says so, and selection goes on as if unset.
+            Err(e) => {
+                eprintln!("note: {e}; selecting as if it were unset");
+                ("CAJETA_XPU_BACKEND", None)
+            }
+        },
+    };
+    if let Some(request) = request {
+        let mut reasons = Vec::new();
+        for name in request.split(',') {
+            match Backend::from_name(name) {
+                Some(backend) => match Device::open(backend) {
+                    Ok(device) => return device,
+                    Err(e) => reasons.push(e.to_string()),
+                },
+                None => reasons.push(
+                    DeviceError::UnknownBackend {
+                        name: name.trim().to_string(),
+                    }
+                    .to_string(),
+                ),
+            }
+        }
+        let fallback = default_device();
+        eprintln!(
+            "note: {route}={request} is not available ({}); selected {} instead",
+            reasons.join("; "),
+            fallback.backend()
+        );
+        return fallback;
+    }
+    default_device()
+}
+
+fn default_device() -> Device {
+    // A software GPU (lavapipe) is no better a device than the host it runs on: it is kept
+    // for when the CPU backend is absent.
+    let mut emulated = None;
+    for backend in Backend::SELECTION_ORDER {
+        if let Ok(device) = Device::open(backend) {
+            if device.implementation().emulated_on_host() {
+                emulated.get_or_insert(device);
+                continue;
+            }
+            return device;
+        }
+    }
+    if let Some(device) = emulated {
+        return device;
+    }
+    // The interpreter is always compiled in and needs no driver.
+    Device::open(Backend::Interp)
+        .unwrap_or_else(|_| Device::from_impl(Arc::new(interp::InterpDevice::new())))
+}
+
+/// What [`Device::load`] accepts: a verified module, owned or shared.
+pub trait IntoSharedModule {
+    fn into_shared(self) -> Arc<VerifiedModule>;
+}
+impl IntoSharedModule for Arc<VerifiedModule> {
+    fn into_shared(self) -> Arc<VerifiedModule> {
+        self
+    }
+}
+impl IntoSharedModule for &Arc<VerifiedModule> {
+    fn into_shared(self) -> Arc<VerifiedModule> {
+        self.clone()
+    }
+}
+impl IntoSharedModule for VerifiedModule {
+    fn into_shared(self) -> Arc<VerifiedModule> {
+        Arc::new(self)
+    }
+}
+impl IntoSharedModule for &VerifiedModule {
+    fn into_shared(self) -> Arc<VerifiedModule> {
+        Arc::new(self.clone())
+    }
+}
+
+/// A program's coarsened variants, and their device kernels once asked for.
+struct CoarseVariants {
+    variants: coarse::Variants,
+    kernels: Mutex<HashMap<String, Arc<dyn KernelImpl>>>,
+}
+
+/// A verified module loaded on a device.
+#[derive(Clone)]
+pub struct Program {
+    device: Device,
+    module: Arc<VerifiedModule>,
+    imp: Arc<dyn ProgramImpl>,
+    /// The kernels' coarsened variants, made at load on devices that coarsen.
+    coarse: Arc<CoarseVariants>,
+}
+
+impl Program {
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn module(&self) -> &Arc<VerifiedModule> {
+        &self.module
+    }
+
+    /// The kernel `name` (a kernel or a template instance, `QkTile<64,64,32,32,128>`), with
+    /// its device code produced now if it was not yet.
+    pub fn kernel(&self, name: &str) -> Result<Kernel, LaunchError> {
+        let no_code = |reason: &str| LaunchError::NoCode {
+            kernel: name.to_string(),
+            backend: self.device.backend(),
+            reason: reason.to_string(),
+            by_device: false,
+        };
+        let handle = self
+            .module
+            .kernel(name)
+            .ok_or_else(|| no_code("the program has no kernel of that name"))?;
+        let function = self.module.function(handle);
+        // A declared wave the device cannot give is refused before any code is built for it
+        // (contract §2.4, "an unsupported declared wave width").
+        if let (Some((declared, _)), Some(supported)) = (
+            function.attrs.wave,
+            self.device.facts().supported_wave_widths.as_ref(),
+        ) {
+            if !supported.contains(&declared) {
+                return Err(LaunchError::WaveWidth {
+                    kernel: name.to_string(),
+                    declared,
+                    reason: format!("the device supports {supported:?}"),
+                });
+            }
+        }
+        let imp = self.imp.kernel(name, function)?;
+        Ok(Kernel {
+            name: name.to_string(),
+            program: self.clone(),
+            handle,
+            imp,
+        })
+    }
+
+    /// The device kernel of kernel `name`'s coarsened variant (`None`: none was made), its
+    /// code built on first request.
+    fn coarse_variant(&self, name: &str) -> Result<Option<Arc<dyn KernelImpl>>, LaunchError> {
+        let c = &self.coarse;
+        if let Some(reason) = &c.variants.failure {
+            return Err(LaunchError::NoCode {
+                kernel: name.to_string(),
+                backend: self.device.backend(),
+                reason: reason.clone(),
+                by_device: false,
+            });
+        }
+        let (Some(loaded), Some(&h)) = (&c.variants.loaded, c.variants.by_kernel.get(name)) else {
+            return Ok(None);
+        };
+        if let Some(k) = c.kernels.lock().get(name) {
+            return Ok(Some(k.clone()));
+        }
+        let f = loaded.function(h);
+        let k = self.imp.kernel(&f.name, f)?;
+        c.kernels.lock().insert(name.to_string(), k.clone());
+        Ok(Some(k))
+    }
+
+    /// The kernel's manifest on this device's backend, or `None` where the backend has no
+    /// device code for it.
+    pub fn manifest(&self, name: &str) -> Option<KernelManifest> {
+        kernel_function(&self.module, name)?;
+        self.imp.manifest(name)
+    }
+}
+
+/// One kernel of a [`Program`], ready to launch.
+#[derive(Clone)]
+pub struct Kernel {
+    name: String,
+    program: Program,
+    handle: Handle<Function>,
+    imp: Arc<dyn KernelImpl>,
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Kernel({} on {:?})", self.name, self.program.device)
+    }
+}
+
+impl fmt::Debug for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Program(on {:?})", self.device)
+    }
+}
+
+impl Kernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn manifest(&self) -> &KernelManifest {
+        self.imp.manifest()
+    }
+
+    /// The kernel's verified IR.
+    pub fn function(&self) -> &Function {
+        self.program.module.function(self.handle)
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Launches the kernel on `stream` (contract §2.4). The arguments are checked against the
+    /// signature, the geometry against the kernel and the device, and each buffer against the
+    /// device it belongs to, before the backend sees the launch; any refusal is a
+    /// [`LaunchError`] naming the kernel. On asynchronous devices the launch is enqueued; the
+    /// next synchronising call reports a device fault.
+    pub fn launch<'a>(
+        &self,
+        stream: &KernelStream,
+        launch: Launch,
+        mut args: impl AsMut<[ArgValue<'a>]>,
+    ) -> Result<(), LaunchError> {
+        let args = args.as_mut();
+        let device = &self.program.device;
+        if stream.device() != device {
+            return Err(LaunchError::ForeignObject {
+                kernel: self.name.clone(),
+                what: "the stream".into(),
+            });
+        }
+        let function = self.function();
+        let info = self.program.module.info(self.handle);
+        launch::check(
+            &self.name,
+            function,
+            info,
+            self.imp.manifest(),
+            device.facts(),
+            &launch,
+            args,
+        )?;
+        let mut bound = Vec::with_capacity(args.len());
+        for (i, arg) in args.iter().enumerate() {
+            bound.push(match arg {
+                ArgValue::Buffer(b) => {
+                    if b.raw.device() != device {
+                        return Err(LaunchError::ForeignObject {
+                            kernel: self.name.clone(),
+                            what: format!("buffer {}", function.params[i].name),
+                        });
+                    }
+                    DeviceArg::Buffer(BufferBinding {
+                        memory: b.raw.memory().clone(),
+                        offset: b.raw.offset_bytes(),
+                        len: b.raw.byte_len(),
+                        elem: b.elem,
+                        writable: b.writable,
+                    })
+                }
+                ArgValue::Value(v) => DeviceArg::Value(*v),
+                ArgValue::Tag(t) => DeviceArg::Value(HostValue::from(*t)),
+            });
+        }
+        let mode = coarse::mode().map_err(|e| LaunchError::NoCode {
+            kernel: self.name.clone(),
+            backend: device.backend(),
+            reason: e.to_string(),
+            by_device: false,
+        })?;
+        if coarse::wanted(mode, device.inner.imp.as_ref(), info, &launch) {
+            if let Some(variant) = self.program.coarse_variant(&self.name)? {
+                // The logical grid's x extent is the variant's extra, last parameter.
+                bound.push(DeviceArg::Value(HostValue::from(launch.grid[0])));
+                return variant.launch(
+                    stream.implementation().as_ref(),
+                    &coarse::launch_of(&launch),
+                    &bound,
+                );
+            }
+        }
+        self.imp
+            .launch(stream.implementation().as_ref(), &launch, &bound)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in Backend::ALL {
+            assert_eq!(Backend::from_name(b.name()), Some(b));
+        }
+        assert_eq!(Backend::from_name(" CPU "), Some(Backend::Cpu));
+        assert_eq!(Backend::from_name("metal"), None);
+    }
+
+    #[test]
+    fn open_is_cached_and_interp_always_present() {
+        let a = Device::open(Backend::Interp).unwrap();
+        let b = Device::open(Backend::Interp).unwrap();
+        assert_eq!(a, b);
+        assert!(Device::available().contains(&Backend::Interp));
+        // Without the `hip` feature HIP is not compiled; with it, a machine without
+        // libamdhip64 says unavailable (never a panic).
+        match Device::open(Backend::Hip) {
+            Err(e) if !cfg!(feature = "hip") => assert_eq!(e.code(), codes::NOT_COMPILED),
+            Err(e) => assert_eq!(e.code(), codes::UNAVAILABLE),
+            // A machine with an AMD GPU opens it, which only a `hip` build can.
+            Ok(d) => assert_eq!(d.backend(), Backend::Hip),
+        }
+    }
+
+    #[test]
+    fn force_rejects_unknown_names() {
+        assert_eq!(
+            Device::force("metal").unwrap_err().code(),
+            codes::UNKNOWN_BACKEND
+        );
+    }
+}
+
+impl DeviceFacts {
+    /// The facts of the device selected for this process (contract: `DeviceFacts.current()`).
+    /// Like every selection question, this is itself a device touch.
+    pub fn current() -> Result<DeviceFacts, DeviceError> {
+        Ok(Device::current()?.facts().clone())
+    }
+}

@@ -1,0 +1,14 @@
+//! What a program touches: [`Device`] and its selection, [`Program`] and [`Kernel`] (a launch
+//! checks, picks the kernel's variant, hands it to the backend), [`KernelBuffer`],
+//! [`KernelStream`]/[`Event`], [`KernelTimer`], and the coarsening policy.
+
+pub mod buffer;
+pub mod coarse;
+pub mod device;
+pub mod stream;
+pub mod timer;
+
+pub use buffer::KernelBuffer;
+pub use device::{Device, Kernel, Program};
+pub use stream::{Event, KernelStream};
+pub use timer::KernelTimer;
