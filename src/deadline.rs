@@ -71,8 +71,11 @@ impl Drop for Watch {
     }
 }
 
+/// The armed flags by deadline (and a sequence number), and the last number given out.
+type Pending = (BTreeMap<(Instant, u64), Arc<Flag>>, u64);
+
 struct Watchdog {
-    pending: Mutex<(BTreeMap<(Instant, u64), Arc<Flag>>, u64)>,
+    pending: Mutex<Pending>,
     wake: Condvar,
 }
 

@@ -404,6 +404,7 @@ impl CompiledKernel {
     /// Every `BufRef` must point to `len` elements of its parameter's element type, valid for
     /// reads and (for writable parameters) writes for the whole call, with no other access
     /// meanwhile.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn launch(
         &self,
         grid: [u32; 3],
