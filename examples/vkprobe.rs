@@ -89,7 +89,7 @@ fn probe(
     let program = device.load(module).map_err(e)?;
     let stream = KernelStream::create(&device).map_err(e)?;
     let bytes = elems * 4;
-    let bufs: Vec<RawBuffer> = match layout {
+    let mut bufs: Vec<RawBuffer> = match layout {
         "separate" => (0..3)
             .map(|_| RawBuffer::alloc_with(&device, bytes, Init::Any).map_err(e))
             .collect::<Result<_, _>>()?,
@@ -126,11 +126,12 @@ fn probe(
             } else {
                 ElemType::scalar(Scalar::F32)
             };
-            let launch = || {
+            let mut launch = || {
+                let (out, ins) = bufs.split_first_mut().expect("three buffers");
                 let args = vec![
-                    ArgValue::raw(&bufs[0], ty, true),
-                    ArgValue::raw(&bufs[1], ty, false),
-                    ArgValue::raw(&bufs[2], ty, false),
+                    ArgValue::raw_mut(out, ty),
+                    ArgValue::raw(&ins[0], ty),
+                    ArgValue::raw(&ins[1], ty),
                     ArgValue::from(if name == "saxpy" { 1.0f32 } else { 3.0f32 }),
                     ArgValue::from(n),
                 ];

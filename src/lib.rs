@@ -19,6 +19,7 @@ pub mod bench;
 pub mod cli;
 pub mod codegen;
 pub mod config;
+pub mod deadline;
 pub mod filetest;
 pub mod hal;
 pub mod interp;

@@ -233,6 +233,20 @@ fn filetests_pass_streaming() {
 /// The coarsening pass (`xpu::ir::coarsen`), which GPUs apply to large launches only, forced
 /// onto every eligible launch of the file tests on the interpreter and the CPU: each result
 /// must still be the file's expected one.
+/// The attribute file tests at the narrow host waves `XPU_CPU_WAVE` allows for measurement
+/// (1, 2, 4): an attribute changes how a kernel is built, never what it computes, so no case
+/// may depend on the host's SIMD width (`by_waves` once assumed a wave of at least 8).
+#[test]
+fn attribute_filetests_pass_at_narrow_cpu_waves() {
+    for wave in ["1", "2", "4"] {
+        match run_with("cpu", &["tests/filetests/attrs"], &[("XPU_CPU_WAVE", wave)]) {
+            Ok(outcome) if outcome.failed == 0 => {}
+            Ok(outcome) => panic!("XPU_CPU_WAVE={wave}:\n{}", outcome.report),
+            Err(message) => panic!("XPU_CPU_WAVE={wave}:\n{message}"),
+        }
+    }
+}
+
 #[test]
 fn filetests_pass_coarsened() {
     let mut failures = Vec::new();

@@ -721,6 +721,27 @@ fn xpu_run_exit_statuses_and_selection() {
     let (code, out, _) = xpu(&["run", good_s, "--backend", "all"], &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("  k  interp"), "{out}");
+
+    // A value that is not UTF-8 names no backend: the same one note, not silence.
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let out = Command::new(env!("CARGO_BIN_EXE_xpu"))
+            .args(["run", good_s])
+            .env(
+                "CAJETA_XPU_BACKEND",
+                std::ffi::OsStr::from_bytes(b"cp\xffu"),
+            )
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert_eq!(err.matches("note:").count(), 1, "{err}");
+        assert!(
+            err.contains("CAJETA_XPU_BACKEND") && err.contains("UTF-8"),
+            "{err}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

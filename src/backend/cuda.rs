@@ -872,6 +872,7 @@ impl KernelImpl for CudaKernel {
         launch: &Launch,
         args: &[DeviceArg],
     ) -> Result<(), LaunchError> {
+        let started = std::time::Instant::now();
         let name = &self.manifest.kernel;
         let dev_err = |message: String| LaunchError::Device {
             kernel: name.clone(),
@@ -921,7 +922,33 @@ impl KernelImpl for CudaKernel {
                 &mut ptrs,
             )
         }
-        .map_err(|e| dev_err(format!("cuLaunchKernel: {e:?}")))
+        .map_err(|e| dev_err(format!("cuLaunchKernel: {e:?}")))?;
+        // A deadline: poll the stream until it drains or the deadline passes. A kernel cannot
+        // be cancelled; past the deadline it is reported and left to finish (the next sync
+        // waits for it, and the context stays usable).
+        if let Some(deadline) = launch.deadline {
+            let until = started.checked_add(deadline).unwrap_or(started);
+            let mut nap = Duration::from_micros(20);
+            loop {
+                // SAFETY: a live stream of the bound context.
+                match unsafe { sys::cuStreamQuery(s.stream) } {
+                    sys::CUresult::CUDA_SUCCESS => break,
+                    sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                    e => return Err(dev_err(format!("cuStreamQuery: {e:?}"))),
+                }
+                let now = std::time::Instant::now();
+                if now >= until {
+                    return Err(LaunchError::Deadline {
+                        kernel: name.clone(),
+                        deadline,
+                        cancelled: false,
+                    });
+                }
+                std::thread::sleep(nap.min(until - now));
+                nap = (nap * 2).min(Duration::from_millis(2));
+            }
+        }
+        Ok(())
     }
 }
 

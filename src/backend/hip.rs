@@ -255,6 +255,7 @@ impl HipDevice {
         probe().map_err(unavailable)?;
         let a = api().map_err(unavailable)?;
         let ordinal = ordinal as i32;
+        // SAFETY: the entry point was resolved from the loaded HIP runtime; it takes a plain ordinal.
         a.check("hipSetDevice", unsafe { (a.set_device)(ordinal) })?;
         let mut name = [0 as c_char; 256];
         let mut total = 0usize;
@@ -281,8 +282,8 @@ impl HipDevice {
             })?;
         let facts = DeviceFacts {
             backend: Some(Backend::Hip),
-            // SAFETY: hipDeviceGetName NUL-terminates within the buffer.
             name: name_ok.then(|| {
+                // SAFETY: hipDeviceGetName NUL-terminates within the buffer.
                 unsafe { CStr::from_ptr(name.as_ptr()) }
                     .to_string_lossy()
                     .into_owned()

@@ -133,7 +133,7 @@ impl InterpKernel {
         &self.module.function(self.handle).name
     }
 
-    fn error(&self, e: InterpError) -> LaunchError {
+    fn error(&self, e: InterpError, launch: &Launch) -> LaunchError {
         let kernel = self.name().to_string();
         match e {
             InterpError::Ub(report) => {
@@ -181,6 +181,11 @@ impl InterpKernel {
             InterpError::StepLimit { limit, .. } => LaunchError::Device {
                 kernel,
                 message: format!("step budget of {limit} work-item steps exhausted"),
+            },
+            InterpError::Cancelled { .. } => LaunchError::Deadline {
+                kernel,
+                deadline: launch.deadline.unwrap_or_default(),
+                cancelled: true,
             },
         }
     }
@@ -287,8 +292,10 @@ impl KernelImpl for InterpKernel {
             block: launch.block,
             shared_bytes: launch.shared_bytes,
         };
+        let watch = crate::deadline::Watch::arm(launch.deadline);
         let options = Options {
             wave_width: launch.wave,
+            cancel: Some(interp::Cancel(watch.shared_flag())),
             ..Options::default()
         };
         let result = interp::launch_handle(
@@ -308,6 +315,6 @@ impl KernelImpl for InterpKernel {
                 alloc.set_defined_range(v.offset, v.len, &b.defined);
             }
         }
-        result.map(|_| ()).map_err(|e| self.error(e))
+        result.map(|_| ()).map_err(|e| self.error(e, launch))
     }
 }

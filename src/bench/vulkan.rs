@@ -126,7 +126,7 @@ fn kernels_on(
     let program = device.load(module).map_err(e)?;
     let stream = KernelStream::create(device).map_err(e)?;
     let bytes = elems * 4;
-    let bufs: Vec<RawBuffer> = (0..3)
+    let mut bufs: Vec<RawBuffer> = (0..3)
         .map(|_| RawBuffer::alloc_with(device, bytes, Init::Any).map_err(e))
         .collect::<Result<_, _>>()?;
     for (i, b) in bufs.iter().enumerate() {
@@ -146,8 +146,9 @@ fn kernels_on(
         };
         let inputs = if name == "triad" { 2 } else { 1 };
         let tk = timed(&stream, reps, || {
-            let mut args = vec![ArgValue::raw(&bufs[0], f32e, true)];
-            args.extend((1..=inputs).map(|b| ArgValue::raw(&bufs[b], f32e, false)));
+            let (out, ins) = bufs.split_first_mut().expect("three buffers");
+            let mut args = vec![ArgValue::raw_mut(out, f32e)];
+            args.extend(ins[..inputs].iter().map(|b| ArgValue::raw(b, f32e)));
             args.extend(scalar.iter().cloned());
             args.push(ArgValue::from(n));
             kernel

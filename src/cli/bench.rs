@@ -156,8 +156,12 @@ mod imp {
         }
     }
 
-    fn buf(raw: &RawBuffer, writable: bool) -> ArgValue<'_> {
-        ArgValue::raw(raw, ElemType::scalar(Scalar::F32), writable)
+    fn buf(raw: &RawBuffer) -> ArgValue<'_> {
+        ArgValue::raw(raw, ElemType::scalar(Scalar::F32))
+    }
+
+    fn buf_mut(raw: &mut RawBuffer) -> ArgValue<'_> {
+        ArgValue::raw_mut(raw, ElemType::scalar(Scalar::F32))
     }
 
     pub fn run(args: &BenchArgs) -> ExitCode {
@@ -214,7 +218,7 @@ mod imp {
         let n = args.elems;
         let bytes = n * 4;
         let alloc = |bytes| RawBuffer::alloc_with(&device, bytes, Init::Any).map_err(e);
-        let (a, b, c) = (alloc(bytes)?, alloc(bytes)?, alloc(bytes)?);
+        let (mut a, b, c) = (alloc(bytes)?, alloc(bytes)?, alloc(bytes)?);
         for (i, buf) in [&a, &b, &c].into_iter().enumerate() {
             buf.write(&crate::bench::data::random_f32_bytes(n, i as u64))
                 .map_err(e)?;
@@ -229,12 +233,7 @@ mod imp {
         let copy_gbs = 2.0 * bytes as f64 / copy_s / 1e9;
         rows.push(("memcpy DtoD (GB/s)".into(), copy_gbs, "peer".into()));
         let s = cx.time(|| {
-            let args = [
-                buf(&a, true),
-                buf(&b, false),
-                2.0f32.into(),
-                (n as u32).into(),
-            ];
+            let args = [buf_mut(&mut a), buf(&b), 2.0f32.into(), (n as u32).into()];
             saxpy.launch(&stream, l1, args).map_err(|e| e.to_string())
         })?;
         let gbs = 3.0 * bytes as f64 / s / 1e9;
@@ -245,9 +244,9 @@ mod imp {
         ));
         let s = cx.time(|| {
             let args = [
-                buf(&a, true),
-                buf(&b, false),
-                buf(&c, false),
+                buf_mut(&mut a),
+                buf(&b),
+                buf(&c),
                 3.0f32.into(),
                 (n as u32).into(),
             ];
@@ -264,7 +263,7 @@ mod imp {
         // sgemm.
         let g = args.gemm - args.gemm % 64;
         let mbytes = g as usize * g as usize * 4;
-        let (ma, mb, mc) = (alloc(mbytes)?, alloc(mbytes)?, alloc(mbytes)?);
+        let (ma, mb, mut mc) = (alloc(mbytes)?, alloc(mbytes)?, alloc(mbytes)?);
         // Small integers keep the inputs finite.
         let host: Vec<u8> = (0..g as usize * g as usize)
             .flat_map(|i| (((i * 7) % 5) as f32 - 2.0).to_le_bytes())
@@ -275,7 +274,7 @@ mod imp {
             .map_err(|e| e.to_string())?;
         let gl = Launch::grid([g / 64, g / 64]).block([16, 16]);
         let s = cx.time(|| {
-            let args = [buf(&mc, true), buf(&ma, false), buf(&mb, false), g.into()];
+            let args = [buf_mut(&mut mc), buf(&ma), buf(&mb), g.into()];
             sgemm.launch(&stream, gl, args).map_err(|e| e.to_string())
         })?;
         let tflops = 2.0 * (g as f64).powi(3) / s / 1e12;
@@ -290,7 +289,7 @@ mod imp {
         let launches = 20_000;
         let t0 = Instant::now();
         for _ in 0..launches {
-            let args = [buf(&mc, true), u32::MAX.into()];
+            let args = [buf_mut(&mut mc), u32::MAX.into()];
             touch.launch(&stream, tl, args).map_err(|e| e.to_string())?;
         }
         stream.sync().map_err(e)?;

@@ -5,6 +5,11 @@
 //! `N passed, N failed` (`, N skipped` when any were). Exit status: 0 when nothing failed, 1
 //! when a case failed (a file that does not parse or verify counts as a failed case), 2 on a
 //! usage or I/O error (an unknown or absent backend, an unreadable path).
+//!
+//! `--deadline SECONDS` (default 60) bounds every launch whose run block names no
+//! `deadline = SECONDS;`: the interpreter and the CPU cancel a launch past it, GPU backends
+//! report it, and the case ends refused with `XPU-L018` (a failure unless it expects that
+//! refusal). `--deadline 0` sets no limit.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,12 +23,30 @@ pub struct RunArgs {
     /// The backend to run on: `interp`, `cpu`, `cuda`, `hip`, `vulkan`, `all`, or `best`.
     #[arg(long, default_value = "best")]
     pub backend: String,
+    /// Seconds a launch may run when its run block names no `deadline` (0: no limit). A
+    /// launch past it is refused with XPU-L018.
+    #[arg(long, default_value = "60", value_name = "SECONDS")]
+    pub deadline: f64,
 }
 
 pub fn run(args: &RunArgs) -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let code = crate::filetest::runner::run_command(&args.paths, &args.backend, &mut out);
+    let deadline = if args.deadline == 0.0 {
+        None
+    } else {
+        match crate::deadline::parse_seconds(args.deadline) {
+            Some(d) => Some(d),
+            None => {
+                eprintln!(
+                    "xpu run: --deadline {}: a number of seconds, 0 (no limit) or more, at most a year",
+                    args.deadline
+                );
+                return ExitCode::from(2);
+            }
+        }
+    };
+    let code = crate::filetest::runner::run_command(&args.paths, &args.backend, deadline, &mut out);
     let _ = out.flush();
     ExitCode::from(code)
 }

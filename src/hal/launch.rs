@@ -16,6 +16,7 @@ use crate::hal::Backend;
 use crate::ir::{Access, ElemType, Function, FunctionInfo, Scalar, Type};
 use crate::runtime::buffer::RawBuffer;
 use std::fmt;
+use std::time::Duration;
 
 /// The stable codes of launch refusals. `XPU-REF01`/`XPU-REF02` are the contract's.
 pub mod codes {
@@ -36,6 +37,7 @@ pub mod codes {
     pub const DEVICE: &str = "XPU-L015";
     pub const LOOP_LIMIT: &str = "XPU-L016";
     pub const PRIVATE_MEMORY: &str = "XPU-L017";
+    pub const DEADLINE: &str = "XPU-L018";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -79,6 +81,11 @@ pub struct Launch {
     /// The wave width the launch assumes. The interpreter models a wave of this width; any
     /// other backend refuses the launch when its kernel was built at a different width.
     pub wave: Option<u32>,
+    /// How long the launch may run (contract §2.4, refusal 6). The interpreter and the CPU
+    /// cancel a launch that runs past it ([`LaunchError::Deadline`]); GPU backends, which
+    /// cannot cancel a kernel, report it when it passes and leave the kernel to finish.
+    /// `None` (the default): no limit.
+    pub deadline: Option<Duration>,
 }
 
 impl Launch {
@@ -90,6 +97,7 @@ impl Launch {
             shared_bytes: 0,
             shared_opt_in: false,
             wave: None,
+            deadline: None,
         }
     }
 
@@ -110,6 +118,12 @@ impl Launch {
 
     pub fn wave(mut self, width: u32) -> Self {
         self.wave = Some(width);
+        self
+    }
+
+    /// Sets the launch's deadline (see [`Launch::deadline`]).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
         self
     }
 
@@ -275,12 +289,31 @@ host_value_from! {
 }
 
 /// A buffer view passed to a kernel, with the element type it is passed as and whether the
-/// caller lent it for writing (`&mut buffer`).
+/// caller lent it for writing (`&mut buffer`). Made only by [`ArgValue::raw`],
+/// [`ArgValue::raw_mut`] and the conversions from `&KernelBuffer`/`&mut KernelBuffer`, so
+/// that a buffer lent read-only (`&`) is never passed as writable.
 #[derive(Clone, Copy)]
 pub struct BufferArg<'a> {
-    pub raw: &'a RawBuffer,
-    pub elem: ElemType,
-    pub writable: bool,
+    pub(crate) raw: &'a RawBuffer,
+    pub(crate) elem: ElemType,
+    pub(crate) writable: bool,
+}
+
+impl<'a> BufferArg<'a> {
+    /// The buffer.
+    pub fn raw(&self) -> &'a RawBuffer {
+        self.raw
+    }
+
+    /// The element type the buffer is passed as.
+    pub fn elem(&self) -> ElemType {
+        self.elem
+    }
+
+    /// Whether the caller lent the buffer for writing.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
 }
 
 /// One kernel argument: a buffer view, a value, or a function tag.
@@ -294,13 +327,30 @@ pub enum ArgValue<'a> {
 }
 
 impl<'a> ArgValue<'a> {
-    /// An untyped buffer passed as elements of `elem` (the file-test runner's buffers, typed by
-    /// the kernel's parameter). `writable` says whether the kernel may write it.
-    pub fn raw(raw: &'a RawBuffer, elem: ElemType, writable: bool) -> Self {
+    /// An untyped buffer lent read-only, passed as elements of `elem` (the file-test runner's
+    /// buffers, typed by the kernel's parameter). A kernel cannot write it: a `buf<T, rw>`
+    /// parameter refuses it (`XPU-L003`), as it refuses `&KernelBuffer`.
+    ///
+    /// ```compile_fail
+    /// # fn f(raw: &xpu::buffer::RawBuffer, elem: xpu::ir::ElemType) {
+    /// // No flag makes a shared borrow writable: lend it with `raw_mut(&mut raw, elem)`.
+    /// let _ = xpu::ArgValue::raw(raw, elem, true);
+    /// # }
+    /// ```
+    pub fn raw(raw: &'a RawBuffer, elem: ElemType) -> Self {
         ArgValue::Buffer(BufferArg {
             raw,
             elem,
-            writable,
+            writable: false,
+        })
+    }
+
+    /// An untyped buffer lent for writing (`&mut`), passed as elements of `elem`.
+    pub fn raw_mut(raw: &'a mut RawBuffer, elem: ElemType) -> Self {
+        ArgValue::Buffer(BufferArg {
+            raw,
+            elem,
+            writable: true,
         })
     }
 
@@ -500,6 +550,20 @@ pub enum LaunchError {
         codes::LOOP_LIMIT
     )]
     LoopLimit { kernel: String, limit: u32 },
+    /// The launch ran past its deadline (contract §2.4, refusal 6). On the interpreter and the
+    /// CPU the launch was cancelled (buffers it wrote hold what it wrote so far); on a GPU
+    /// backend the kernel may still be running, and the next synchronising call waits for it.
+    #[error(
+        "error[{}]: kernel {kernel}: missed its deadline of {}",
+        codes::DEADLINE,
+        deadline_text(.deadline, .cancelled)
+    )]
+    Deadline {
+        kernel: String,
+        deadline: Duration,
+        /// Whether the backend stopped the launch (interpreter, CPU) or only reported it.
+        cancelled: bool,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
@@ -535,6 +599,7 @@ impl LaunchError {
             Device { .. } => codes::DEVICE,
             LoopLimit { .. } => codes::LOOP_LIMIT,
             PrivateMemory { .. } => codes::PRIVATE_MEMORY,
+            Deadline { .. } => codes::DEADLINE,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -576,10 +641,21 @@ impl LaunchError {
             | Device { kernel, .. }
             | LoopLimit { kernel, .. }
             | PrivateMemory { kernel, .. }
+            | Deadline { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
         }
     }
+}
+
+/// `0.5 s (cancelled)`: a missed deadline as [`LaunchError::Deadline`] prints it.
+fn deadline_text(deadline: &Duration, cancelled: &bool) -> String {
+    let what = if *cancelled {
+        "the launch was cancelled"
+    } else {
+        "the kernel cannot be cancelled here and is left to finish"
+    };
+    format!("{} s; {what}", crate::deadline::format_seconds(*deadline))
 }
 
 /// An element type as the text format writes it (`f32`, `vec4<f32>`).

@@ -159,6 +159,9 @@ pub enum InterpError {
     /// The step budget (`Options::max_steps`) ran out: the launch may not terminate.
     #[error("step budget of {limit} work-item steps exhausted in kernel `{kernel}`")]
     StepLimit { kernel: String, limit: u64 },
+    /// The launch's cancellation flag was set (`Options::cancel`: its deadline passed).
+    #[error("kernel `{kernel}` cancelled: its deadline passed")]
+    Cancelled { kernel: String },
 }
 
 impl InterpError {

@@ -110,6 +110,8 @@ impl Item {
 pub(crate) enum Halt {
     Ub(Box<UbReport>),
     StepLimit,
+    /// The cancellation flag was set.
+    Cancelled,
 }
 
 type Res<T> = Result<T, Halt>;
@@ -137,6 +139,8 @@ pub(crate) struct Machine<'p> {
     pub group_start: u32,
     pub steps: u64,
     pub budget: u64,
+    /// Nonzero once the launch is cancelled (its deadline passed).
+    pub cancel: &'p std::sync::atomic::AtomicU32,
     /// The kernel frame as every work-item starts it: arguments and constants.
     pub init: Vec<u64>,
 }
@@ -146,6 +150,16 @@ fn block_volume(b: [u32; 3]) -> u32 {
 }
 
 impl<'p> Machine<'p> {
+    /// Stops the launch once its cancellation flag is set.
+    #[inline]
+    pub fn check_cancel(&self) -> Res<()> {
+        if self.cancel.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            Err(Halt::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
     fn coords(&self, gid: u32) -> WorkItem {
         let vol = block_volume(self.block);
         let (g, l) = (gid / vol, gid % vol);
@@ -769,6 +783,10 @@ impl<'p> Machine<'p> {
                         self.steps += steps;
                         return Err(Halt::StepLimit);
                     }
+                    if self.cancel.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+                        self.steps += steps;
+                        return Err(Halt::Cancelled);
+                    }
                 }
                 Inst::PopLoops { n } => {
                     let keep = it.pos.len().saturating_sub(*n as usize);
@@ -969,6 +987,7 @@ impl<'p> Machine<'p> {
             if items.iter().all(|it| it.state == State::Done) {
                 return Ok(());
             }
+            self.check_cancel()?;
             self.release_barrier(items)?;
         }
     }

@@ -119,6 +119,10 @@ pub struct Options {
     pub allow_races: Vec<String>,
     /// The most work-item steps (bytecode instructions) the launch may execute.
     pub max_steps: Option<u64>,
+    /// A cancellation flag, read at loop back-edges, calls, barriers and between workgroups:
+    /// once it is nonzero the launch stops with [`InterpError::Cancelled`] (the launch
+    /// deadline, [`crate::deadline`]). `None`: never cancelled.
+    pub cancel: Option<Cancel>,
     /// Detect data races and reads of undefined memory (on by default). Off, the
     /// interpreter still checks bounds, alignment promises, division by zero, barrier
     /// divergence and wave uniformity, which cost nothing much and keep it memory-safe.
@@ -132,10 +136,22 @@ impl Default for Options {
             shuffle_seed: None,
             allow_races: Vec::new(),
             max_steps: None,
+            cancel: None,
             checks: true,
         }
     }
 }
+
+/// A shared cancellation flag (see [`Options::cancel`]); equal when it is the same flag.
+#[derive(Clone, Debug)]
+pub struct Cancel(pub std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl PartialEq for Cancel {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for Cancel {}
 
 /// What a completed launch did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,6 +396,10 @@ pub fn launch_handle(
         group_start: 0,
         steps: 0,
         budget: options.max_steps.unwrap_or(u64::MAX),
+        cancel: match &options.cancel {
+            Some(c) => &c.0,
+            None => &NEVER,
+        },
         init,
     };
     let result = run_groups(&mut m, vol as u32, groups as u32, options.shuffle_seed);
@@ -402,6 +422,9 @@ pub fn launch_handle(
             kernel: kf.name.clone(),
             limit: m.budget,
         }),
+        Err(Halt::Cancelled) => Err(InterpError::Cancelled {
+            kernel: kf.name.clone(),
+        }),
     }
 }
 
@@ -413,6 +436,8 @@ fn shadow_bytes(len: u64, track: bool) -> u64 {
         0
     }
 }
+/// The flag of a launch that cannot be cancelled.
+static NEVER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 fn wave_width(kf: &Function, options: &Options) -> Result<u32, InterpError> {
     let declared = kf.attrs.wave.map(|(w, _)| w);
@@ -466,6 +491,7 @@ fn run_groups(m: &mut Machine<'_>, vol: u32, groups: u32, seed: Option<u64>) -> 
     let mut order: Vec<u32> = (0..vol).collect();
     let mut rank: Vec<u32> = (0..vol).collect();
     for g in group_order {
+        m.check_cancel()?;
         if let Some(r) = rng.as_mut() {
             r.shuffle(&mut order);
             for (k, &l) in order.iter().enumerate() {

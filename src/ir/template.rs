@@ -258,7 +258,12 @@ pub(crate) fn instantiate_all(
             continue;
         }
         let cap = t.max.unwrap_or(crate::ir::TemplateInfo::DEFAULT_MAX);
-        let mut seen: Vec<&[u32]> = Vec::new();
+        // Instances are copies of the body without the template clauses: cloned from this
+        // once per instance, not from the template (whose `instantiate` list each copy would
+        // carry, quadratic in the instances).
+        let mut bare = f.clone();
+        bare.template = None;
+        let mut seen: std::collections::HashSet<&[u32]> = std::collections::HashSet::new();
         for (i, (args, span)) in t.instantiate.iter().enumerate() {
             let name = instance_name(&f.name, args);
             if i as u32 == cap {
@@ -288,7 +293,7 @@ pub(crate) fn instantiate_all(
                 );
                 continue;
             }
-            if seen.contains(&args.as_slice()) {
+            if !seen.insert(args.as_slice()) {
                 sink.push(
                     codes::DUPLICATE_INSTANCE,
                     *span,
@@ -296,7 +301,6 @@ pub(crate) fn instantiate_all(
                 );
                 continue;
             }
-            seen.push(args);
             let mut ok = true;
             for (clause, _) in &t.requires {
                 let text = const_text(f, *clause);
@@ -321,7 +325,7 @@ pub(crate) fn instantiate_all(
                 }
             }
             if ok {
-                if let Some(inst) = instantiate(f, args, &name, *span, sink) {
+                if let Some(inst) = instantiate(f, &bare, args, &name, *span, sink) {
                     out.push((h, args.clone(), inst));
                 }
             }
@@ -334,14 +338,14 @@ pub(crate) fn instantiate_all(
 /// reasons in `sink`.
 fn instantiate(
     f: &Function,
+    bare: &Function,
     args: &[u32],
     name: &str,
     span: crate::ir::Span,
     sink: &mut Sink,
 ) -> Option<Function> {
-    let mut inst = f.clone();
+    let mut inst = bare.clone();
     inst.name = name.to_string();
-    inst.template = None;
     let handles: Vec<_> = inst.exprs.handles().collect();
     for h in handles {
         if let Expr::TemplateParam(i) = inst.exprs[h] {

@@ -466,13 +466,13 @@ impl<T: Element> KernelBuffer<T> {
 impl<'a, T: Element> From<&'a KernelBuffer<T>> for crate::hal::launch::ArgValue<'a> {
     /// A buffer lent read-only (a `buf<T>` parameter).
     fn from(b: &'a KernelBuffer<T>) -> Self {
-        crate::hal::launch::ArgValue::raw(&b.raw, T::ELEM, false)
+        crate::hal::launch::ArgValue::raw(&b.raw, T::ELEM)
     }
 }
 
 impl<'a, T: Element> From<&'a mut KernelBuffer<T>> for crate::hal::launch::ArgValue<'a> {
     /// A buffer lent for writing (a `buf<T, rw>` parameter, or a `buf<T>` one).
     fn from(b: &'a mut KernelBuffer<T>) -> Self {
-        crate::hal::launch::ArgValue::raw(&b.raw, T::ELEM, true)
+        crate::hal::launch::ArgValue::raw_mut(&mut b.raw, T::ELEM)
     }
 }

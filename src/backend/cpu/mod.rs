@@ -329,7 +329,7 @@ impl CpuKernel {
         &self.module.function(self.handle).name
     }
 
-    fn fault(&self, f: Fault) -> LaunchError {
+    fn fault(&self, f: Fault, deadline: Option<Duration>) -> LaunchError {
         let kernel = self.name().to_string();
         match f {
             Fault::OutOfBounds {
@@ -361,6 +361,11 @@ impl CpuKernel {
                 align,
             },
             Fault::Refused(r) => refusal(kernel, r),
+            Fault::Cancelled => LaunchError::Deadline {
+                kernel,
+                deadline: deadline.unwrap_or_default(),
+                cancelled: true,
+            },
         }
     }
 }
@@ -486,6 +491,7 @@ impl KernelImpl for CpuKernel {
         if stream {
             code = self.spec(launch.block, true)?;
         }
+        let watch = crate::deadline::Watch::arm(launch.deadline);
         // SAFETY: every buffer points into an allocation locked for this call, with its
         // length in elements; the kernel's accesses are bounds-checked against it.
         let r = unsafe {
@@ -496,10 +502,12 @@ impl KernelImpl for CpuKernel {
                 &bufs,
                 &values,
                 self.settings.cap.load(Ordering::Relaxed).max(1),
+                watch.flag(),
             )
         };
+        drop(watch);
         drop(locked);
-        r.map_err(|f| self.fault(f))
+        r.map_err(|f| self.fault(f, launch.deadline))
     }
 }
 

@@ -727,6 +727,32 @@ impl StreamCore {
         r
     }
 
+    /// Submits what is recorded and waits, until `until` at the latest, for the stream's
+    /// last operation: `true` when it completed, `false` when the time ran out (the work stays
+    /// in flight, everything it uses kept alive, and a later wait or sync finds it).
+    fn wait_last_until(&self, until: std::time::Instant) -> Result<bool, DeviceError> {
+        let mut st = self.state.lock();
+        let seq = st.submitted + u64::from(st.recording.is_some());
+        self.ensure_submitted(&mut st, seq)?;
+        while let Some(f) = st.in_flight.front() {
+            if f.seq > seq {
+                break;
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let ns = u64::try_from(left.as_nanos()).unwrap_or(u64::MAX);
+            // SAFETY: the fence is live while its submission is in flight.
+            match unsafe { self.inner.device.wait_for_fences(&[f.fence], true, ns) } {
+                Ok(()) => {
+                    let done = f.seq;
+                    self.retire(&mut st, done, false)?;
+                }
+                Err(vk::Result::TIMEOUT) => return Ok(false),
+                Err(e) => return Err(vk_err("vkWaitForFences (device lost)", e)),
+            }
+        }
+        Ok(true)
+    }
+
     /// Whether submission `seq` has completed, submitting it first if it is still being
     /// recorded (so polling an event alone makes progress).
     fn poll(&self, seq: u64) -> Result<bool, DeviceError> {
@@ -1101,6 +1127,7 @@ impl VulkanDevice {
             if props.api_version < vk::API_VERSION_1_1 {
                 continue;
             }
+            // SAFETY: `pd` came from this instance.
             let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
             let Some(family) = families
                 .iter()
@@ -1132,6 +1159,7 @@ impl VulkanDevice {
         let mut props2 = vk::PhysicalDeviceProperties2::default()
             .push_next(&mut subgroup)
             .push_next(&mut idp);
+        // SAFETY: `pd` came from this live instance; the chain holds structures that live across the call.
         unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
         let props = props2.properties;
         let limits = props.limits;
@@ -1140,6 +1168,7 @@ impl VulkanDevice {
         let mut scp = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
         if esc {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut scp);
+            // SAFETY: as above; `scp` outlives the call.
             unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         }
         // Float controls (core in 1.2): whether subnormals can be preserved per width.
@@ -1147,6 +1176,7 @@ impl VulkanDevice {
         let mut fcp = vk::PhysicalDeviceFloatControlsProperties::default();
         if efc || props.api_version >= vk::API_VERSION_1_2 {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut fcp);
+            // SAFETY: as above; `fcp` outlives the call.
             unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         }
         // Push descriptors: a launch's buffers written into its command buffer (no pool or
@@ -1156,6 +1186,7 @@ impl VulkanDevice {
         let mut pdp = vk::PhysicalDevicePushDescriptorPropertiesKHR::default();
         if push_descriptors {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut pdp);
+            // SAFETY: as above; `pdp` outlives the call.
             unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
         }
         let want_stats =
@@ -1182,6 +1213,7 @@ impl VulkanDevice {
             if esc {
                 feats = feats.push_next(&mut scf);
             }
+            // SAFETY: `pd` came from this instance; every structure chained to `feats` outlives the call.
             unsafe { instance.get_physical_device_features2(pd, &mut feats) };
         }
         // SAFETY: as above.
@@ -1306,7 +1338,9 @@ impl VulkanDevice {
             .map_err(|e| unavailable(format!("vkCreateDevice: VkResult {}", e.as_raw())))?;
         // SAFETY: family/index 0 were requested above.
         let queue = unsafe { device.get_device_queue(family, 0) };
+        // SAFETY: `pd` came from this live instance.
         let memory = unsafe { instance.get_physical_device_memory_properties(pd) };
+        // SAFETY: valid create info on the device just created; destroyed with the device.
         let pool = unsafe {
             device.create_command_pool(
                 &vk::CommandPoolCreateInfo::default()
@@ -1316,6 +1350,7 @@ impl VulkanDevice {
             )
         }
         .map_err(|e| vk_err("vkCreateCommandPool", e))?;
+        // SAFETY: a default (empty) create info on the live device; destroyed with the device.
         let cache =
             unsafe { device.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None) }
                 .map_err(|e| vk_err("vkCreatePipelineCache", e))?;
@@ -2104,6 +2139,7 @@ impl KernelImpl for VkKernel {
         launch: &Launch,
         args: &[DeviceArg],
     ) -> Result<(), LaunchError> {
+        let started = std::time::Instant::now();
         let device_err = |e: DeviceError| LaunchError::Device {
             kernel: self.name.clone(),
             message: e.to_string(),
@@ -2328,6 +2364,19 @@ impl KernelImpl for VkKernel {
             );
         }
         r.map_err(device_err)?;
+        // A deadline: the launch is submitted and waited for with it as the timeout. A kernel
+        // cannot be cancelled here; past the deadline it is reported and left to finish (the
+        // stream's next wait or sync waits for it, and the device stays usable).
+        if let Some(deadline) = launch.deadline {
+            let until = started.checked_add(deadline).unwrap_or(started);
+            if !s.core.wait_last_until(until).map_err(device_err)? {
+                return Err(LaunchError::Deadline {
+                    kernel: self.name.clone(),
+                    deadline,
+                    cancelled: false,
+                });
+            }
+        }
         // On a driver that limits loops, a kernel with a loop is waited for and its status read:
         // a loop the driver cut short fails the launch rather than leaving wrong results.
         if let Some((guard, limit)) = status {

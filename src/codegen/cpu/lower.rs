@@ -237,6 +237,8 @@ pub struct Lower<'a, 'm> {
     /// input; `run` refuses a state past [`MAX_STATE_BYTES`] before any offset is used).
     state_size: u64,
     has_barrier: bool,
+    /// [`has_barrier`]'s answers for this compile.
+    barrier_memo: BarrierMemo,
     resumes: Vec<Block>,
     wave_next: Block,
     pub sites: Vec<Site>,
@@ -267,25 +269,102 @@ fn comps_of(t: Type) -> usize {
     }
 }
 
+/// The most steps a `for` loop may take without a deadline check of its own.
+const UNCHECKED_STEPS: u64 = 4096;
+
+/// Whether `kind` is a `for` loop with literal bounds and step that ends within
+/// [`UNCHECKED_STEPS`] steps: small non-negative bounds, a positive step, and a body that never
+/// assigns the loop variable. Such a loop needs no cancellation check at its back-edge (any
+/// loop inside it has its own, the loop around it checks after it).
+fn short_counted(f: &Function, kind: &LoopKind, body: &[Stmt]) -> bool {
+    let LoopKind::For {
+        var,
+        start,
+        end,
+        step,
+    } = kind
+    else {
+        return false;
+    };
+    let lit = |e: ExprId| match f.exprs.try_get(e) {
+        Some(Expr::Literal(Literal::Int { bits, .. })) if *bits < 1 << 31 => Some(*bits),
+        _ => None,
+    };
+    let (Some(a), Some(b)) = (lit(*start), lit(*end)) else {
+        return false;
+    };
+    let k = match step {
+        None => 1,
+        Some(s) => match lit(*s) {
+            Some(k) if k > 0 => k,
+            _ => return false,
+        },
+    };
+    if b.saturating_sub(a).div_ceil(k) > UNCHECKED_STEPS {
+        return false;
+    }
+    // The variable is never assigned in the body.
+    let mut stack: Vec<&[Stmt]> = vec![body];
+    while let Some(b) = stack.pop() {
+        for s in b {
+            if let StmtKind::Assign {
+                place: Place::Local(l) | Place::Lane { local: l, .. },
+                ..
+            } = &s.kind
+            {
+                if l == var {
+                    return false;
+                }
+            }
+            stack.extend(s.kind.blocks().into_iter().map(|v| v.as_slice()));
+        }
+    }
+    true
+}
+
+/// Which functions contain `barrier()` themselves or in a helper they reach, by handle
+/// index, filled in as asked: each function's body is walked once per compile, however often
+/// it is called (a doubling chain of helpers made an unremembered walk exponential).
+pub type BarrierMemo = HashMap<usize, bool>;
+
 /// Whether a function (or a helper it reaches) contains `barrier()`.
-pub fn has_barrier(m: &Module, f: &Function, depth: u32) -> bool {
-    stmts_barrier(m, f, &f.body, depth)
+pub fn has_barrier(m: &Module, f: &Function, memo: &mut BarrierMemo) -> bool {
+    stmts_barrier(m, f, &f.body, memo)
+}
+
+/// Whether helper `h` (or one it reaches) contains `barrier()`.
+fn fn_barrier(m: &Module, h: Handle<Function>, memo: &mut BarrierMemo) -> bool {
+    if let Some(&b) = memo.get(&h.index()) {
+        return b;
+    }
+    // The verifier refuses recursion; a cycle would read `false` here, not loop.
+    memo.insert(h.index(), false);
+    let b = m
+        .functions
+        .try_get(h)
+        .is_some_and(|g| has_barrier(m, g, memo));
+    memo.insert(h.index(), b);
+    b
 }
 
 /// Whether statements of `f` (or helpers they reach) contain `barrier()`.
-fn stmts_barrier(m: &Module, f: &Function, b: &[Stmt], depth: u32) -> bool {
-    b.iter().any(|s| match &s.kind {
-        StmtKind::Barrier => true,
-        k => {
-            k.blocks().iter().any(|bl| stmts_barrier(m, f, bl, depth))
-                || stmt_calls(m, f, s).iter().any(|&h| {
-                    depth < 64
-                        && m.functions
-                            .try_get(h)
-                            .is_some_and(|g| has_barrier(m, g, depth + 1))
-                })
+fn stmts_barrier(m: &Module, f: &Function, b: &[Stmt], memo: &mut BarrierMemo) -> bool {
+    for s in b {
+        if matches!(s.kind, StmtKind::Barrier) {
+            return true;
         }
-    })
+        for bl in s.kind.blocks() {
+            if stmts_barrier(m, f, bl, memo) {
+                return true;
+            }
+        }
+        for h in stmt_calls(m, f, s) {
+            if fn_barrier(m, h, memo) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 fn stmt_calls(m: &Module, f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
@@ -372,6 +451,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let drv_flat = b.declare_var(types::I64);
         let zero = b.ins().iconst(types::I32, 0);
         let geometry = GeometryClass::new(cfg.block, cfg.wave);
+        let mut barrier_memo = BarrierMemo::new();
         let mut s = Lower {
             b,
             jm,
@@ -419,7 +499,8 @@ impl<'a, 'm> Lower<'a, 'm> {
             regions: Vec::new(),
             scope: Vec::new(),
             state_size: 0,
-            has_barrier: has_barrier(m, f, 0),
+            has_barrier: has_barrier(m, f, &mut barrier_memo),
+            barrier_memo,
             resumes: Vec::new(),
             wave_next: entry,
             sites: Vec::new(),
@@ -1198,6 +1279,21 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.b.ins().return_(&[one]);
     }
 
+    /// A loop back-edge's deadline check: one load of the launch's cancellation flag (through
+    /// the context's pointer to it, itself a load the optimiser may share) and a branch to a
+    /// cold exit with `err::CANCELLED` when it is set. An atomic load, so that it is never
+    /// merged with an earlier one or hoisted out of the loop.
+    fn cancel_check(&mut self, span: Span) {
+        let p = self
+            .b
+            .ins()
+            .load(types::I64, notrap(), self.ctx, ctx_off::CANCEL);
+        let flag = self.b.ins().atomic_load(types::I32, notrap(), p);
+        let site = self.add_site(span, "deadline".into());
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.check(flag, err::CANCELLED, site, |_| zero, zero);
+    }
+
     /// Branches to a cold error exit when `cond` (i8) holds; `index` is computed there.
     fn check(
         &mut self,
@@ -1883,8 +1979,8 @@ impl<'a, 'm> Lower<'a, 'm> {
             || exits(else_b)
             || stmt_count(then_b) > MAX_THEN_STMTS
             || self.reaches_barrier(cond)
-            || stmts_barrier(self.m, f, then_b, 0)
-            || stmts_barrier(self.m, f, else_b, 0)
+            || stmts_barrier(self.m, f, then_b, &mut self.barrier_memo)
+            || stmts_barrier(self.m, f, else_b, &mut self.barrier_memo)
         {
             return Ok(None);
         }
@@ -2337,6 +2433,11 @@ impl<'a, 'm> Lower<'a, 'm> {
             let stp = self.unhold(stp);
             let nv = self.arith(BinaryOp::Add, *s, &v, &stp, None, None);
             self.write_slot(slot, *s, &[nv], false)?;
+        }
+        // A short counted loop leaves the deadline to the loop around it (sgemm's 16-step
+        // inner loop lost 15 % to a check per step).
+        if !short_counted(self.frame().f, kind, body) {
+            self.cancel_check(st.span);
         }
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(exit);
@@ -3345,11 +3446,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             };
             match ex {
                 Expr::Call { function, .. }
-                    if self
-                        .m
-                        .functions
-                        .try_get(*function)
-                        .is_some_and(|g| has_barrier(self.m, g, 0)) =>
+                    if fn_barrier(self.m, *function, &mut self.barrier_memo) =>
                 {
                     return true;
                 }

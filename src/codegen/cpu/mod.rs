@@ -34,7 +34,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module as _};
 use std::mem::offset_of;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use lower::Config;
@@ -74,6 +74,9 @@ pub struct LaunchCtx {
     pub err_site: u32,
     pub err_index: u64,
     pub err_len: u64,
+    /// The launch's cancellation flag ([`crate::deadline`]), read at every loop back-edge:
+    /// nonzero stops the launch with [`err::CANCELLED`].
+    pub cancel: *const AtomicU32,
 }
 
 /// Bytes of the per-worker scratch area.
@@ -96,6 +99,7 @@ pub(crate) mod ctx_off {
     pub const ERR_SITE: i32 = offset_of!(LaunchCtx, err_site) as i32;
     pub const ERR_INDEX: i32 = offset_of!(LaunchCtx, err_index) as i32;
     pub const ERR_LEN: i32 = offset_of!(LaunchCtx, err_len) as i32;
+    pub const CANCEL: i32 = offset_of!(LaunchCtx, cancel) as i32;
 }
 
 /// Error codes the generated code records in [`LaunchCtx::err_code`].
@@ -104,6 +108,8 @@ pub mod err {
     pub const DIV_ZERO: u32 = 2;
     pub const BARRIER: u32 = 3;
     pub const ALIGN: u32 = 4;
+    /// The launch's cancellation flag was set (its deadline passed).
+    pub const CANCELLED: u32 = 5;
 }
 
 /// A source location the generated code may report, by index.
@@ -153,6 +159,8 @@ pub enum Fault {
     /// The launch was refused before it ran: a block too large for the code's 32-bit
     /// work-item counters, or worker areas the host cannot hold.
     Refused(Refusal),
+    /// The launch's cancellation flag was set (its deadline passed).
+    Cancelled,
 }
 
 /// Why [`CompiledKernel::launch`] refused a launch before running anything.
@@ -415,17 +423,21 @@ impl CompiledKernel {
                 index: ctx.err_index,
                 align: ctx.err_len as u32,
             },
+            err::CANCELLED => Fault::Cancelled,
             _ => Fault::BarrierDivergence,
         }
     }
 
     /// Runs the grid: `bufs` and `args` are per kernel parameter. Workgroups are spread over
-    /// at most `workers` threads of the shared pool.
+    /// at most `workers` threads of the shared pool. Once `cancel` is nonzero (another thread
+    /// sets it) the launch stops at the next loop back-edge or workgroup with
+    /// [`Fault::Cancelled`].
     ///
     /// # Safety
     /// Every `BufRef` must point to `len` elements of its parameter's element type, valid for
     /// reads and (for writable parameters) writes for the whole call, with no other access
     /// meanwhile.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn launch(
         &self,
         grid: [u32; 3],
@@ -434,6 +446,7 @@ impl CompiledKernel {
         bufs: &[BufRef],
         args: &[[u64; 16]],
         workers: usize,
+        cancel: &AtomicU32,
     ) -> Result<(), Fault> {
         let total = grid.iter().map(|&g| g as u64).product::<u64>();
         if total == 0 {
@@ -532,9 +545,18 @@ impl CompiledKernel {
                         err_site: 0,
                         err_index: 0,
                         err_len: 0,
+                        cancel,
                     };
                     'chunks: loop {
                         if stop.load(Ordering::Relaxed) {
+                            break 'chunks;
+                        }
+                        if cancel.load(Ordering::Relaxed) != 0 {
+                            let mut slot = fault.lock();
+                            if slot.is_none() {
+                                *slot = Some((u64::MAX, Fault::Cancelled));
+                            }
+                            stop.store(true, Ordering::Relaxed);
                             break 'chunks;
                         }
                         let first = next.fetch_add(chunk, Ordering::Relaxed);

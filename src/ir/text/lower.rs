@@ -25,6 +25,7 @@ use crate::ir::{
     Literal, Local, LoopKind, MathFn, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp,
     Scalar, SharedDecl, Span, Stmt, TagSet, TemplateInfo, Type, UnaryOp, Unlowered, WaveOp,
 };
+use std::collections::HashMap;
 
 type LResult<T> = Result<T, ()>;
 
@@ -33,6 +34,8 @@ pub fn lower(items: &[ast::Item], diags: &mut Vec<Diagnostic>) -> Module {
     let mut lw = Lowerer {
         module: Module::new(),
         diags,
+        fn_names: HashMap::new(),
+        set_names: HashMap::new(),
     };
     lw.run(items);
     lw.module
@@ -41,6 +44,10 @@ pub fn lower(items: &[ast::Item], diags: &mut Vec<Diagnostic>) -> Module {
 struct Lowerer<'d> {
     module: Module,
     diags: &'d mut Vec<Diagnostic>,
+    /// Functions and tag sets by name (the first of a name), so that resolving a name is
+    /// not a scan of the module (which made lowering quadratic in their number).
+    fn_names: HashMap<String, Handle<Function>>,
+    set_names: HashMap<String, Handle<TagSet>>,
 }
 
 /// Whether an operator's operands form a peer group whose type is the result's
@@ -156,28 +163,31 @@ pub fn wave_takes_lane(op: WaveOp) -> bool {
 struct FnCx {
     func: Function,
     /// Visible locals, innermost block last; later entries shadow earlier ones.
-    scopes: Vec<Vec<(String, Handle<Local>)>>,
+    scopes: Vec<HashMap<String, Handle<Local>>>,
     /// The labels of the enclosing loops (innermost last).
     labels: Vec<Option<String>>,
+    /// Parameters, shared arrays and template parameters by name (the first of a name), so
+    /// that resolving a name does not scan them (quadratic in their number otherwise).
+    params: HashMap<String, u32>,
+    shared: HashMap<String, Handle<SharedDecl>>,
+    tparams: HashMap<String, u32>,
 }
 
 impl FnCx {
     fn resolve(&self, name: &str) -> Option<Resolved> {
         for scope in self.scopes.iter().rev() {
-            if let Some((_, l)) = scope.iter().rev().find(|(n, _)| n == name) {
+            if let Some(l) = scope.get(name) {
                 return Some(Resolved::Local(*l));
             }
         }
-        if let Some(i) = self.func.params.iter().position(|p| p.name == name) {
-            return Some(Resolved::Param(i as u32));
+        if let Some(&i) = self.params.get(name) {
+            return Some(Resolved::Param(i));
         }
-        if let Some((h, _)) = self.func.shared.iter().find(|(_, s)| s.name == name) {
+        if let Some(&h) = self.shared.get(name) {
             return Some(Resolved::Shared(h));
         }
-        if let Some(t) = &self.func.template {
-            if let Some(i) = t.params.iter().position(|p| p == name) {
-                return Some(Resolved::TParam(i as u32));
-            }
+        if let Some(&i) = self.tparams.get(name) {
+            return Some(Resolved::TParam(i));
         }
         None
     }
@@ -189,7 +199,7 @@ impl FnCx {
             span,
         });
         if let Some(scope) = self.scopes.last_mut() {
-            scope.push((name.to_string(), h));
+            scope.insert(name.to_string(), h);
         }
         h
     }
@@ -215,7 +225,7 @@ impl Lowerer<'_> {
         for item in items {
             if let ast::Item::TagSet(t) = item {
                 self.check_name(&t.name, t.name_span, "tag set");
-                if self.module.tag_set(&t.name).is_some() {
+                if self.set_names.contains_key(&t.name) {
                     self.error(
                         codes::DUPLICATE,
                         t.name_span,
@@ -223,11 +233,12 @@ impl Lowerer<'_> {
                     );
                     continue;
                 }
-                self.module.tag_sets.append(TagSet {
+                let h = self.module.tag_sets.append(TagSet {
                     name: t.name.clone(),
                     members: Vec::new(),
                     span: t.span,
                 });
+                self.set_names.insert(t.name.clone(), h);
             }
         }
         // Pass 2: function signatures, so calls can come before the callee.
@@ -235,7 +246,9 @@ impl Lowerer<'_> {
         for item in items {
             if let ast::Item::Function(f) = item {
                 if let Some(func) = self.signature(f) {
+                    let name = func.name.clone();
                     let h = self.module.functions.append(func);
+                    self.fn_names.insert(name, h);
                     bodies.push((h, f));
                 }
             }
@@ -243,7 +256,7 @@ impl Lowerer<'_> {
         // Pass 3: tag set members (of each set's first definition).
         for item in items {
             if let ast::Item::TagSet(t) = item {
-                let Some(set) = self.module.tag_set(&t.name) else {
+                let Some(&set) = self.set_names.get(&t.name) else {
                     continue;
                 };
                 if self.module.tag_sets[set].span != t.span {
@@ -251,8 +264,8 @@ impl Lowerer<'_> {
                 }
                 let mut members = Vec::new();
                 for (m, span) in &t.members {
-                    match self.module.function(m) {
-                        Some(h) => members.push(h),
+                    match self.fn_names.get(m) {
+                        Some(&h) => members.push(h),
                         None => self.error(
                             codes::UNKNOWN_FUNCTION,
                             *span,
@@ -267,10 +280,26 @@ impl Lowerer<'_> {
         for (h, f) in bodies {
             if let Some(body) = &f.body {
                 let func = self.module.functions[h].clone();
+                let mut params = HashMap::new();
+                for (i, p) in func.params.iter().enumerate() {
+                    params.entry(p.name.clone()).or_insert(i as u32);
+                }
+                let mut tparams = HashMap::new();
+                for (i, p) in func
+                    .template
+                    .iter()
+                    .flat_map(|t| t.params.iter())
+                    .enumerate()
+                {
+                    tparams.entry(p.clone()).or_insert(i as u32);
+                }
                 let mut cx = FnCx {
                     func,
-                    scopes: vec![Vec::new()],
+                    scopes: vec![HashMap::new()],
                     labels: Vec::new(),
+                    params,
+                    shared: HashMap::new(),
+                    tparams,
                 };
                 // Shared arrays are visible in the whole body.
                 for s in body {
@@ -301,7 +330,7 @@ impl Lowerer<'_> {
                 format!("`{base_name}` is a built-in name and cannot name a function"),
             );
         }
-        if self.module.function(&f.name).is_some() {
+        if self.fn_names.contains_key(&f.name) {
             self.error(
                 codes::DUPLICATE,
                 f.name_span,
@@ -318,9 +347,10 @@ impl Lowerer<'_> {
         func.span = f.span;
         if let Some(t) = &f.template {
             let mut params: Vec<String> = Vec::new();
+            let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
             for (p, span) in &t.params {
                 self.check_name(p, *span, "template parameter");
-                if params.contains(p) {
+                if !seen.insert(p.as_str()) {
                     self.error(
                         codes::DUPLICATE,
                         *span,
@@ -365,14 +395,15 @@ impl Lowerer<'_> {
                 info.max = max;
             }
         }
+        let tparams: std::collections::HashSet<String> = func
+            .template
+            .iter()
+            .flat_map(|t| t.params.iter().cloned())
+            .collect();
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         for p in &f.params {
             self.check_name(&p.name, p.span, "parameter");
-            if func.params.iter().any(|q| q.name == p.name)
-                || func
-                    .template
-                    .as_ref()
-                    .is_some_and(|t| t.params.contains(&p.name))
-            {
+            if !seen.insert(p.name.clone()) || tparams.contains(&p.name) {
                 self.error(
                     codes::DUPLICATE,
                     p.span,
@@ -729,7 +760,7 @@ impl Lowerer<'_> {
                 rows: *rows,
                 cols: *cols,
             },
-            TypeKind::Tag(set) => match self.module.tag_set(set) {
+            TypeKind::Tag(set) => match self.set_names.get(set).copied() {
                 Some(h) => Type::Tag(h),
                 None => {
                     self.error(
@@ -745,13 +776,9 @@ impl Lowerer<'_> {
 
     fn shared_decl(&mut self, cx: &mut FnCx, name: &str, span: Span, ty: &ast::Type) {
         self.check_name(name, span, "shared array");
-        let taken = cx.func.params.iter().any(|p| p.name == name)
-            || cx.func.shared.iter().any(|(_, s)| s.name == name)
-            || cx
-                .func
-                .template
-                .as_ref()
-                .is_some_and(|t| t.params.iter().any(|p| p == name));
+        let taken = cx.params.contains_key(name)
+            || cx.shared.contains_key(name)
+            || cx.tparams.contains_key(name);
         if taken {
             self.error(codes::DUPLICATE, span, format!("`{name}` declared twice"));
             return;
@@ -774,12 +801,13 @@ impl Lowerer<'_> {
                 Err(()) => return,
             },
         };
-        cx.func.shared.append(SharedDecl {
+        let h = cx.func.shared.append(SharedDecl {
             name: name.to_string(),
             elem,
             len,
             span,
         });
+        cx.shared.insert(name.to_string(), h);
     }
 
     // ---- statements ----
@@ -795,7 +823,7 @@ impl Lowerer<'_> {
     }
 
     fn scoped_block(&mut self, cx: &mut FnCx, stmts: &[ast::Stmt]) -> Block {
-        cx.scopes.push(Vec::new());
+        cx.scopes.push(HashMap::new());
         let b = self.block(cx, stmts, false);
         cx.scopes.pop();
         b
@@ -911,7 +939,7 @@ impl Lowerer<'_> {
             }
             StmtKind::Loop { label, kind, body } => {
                 let label_name = label.as_ref().map(|(l, _)| l.clone());
-                cx.scopes.push(Vec::new());
+                cx.scopes.push(HashMap::new());
                 let kind = match kind {
                     ast::LoopKind::Infinite => Ok(LoopKind::Infinite),
                     ast::LoopKind::While(c) => self.expr(cx, c, None).map(LoopKind::While),
@@ -1382,7 +1410,7 @@ impl Lowerer<'_> {
                 },
             },
             ExprKind::TagPath { set, member } => {
-                let Some(h) = self.module.tag_set(set) else {
+                let Some(h) = self.set_names.get(set).copied() else {
                     self.error(
                         codes::UNKNOWN_TYPE,
                         e.span,
@@ -1713,7 +1741,7 @@ impl Lowerer<'_> {
                 Err(())
             }
             _ => {
-                let Some(f) = self.module.function(name) else {
+                let Some(f) = self.fn_names.get(name).copied() else {
                     self.error(
                         codes::UNKNOWN_FUNCTION,
                         span,

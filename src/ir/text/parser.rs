@@ -1134,6 +1134,7 @@ impl Parser {
             shared_bytes: 0,
             wave: None,
             ulps: 0,
+            deadline: None,
             args: Vec::new(),
             expects: Vec::new(),
             span,
@@ -1169,13 +1170,16 @@ impl Parser {
                 "block" => "block",
                 "wave" => "wave",
                 "ulps" => "ulps",
+                "deadline" => "deadline",
                 "arg" => "arg",
                 _ => "",
             },
             _ => "",
         };
         if key.is_empty() {
-            self.expected("`grid`, `block`, `shared`, `wave`, `ulps`, `arg` or `expect`");
+            self.expected(
+                "`grid`, `block`, `shared`, `wave`, `ulps`, `deadline`, `arg` or `expect`",
+            );
             return Err(());
         }
         self.bump();
@@ -1280,6 +1284,25 @@ impl Parser {
             }
             "shared" => spec.shared_bytes = self.u32_lit("a byte count")?.0,
             "wave" => spec.wave = Some(self.u32_lit("a wave width")?.0),
+            "deadline" => {
+                let vspan = self.span();
+                let secs = match self.value()? {
+                    Value::Int(i) => i as f64,
+                    Value::Float(x) => x,
+                    Value::Bool(_) => f64::NAN,
+                };
+                match crate::deadline::parse_seconds(secs) {
+                    Some(d) => spec.deadline = Some(d),
+                    None => {
+                        self.error(
+                            codes::RUN,
+                            vspan,
+                            "a deadline is a number of seconds, more than 0 and at most a year",
+                        );
+                        return Err(());
+                    }
+                }
+            }
             _ => spec.ulps = self.u32_lit("a count of ulps")?.0,
         }
         self.expect(";")?;

@@ -139,6 +139,13 @@ fn run_block(out: &mut String, r: &RunSpec) {
     if r.ulps != 0 {
         let _ = writeln!(out, "    ulps = {};", r.ulps);
     }
+    if let Some(d) = r.deadline {
+        let _ = writeln!(
+            out,
+            "    deadline = {};",
+            crate::deadline::format_seconds(d)
+        );
+    }
     for a in &r.args {
         let _ = writeln!(out, "    arg {} = {};", a.name, init(&a.init));
     }

@@ -23,6 +23,9 @@ pub struct RunSpec {
     pub wave: Option<u32>,
     /// The float tolerance, in units in the last place, of every expectation (default 0).
     pub ulps: u32,
+    /// How long the launch may run (`deadline = SECONDS;`), `None` for the runner's default
+    /// (`xpu run --deadline`). A launch past it is refused with `XPU-L018`.
+    pub deadline: Option<std::time::Duration>,
     /// `arg NAME = INIT;`, in source order.
     pub args: Vec<RunArg>,
     /// `expect ...;`, in source order.

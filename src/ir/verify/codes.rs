@@ -10,6 +10,9 @@ pub const HANDLE: &str = "XPU-V001";
 pub const EXPR_REUSED: &str = "XPU-V002";
 /// An expression that no statement reaches.
 pub const EXPR_UNUSED: &str = "XPU-V003";
+/// A function nested deeper than `MAX_NESTING` (256) in itself: blocks plus the operands of
+/// the expression inside the innermost (only a module built in Rust gets that deep).
+pub const NESTING: &str = "XPU-V004";
 
 /// Operands of the wrong type for their operator, cast, select, vector constructor or math
 /// function.
@@ -89,6 +92,12 @@ pub const WAVE_ATTR: &str = "XPU-V058";
 pub const OCCUPANCY: &str = "XPU-V059";
 /// `@unlowered` naming a backend other than `cpu`, `cuda`, `hip`, `vulkan`.
 pub const UNLOWERED_BACKEND: &str = "XPU-V060";
+/// A function nested deeper than `MAX_CALL_DEPTH` (1024) with its helper calls inlined (a
+/// chain of helpers too long), reported at a kernel or a helper nothing calls.
+pub const CALL_DEPTH: &str = "XPU-V061";
+/// A kernel (or a helper nothing calls) larger than `MAX_INLINED_SIZE` (16,384) expressions
+/// once its helper calls are inlined.
+pub const INLINED_SIZE: &str = "XPU-V062";
 
 /// An `instantiate` entry with a different number of arguments than the template has
 /// parameters.

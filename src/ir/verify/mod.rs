@@ -22,6 +22,10 @@ mod body;
 pub mod codes;
 mod decls;
 mod items;
+mod nesting;
+
+pub use items::{MAX_CALL_DEPTH, MAX_INLINED_SIZE};
+pub use nesting::MAX_NESTING;
 
 use super::template;
 use super::typeck;
@@ -144,7 +148,9 @@ impl VerifiedModule {
             }
             decls::check(&out.module, &f, &mut sink);
             let typed = typeck::check_function(&out.module, &f);
-            body::check(&out.module, &f, &typed, &mut sink);
+            if nesting::check_local(&f, &nesting::measure(&out.module, &f), &mut sink) {
+                body::check(&out.module, &f, &typed, &mut sink);
+            }
             out.types.push(typed.types());
             out.origins.push(None);
             out.infos.push(FunctionInfo::of(&f));
@@ -214,9 +220,13 @@ pub fn verify(module: Module) -> Result<VerifiedModule, Diagnostics> {
     let mut broken = Vec::with_capacity(module.functions.len());
     for (_, f) in module.functions.iter() {
         let before = sink.len();
+        let shallow = nesting::check_local(f, &nesting::measure(&module, f), &mut sink);
         decls::check(&module, f, &mut sink);
         let typed = typeck::check_function(&module, f);
-        body::check(&module, f, &typed, &mut sink);
+        // The statement walk recurses on block nesting: only on a function within the limit.
+        if shallow {
+            body::check(&module, f, &typed, &mut sink);
+        }
         types.push(typed.types());
         broken.push(sink.len() > before);
     }
@@ -232,12 +242,15 @@ pub fn verify(module: Module) -> Result<VerifiedModule, Diagnostics> {
         // The template passed, so an instance can only fail through its constants (checked
         // while instantiating); re-checking keeps that promise honest.
         decls::check(&module, &f, &mut sink);
-        body::check(&module, &f, &typed, &mut sink);
+        if nesting::check_local(&f, &nesting::measure(&module, &f), &mut sink) {
+            body::check(&module, &f, &typed, &mut sink);
+        }
         types.push(typed.types());
         origins.push(Some((origin, args)));
         module.functions.append(f);
     }
     items::check_instance_names(&module, &mut sink);
+    items::check_call_limits(&module, &mut sink);
     sink.finish()?;
     let infos = module
         .functions
