@@ -712,6 +712,11 @@ fn ub_corpus_reports_kind_location_and_work_item() {
         ("data_race_shared", UbKind::DataRace, 11, 1),
         ("data_race_global", UbKind::DataRace, 4, 1),
         ("data_race_atomic_and_plain", UbKind::DataRace, 4, 1),
+        ("data_race_atomic_then_plain", UbKind::DataRace, 7, 31),
+        ("data_race_plain_then_atomic", UbKind::DataRace, 8, 1),
+        ("data_race_across_groups", UbKind::DataRace, 6, 16),
+        ("data_race_atomic_across_groups", UbKind::DataRace, 8, 32),
+        ("out_of_bounds_scattered_store", UbKind::OutOfBounds, 6, 16),
         ("barrier_divergence_branch", UbKind::BarrierDivergence, 5, 0),
         ("barrier_divergence_loop", UbKind::BarrierDivergence, 10, 0),
         (

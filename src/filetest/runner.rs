@@ -338,7 +338,7 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
         Err(Failure::Launch(e)) => {
             // A device that cannot run the case (a capability it lacks, one of its limits,
             // its driver's loop limit: `LaunchError::refused_by_device`) has not failed it.
-            if !on_interp && refusal.is_none() && e.refused_by_device() {
+            if !on_interp && e.refused_by_device() && !refusals.iter().any(|c| c == e.code()) {
                 return Outcome::Skip(e.to_string());
             }
             return judge_refusal(e, &refusals, ub.as_deref());
