@@ -556,6 +556,7 @@ struct StreamCore {
 // SAFETY: Vulkan handles are plain integers; the command pool and its buffers are used only
 // under the state mutex, the queue under its own.
 unsafe impl Send for StreamState {}
+// SAFETY: as above.
 unsafe impl Sync for StreamState {}
 
 impl StreamCore {
@@ -934,6 +935,7 @@ impl VkEvent {
 
 // SAFETY: handles are integers; the stream state is behind its mutex.
 unsafe impl Send for VkEvent {}
+// SAFETY: as above.
 unsafe impl Sync for VkEvent {}
 
 impl Drop for VkEvent {

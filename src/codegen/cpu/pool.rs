@@ -75,8 +75,8 @@ pub fn run(threads: usize, work: &(dyn Fn(usize) + Sync)) {
         work(0);
         return;
     }
-    // SAFETY of the lifetime extension: every job is finished (the latch reaches zero)
-    // before this function returns, so `work` outlives every use.
+    // SAFETY: the lifetime extension is sound because every job is finished (the latch
+    // reaches zero) before this function returns, so `work` outlives every use.
     let work_static: &'static (dyn Fn(usize) + Sync) = unsafe {
         std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(work)
     };
