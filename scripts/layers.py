@@ -2,7 +2,8 @@
 """Lists the `crate::` / `super::` imports of src/ that point up the layer order.
 
 The layers, bottom to top: ir, interp, codegen, hal, backend, runtime, filetest/bench, cli,
-and the crate root (lib.rs, main.rs, config.rs sits at the bottom: everything reads it).
+and the crate root (lib.rs, main.rs); config.rs and deadline.rs sit at the bottom, leaves
+that every layer may read.
 A file's layer is the first folder under src/. `python3 scripts/layers.py` prints every upward
 edge as `from -> to (line)` and a summary; `--old` maps the pre-redesign tree (src/jit,
 src/devices, runtime files at src/) onto the same layers, for a before/after comparison.
@@ -12,6 +13,8 @@ import os, re, sys
 ORDER = ["config", "ir", "interp", "codegen", "hal", "backend", "runtime", "filetest", "bench", "cli", "root"]
 RANK = {n: i for i, n in enumerate(ORDER)}
 RANK["bench"] = RANK["filetest"]  # siblings
+# The process-wide leaves every layer may read: the settings and the deadline watchdog.
+RANK["deadline"] = RANK["config"]
 
 OLD = [  # (path prefix, layer) for the tree before the redesign; first match wins
     ("src/jit/pool.rs", "backend"), ("src/jit/", "codegen"),
