@@ -289,7 +289,8 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let d = self.b.ins().iadd_imm_s(self.state, off as i64);
                 let dims = m as u64 | (nn as u64) << 16 | (k as u64) << 32;
                 let dims = self.b.ins().iconst(types::I64, dims as i64);
-                let codes = crate::codegen::cpu::rt::code_of(sa) | crate::codegen::cpu::rt::code_of(sc) << 8;
+                let codes = crate::codegen::cpu::rt::code_of(sa)
+                    | crate::codegen::cpu::rt::code_of(sc) << 8;
                 let codes = self.b.ins().iconst(types::I32, codes as i64);
                 self.call(
                     "xpu_matrix_mma",
