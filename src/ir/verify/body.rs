@@ -38,7 +38,7 @@ pub(super) fn check(module: &Module, f: &Function, typed: &FunctionTypes, sink: 
 }
 
 /// Every expression handle a statement refers to directly, in evaluation order.
-fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
+pub(super) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
     match &s.kind {
         StmtKind::Let { init, .. } => out.extend(init),
         StmtKind::Assign { place, value } => {

@@ -5,7 +5,7 @@
 //! input must not overflow the stack of the code that measures it.
 
 use super::{codes, Sink};
-use crate::ir::{Block, Expr, ExprId, Function, Handle, LoopKind, Module, Place, StmtKind, Type};
+use crate::ir::{Block, Expr, ExprId, Function, Handle, Module, Type};
 
 /// The deepest nesting a function may have in itself: blocks (the body is 1) plus the operands
 /// of the expression tree inside the innermost (twice the text parser's limit of 128, so that
@@ -19,44 +19,6 @@ pub(crate) struct Nesting {
     /// Each call site: the helpers it may call (a dispatch: every member of its tag set) and
     /// the nesting at the call (block depth plus expression depth, the call itself included).
     pub sites: Vec<(Vec<Handle<Function>>, u32)>,
-}
-
-/// The roots of a statement's expressions.
-fn roots(kind: &StmtKind, out: &mut Vec<ExprId>) {
-    match kind {
-        StmtKind::Let { init, .. } => out.extend(init),
-        StmtKind::Assign { place, value } => {
-            if let Place::Element { index, .. } = place {
-                out.push(*index);
-            }
-            out.push(*value);
-        }
-        StmtKind::If { cond, .. } => out.push(*cond),
-        StmtKind::Loop { kind, .. } => match kind {
-            LoopKind::Infinite => {}
-            LoopKind::While(c) => out.push(*c),
-            LoopKind::For {
-                start, end, step, ..
-            } => {
-                out.push(*start);
-                out.push(*end);
-                out.extend(step);
-            }
-        },
-        StmtKind::Return(e) => out.extend(e),
-        StmtKind::Expr(e) => out.push(*e),
-        StmtKind::VStore { index, value, .. } => {
-            out.push(*index);
-            out.push(*value);
-        }
-        StmtKind::MatrixStore {
-            value,
-            offset,
-            stride,
-            ..
-        } => out.extend([*value, *offset, *stride]),
-        StmtKind::Break(_) | StmtKind::Continue(_) | StmtKind::Barrier | StmtKind::Fence(_) => {}
-    }
 }
 
 /// Measures `f`'s nesting and its call sites, iteratively. Each expression is visited once
@@ -75,7 +37,7 @@ pub(crate) fn measure(module: &Module, f: &Function) -> Nesting {
                 blocks.push((b, bd.saturating_add(1)));
             }
             rs.clear();
-            roots(&s.kind, &mut rs);
+            super::body::stmt_roots(s, &mut rs);
             exprs.extend(rs.iter().map(|&e| (e, bd.saturating_add(1))));
             while let Some((e, d)) = exprs.pop() {
                 let Some(slot) = seen.get_mut(e.index()) else {
