@@ -32,6 +32,8 @@ pub const DEFAULT_WAVE: u32 = 32;
 /// The interpreter's device.
 pub struct InterpDevice {
     facts: DeviceFacts,
+    /// The options every launch starts from ([`InterpDevice::with_options`]).
+    defaults: Arc<Options>,
 }
 
 impl Default for InterpDevice {
@@ -54,7 +56,23 @@ impl InterpDevice {
             int64_atomics: Some(true),
             ..DeviceFacts::unknown(Backend::Interp)
         };
-        InterpDevice { facts }
+        InterpDevice {
+            facts,
+            defaults: Arc::new(Options::default()),
+        }
+    }
+
+    /// An interpreter whose launches start from `options` (races allowed by name, a
+    /// shuffle seed, a step budget, a wave width, checks off); a launch's own
+    /// [`Launch::interp`] and wave win, and its deadline always applies.
+    pub fn with_options(options: Options) -> Self {
+        InterpDevice {
+            defaults: Arc::new(Options {
+                cancel: None,
+                ..options
+            }),
+            ..InterpDevice::new()
+        }
     }
 }
 
@@ -72,12 +90,14 @@ impl DeviceImpl for InterpDevice {
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
         Ok(Arc::new(InterpProgram {
             module: module.clone(),
+            defaults: self.defaults.clone(),
         }))
     }
 }
 
 struct InterpProgram {
     module: Arc<VerifiedModule>,
+    defaults: Arc<Options>,
 }
 
 impl ProgramImpl for InterpProgram {
@@ -95,6 +115,7 @@ impl ProgramImpl for InterpProgram {
             module: self.module.clone(),
             handle,
             manifest: KernelManifest::from_kernel(kernel, Backend::Interp),
+            defaults: self.defaults.clone(),
         }))
     }
 
@@ -111,6 +132,7 @@ struct InterpKernel {
     module: Arc<VerifiedModule>,
     handle: Handle<Function>,
     manifest: KernelManifest,
+    defaults: Arc<Options>,
 }
 
 /// A value argument as the interpreter's literal(s).
@@ -139,9 +161,16 @@ impl InterpKernel {
             InterpError::Ub(report) => {
                 let diag = report.to_diagnostic();
                 LaunchError::Undefined {
-                    kernel,
                     kind: report.kind.name().to_string(),
                     report: format!("{}:{}: {}", diag.span.line, diag.span.col, diag.message),
+                    ub: report.kind,
+                    site: Box::new(crate::hal::launch::Site {
+                        kernel: kernel.clone(),
+                        function: report.function.clone(),
+                        span: report.span,
+                        item: Some(report.item),
+                    }),
+                    kernel,
                 }
             }
             InterpError::Refused(diag) => LaunchError::Undefinable {
@@ -293,11 +322,26 @@ impl KernelImpl for InterpKernel {
             shared_bytes: launch.shared_bytes,
         };
         let watch = crate::deadline::Watch::arm(launch.deadline);
-        let options = Options {
-            wave_width: launch.wave,
+        let mut options = Options {
+            wave_width: launch.wave.or(self.defaults.wave_width),
             cancel: Some(interp::Cancel(watch.shared_flag())),
-            ..Options::default()
+            ..(*self.defaults).clone()
         };
+        if launch.interp.allow_races {
+            // Every buffer parameter and shared array races on purpose.
+            options
+                .allow_races
+                .extend(function.params.iter().map(|p| p.name.clone()));
+            options
+                .allow_races
+                .extend(function.shared.iter().map(|(_, s)| s.name.clone()));
+        }
+        if launch.interp.shuffle_seed.is_some() {
+            options.shuffle_seed = launch.interp.shuffle_seed;
+        }
+        if launch.interp.max_steps.is_some() {
+            options.max_steps = launch.interp.max_steps;
+        }
         let result = interp::launch_handle(
             &self.module,
             self.handle,

@@ -9,6 +9,7 @@ mod bench;
 mod build;
 mod check;
 mod fmt;
+mod repl;
 mod run;
 
 #[derive(Parser)]
@@ -29,6 +30,9 @@ enum Command {
         /// Files or folders (walked for `.xk` files).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Print one JSON object on stdout instead (docs/json.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Print a kernel file in canonical form.
     Fmt { file: PathBuf },
@@ -38,6 +42,15 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Lower a file's kernels ahead of time and report their footprint (`--backend cuda`).
     Build(build::BuildArgs),
+    /// An interactive session: define kernels, make buffers, launch, look at the code
+    /// (docs/repl.md). From a pipe it reads a script.
+    Repl(repl::ReplArgs),
+    /// Print a shell completion script: `xpu completions bash > /etc/bash_completion.d/xpu`,
+    /// `xpu completions zsh > ~/.zfunc/_xpu`, `xpu completions fish > ~/.config/fish/completions/xpu.fish`.
+    Completions {
+        /// The shell: bash, zsh, fish (also elvish, powershell).
+        shell: clap_complete::Shell,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -50,10 +63,17 @@ pub fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Check { paths } => check::check(&paths),
+        Command::Check { paths, json } => check::check(&paths, json),
         Command::Fmt { file } => fmt::fmt(&file),
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Build(args) => build::build(&args),
+        Command::Repl(args) => repl::repl(&args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "xpu", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
     }
 }

@@ -86,6 +86,25 @@ pub struct Launch {
     /// cannot cancel a kernel, report it when it passes and leave the kernel to finish.
     /// `None` (the default): no limit.
     pub deadline: Option<Duration>,
+    /// The interpreter's options for this launch (other backends ignore them): see
+    /// [`InterpLaunch`].
+    pub interp: InterpLaunch,
+}
+
+/// Options of the reference interpreter a launch can carry ([`Launch::interp`]); other
+/// backends ignore them. A device opened with [`Device::interp_with`]
+/// (crate::runtime::device::Device::interp_with) sets the same (and names races by buffer or
+/// shared array) for every launch; what a launch sets here wins.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterpLaunch {
+    /// Report no data race in this launch: every buffer parameter and shared array is taken
+    /// as racing on purpose (a benign-race kernel, value-tested).
+    pub allow_races: bool,
+    /// Run workgroups and work-items in an order shuffled by this seed.
+    pub shuffle_seed: Option<u64>,
+    /// The most work-item steps the launch may execute; past it the launch is refused with
+    /// `XPU-L015` (a device failure naming the step budget).
+    pub max_steps: Option<u64>,
 }
 
 impl Launch {
@@ -98,7 +117,14 @@ impl Launch {
             shared_opt_in: false,
             wave: None,
             deadline: None,
+            interp: InterpLaunch::default(),
         }
+    }
+
+    /// Sets the interpreter's options for this launch ([`InterpLaunch`]).
+    pub fn interp(mut self, options: InterpLaunch) -> Self {
+        self.interp = options;
+        self
     }
 
     pub fn block(mut self, block: impl Into<Dims>) -> Self {
@@ -568,12 +594,15 @@ pub enum LaunchError {
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
     /// The interpreter observed undefined behaviour (`XPU-REF02`); `kind` names it
-    /// (`out-of-bounds`, `race`, ...), `report` is the interpreter's text.
+    /// (`out-of-bounds`, `race`, ...), `report` is the interpreter's text, `ub` the same kind
+    /// as an enum and `site` where it happened (function, `line:col`, work-item).
     #[error("error[{}]: kernel {kernel}: {report}", codes::UNDEFINED_BEHAVIOR)]
     Undefined {
         kernel: String,
         kind: String,
         report: String,
+        ub: crate::interp::UbKind,
+        site: Box<Site>,
     },
 }
 
@@ -644,6 +673,56 @@ impl LaunchError {
             | Deadline { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
+        }
+    }
+}
+
+/// Where in the source a run-time error happened: the launched kernel, the function the
+/// offending statement is in (the kernel or a helper it called), its `line:col` in the
+/// module's source, and the work-item that did it where the backend knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// The launched kernel.
+    pub kernel: String,
+    /// The function holding the statement (the kernel or a helper).
+    pub function: String,
+    /// The statement's or expression's location (`0:0` unknown; a column of 0: only the line
+    /// is known).
+    pub span: crate::ir::Span,
+    /// The work-item, where the backend knows it (the interpreter does).
+    pub item: Option<crate::interp::WorkItem>,
+}
+
+impl LaunchError {
+    /// Where the error happened in the kernel's source, for the run-time errors that know:
+    /// undefined behaviour on the interpreter (with the work-item), an out-of-bounds access or
+    /// a broken `align` caught by the CPU backend (the line only).
+    pub fn site(&self) -> Option<Site> {
+        match self {
+            LaunchError::Undefined { site, .. } => Some((**site).clone()),
+            LaunchError::OutOfBounds { kernel, line, .. }
+            | LaunchError::BrokenAlign { kernel, line, .. }
+                if *line != 0 =>
+            {
+                Some(Site {
+                    kernel: kernel.clone(),
+                    function: kernel.clone(),
+                    span: crate::ir::Span::new(*line, 0),
+                    item: None,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The kind of undefined behaviour, as an enum, for [`LaunchError::Undefined`] and for
+    /// the CPU backend's checked refusals of the same (out of bounds, a broken `align`).
+    pub fn ub_kind(&self) -> Option<crate::interp::UbKind> {
+        match self {
+            LaunchError::Undefined { ub, .. } => Some(*ub),
+            LaunchError::OutOfBounds { .. } => Some(crate::interp::UbKind::OutOfBounds),
+            LaunchError::BrokenAlign { .. } => Some(crate::interp::UbKind::Misaligned),
+            _ => None,
         }
     }
 }

@@ -95,6 +95,14 @@ impl Device {
         Ok(device)
     }
 
+    /// A fresh interpreter device (not the shared one [`Device::open`] gives) whose every
+    /// launch starts from `options`: races allowed by buffer or shared-array name, a shuffle
+    /// seed, a step budget, a wave width, checks off. A launch's own
+    /// [`Launch::interp`](crate::hal::launch::Launch::interp) and wave win.
+    pub fn interp_with(options: crate::interp::Options) -> Device {
+        Device::from_impl(Arc::new(interp::InterpDevice::with_options(options)))
+    }
+
     /// Every backend compiled into this build and present on this machine, in selection order
     /// followed by the interpreter.
     pub fn available() -> Vec<Backend> {
