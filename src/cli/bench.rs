@@ -88,7 +88,7 @@ fn kernels_source() -> String {
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
     if args.backend == "vulkan" {
-        return crate::bench::vulkan::run(args.elems, args.block, args.reps);
+        return crate::bench::vulkan::run(args.elems, args.block, args.reps, args.json);
     }
     if args.backend != "cuda" {
         eprintln!(
@@ -307,11 +307,14 @@ mod imp {
         ));
 
         if args.json {
-            let items: Vec<String> = rows
-                .iter()
-                .map(|(k, v, _)| format!("  \"{}\": {v:.4}", k.replace('"', "'")))
-                .collect();
-            println!("{{\n  \"device\": \"{name}\",\n{}\n}}", items.join(",\n"));
+            // The measures by name, beside `device` (and `backend`, docs/json.md).
+            let mut doc = serde_json::Map::new();
+            doc.insert("backend".into(), "cuda".into());
+            doc.insert("device".into(), name.to_string().into());
+            for (k, v, _) in &rows {
+                doc.insert(k.clone(), serde_json::json!((v * 1e4).round() / 1e4));
+            }
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         } else {
             println!("xpu bench cuda on {name} (median of {} rounds)", cx.reps);
             if let Some(line) = first_use {

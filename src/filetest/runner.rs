@@ -67,6 +67,28 @@ pub struct Case {
     pub outcome: Outcome,
 }
 
+impl Case {
+    /// The case as JSON (docs/json.md): `file`, `line`, `kernel`, `backend`, `outcome`
+    /// (`pass`, `fail`, `skip`) and `detail` (a failure's detail or a skip's reason, else
+    /// null).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (outcome, detail) = match &self.outcome {
+            Outcome::Pass => ("pass", None),
+            Outcome::Fail(d) => ("fail", Some(d.as_str())),
+            Outcome::Skip(d) => ("skip", Some(d.as_str())),
+        };
+        serde_json::json!({
+            "type": "case",
+            "file": self.file,
+            "line": self.line,
+            "kernel": self.kernel,
+            "backend": self.backend,
+            "outcome": outcome,
+            "detail": detail,
+        })
+    }
+}
+
 impl fmt::Display for Case {
     /// `PASS  file:line  kernel  backend`, and a failure's detail or a skip's reason indented
     /// beneath.
@@ -179,31 +201,36 @@ impl Runner {
         }
         let mut summary = Summary::default();
         for file in files {
-            let source = std::fs::read(&file)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
-            let shown = file.display().to_string();
-            let source = match String::from_utf8(source) {
-                Ok(s) => s,
-                Err(_) => {
-                    let case = Case {
-                        file: shown,
-                        line: 1,
-                        kernel: "-".into(),
-                        backend: "-".into(),
-                        outcome: Outcome::Fail("the file is not UTF-8".into()),
-                    };
-                    writeln!(out, "{case}")?;
-                    summary.add(&case);
-                    continue;
-                }
-            };
-            self.run_source(&shown, &source, &mut |case| {
+            self.run_file(&file, &mut |case| {
                 summary.add(case);
                 writeln!(out, "{case}")
             })?;
         }
         writeln!(out, "{}", summary.closing_line())?;
         Ok(summary)
+    }
+
+    /// Runs the run blocks of the file at `file`, calling `report` with each case as it
+    /// completes. An unreadable file is an I/O error; one that is not UTF-8 or does not parse
+    /// is a failed case.
+    pub fn run_file(
+        &self,
+        file: &std::path::Path,
+        report: &mut dyn FnMut(&Case) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let source = std::fs::read(file)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
+        let shown = file.display().to_string();
+        match String::from_utf8(source) {
+            Ok(source) => self.run_source(&shown, &source, report),
+            Err(_) => report(&Case {
+                file: shown,
+                line: 1,
+                kernel: "-".into(),
+                backend: "-".into(),
+                outcome: Outcome::Fail("the file is not UTF-8".into()),
+            }),
+        }
     }
 
     /// Runs the run blocks of one file's `source`, calling `report` with each case as it
@@ -679,6 +706,11 @@ fn launch_spec(
         .shared_bytes(spec.shared_bytes);
     launch.wave = wave;
     launch.deadline = spec.deadline;
+    launch.interp = crate::hal::launch::InterpLaunch {
+        allow_races: spec.allow_races,
+        shuffle_seed: spec.shuffle_seed,
+        max_steps: spec.max_steps,
+    };
     let stream = KernelStream::current(device);
     kernel
         .launch(&stream, launch, &mut args)
