@@ -164,6 +164,28 @@ pub struct FunctionBuilder {
     /// The blocks being filled, innermost last; the function body is the first.
     blocks: Vec<Block>,
     span: Span,
+    /// The `if`s begun with [`FunctionBuilder::begin_if`] and not yet ended, innermost last.
+    open_ifs: Vec<OpenIf>,
+}
+
+/// An `if` begun with [`FunctionBuilder::begin_if`]: its condition, its span, and its `then`
+/// block once [`FunctionBuilder::else_`] closed it.
+#[derive(Debug)]
+struct OpenIf {
+    cond: ExprId,
+    span: Span,
+    then_block: Option<Block>,
+    /// How many blocks were open below this `if`'s arm.
+    depth: usize,
+    id: u64,
+}
+
+/// An `if` under construction in sequence: `begin_if`, statements, optionally `else_`,
+/// statements, `end_if` (for front ends whose state cannot be moved into closures).
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "an `if` begun is closed with `end_if`"]
+pub struct IfToken {
+    id: u64,
 }
 
 impl FunctionBuilder {
@@ -174,11 +196,17 @@ impl FunctionBuilder {
             func,
             blocks: vec![body],
             span: Span::UNKNOWN,
+            open_ifs: Vec::new(),
         }
     }
 
     /// The function, with everything built so far.
     pub fn finish(mut self) -> Function {
+        // An `if` begun and never ended ends here, with what was built into it.
+        while let Some(top) = self.open_ifs.last() {
+            let id = top.id;
+            self.end_if(IfToken { id });
+        }
         // Closures always pop what they push, so only the body is left.
         while self.blocks.len() > 1 {
             let inner = self.blocks.pop().unwrap_or_default();
@@ -199,6 +227,101 @@ impl FunctionBuilder {
     pub fn at(&mut self, line: u32, col: u32) -> &mut Self {
         self.span = Span::new(line, col);
         self
+    }
+
+    /// Sets the span given to every node (expression or statement) built from now on, until
+    /// changed: a front end calls it once per source construct, not once per node.
+    pub fn at_span(&mut self, span: Span) -> &mut Self {
+        self.span = span;
+        self
+    }
+
+    /// The span nodes built now get.
+    pub fn current_span(&self) -> Span {
+        self.span
+    }
+
+    /// Builds with `build` at `span`, then restores the span that was in force.
+    pub fn with_span<R>(&mut self, span: Span, build: impl FnOnce(&mut Self) -> R) -> R {
+        let outer = std::mem::replace(&mut self.span, span);
+        let result = build(self);
+        self.span = outer;
+        result
+    }
+
+    /// Begins `if cond { ...`: the statements built next go into its `then` arm, until
+    /// [`Self::else_`] (then into its `else` arm) or [`Self::end_if`]. Ifs begun this way
+    /// nest; ending an outer one ends the inner ones still open, and [`Self::finish`] ends
+    /// any left open. The `if` statement carries the span in force here.
+    pub fn begin_if(&mut self, cond: Value) -> IfToken {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.open_ifs.push(OpenIf {
+            cond: cond.0,
+            span: self.span,
+            then_block: None,
+            depth: self.blocks.len(),
+            id,
+        });
+        self.blocks.push(Vec::new());
+        IfToken { id }
+    }
+
+    /// `} else {`: closes the `then` arm of the `if` of `token`, and the statements built
+    /// next go into its `else` arm. A second `else_` for one `if` adds to the same arm.
+    pub fn else_(&mut self, token: IfToken) -> IfToken {
+        self.close_inner(&token);
+        if let Some(top) = self.open_ifs.last_mut() {
+            if top.id == token.id && top.then_block.is_none() {
+                let then_block = self.blocks.pop().unwrap_or_default();
+                top.then_block = Some(then_block);
+                self.blocks.push(Vec::new());
+            }
+        }
+        token
+    }
+
+    /// `}`: ends the `if` of `token` and appends it to the enclosing block. A token of an
+    /// `if` already ended does nothing.
+    pub fn end_if(&mut self, token: IfToken) {
+        if !self.open_ifs.iter().any(|o| o.id == token.id) {
+            return;
+        }
+        self.close_inner(&token);
+        let Some(open) = self.open_ifs.pop() else {
+            return;
+        };
+        let mut arm = Vec::new();
+        while self.blocks.len() > open.depth {
+            let mut inner = self.blocks.pop().unwrap_or_default();
+            inner.extend(arm);
+            arm = inner;
+        }
+        let (then_block, else_block) = match open.then_block {
+            Some(t) => (t, arm),
+            None => (arm, Vec::new()),
+        };
+        let span = std::mem::replace(&mut self.span, open.span);
+        self.stmt(StmtKind::If {
+            cond: open.cond,
+            then_block,
+            else_block,
+        });
+        self.span = span;
+    }
+
+    /// Ends the `if`s begun inside the one of `token`.
+    fn close_inner(&mut self, token: &IfToken) {
+        if !self.open_ifs.iter().any(|o| o.id == token.id) {
+            return;
+        }
+        while let Some(top) = self.open_ifs.last() {
+            if top.id == token.id {
+                break;
+            }
+            let id = top.id;
+            self.end_if(IfToken { id });
+        }
     }
 
     // ----- declarations -----
