@@ -72,7 +72,7 @@ run saxpy {{
     arg y = fill(8, 1.0);
     arg x = iota(8);
     arg a = 3.0;
-    expect y = iota(8, -1, 2);
+    expect y = iota(8, -1, 3);
 }}
 :save {}
 "#,
@@ -91,7 +91,7 @@ run saxpy {{
     // The broken redefinition is refused with the source line and a caret, and the session
     // goes on with the old one; so does a launch naming no buffer.
     assert!(
-        err.contains("2:52: error[XPU-P004]: unknown name `nowhere`"),
+        err.contains("2:43: error[XPU-P004]: unknown name `nowhere`"),
         "{err}"
     );
     assert!(err.contains("+ nowhere;\n"), "{err}");
@@ -100,7 +100,7 @@ run saxpy {{
         .skip_while(|l| !l.contains("+ nowhere;"))
         .nth(1)
         .unwrap();
-    assert_eq!(caret_line.find('^'), Some(4 + 51), "{err}");
+    assert_eq!(caret_line.find('^'), Some(4 + 42), "{err}");
     assert!(
         err.contains("error[XPU-Q004]: no buffer named `q`"),
         "{err}"
@@ -370,13 +370,19 @@ mod interp_options {
         });
         assert!(launch(&other, RACY, geometry).is_err());
 
-        let budget = Launch::grid([2]).block([32]).interp(InterpLaunch {
-            allow_races: true,
-            max_steps: Some(3),
+        // The step budget is counted at loop back-edges and calls.
+        const SPIN: &str = "kernel flag(out: buf<u32, rw>) {\n    let acc: u32 = 0;\n    for k: u32 in 0..1000 {\n        acc += k;\n    }\n    out[0] = acc;\n}\n";
+        let budget = Launch::grid([1]).block([1]).interp(InterpLaunch {
+            max_steps: Some(100),
             ..InterpLaunch::default()
         });
-        let e = launch(&interp, RACY, budget).unwrap_err();
+        let e = launch(&interp, SPIN, budget).unwrap_err();
         assert_eq!(e.code(), "XPU-L015", "{e}");
+        let enough = Launch::grid([1]).block([1]).interp(InterpLaunch {
+            max_steps: Some(1 << 20),
+            ..InterpLaunch::default()
+        });
+        assert_eq!(launch(&interp, SPIN, enough).unwrap(), vec![499500]);
     }
 }
 
