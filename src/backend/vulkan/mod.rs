@@ -1224,6 +1224,11 @@ impl VulkanDevice {
             .supported_stages
             .contains(vk::ShaderStageFlags::COMPUTE);
         let ops = subgroup.supported_operations;
+        // Mesa's llvmpipe (lavapipe): the one device whose known defects the lowering works
+        // around by name (each `Caps` field below says which).
+        let llvmpipe = props
+            .device_name_as_c_str()
+            .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe"));
         let caps = Caps {
             int8: ef16 && f16i8.shader_int8 != 0,
             int16: base.shader_int16 != 0,
@@ -1240,12 +1245,9 @@ impl VulkanDevice {
             subgroup_arithmetic: compute_ops && ops.contains(vk::SubgroupFeatureFlags::ARITHMETIC),
             subgroup_ballot: compute_ops && ops.contains(vk::SubgroupFeatureFlags::BALLOT),
             subgroup_shuffle: compute_ops && ops.contains(vk::SubgroupFeatureFlags::SHUFFLE),
-            barrier_suspends: props
-                .device_name_as_c_str()
-                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
-            f64_rounding_from_floor: props
-                .device_name_as_c_str()
-                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            barrier_suspends: llvmpipe,
+            f64_rounding_from_floor: llvmpipe,
+            float_sum_from_positive_zero: llvmpipe,
             // The module is SPIR-V 1.3, so `SPV_KHR_float_controls` must be enabled as an
             // extension (below) even on a 1.2 device.
             denorm_preserve16: efc && fcp.shader_denorm_preserve_float16 != 0,
@@ -1254,9 +1256,7 @@ impl VulkanDevice {
             szinan_preserve16: efc && fcp.shader_signed_zero_inf_nan_preserve_float16 != 0,
             szinan_preserve32: efc && fcp.shader_signed_zero_inf_nan_preserve_float32 != 0,
             szinan_preserve64: efc && fcp.shader_signed_zero_inf_nan_preserve_float64 != 0,
-            folds_float_identities: props
-                .device_name_as_c_str()
-                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            folds_float_identities: llvmpipe,
             // NVIDIA reports `shaderDenormPreserveFloat32` and still flushes f32 subnormal
             // operands and results of `+ - *` under `DenormPreserve` (H200, driver 580), so
             // the feature bit cannot tell; the vendor id does. CAJETA_XPU_VK_F32_IN_F64=1
@@ -1265,10 +1265,7 @@ impl VulkanDevice {
             flushes_f32_subnormals: settings.f32_in_f64.unwrap_or(props.vendor_id == 0x10DE),
             // Mesa's llvmpipe ends an invocation's loops after 65,535 passes over all of them
             // (its loop limiter), silently: such launches are checked (XPU-L016).
-            loop_limit: props
-                .device_name_as_c_str()
-                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe"))
-                .then_some(spirv::LLVMPIPE_LOOP_LIMIT),
+            loop_limit: llvmpipe.then_some(spirv::LLVMPIPE_LOOP_LIMIT),
             // A CPU device (lavapipe) runs shaders in this process: shared and private
             // indices are clamped there (DESIGN.md, Decisions 8). GPUs keep their code.
             clamp_indices: props.device_type == vk::PhysicalDeviceType::CPU,
