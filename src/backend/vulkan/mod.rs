@@ -34,6 +34,7 @@
 
 pub mod aot;
 
+use crate::backend::common;
 use crate::codegen::spirv::{self, Caps, Emitted, ParamSlot};
 use crate::hal::facts::DeviceFacts;
 use crate::hal::launch::{HostValue, Launch, LaunchError};
@@ -1705,40 +1706,11 @@ impl DeviceImpl for VulkanDevice {
     }
 }
 
-/// Bytes of private arrays one work-item may hold on a GPU: the most any of our drivers
-/// gives a thread's local (scratch) memory (NVIDIA: 512 KiB).
-const PRIVATE_BYTES_GPU: u64 = 512 << 10;
-
 /// Bytes of private arrays one work-item may hold on a device on the host CPU (lavapipe):
 /// llvmpipe's compile time grows with a dynamically indexed array (measured on the 2-core
 /// development machine: 4 KiB of `u32` in 3 s, 16 KiB in 20 s, 64 KiB past two minutes, and
 /// 64 MiB aborts the process in `std::bad_alloc`; docs/vulkan-backend.md).
 const PRIVATE_BYTES_HOST: u64 = 16 << 10;
-
-/// Bytes of private arrays one work-item of `kernel` holds at most: its own and every
-/// helper's of the module (helpers are inlined; an upper bound), in 64 bits.
-fn private_bytes(module: &VerifiedModule, kernel: &Function) -> u64 {
-    let arrays = |f: &Function| -> u64 {
-        f.locals
-            .iter()
-            .map(|(_, l)| match l.ty {
-                crate::ir::Type::Array {
-                    elem,
-                    len: crate::ir::Len::Fixed(n),
-                } => n as u64 * elem.size() as u64,
-                _ => 0,
-            })
-            .fold(0u64, u64::saturating_add)
-    };
-    let helpers = module
-        .module()
-        .functions
-        .iter()
-        .filter(|(_, f)| !f.is_kernel())
-        .map(|(_, f)| arrays(f))
-        .fold(0u64, u64::saturating_add);
-    arrays(kernel).saturating_add(helpers)
-}
 
 /// A module on a Vulkan device: kernels emitted and built on first use.
 struct VkProgram {
@@ -1781,21 +1753,12 @@ impl VkProgram {
         }
         // Private arrays the device cannot hold are refused before any pipeline is made:
         // `[u32; 4294967295]` crashed lavapipe's compiler in vkCreateComputePipelines.
-        let need = private_bytes(&self.module, function);
         let limit = if caps.clamp_indices {
             PRIVATE_BYTES_HOST
         } else {
-            PRIVATE_BYTES_GPU
+            common::PRIVATE_BYTES_GPU
         };
-        if need > limit {
-            return Err(LaunchError::PrivateMemory {
-                kernel: name.to_string(),
-                need,
-                limit: format!(
-                    "the Vulkan backend allows {limit} bytes of private arrays per work-item on this device"
-                ),
-            });
-        }
+        common::check_private(name, &self.module, function, limit, "the Vulkan backend")?;
         let emitted = spirv::emit_kernel(&self.module, handle, &caps)
             .map_err(|u| refusal(u.to_string(), true))?;
         if emitted.push_bytes > self.max_push {
