@@ -29,7 +29,10 @@ fn main() -> std::process::ExitCode {
         let module = match xpu::ir::parse(&case.src).map(|m| m.verify()) {
             Ok(Ok(m)) => Arc::new(m),
             _ => {
-                eprintln!("seed {seed}: the generated kernel does not verify:\n{}", case.src);
+                eprintln!(
+                    "seed {seed}: the generated kernel does not verify:\n{}",
+                    case.src
+                );
                 return std::process::ExitCode::FAILURE;
             }
         };

@@ -3,15 +3,21 @@
 //! - Targeted cases: out-of-bounds accesses fail the launch naming kernel, line and index and
 //!   touch nothing; integer division by zero fails the launch (never a SIGFPE); the UB corpus
 //!   (`tests/ub/`) never crashes the process; worker caps; barriers in loops.
-//! - A differential fuzzer: random *valid* kernels (arithmetic on every type, divergent `if`s,
+//! - A differential fuzzer: random kernels (arithmetic on every type, divergent `if`s,
 //!   loops with labelled `break`/`continue`, early returns, device helpers, private arrays,
-//!   vectors, shared memory with barriers, wave verbs (constant-offset shuffles only where
-//!   every lane is active), inexact float reductions, atomics, scattered stores, random
-//!   geometry and `@wave`) run on both, every generated value folded into an output;
-//!   integers and floats must agree bit for bit (the CPU computes exactly the
-//!   interpreter's operations in the same order; any NaN equals any NaN). Kernels the
-//!   interpreter reports undefined behaviour for are discarded. `XPU_FUZZ_CASES` sets the
-//!   count (default 1000).
+//!   vectors, shared memory with barriers, also inside `if`s and loops every work-item takes
+//!   alike, shared atomics, wave verbs (constant-offset shuffles only where every lane is
+//!   active), inexact float reductions, every atomic kind with memory orders, the
+//!   compare-exchange retry loop, scattered stores, random geometry and `@wave`) run on both,
+//!   every generated value folded into an output; integers and floats must agree bit for bit
+//!   (the CPU computes exactly the interpreter's operations in the same order; any NaN
+//!   equals any NaN). About one kernel in 16 makes one out-of-bounds access (buffer, shared
+//!   or private): the interpreter reports it and the CPU must refuse the launch with
+//!   `XPU-L013`. Kernels with other undefined behaviour still run on the CPU (the process
+//!   must survive them) and are not compared. `XPU_FUZZ_CASES` sets the count (default
+//!   1000).
+//! - The same generator's Vulkan batch through `xpu run` (1,000 kernels), then kernels out of
+//!   bounds in shared memory on lavapipe, in this process.
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -258,10 +264,15 @@ impl AsAnyDevice for std::sync::Arc<dyn xpu::hal::DeviceImpl> {
 // The differential fuzzer
 
 // The generator is the library's fuzzing kit (`xpu::fuzz::gen`).
-use xpu::fuzz::gen::{as_kernel_file, generate, generate_for_cpu, inputs, Case};
+use xpu::fuzz::gen::{
+    as_kernel_file, generate, generate_for_cpu, generate_out_of_bounds, inputs, Case,
+};
 
 enum Verdict {
     Agree,
+    /// The interpreter reported an out-of-bounds access and the CPU refused the launch with
+    /// `XPU-L013`, as it must.
+    BothRefused,
     /// The interpreter reported undefined behaviour: no meaning to compare.
     Discard,
 }
@@ -308,15 +319,22 @@ fn dump_fuzz_corpus() {
 }
 
 /// A batch of the fuzzer's kernels on Vulkan (lavapipe in CI) against the interpreter,
-/// through `xpu run` exactly as a user would run them.
+/// through `xpu run` exactly as a user would run them (`XPU_VK_FUZZ_CASES`, default 1,000),
+/// then, in this process, kernels that go out of bounds in shared memory: on lavapipe, which
+/// runs shaders in this process, each must leave the host intact (no signal, no heap
+/// corruption) and the device usable (a defined kernel launched after each batch agrees).
 #[test]
 fn fuzz_batch_agrees_on_vulkan() {
-    if Device::open(Backend::Vulkan).is_err() {
+    let Ok(vk) = Device::open(Backend::Vulkan) else {
         println!("vulkan fuzz batch: no Vulkan device here, skipped");
         return;
-    }
+    };
+    let cases: usize = std::env::var("XPU_VK_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
     let dir = std::env::temp_dir().join(format!("xpu-vk-fuzz-{}", std::process::id()));
-    write_corpus(&dir, 100);
+    write_corpus(&dir, cases);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
         .arg("run")
         .arg(&dir)
@@ -329,7 +347,7 @@ fn fuzz_batch_agrees_on_vulkan() {
     let summary = stdout.lines().last().unwrap_or_default().to_string();
     let _ = writeln!(
         std::io::stderr(),
-        "vulkan fuzz batch (100 generated kernels): {summary}"
+        "vulkan fuzz batch ({cases} generated kernels): {summary}"
     );
     let failures: Vec<&str> = stdout
         .lines()
@@ -341,7 +359,72 @@ fn fuzz_batch_agrees_on_vulkan() {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    assert!(passed >= 50, "too few cases ran on Vulkan: {summary}");
+    assert!(
+        passed * 2 >= cases,
+        "too few cases ran on Vulkan: {summary}"
+    );
+
+    // Out of bounds in shared memory, on a device that runs in this process only.
+    if !vk
+        .facts()
+        .name
+        .as_deref()
+        .is_some_and(|n| n.contains("llvmpipe"))
+    {
+        return;
+    }
+    let (interp, _) = devices();
+    let (mut launched, mut seed) = (0usize, 1u64 << 40);
+    while launched < 200 {
+        seed += 1;
+        let case = generate_out_of_bounds(seed);
+        let Ok(Ok(m)) = xpu::ir::parse(&case.src).map(|m| m.verify()) else {
+            continue;
+        };
+        let pi = interp.load(m.clone()).unwrap();
+        let wave = Some(vk.facts().wave_width.unwrap_or(32));
+        match run_on(&interp, &pi, &case, wave, seed) {
+            Err(LaunchError::Undefined { kind, .. }) if kind == "out_of_bounds" => {}
+            _ => continue,
+        }
+        let pv = vk.load(m).unwrap();
+        // Undefined: any result or refusal, but the process must survive it.
+        let _ = run_on(&vk, &pv, &case, None, seed);
+        launched += 1;
+        if launched % 50 == 0 {
+            assert_defined_case_agrees(&interp, &vk, seed);
+        }
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "vulkan out-of-bounds batch: {launched} kernels with shared-memory accesses out of bounds ran in this process, the device still agrees"
+    );
+}
+
+/// The first defined generated kernel from `seed` on gives the interpreter's results on
+/// `device`.
+fn assert_defined_case_agrees(interp: &Device, device: &Device, mut seed: u64) {
+    loop {
+        seed += 1;
+        let case = generate(seed);
+        let Ok(Ok(m)) = xpu::ir::parse(&case.src).map(|m| m.verify()) else {
+            continue;
+        };
+        let pi = interp.load(m.clone()).unwrap();
+        let pd = device.load(m).unwrap();
+        let wave = pd.kernel("k").ok().and_then(|k| k.manifest().built_wave);
+        let Ok(want) = run_on(interp, &pi, &case, wave.or(device.facts().wave_width), seed) else {
+            continue;
+        };
+        match run_on(device, &pd, &case, None, seed) {
+            Ok(got) => {
+                assert_eq!(want, got, "seed {seed}\n{}", case.src);
+                return;
+            }
+            Err(e) if e.refused_by_device() || e.code() == "XPU-L001" => continue,
+            Err(e) => panic!("seed {seed}: {e}\n{}", case.src),
+        }
+    }
 }
 
 fn run_on(
@@ -357,7 +440,9 @@ fn run_on(
     let mut out_i: KernelBuffer<i32> = device.upload(&vec![-1i32; total]).unwrap();
     let mut out_f: KernelBuffer<f32> = device.upload(&vec![-1.0f32; total]).unwrap();
     let mut out_l: KernelBuffer<u64> = device.upload(&vec![1u64; total]).unwrap();
-    let mut cnt: KernelBuffer<u32> = device.upload(&[0u32, 0, u32::MAX, 0]).unwrap();
+    let mut cnt: KernelBuffer<u32> = device
+        .upload(&[0u32, 0, u32::MAX, 0, 0, u32::MAX, 0, 0, 0])
+        .unwrap();
     let xi = device.upload(&in_i).unwrap();
     let xf = device.upload(&in_f).unwrap();
     let k = program.kernel("k")?;
@@ -418,7 +503,26 @@ fn check_case(seed: u64) -> Result<Verdict, String> {
         .built_wave;
     let reference = match run_on(&interp, &pi, &case, wave, seed) {
         Ok(r) => r,
-        Err(LaunchError::Undefined { .. }) => return Ok(Verdict::Discard),
+        Err(LaunchError::Undefined { kind, report, .. })
+            if kind == "out_of_bounds" && !report.contains(" lane ") =>
+        {
+            // The CPU bounds-checks every access: it must refuse what the interpreter saw.
+            return match run_on(&cpu, &pc, &case, None, seed) {
+                Err(e @ LaunchError::OutOfBounds { .. }) if e.code() == "XPU-L013" => {
+                    Ok(Verdict::BothRefused)
+                }
+                other => Err(format!(
+                    "the interpreter reported an out-of-bounds access ({report}); the cpu gave {:?} instead of XPU-L013 (seed {seed})\n{}",
+                    other.err(),
+                    case.src
+                )),
+            };
+        }
+        Err(LaunchError::Undefined { .. }) => {
+            // Still run it: whatever it computes, the process must survive it.
+            let _ = run_on(&cpu, &pc, &case, None, seed);
+            return Ok(Verdict::Discard);
+        }
         Err(e) => return Err(format!("interpreter: {e}\n{}", case.src)),
     };
     let got = run_on(&cpu, &pc, &case, None, seed).map_err(|e| {
@@ -452,12 +556,14 @@ fn differential_fuzz_against_the_interpreter() {
         println!("{}", generate_for_cpu(seed).src);
         match check_case(seed) {
             Ok(Verdict::Agree) => println!("agree"),
+            Ok(Verdict::BothRefused) => println!("both refused (out of bounds)"),
             Ok(Verdict::Discard) => println!("discarded"),
             Err(e) => panic!("{e}"),
         }
         return;
     }
     let agreed = AtomicUsize::new(0);
+    let refused = AtomicUsize::new(0);
     let discarded = AtomicUsize::new(0);
     let mut runner = TestRunner::new(Config {
         cases,
@@ -473,6 +579,9 @@ fn differential_fuzz_against_the_interpreter() {
             Ok(Verdict::Agree) => {
                 agreed.fetch_add(1, Ordering::Relaxed);
             }
+            Ok(Verdict::BothRefused) => {
+                refused.fetch_add(1, Ordering::Relaxed);
+            }
             Ok(Verdict::Discard) => {
                 discarded.fetch_add(1, Ordering::Relaxed);
             }
@@ -480,23 +589,24 @@ fn differential_fuzz_against_the_interpreter() {
         }
         Ok(())
     });
-    let (a, d) = (
+    let (a, r, d) = (
         agreed.load(Ordering::Relaxed),
+        refused.load(Ordering::Relaxed),
         discarded.load(Ordering::Relaxed),
     );
     // Straight to stderr, past the test harness's capture, so every CI log shows the count.
     let _ = writeln!(
         std::io::stderr(),
-        "differential fuzz: {} generated kernels, {a} agreed, {d} discarded (undefined behaviour)",
-        a + d
+        "differential fuzz: {} generated kernels, {a} agreed, {r} out of bounds refused by both, {d} discarded (other undefined behaviour)",
+        a + r + d
     );
     if let Err(e) = result {
         panic!("{e}");
     }
     assert!(
-        a * 2 >= (a + d),
+        a * 2 >= (a + r + d),
         "too many kernels discarded: {d} of {}",
-        a + d
+        a + r + d
     );
 }
 

@@ -70,6 +70,15 @@ struct Gen {
     /// the output. Not for GPU corpora, compared bit for bit too, whose reduction trees and
     /// transcendentals differ from the interpreter's.
     for_cpu: bool,
+    /// Every work-item of the workgroup reaches this point together (the kernel's top level,
+    /// or inside an `if`/`for` whose condition or trip count is the same for all): barriers
+    /// may sit here, inside control flow.
+    uniform: bool,
+    /// The kernel declares `shc`, a shared array that only atomics touch between barriers.
+    shared_atomics: bool,
+    /// One out-of-bounds access is still to be generated in this kernel (buffer, shared or
+    /// private): the interpreter reports it and the backend must refuse the launch.
+    oob: bool,
 }
 
 impl Gen {
@@ -364,7 +373,7 @@ impl Gen {
     }
 
     fn stmt(&mut self) {
-        let choice = self.rng.below(16);
+        let choice = self.rng.below(20);
         match choice {
             0..=3 => {
                 let ty = *self.rng.pick(&TYPES);
@@ -473,43 +482,92 @@ impl Gen {
                 self.vars.push((w, "u32", false));
             }
             12 if !self.helper => {
-                // Atomics whose final values do not depend on the order.
-                // (One operator per element: different operators on one element do not
-                // commute.)
-                let slot = self.rng.below(4);
-                let op = ["atomic_add", "atomic_max", "atomic_min", "atomic_xor"][slot as usize];
+                // Atomics whose final values do not depend on the order: one operator per
+                // element (different operators on one element do not commute), every kind
+                // (`cnt` starts as [0, 0, MAX, 0, 0, MAX, 0, 0, 0]), now and then with an
+                // explicit memory order. Their old values depend on the order: not folded.
+                let slot = self.rng.below(7);
+                let op = [
+                    "atomic_add",
+                    "atomic_max",
+                    "atomic_min",
+                    "atomic_xor",
+                    "atomic_sub",
+                    "atomic_and",
+                    "atomic_or",
+                ][slot as usize];
                 let v = self.expr("u32", 2);
-                self.line(&format!("{op}(cnt[{slot}u32], {v});"));
+                let order = if self.rng.chance(25) {
+                    format!(
+                        ", {}",
+                        self.rng
+                            .pick(&["relaxed", "acquire", "release", "acq_rel", "seq_cst"])
+                    )
+                } else {
+                    String::new()
+                };
+                self.line(&format!("{op}(cnt[{slot}u32], {v}{order});"));
             }
-            13 => {
-                // A private array, filled then read at a varying index.
-                let a = self.fresh("arr");
-                self.line(&format!("let {a}: [i32; 4];"));
-                let k = self.fresh("k");
-                let e = self.expr("i32", 2);
-                self.line(&format!(
-                    "for {k}: u32 in 0u32..4u32 {{ {a}[{k}] = {e} + ({k} as i32); }}"
-                ));
-                let i = self.expr("u32", 2);
-                let v = self.fresh("v");
-                self.line(&format!("let {v}: i32 = {a}[({i}) % 4u32];"));
-                self.fold(&v, "i32");
-                self.vars.push((v, "i32", true));
+            16 if !self.helper => {
+                // The compare-exchange retry idiom: an atomic add built from a CAS loop (its
+                // final value is order-independent), or an exchange every work-item makes
+                // with the same value.
+                if self.rng.chance(60) {
+                    let v = self.expr("u32", 2);
+                    let (old, seen, add) = (self.fresh("old"), self.fresh("seen"), self.fresh("d"));
+                    self.line(&format!("let {add}: u32 = {v};"));
+                    self.line(&format!("let {old}: u32 = 0u32;"));
+                    self.line("loop {");
+                    self.indent += 1;
+                    self.line(&format!(
+                        "let {seen}: u32 = atomic_compare_exchange(cnt[7u32], {old}, {old} + {add});"
+                    ));
+                    self.line(&format!("if {seen} == {old} {{ break; }}"));
+                    self.line(&format!("{old} = {seen};"));
+                    self.indent -= 1;
+                    self.line("}");
+                } else {
+                    self.line("atomic_exchange(cnt[8u32], 5u32);");
+                }
             }
+            17 if self.uniform && !self.returned && !self.helper => {
+                // Barriers inside control flow every work-item takes alike: an `if` on a
+                // kernel argument or a loop with a uniform trip count, around shared memory
+                // (and the shared atomics) across barriers.
+                let cond = if self.rng.chance(50) {
+                    let k = 2 + self.rng.below(3);
+                    let r = self.rng.below(k);
+                    format!("if (n % {k}u32) == {r}u32 {{")
+                } else {
+                    let it = self.fresh("un");
+                    let trips = if self.rng.chance(50) {
+                        format!("{}u32", 1 + self.rng.below(3))
+                    } else {
+                        "(n % 3u32)".to_string()
+                    };
+                    format!("for {it}: u32 in 0u32..{trips} {{")
+                };
+                self.line(&cond);
+                self.labels.push(String::new());
+                let is_loop = cond.starts_with("for");
+                if is_loop {
+                    self.loop_depth += 1;
+                }
+                self.nested_uniform(|g| {
+                    g.stmts(2);
+                    g.shared_exchange();
+                    g.stmts(1);
+                });
+                if is_loop {
+                    self.loop_depth -= 1;
+                }
+                self.labels.pop();
+                self.line("}");
+            }
+            18 if self.oob && !self.helper && self.loop_depth == 0 => self.oob_access(),
             14 if self.top_level && !self.returned => {
-                // Shared memory across a barrier (top level only: uniform control flow).
-                let e = self.expr("i32", 2);
-                let v = self.fresh("s");
-                let off = self.rng.below(self.block as u64 + 1);
-                self.line(&format!("sh[lid] = {e};"));
-                self.line("barrier();");
-                self.line(&format!(
-                    "let {v}: i32 = sh[(lid + {off}u32) % {}u32];",
-                    self.block
-                ));
-                self.line("barrier();");
-                self.fold(&v, "i32");
-                self.vars.push((v, "i32", true));
+                // Shared memory across a barrier (top level: uniform control flow).
+                self.shared_exchange();
             }
             15 if !self.helper && self.loop_depth == 0 && self.rng.chance(30) => {
                 let c = self.expr("bool", 2);
@@ -552,6 +610,14 @@ impl Gen {
     }
 
     fn nested(&mut self, f: impl FnOnce(&mut Self)) {
+        let uniform = self.uniform;
+        self.uniform = false;
+        self.nested_uniform(f);
+        self.uniform = uniform;
+    }
+
+    /// A nested scope that every work-item enters alike (see [`Gen::uniform`]).
+    fn nested_uniform(&mut self, f: impl FnOnce(&mut Self)) {
         let top = self.top_level;
         self.top_level = false;
         self.indent += 1;
@@ -560,6 +626,64 @@ impl Gen {
         self.vars.truncate(mark);
         self.indent -= 1;
         self.top_level = top;
+    }
+
+    /// One out-of-bounds access by one work-item: in a buffer, shared or private memory for
+    /// the CPU fuzzer, in shared memory for a GPU corpus (the lavapipe crashes of #15).
+    fn oob_access(&mut self) {
+        self.oob = false;
+        let who = self.rng.below(self.total as u64);
+        let kind = if self.for_cpu { self.rng.below(3) } else { 1 };
+        let at = match kind {
+            0 => format!("out_f[{}u32 + n] = 1.0;", self.total),
+            1 => {
+                let v = self.fresh("v");
+                let far = *self.rng.pick(&[0u32, 1, 65536, 1 << 20]);
+                format!(
+                    "sh[lid + {}u32 + n] = 3i32; let {v}: i32 = sh[lid + {far}u32 + {}u32]; out_i[oi] = {v};",
+                    self.block, self.block
+                )
+            }
+            _ => {
+                let a = self.fresh("arr");
+                let v = self.fresh("v");
+                format!(
+                    "let {a}: [i32; 4]; {a}[0u32] = 1i32; {a}[1u32] = 2i32; {a}[2u32] = 3i32; {a}[3u32] = 4i32; let {v}: i32 = {a}[4u32 + n]; out_i[oi] = {v};"
+                )
+            }
+        };
+        self.line(&format!("if gid == {who}u32 {{ {at} }}"));
+    }
+
+    /// Shared memory across barriers (where every work-item gets here, [`Gen::uniform`]):
+    /// each writes its element, reads a neighbour's after a barrier; with `shc`, atomics on
+    /// shared elements read back after the barrier.
+    fn shared_exchange(&mut self) {
+        let e = self.expr("i32", 2);
+        let v = self.fresh("s");
+        let off = self.rng.below(self.block as u64 + 1);
+        self.line(&format!("sh[lid] = {e};"));
+        let atomic = self.shared_atomics && self.rng.chance(60);
+        let slot = self.rng.below(4);
+        if atomic {
+            let op = ["atomic_add", "atomic_max", "atomic_min", "atomic_xor"][slot as usize];
+            let x = self.expr("u32", 2);
+            self.line(&format!("{op}(shc[{slot}u32], {x});"));
+        }
+        self.line("barrier();");
+        self.line(&format!(
+            "let {v}: i32 = sh[(lid + {off}u32) % {}u32];",
+            self.block
+        ));
+        self.fold(&v, "i32");
+        self.vars.push((v, "i32", true));
+        if atomic {
+            let c = self.fresh("c");
+            self.line(&format!("let {c}: u32 = shc[{slot}u32];"));
+            self.fold(&c, "u32");
+            self.vars.push((c, "u32", true));
+        }
+        self.line("barrier();");
     }
 }
 
@@ -577,17 +701,24 @@ pub struct Case {
 
 /// The kernel of `seed`, for every backend (no inexact float reductions).
 pub fn generate(seed: u64) -> Case {
-    generate_with(seed, false)
+    generate_with(seed, false, false)
 }
 
-/// A kernel for the CPU fuzzer: also inexact float reductions (see `Gen::for_cpu`).
+/// A kernel for the CPU fuzzer: also inexact float reductions (see `Gen::for_cpu`), and now
+/// and then an out-of-bounds access.
 pub fn generate_for_cpu(seed: u64) -> Case {
-    generate_with(seed, true)
+    generate_with(seed, true, false)
+}
+
+/// A kernel of a GPU corpus with one out-of-bounds shared-memory access.
+pub fn generate_out_of_bounds(seed: u64) -> Case {
+    generate_with(seed, false, true)
 }
 
 /// The kernel of `seed`; `for_cpu` adds what only the CPU computes bit for bit like the
-/// interpreter (inexact float reductions, float values folded into the output).
-pub fn generate_with(seed: u64, for_cpu: bool) -> Case {
+/// interpreter (inexact float reductions, float values folded into the output, now and then
+/// an out-of-bounds access); `out_of_bounds` one out-of-bounds shared-memory access.
+pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
     let mut rng = Rng(seed);
     let block = *rng.pick(&[1u32, 3, 8, 13, 16, 32, 33, 64]);
     let grid = 1 + rng.below(3) as u32;
@@ -621,6 +752,9 @@ pub fn generate_with(seed: u64, for_cpu: bool) -> Case {
         full_waves: false,
         returned: false,
         for_cpu,
+        uniform: false,
+        shared_atomics: false,
+        oob: false,
     };
     // Device helpers (wave verbs inside see the lanes of the call site's mask).
     let nh = g.rng.below(3);
@@ -656,8 +790,15 @@ pub fn generate_with(seed: u64, for_cpu: bool) -> Case {
         let _ = writeln!(g.out, "@wave({w})");
     }
     g.full_waves = wave_attr.is_some_and(|w| (block * by) % w == 0);
+    g.uniform = true;
+    g.shared_atomics = g.rng.chance(40);
+    g.oob = out_of_bounds || (for_cpu && g.rng.chance(6));
     g.out.push_str("kernel k(out_i: buf<i32, rw>, out_f: buf<f32, rw>, out_l: buf<u64, rw>, cnt: buf<u32, rw>, in_i: buf<i32>, in_f: buf<f32>, n: u32) {\n");
     let _ = writeln!(g.out, "    shared sh: [i32; {}];", block * by);
+    if g.shared_atomics {
+        // Initialised before anything can return (every work-item reaches the barrier).
+        g.out.push_str("    shared shc: [u32; 4];\n    if local_id.x + local_id.y < 1u32 {\n        shc[0u32] = 0u32;\n        shc[1u32] = 0u32;\n        shc[2u32] = 4294967295u32;\n        shc[3u32] = 0u32;\n    }\n    barrier();\n");
+    }
     g.out.push_str("    let gid: u32 = global_id.y * (num_groups.x * group_size.x) + global_id.x;\n    let lid: u32 = local_id.y * group_size.x + local_id.x;\n    let a: i32 = in_i[gid];\n    let f: f32 = in_f[gid];\n");
     // A function tag per work-item: dispatch through it goes down each member's lanes.
     g.out.push_str("    let tg: tag<Pick> = Pick::pa;\n    if (gid % 3u32) == 1u32 {\n        tg = Pick::pb;\n    }\n");
@@ -680,6 +821,9 @@ pub fn generate_with(seed: u64, for_cpu: bool) -> Case {
     let _ = writeln!(g.out, "    let oi: u32 = {oi};");
     g.vars = vec![("a".into(), "i32", true), ("f".into(), "f32", true)];
     g.stmts(10);
+    if g.oob {
+        g.oob_access();
+    }
     let ei = g.expr("i32", 3);
     let ef = g.expr("f32", 3);
     let el = g.expr("u64", 2);
@@ -732,7 +876,7 @@ pub fn as_kernel_file(case: &Case, seed: u64) -> String {
     format!(
         "// differential fuzz case, seed {seed}\n{src}\nrun k {{\n    grid = [{g}];\n    block = [{b}, {by}];\n    \
          arg out_i = fill({total}, -1);\n    arg out_f = fill({total}, -1.0);\n    arg out_l = fill({total}, 1);\n    \
-         arg cnt = [0, 0, 4294967295, 0];\n    arg in_i = [{ints}];\n    arg in_f = [{floats}];\n    arg n = {n};\n    \
+         arg cnt = [0, 0, 4294967295, 0, 0, 4294967295, 0, 0, 0];\n    arg in_i = [{ints}];\n    arg in_f = [{floats}];\n    arg n = {n};\n    \
          expect out_i = interp;\n    expect out_f = interp;\n    expect out_l = interp;\n    expect cnt = interp;\n}}\n",
         src = case.src,
         g = case.grid,
@@ -744,11 +888,13 @@ pub fn as_kernel_file(case: &Case, seed: u64) -> String {
     )
 }
 
-
 impl Case {
     /// The generated launch as a run block: the inputs of `seed` ([`inputs`]) and every
     /// output expected to agree with the interpreter (`expect NAME = interp;`).
-    pub fn run_spec(&self, seed: u64) -> Result<crate::ir::text::run::RunSpec, crate::ir::Diagnostics> {
+    pub fn run_spec(
+        &self,
+        seed: u64,
+    ) -> Result<crate::ir::text::run::RunSpec, crate::ir::Diagnostics> {
         let file = as_kernel_file(self, seed);
         let (_, mut specs) = crate::ir::parse_file(&file)?;
         Ok(specs.remove(0))

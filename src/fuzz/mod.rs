@@ -148,11 +148,8 @@ pub fn minimise(text: &str, mut keep: impl FnMut(&str) -> bool) -> String {
             let candidates = removals(&lines, i);
             let mut removed = false;
             for (from, to) in candidates {
-                let trial: Vec<String> = lines[..from]
-                    .iter()
-                    .chain(&lines[to..])
-                    .cloned()
-                    .collect();
+                let trial: Vec<String> =
+                    lines[..from].iter().chain(&lines[to..]).cloned().collect();
                 let joined = trial.join("\n") + "\n";
                 if keep(&joined) {
                     lines = trial;
