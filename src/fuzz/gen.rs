@@ -18,6 +18,7 @@ use std::fmt::Write as _;
 /// splitmix64, for reproducible programs from one seed.
 pub struct Rng(pub u64);
 impl Rng {
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

@@ -942,7 +942,7 @@ fn launch_on(
                 ArgValue::raw_mut(r, *elem)
             }
             (Type::Buffer { elem, .. }, Planned::Buffer { .. }, Some(r)) => ArgValue::raw(r, *elem),
-            (_, Planned::Value(v), _) => ArgValue::Value(v.clone()),
+            (_, Planned::Value(v), _) => ArgValue::Value(*v),
             (_, Planned::Tag(t), _) => ArgValue::Tag(*t),
             _ => unreachable!("planned against the parameters"),
         });
