@@ -1248,7 +1248,8 @@ impl VulkanDevice {
             subgroup_shuffle: compute_ops && ops.contains(vk::SubgroupFeatureFlags::SHUFFLE),
             barrier_suspends: llvmpipe,
             f64_rounding_from_floor: llvmpipe,
-            float_sum_from_positive_zero: llvmpipe,
+            // Seen on both drivers we run on (lavapipe and NVIDIA's, H200 driver 580).
+            float_sum_from_positive_zero: true,
             // The module is SPIR-V 1.3, so `SPV_KHR_float_controls` must be enabled as an
             // extension (below) even on a 1.2 device.
             denorm_preserve16: efc && fcp.shader_denorm_preserve_float16 != 0,

@@ -470,7 +470,7 @@ pub fn lower(
             )
         })?;
     Ok(Lowered {
-        code: buf.as_slice().to_vec(),
+        code: target.finish(buf.as_slice().to_vec()),
         kernels: abis,
         cpu: target.cpu(),
         llvm_ir,

@@ -67,6 +67,11 @@ pub trait LoweringTarget {
     fn file_type(&self) -> FileType {
         FileType::Assembly
     }
+    /// The emitted code, rewritten where the target's own assembler is known to mistranslate
+    /// an instruction LLVM chose (a peephole over PTX text on NVPTX); unchanged by default.
+    fn finish(&self, code: Vec<u8>) -> Vec<u8> {
+        code
+    }
     /// The wave width kernels are built at; `Group.width()` folds to it.
     fn wave_width(&self) -> u32;
     /// Whether this target can build a kernel that declares `@wave(width)`.

@@ -951,7 +951,16 @@ impl Em<'_> {
                 } else if s.is_float() {
                     g(self, glsl::FABS, &vs)
                 } else if s.is_signed() {
-                    g(self, glsl::SABS, &vs)
+                    // Not GLSL.std.450's SAbs: the NVIDIA driver's compiler takes its result
+                    // as non-negative, so `(abs(x) as u64) as f32` of `i32::MIN` became a
+                    // signed conversion (H200, driver 580; the same fault as ptxas's
+                    // `abs.s32`, see codegen/llvm/nvptx.rs). `x < 0 ? 0 - x : x` wraps at
+                    // `MIN` and is read as written.
+                    let zero = self.const_of(s, lanes, 0)?;
+                    let neg = self.opi(Op::ISub, t, &[zero, vs[0]]);
+                    let bty = self.bool_of(t);
+                    let below = self.opi(Op::SLessThan, bty, &[vs[0], zero]);
+                    self.opi(Op::Select, t, &[below, neg, vs[0]])
                 } else {
                     vs[0]
                 }

@@ -139,11 +139,11 @@ pub struct Caps {
     /// right. f64 `Trunc` and `RoundEven` are then built from `Floor`/`Ceil` and exact
     /// arithmetic, and f64 `FRem` from those.
     pub f64_rounding_from_floor: bool,
-    /// Mesa 22.3's lavapipe starts a subgroup float sum (`OpGroupNonUniformFAdd`: reduce and
-    /// both scans) from +0.0 even under `SignedZeroInfNanPreserve`, so a sum of -0.0s reads
-    /// +0.0 where IEEE arithmetic and the interpreter give -0.0 (found by the differential
-    /// fuzzer: `wave_inclusive_scan_sum(-0.0)`). Such sums are then corrected
-    /// (`Em::negative_zero_sum`).
+    /// The driver starts a subgroup float sum (`OpGroupNonUniformFAdd`: reduce and both
+    /// scans) from +0.0 even under `SignedZeroInfNanPreserve`, so a sum of -0.0s reads +0.0
+    /// where IEEE arithmetic and the interpreter give -0.0 (found by the differential fuzzer:
+    /// `wave_inclusive_scan_sum(-0.0)`; Mesa 22.3's lavapipe and NVIDIA's driver 580 on the
+    /// H200 both do). Such sums are then corrected (`Em::negative_zero_sum`).
     pub float_sum_from_positive_zero: bool,
 }
 
@@ -428,7 +428,6 @@ mod glsl {
     pub const ROUND_EVEN: u32 = 2;
     pub const TRUNC: u32 = 3;
     pub const FABS: u32 = 4;
-    pub const SABS: u32 = 5;
     pub const FSIGN: u32 = 6;
     pub const FLOOR: u32 = 8;
     pub const CEIL: u32 = 9;
