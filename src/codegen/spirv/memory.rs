@@ -157,7 +157,7 @@ impl Em<'_> {
         self.checked_value(base, index, t, |em| em.load_elem_raw(base, elem, index))
     }
 
-    fn load_elem_raw(&mut self, base: Base, elem: ElemType, index: Word) -> R<Word> {
+    pub(super) fn load_elem_raw(&mut self, base: Base, elem: ElemType, index: Word) -> R<Word> {
         match base {
             Base::Param(p) => {
                 let mut lanes = Vec::new();
@@ -208,7 +208,13 @@ impl Em<'_> {
         })
     }
 
-    fn store_elem_raw(&mut self, base: Base, elem: ElemType, index: Word, value: Word) -> R<()> {
+    pub(super) fn store_elem_raw(
+        &mut self,
+        base: Base,
+        elem: ElemType,
+        index: Word,
+        value: Word,
+    ) -> R<()> {
         match base {
             Base::Param(p) => {
                 let u = self.u32t();
