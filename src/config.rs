@@ -87,6 +87,11 @@ pub struct Config {
     pub backend: Setting<Option<String>>,
     /// `CAJETA_XPU_POISON`: fill fresh device memory with 0xFF.
     pub poison: Setting<bool>,
+    /// `CAJETA_XPU_CHECKED`: programs are loaded in checked mode (bounds-checked GPU code).
+    pub checked: Setting<bool>,
+    /// `CAJETA_XPU_UB_TRAPS`: unconfirmed `align` statements are tested (default: on in debug
+    /// builds of the library).
+    pub ub_traps: Setting<bool>,
     /// `CAJETA_XPU_COARSEN`.
     pub coarsen: Setting<Mode>,
     /// `CAJETA_XPU_CPU_STREAMING`.
@@ -174,6 +179,8 @@ impl Config {
         Config {
             backend: text("CAJETA_XPU_BACKEND"),
             poison: flag("CAJETA_XPU_POISON", false),
+            checked: flag("CAJETA_XPU_CHECKED", false),
+            ub_traps: flag("CAJETA_XPU_UB_TRAPS", cfg!(debug_assertions)),
             coarsen: mode("CAJETA_XPU_COARSEN"),
             cpu_streaming: mode("CAJETA_XPU_CPU_STREAMING"),
             cpu_workers: text("CAJETA_XPU_CPU_WORKERS").and_then(|v| {

@@ -29,7 +29,7 @@ pub mod runtime;
 pub use hal::facts::DeviceFacts;
 pub use hal::launch::{ArgValue, Launch, LaunchError};
 pub use hal::manifest::KernelManifest;
-pub use hal::{Backend, DeviceError};
+pub use hal::{Backend, DeviceError, ProgramOptions};
 pub use runtime::{Device, Event, Kernel, KernelBuffer, KernelStream, KernelTimer, Program};
 
 /// Paths of the tree before the layout of `DESIGN.md` (`xpu::devices`, `xpu::jit`,

@@ -720,3 +720,165 @@ fn cuda_device_manifest_facts_and_events() {
         "{refused:?}"
     );
 }
+
+/// Checked mode and ub-traps in the LLVM lowering (docs/checked-mode.md): the code of a
+/// kernel with checks writes the report global `xpu_report` and assembles; a kernel whose
+/// `align` statements the proof confirms gets the same PTX with ub-traps as without; checked
+/// mode off changes no PTX (the snapshots above are built so).
+mod checked {
+    use super::*;
+    use xpu::codegen::checks::Checks;
+
+    fn lower_with(src: &str, checks: Checks) -> llvm::Lowered {
+        let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+        let (h, _) = vm.kernels().next().unwrap();
+        llvm::lower(
+            vm.module(),
+            &[KernelRef::plain(h)],
+            &Nvptx::new(90),
+            &llvm::Options {
+                checks,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    }
+
+    const TRAPS: Checks = Checks {
+        bounds: false,
+        ub_traps: true,
+    };
+    const BOUNDS: Checks = Checks {
+        bounds: true,
+        ub_traps: false,
+    };
+
+    const GATHER: &str = "kernel gather(out: buf<f32, rw>, x: buf<f32>, o: u32) {\n    let i: u32 = global_id.x;\n    let v: vec4<f32> = vload<4>(x, 4 * i + o, align = 16);\n    out[i] = v.x + v.y + v.z + v.w;\n}\n";
+
+    #[test]
+    fn a_confirmed_align_statement_costs_nothing_in_ptx() {
+        let confirmed = GATHER.replace("4 * i + o", "4 * i");
+        let with = lower_with(&confirmed, TRAPS);
+        assert_eq!(
+            with.text(),
+            lower_with(&confirmed, Checks::default()).text()
+        );
+        assert!(!with.text().contains("xpu_report"));
+        assert!(!with.kernels[0].report);
+        // The unconfirmed statement is tested: a report global, a compare-and-swap on it,
+        // and a 16-byte vector load at the rounded index.
+        let traps = lower_with(GATHER, TRAPS);
+        let ptx = traps.text();
+        assert!(
+            ptx.contains(".visible .global .align 16 .b8 xpu_report[32]"),
+            "{ptx}"
+        );
+        assert!(ptx.contains("atom.global.cas.b32"), "{ptx}");
+        assert!(
+            ptx.contains("ld.global.nc.v4.f32") || ptx.contains("ld.global.v4.f32"),
+            "{ptx}"
+        );
+        let k = &traps.kernels[0];
+        assert!(k.report);
+        assert_eq!(k.sites.len(), 1);
+        assert_eq!(
+            (k.sites[0].line, k.sites[0].what.as_str()),
+            (3, "align = 16")
+        );
+        let plain = lower_with(GATHER, Checks::default()).text();
+        assert!(
+            !plain.contains("xpu_report") && !plain.contains("atom.global.cas"),
+            "{plain}"
+        );
+    }
+
+    #[test]
+    fn checked_mode_tests_buffer_shared_and_private_accesses() {
+        let src = "kernel k(y: buf<u32, rw>, x: buf<u32>) {\n    shared t: [u32; 64];\n    let a: [u32; 4];\n    let l: u32 = local_id.x;\n    t[l + 1] = x[l];\n    barrier();\n    a[l % 5] = t[l];\n    y[l] = a[0];\n}\n";
+        let out = lower_with(src, BOUNDS);
+        let k = &out.kernels[0];
+        assert!(k.report);
+        let whats: Vec<&str> = k.sites.iter().map(|s| s.what.as_str()).collect();
+        for want in ["buffer x", "shared t", "array a", "buffer y"] {
+            assert!(whats.contains(&want), "{whats:?}");
+        }
+        let ptx = out.text();
+        assert!(
+            ptx.contains("xpu_report") && ptx.contains("atom.global.cas.b32"),
+            "{ptx}"
+        );
+        let plain = lower_with(src, Checks::default()).text();
+        assert!(!plain.contains("xpu_report"), "{plain}");
+        if ptxas::find().is_some() {
+            ptxas::assemble(&ptx, "sm_90").unwrap_or_else(|e| panic!("{e}\n{ptx}"));
+        }
+    }
+
+    #[test]
+    fn every_filetest_kernel_lowers_with_every_check() {
+        let all = Checks {
+            bounds: true,
+            ub_traps: true,
+        };
+        let target = Nvptx::new(90);
+        let (mut lowered, mut failures) = (0, Vec::new());
+        for (path, vm) in modules() {
+            for (h, f) in vm.kernels() {
+                let plain = llvm::lower(
+                    vm.module(),
+                    &[KernelRef::plain(h)],
+                    &target,
+                    &Default::default(),
+                );
+                if plain.is_err() {
+                    continue;
+                }
+                let opts = llvm::Options {
+                    checks: all,
+                    ..Default::default()
+                };
+                match llvm::lower(vm.module(), &[KernelRef::plain(h)], &target, &opts) {
+                    Ok(out) => {
+                        lowered += 1;
+                        if ptxas::find().is_some() {
+                            if let Err(e) = ptxas::assemble(&out.text(), "sm_90") {
+                                failures.push(format!("{} {}: {e}", path.display(), f.name));
+                            }
+                        }
+                    }
+                    Err(e) => failures.push(format!("{} {}: {e}", path.display(), f.name)),
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert!(lowered >= 50, "only {lowered} kernels lowered");
+    }
+
+    #[test]
+    fn amdgpu_code_tests_the_same_checks() {
+        use xpu::codegen::llvm::amdgpu::Amdgpu;
+        let vm = xpu::ir::parse(GATHER).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        let ir = |checks| {
+            let opts = llvm::Options {
+                keep_llvm_ir: true,
+                checks,
+                ..Default::default()
+            };
+            llvm::lower(vm.module(), &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
+                .unwrap()
+                .llvm_ir
+                .unwrap()
+        };
+        let traps = ir(TRAPS);
+        assert!(
+            traps.contains("@xpu_report = addrspace(1) global [8 x i32] zeroinitializer, align 16"),
+            "{traps}"
+        );
+        assert!(
+            traps.contains("cmpxchg ptr addrspace(1) @xpu_report"),
+            "{traps}"
+        );
+        assert!(!ir(Checks::default()).contains("xpu_report"));
+    }
+}

@@ -10,6 +10,10 @@
 //! `deadline = SECONDS;`: the interpreter and the CPU cancel a launch past it, GPU backends
 //! report it, and the case ends refused with `XPU-L018` (a failure unless it expects that
 //! refusal). `--deadline 0` sets no limit.
+//!
+//! `--ub-traps on|off` (default on) tests unconfirmed `align = N` statements (`XPU-L010`);
+//! `--checked` loads programs in checked mode (GPU bounds checks, `XPU-L013`); see
+//! docs/checked-mode.md. A case of `expect ub` on a GPU backend always runs checked.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,6 +31,13 @@ pub struct RunArgs {
     /// launch past it is refused with XPU-L018.
     #[arg(long, default_value = "60", value_name = "SECONDS")]
     pub deadline: f64,
+    /// Load programs in checked mode: GPU backends bounds-check every buffer, shared and
+    /// private access and refuse the launch with XPU-L013 (default: CAJETA_XPU_CHECKED).
+    #[arg(long)]
+    pub checked: bool,
+    /// Test every `align = N` statement the proof does not confirm (XPU-L010). Default on.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub ub_traps: Option<String>,
 }
 
 pub fn run(args: &RunArgs) -> ExitCode {
@@ -46,7 +57,17 @@ pub fn run(args: &RunArgs) -> ExitCode {
             }
         }
     };
-    let code = crate::filetest::runner::run_command(&args.paths, &args.backend, deadline, &mut out);
+    let options = crate::filetest::runner::RunOptions {
+        checked: args.checked.then_some(true),
+        ub_traps: args.ub_traps.as_deref().map(|v| v == "on"),
+    };
+    let code = crate::filetest::runner::run_command(
+        &args.paths,
+        &args.backend,
+        deadline,
+        options,
+        &mut out,
+    );
     let _ = out.flush();
     ExitCode::from(code)
 }

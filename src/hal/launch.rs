@@ -38,6 +38,8 @@ pub mod codes {
     pub const LOOP_LIMIT: &str = "XPU-L016";
     pub const PRIVATE_MEMORY: &str = "XPU-L017";
     pub const DEADLINE: &str = "XPU-L018";
+    pub const DEVICE_FAULT: &str = "XPU-L022";
+    pub const LOST_BUFFER: &str = "XPU-L023";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -564,6 +566,27 @@ pub enum LaunchError {
         /// Whether the backend stopped the launch (interpreter, CPU) or only reported it.
         cancelled: bool,
     },
+    /// The device faulted (a sticky CUDA/HIP error: an illegal or misaligned address, a trap)
+    /// while running `kernel`, the kernel launched last before the fault was seen. The
+    /// backend recreated the device's context: the device goes on, and every buffer of the
+    /// lost context reports `XPU-D014` on use.
+    #[error(
+        "error[{}]: kernel {kernel}: the device faulted running it: {message}; the device's \
+         context was recreated, and every buffer allocated before the fault is lost",
+        codes::DEVICE_FAULT
+    )]
+    DeviceFault { kernel: String, message: String },
+    /// A buffer argument lost with an earlier device fault (its context was recreated).
+    #[error(
+        "error[{}]: kernel {kernel}: buffer {param} was lost with the device fault of kernel \
+         {fault}; allocate and upload it again",
+        codes::LOST_BUFFER
+    )]
+    LostBuffer {
+        kernel: String,
+        param: String,
+        fault: String,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
@@ -600,6 +623,8 @@ impl LaunchError {
             LoopLimit { .. } => codes::LOOP_LIMIT,
             PrivateMemory { .. } => codes::PRIVATE_MEMORY,
             Deadline { .. } => codes::DEADLINE,
+            DeviceFault { .. } => codes::DEVICE_FAULT,
+            LostBuffer { .. } => codes::LOST_BUFFER,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -642,6 +667,8 @@ impl LaunchError {
             | LoopLimit { kernel, .. }
             | PrivateMemory { kernel, .. }
             | Deadline { kernel, .. }
+            | DeviceFault { kernel, .. }
+            | LostBuffer { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
         }

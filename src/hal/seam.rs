@@ -36,6 +36,8 @@ pub mod codes {
     pub const FOREIGN_OBJECT: &str = "XPU-D008";
     pub const LOAD: &str = "XPU-D009";
     pub const DRIVER: &str = "XPU-D010";
+    pub const LOST: &str = "XPU-D014";
+    pub const DEVICE_FAULT: &str = "XPU-D015";
 }
 
 /// A device operation that failed: opening, allocating, copying, viewing, streams, loading.
@@ -76,6 +78,23 @@ pub enum DeviceError {
     Load { message: String },
     #[error("error[{}]: device failure: {message}", codes::DRIVER)]
     Driver { message: String },
+    /// The object belonged to a device context lost with the fault of `kernel` (the backend
+    /// recreated the context; see [`DeviceError::DeviceFault`]).
+    #[error(
+        "error[{}]: lost with the device fault of kernel {kernel}: the device's context was \
+         recreated; allocate and upload the buffer again",
+        codes::LOST
+    )]
+    Lost { kernel: String },
+    /// The device faulted (a sticky CUDA/HIP error) running `kernel`, the kernel launched
+    /// last, and this operation saw it; the backend recreated the context, and every buffer
+    /// of the lost one reports [`DeviceError::Lost`] on use.
+    #[error(
+        "error[{}]: the device faulted running kernel {kernel}: {message}; the device's \
+         context was recreated, and every buffer allocated before the fault is lost",
+        codes::DEVICE_FAULT
+    )]
+    DeviceFault { kernel: String, message: String },
     /// A malformed environment value the operation needed.
     #[error("{0}")]
     Config(#[from] crate::config::BadValue),
@@ -94,6 +113,8 @@ impl DeviceError {
             DeviceError::ForeignObject { .. } => codes::FOREIGN_OBJECT,
             DeviceError::Load { .. } => codes::LOAD,
             DeviceError::Driver { .. } => codes::DRIVER,
+            DeviceError::Lost { .. } => codes::LOST,
+            DeviceError::DeviceFault { .. } => codes::DEVICE_FAULT,
             DeviceError::Config(_) => crate::config::BAD_VALUE,
         }
     }
@@ -200,6 +221,16 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError>;
     /// Prepares `module` for this device. Device code may be produced lazily, per kernel.
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError>;
+    /// [`DeviceImpl::load`] under `options` (checked mode, ub-traps). A backend that builds
+    /// no checks (the interpreter, which checks everything always) keeps this default.
+    fn load_with(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &super::checked::ProgramOptions,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let _ = options;
+        self.load(module)
+    }
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Host
     }

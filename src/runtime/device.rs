@@ -14,7 +14,7 @@ use crate::hal::facts::DeviceFacts;
 use crate::hal::launch::{self, ArgValue, HostValue, Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::seam::*;
-use crate::hal::Backend;
+use crate::hal::{Backend, ProgramOptions};
 use crate::ir::{Function, Handle, VerifiedModule};
 use crate::runtime::coarse;
 use crate::runtime::stream::KernelStream;
@@ -157,8 +157,21 @@ impl Device {
         &self.inner.imp
     }
 
-    /// Prepares `module` for this device; kernels are compiled on first use.
+    /// Prepares `module` for this device; kernels are compiled on first use, under the
+    /// options the environment asks for ([`ProgramOptions::from_env`]: checked mode off,
+    /// ub-traps on in debug builds of the library).
     pub fn load(&self, module: impl IntoSharedModule) -> Result<Program, DeviceError> {
+        let options = ProgramOptions::from_env()?;
+        self.load_with(module, options)
+    }
+
+    /// [`Device::load`] under explicit options: checked mode (bounds-checked GPU code) and
+    /// ub-traps (tested `align` statements), contract §2.3.
+    pub fn load_with(
+        &self,
+        module: impl IntoSharedModule,
+        options: ProgramOptions,
+    ) -> Result<Program, DeviceError> {
         let module = module.into_shared();
         let variants = if coarse::made_at_load(self.inner.imp.as_ref()) {
             coarse::variants(&module)
@@ -168,10 +181,11 @@ impl Device {
         let imp = self
             .inner
             .imp
-            .load(variants.loaded.as_ref().unwrap_or(&module))?;
+            .load_with(variants.loaded.as_ref().unwrap_or(&module), &options)?;
         Ok(Program {
             device: self.clone(),
             module,
+            options,
             imp,
             coarse: Arc::new(CoarseVariants {
                 variants,
@@ -294,6 +308,7 @@ struct CoarseVariants {
 pub struct Program {
     device: Device,
     module: Arc<VerifiedModule>,
+    options: ProgramOptions,
     imp: Arc<dyn ProgramImpl>,
     /// The kernels' coarsened variants, made at load on devices that coarsen.
     coarse: Arc<CoarseVariants>,
@@ -306,6 +321,11 @@ impl Program {
 
     pub fn module(&self) -> &Arc<VerifiedModule> {
         &self.module
+    }
+
+    /// The options the program was loaded with (checked mode, ub-traps).
+    pub fn options(&self) -> ProgramOptions {
+        self.options
     }
 
     /// The kernel `name` (a kernel or a template instance, `QkTile<64,64,32,32,128>`), with

@@ -24,6 +24,7 @@ use crate::codegen::cpu::{self as jit, BufRef, CompiledKernel, Fault};
 use crate::hal::facts::DeviceFacts;
 use crate::hal::launch::{Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
+use crate::hal::ProgramOptions;
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, KernelImpl, Mode, ProgramImpl, StreamImpl,
 };
@@ -133,10 +134,21 @@ impl DeviceImpl for CpuDevice {
     host::host_memory_methods!(false, HostStream);
 
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        self.load_with(module, &ProgramOptions::from_env()?)
+    }
+
+    /// ub-traps apply on the CPU; checked mode changes nothing (buffers, shared and private
+    /// arrays are bounds-checked always: DESIGN.md, Decisions 8).
+    fn load_with(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &ProgramOptions,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
         Ok(Arc::new(CpuProgram {
             module: module.clone(),
             kernels: Mutex::new(HashMap::new()),
             settings: self.settings.clone(),
+            ub_traps: options.ub_traps,
         }))
     }
 }
@@ -183,6 +195,8 @@ struct CpuProgram {
     module: Arc<VerifiedModule>,
     kernels: Mutex<HashMap<String, Arc<CpuKernel>>>,
     settings: Arc<Settings>,
+    /// Unconfirmed `align` statements are tested ([`ProgramOptions::ub_traps`]).
+    ub_traps: bool,
 }
 
 /// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
@@ -200,7 +214,7 @@ fn spec_block(block: [u32; 3]) -> [u32; 3] {
 
 /// Compiles `handle` of `module` at `block` and `wave`; `whole_waves`: every launch of the code
 /// has a block of whole waves (only then may it be run); `streaming`: see
-/// [`jit::Config::streaming`].
+/// [`jit::Config::streaming`]; `ub_traps`: see [`jit::Config::ub_traps`].
 pub fn compile(
     module: &VerifiedModule,
     handle: Handle<Function>,
@@ -208,12 +222,14 @@ pub fn compile(
     wave: u32,
     whole_waves: bool,
     streaming: bool,
+    ub_traps: bool,
 ) -> Result<CompiledKernel, jit::JitError> {
     let f = module.function(handle);
     let mut cfg = jit::config(f, block, None);
     cfg.wave = wave;
     cfg.whole_waves = whole_waves;
     cfg.streaming = streaming;
+    cfg.ub_traps = ub_traps;
     let types = |h: Handle<Function>| module.expr_types(h);
     CompiledKernel::compile(module.module(), handle, cfg, &types)
 }
@@ -243,8 +259,16 @@ impl CpuProgram {
             })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
-        let probe = compile(&self.module, handle, PROBE_BLOCK, wave, false, false)
-            .map_err(|e| jit_refusal(name, e))?;
+        let probe = compile(
+            &self.module,
+            handle,
+            PROBE_BLOCK,
+            wave,
+            false,
+            false,
+            self.ub_traps,
+        )
+        .map_err(|e| jit_refusal(name, e))?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
         manifest.built_wave = Some(wave);
         manifest.code_bytes = Some(probe.code_bytes);
@@ -259,6 +283,7 @@ impl CpuProgram {
             wave,
             specs: Mutex::new(specs),
             settings: self.settings.clone(),
+            ub_traps: self.ub_traps,
             compile_time: Mutex::new(compile_time),
         });
         self.kernels.lock().insert(name.to_string(), k.clone());
@@ -284,6 +309,7 @@ pub struct CpuKernel {
     wave: u32,
     specs: Mutex<HashMap<SpecKey, Arc<CompiledKernel>>>,
     settings: Arc<Settings>,
+    ub_traps: bool,
     compile_time: Mutex<Duration>,
 }
 
@@ -317,6 +343,7 @@ impl CpuKernel {
             self.wave,
             whole_waves,
             streaming,
+            self.ub_traps,
         )
         .map_err(|e| jit_refusal(self.name(), e))?;
         *self.compile_time.lock() += c.compile_time;
@@ -527,7 +554,7 @@ pub fn aot_build(
     let mut total = Duration::ZERO;
     for (h, f) in module.kernels() {
         let wave = build_wave(f);
-        match compile(module, h, PROBE_BLOCK, wave, false, false) {
+        match compile(module, h, PROBE_BLOCK, wave, false, false, true) {
             Ok(c) => {
                 total += c.compile_time;
                 println!(

@@ -35,7 +35,9 @@
 pub mod aot;
 
 use crate::backend::common;
+use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::spirv::{self, Caps, Emitted, ParamSlot};
+use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::DeviceFacts;
 use crate::hal::launch::{HostValue, Launch, LaunchError};
 use crate::hal::manifest::{KernelManifest, NativeOp};
@@ -1686,9 +1688,21 @@ impl DeviceImpl for VulkanDevice {
     }
 
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        self.load_with(module, &ProgramOptions::from_env()?)
+    }
+
+    /// Checked mode and ub-traps are built into the SPIR-V (`codegen::spirv::checked`): a
+    /// kernel with checks reports into a storage buffer bound after the others, and its
+    /// launch waits for the dispatch to read it (docs/checked-mode.md).
+    fn load_with(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &ProgramOptions,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
         Ok(Arc::new(VkProgram {
             inner: self.inner.clone(),
             module: module.clone(),
+            checks: options.checks(),
             caps: self.caps.clone(),
             min_offset_align: self.min_offset_align,
             max_push: self.max_push,
@@ -1717,6 +1731,8 @@ const PRIVATE_BYTES_HOST: u64 = 16 << 10;
 struct VkProgram {
     inner: Arc<Inner>,
     module: Arc<VerifiedModule>,
+    /// What the kernels test at run time (checked mode, ub-traps).
+    checks: Checks,
     caps: Caps,
     min_offset_align: u64,
     max_push: u32,
@@ -1760,7 +1776,7 @@ impl VkProgram {
             common::PRIVATE_BYTES_GPU
         };
         common::check_private(name, &self.module, function, limit, "the Vulkan backend")?;
-        let emitted = spirv::emit_kernel(&self.module, handle, &caps)
+        let emitted = spirv::emit_kernel_checked(&self.module, handle, &caps, self.checks)
             .map_err(|u| refusal(u.to_string(), true))?;
         if emitted.push_bytes > self.max_push {
             return Err(refusal(format!(
@@ -1819,6 +1835,9 @@ struct VkKernel {
     /// The loop-limit status buffer (`Emitted::loop_status`), locked by a launch until it has
     /// read the flag back, and the driver's limit.
     loop_status: Option<(Mutex<Staging>, u32)>,
+    /// The checks' report buffer (`Emitted::report`), locked by a launch until it has read
+    /// the report back.
+    report: Option<Mutex<Staging>>,
 }
 
 /// A kernel's Vulkan objects. Each launch's keep list holds an `Arc` of them until its
@@ -1883,7 +1902,16 @@ impl VkKernel {
             .iter()
             .filter(|s| matches!(s, ParamSlot::Buffer { .. }))
             .count() as u32
-            + emitted.loop_status.is_some() as u32;
+            + emitted.loop_status.is_some() as u32
+            + emitted.report.is_some() as u32;
+        let report = match emitted.report {
+            Some(_) => Some(Mutex::new(Staging::with_usage(
+                inner,
+                REPORT_WORDS * 4,
+                vk::BufferUsageFlags::STORAGE_BUFFER,
+            )?)),
+            None => None,
+        };
         let loop_status = match (emitted.loop_status, loop_limit) {
             (Some(_), Some(limit)) => Some((
                 Mutex::new(Staging::with_usage(
@@ -1968,6 +1996,7 @@ impl VkKernel {
                 params: function.params.iter().map(|p| p.name.clone()).collect(),
                 required_subgroup,
                 loop_status,
+                report,
             })
         }
     }
@@ -2211,6 +2240,18 @@ impl KernelImpl for VkKernel {
             }
             _ => None,
         };
+        // The checks' report buffer: cleared, held until the launch has read it back.
+        let report = match (&self.report, self.emitted.report) {
+            (Some(buffer), Some(binding)) => {
+                let guard = buffer.lock();
+                guard
+                    .with_map(|m| m[..REPORT_WORDS * 4].fill(0))
+                    .map_err(device_err)?;
+                writes.push((binding, guard.buffer, 0, (REPORT_WORDS * 4) as u64));
+                Some(guard)
+            }
+            _ => None,
+        };
         let args_us = steps.lap();
         let shared_len = match self.emitted.dynamic_shared_elem {
             Some(size) => (launch.shared_bytes / size.max(1)).max(1),
@@ -2352,6 +2393,17 @@ impl KernelImpl for VkKernel {
                     kernel: self.name.clone(),
                     limit,
                 });
+            }
+        }
+        // A kernel with checks is waited for and its report read: the first failed check is
+        // the launch's refusal (`XPU-L013`, `XPU-L010`).
+        if let Some(guard) = report {
+            s.sync().map_err(device_err)?;
+            let r = guard
+                .with_map(|m| Report::decode_bytes(&m[..REPORT_WORDS * 4]))
+                .map_err(device_err)?;
+            if let Some(e) = report_error(&self.name, r, &self.emitted.sites) {
+                return Err(e);
             }
         }
         Ok(())

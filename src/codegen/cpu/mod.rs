@@ -271,6 +271,7 @@ pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> C
         whole_waves: false,
         fma: host_fma(),
         streaming: false,
+        ub_traps: true,
     }
 }
 

@@ -359,10 +359,14 @@ impl Em<'_> {
             } => self.atomic(op, order, place, value, compare)?,
             Expr::Wave { op, args } => self.wave(op, &args, ty)?,
             Expr::VLoad {
-                base, index, lanes, ..
+                base,
+                index,
+                lanes,
+                align,
             } => {
                 let i = self.expr_u32(index)?;
                 let elem = self.base_elem(base)?;
+                let i = self.align_trap(index, i, elem.scalar, align);
                 let se = ElemType::scalar(elem.scalar);
                 let u = self.u32t();
                 let mut vs = Vec::new();

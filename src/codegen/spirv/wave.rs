@@ -27,6 +27,26 @@ impl Em<'_> {
             None => None,
         };
         let v = self.expr(value)?;
+        if !self.checks.bounds {
+            return self.atomic_at(op, order, base, s, i, v, cmp);
+        }
+        // Checked mode: the atomic runs only in bounds; its value is 0 elsewhere.
+        let t = self.scalar_ty(s)?;
+        self.checked_value(base, i, t, |em| em.atomic_at(op, order, base, s, i, v, cmp))
+    }
+
+    /// The atomic `op` on element `i` of `base` (scalar `s`), operands evaluated.
+    #[allow(clippy::too_many_arguments)]
+    fn atomic_at(
+        &mut self,
+        op: AtomicOp,
+        order: MemoryOrder,
+        base: Base,
+        s: Scalar,
+        i: Word,
+        v: Word,
+        cmp: Option<Word>,
+    ) -> R<Word> {
         let (ptr, st, stored, scope, storage_bits) = match base {
             Base::Param(p) => {
                 let (ptr, st, ss) = self.buffer_ptr(p, i);

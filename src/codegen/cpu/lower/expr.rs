@@ -185,7 +185,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             } => {
                 let i = self.expr(*index)?.vals().remove(0);
                 let s = scalar_of(ty);
-                self.check_align(&i, s, *align, span);
+                self.check_align(*index, &i, s, *align, span);
                 Ev::Vals(self.load_elem(*base, &i, span, *lanes as u32)?)
             }
             Expr::Len(i) => {

@@ -62,6 +62,9 @@ pub struct Config {
     /// The launch sweeps more memory than the caches hold: the flat loop prefetches its read
     /// streams and stores outputs it never reads non-temporally ([`super::stream`]).
     pub streaming: bool,
+    /// ub-traps (contract §2.3): `align = N` statements the proof does not confirm are tested
+    /// (`XPU-L010`); off, a statement is accepted and the same elements are read.
+    pub ub_traps: bool,
 }
 
 /// What the lowering learned about the kernel, for the runtime.
