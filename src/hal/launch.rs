@@ -38,6 +38,7 @@ pub mod codes {
     pub const LOOP_LIMIT: &str = "XPU-L016";
     pub const PRIVATE_MEMORY: &str = "XPU-L017";
     pub const DEADLINE: &str = "XPU-L018";
+    pub const HELD: &str = "XPU-L019";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -564,6 +565,19 @@ pub enum LaunchError {
         /// Whether the backend stopped the launch (interpreter, CPU) or only reported it.
         cancelled: bool,
     },
+    /// The kernel is held on this backend by `@unlowered(backend = ..., hold = true)`
+    /// (contract §3.6): no code was built for it, by declaration, and the launch is refused
+    /// by name with the plan item that tracks the hold.
+    #[error(
+        "error[{}]: kernel {kernel}: held on the {} backend by @unlowered(hold = true) [tracked: {tracked}]",
+        codes::HELD,
+        backend.name()
+    )]
+    Held {
+        kernel: String,
+        backend: Backend,
+        tracked: String,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
@@ -600,6 +614,7 @@ impl LaunchError {
             LoopLimit { .. } => codes::LOOP_LIMIT,
             PrivateMemory { .. } => codes::PRIVATE_MEMORY,
             Deadline { .. } => codes::DEADLINE,
+            Held { .. } => codes::HELD,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -613,9 +628,11 @@ impl LaunchError {
         use LaunchError::*;
         match self {
             NoCode { by_device, .. } | TooManyThreads { by_device, .. } => *by_device,
-            SharedMemory { .. } | PrivateMemory { .. } | WaveWidth { .. } | LoopLimit { .. } => {
-                true
-            }
+            SharedMemory { .. }
+            | PrivateMemory { .. }
+            | WaveWidth { .. }
+            | LoopLimit { .. }
+            | Held { .. } => true,
             _ => false,
         }
     }
@@ -642,6 +659,7 @@ impl LaunchError {
             | LoopLimit { kernel, .. }
             | PrivateMemory { kernel, .. }
             | Deadline { kernel, .. }
+            | Held { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
         }
@@ -765,8 +783,8 @@ pub fn check(
         manifest.max_waves,
         launch
             .wave
-            .or(manifest.built_wave)
             .or(manifest.declared_wave)
+            .or(manifest.built_wave.filter(|&w| w > 1))
             .or(facts.wave_width),
     ) {
         if threads > waves as u64 * width as u64 {
@@ -832,8 +850,11 @@ pub fn check(
             }
         }
     }
+    // A kernel built at 1 lane without a declared wave has no wave verb (§3.7: the CPU
+    // records 1 for it): nothing in it depends on the width the launch assumes.
+    let wave_free = manifest.built_wave == Some(1) && manifest.declared_wave.is_none();
     if let (Some(wave), Some(built)) = (launch.wave, manifest.built_wave) {
-        if wave != built {
+        if wave != built && !wave_free {
             return Err(LaunchError::WaveWidth {
                 kernel: kernel_name(),
                 declared: wave,
