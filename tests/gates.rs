@@ -336,7 +336,7 @@ const PINNED: &str =
     @unlowered(backend = \"cpu\", tracked = \"PLAN-13\", hold = true, host_wave_below = 1024)\n\
     kernel h(o: buf<u32, rw>) {\n    o[global_id.x] = 2;\n}\n\n\
     kernel plain(o: buf<u32, rw>) {\n    o[global_id.x] = 3;\n}\n\n\
-    kernel waves(o: buf<u32, rw>) {\n    o[global_id.x] = wave_reduce_sum(1);\n}\n";
+    kernel waves(o: buf<u32, rw>) {\n    o[global_id.x] = wave_reduce_sum(1u32);\n}\n";
 
 fn devices() -> Vec<Device> {
     let mut out = vec![

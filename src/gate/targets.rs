@@ -68,6 +68,13 @@ fn cpu(module: &Arc<VerifiedModule>, h: Handle<Function>, opts: &Options) -> Low
             reason: e.to_string(),
         };
     }
+    // A deadline of zero abandons every compile (documented: a sweep that wants no CPU code,
+    // and the tests of this gate, which must not race a fast compile).
+    if opts.cpu_deadline.is_zero() {
+        return Lowered::Hung {
+            deadline: opts.cpu_deadline,
+        };
+    }
     let (block, whole) = host::probe_block(f, wave);
     let (tx, rx) = mpsc::channel();
     let m = module.clone();
