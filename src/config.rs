@@ -13,6 +13,8 @@
 //! | `CAJETA_XPU_CPU_STREAMING` | `off`, `auto`, `force` | `auto` | CPU launches |
 //! | `CAJETA_XPU_CPU_WORKERS` | a positive integer | every core | CPU launches |
 //! | `CAJETA_XPU_VK_F32_IN_F64` | `0`, `1` | by driver | Vulkan kernels |
+//! | `CAJETA_XPU_KERNEL_GATE` | `error`, `warn` | `error` | `xpu build` (its gates) |
+//! | `CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S` | seconds, `0` or more | `600` | `xpu build` (CPU compiles) |
 //! | `XPU_CPU_WAVE` | a power of two, 1 to 64 | the host's SIMD width | CPU device |
 //! | `XPU_JIT_VERIFY`, `XPU_JIT_DUMP`, `XPU_JIT_ASM`, `XPU_JIT_TIME` | `0`, `1` | `0` | CPU compiles |
 //! | `XPU_JIT_BIN` | a file | none | CPU compiles |
@@ -98,6 +100,11 @@ pub struct Config {
     pub cpu_streaming: Setting<Mode>,
     /// `CAJETA_XPU_CPU_WORKERS` (`None`: every core).
     pub cpu_workers: Setting<Option<usize>>,
+    /// `CAJETA_XPU_KERNEL_GATE=warn`: the build gates (contract §3.6) warn instead of failing.
+    pub kernel_gate_warn: Setting<bool>,
+    /// `CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S`: how long `xpu build` waits for one CPU compile
+    /// before it abandons it as hung (`[xpu-kernel-hung]`), 600 s by default.
+    pub cpu_vectorize_deadline: Setting<std::time::Duration>,
     /// `XPU_CPU_WAVE` (`None`: the host's SIMD width).
     pub cpu_wave: Setting<Option<u32>>,
     /// `XPU_JIT_*`.
@@ -187,6 +194,29 @@ impl Config {
                 v.map(|s| parse_workers("CAJETA_XPU_CPU_WORKERS", &s))
                     .transpose()
             }),
+            kernel_gate_warn: text("CAJETA_XPU_KERNEL_GATE").and_then(|v| match v.as_deref() {
+                None | Some("error") => Ok(false),
+                Some("warn") => Ok(true),
+                Some(other) => Err(BadValue {
+                    var: "CAJETA_XPU_KERNEL_GATE",
+                    value: other.to_string(),
+                    expected: "one of error, warn",
+                }),
+            }),
+            cpu_vectorize_deadline: text("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S").and_then(
+                |v| match v {
+                    None => Ok(std::time::Duration::from_secs(600)),
+                    Some(s) => s
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(|x| std::time::Duration::try_from_secs_f64(x).ok())
+                        .ok_or(BadValue {
+                            var: "CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S",
+                            value: s,
+                            expected: "a number of seconds, 0 or more",
+                        }),
+                },
+            ),
             cpu_wave: text("XPU_CPU_WAVE")
                 .and_then(|v| v.map(|s| parse_wave("XPU_CPU_WAVE", &s)).transpose()),
             jit,
@@ -305,6 +335,8 @@ mod tests {
             ("CAJETA_XPU_CPU_STREAMING", "off"),
             ("CAJETA_XPU_CPU_WORKERS", "3"),
             ("XPU_CPU_WAVE", "8"),
+            ("CAJETA_XPU_KERNEL_GATE", "warn"),
+            ("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S", "2.5"),
             ("XPU_JIT_DUMP", "1"),
             ("XPU_PTXAS", "off"),
             ("XPU_CACHE_DIR", "/c"),
@@ -314,6 +346,11 @@ mod tests {
         assert_eq!(c.cpu_streaming, Ok(Mode::Off));
         assert_eq!(c.cpu_workers, Ok(Some(3)));
         assert_eq!(c.cpu_wave, Ok(Some(8)));
+        assert_eq!(c.kernel_gate_warn, Ok(true));
+        assert_eq!(
+            c.cpu_vectorize_deadline,
+            Ok(std::time::Duration::from_millis(2500))
+        );
         assert!(c.jit.unwrap().dump);
         assert_eq!(c.ptxas, PtxasSetting::Off);
         assert_eq!(c.cache_dir, Some(PathBuf::from("/c")));
@@ -330,6 +367,8 @@ mod tests {
             ("CAJETA_XPU_COARSEN", "sometimes"),
             ("CAJETA_XPU_CPU_WORKERS", "0"),
             ("XPU_CPU_WAVE", "3"),
+            ("CAJETA_XPU_KERNEL_GATE", "loud"),
+            ("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S", "-1"),
             ("XPU_JIT_ASM", "please"),
         ]);
         let msg = |e: BadValue| e.to_string();
@@ -346,6 +385,8 @@ mod tests {
             "error[XPU-C001]: CAJETA_XPU_CPU_WORKERS=\"0\" is not a positive integer"
         );
         assert!(msg(c.cpu_wave.unwrap_err()).contains("XPU_CPU_WAVE=\"3\" is not a power of two"));
+        assert!(c.kernel_gate_warn.is_err());
+        assert!(c.cpu_vectorize_deadline.is_err());
         assert!(msg(c.jit.unwrap_err()).contains("XPU_JIT_ASM"));
     }
 

@@ -21,6 +21,7 @@ pub mod codegen;
 pub mod config;
 pub mod deadline;
 pub mod filetest;
+pub mod gate;
 pub mod hal;
 pub mod interp;
 pub mod ir;

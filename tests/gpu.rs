@@ -880,5 +880,211 @@ mod checked {
             "{traps}"
         );
         assert!(!ir(Checks::default()).contains("xpu_report"));
+// ---- The build gates on NVPTX and AMDGPU (tests/gates.rs has the CPU and Vulkan ones) ----------
+
+mod gates {
+    use super::skip;
+    use xpu::codegen::llvm::ptxas;
+    use xpu::codegen::llvm::{self, nvptx::Nvptx, KernelRef};
+
+    fn xpu_build(args: &[&str]) -> (Option<i32>, String, String) {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
+            .arg("build")
+            .args(args)
+            .env_remove("CAJETA_XPU_KERNEL_GATE")
+            .env_remove("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S")
+            .output()
+            .expect("run xpu");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    fn line<'a>(stderr: &'a str, kernel: &str, backend: &str, tag: &str) -> Option<&'a str> {
+        let needle = format!("[{tag}]: kernel {kernel} on {backend}: ");
+        stderr.lines().find(|l| l.contains(&needle))
+    }
+
+    #[test]
+    fn nvptx_gate_lines() {
+        let (code, stdout, stderr) = xpu_build(&[
+            "tests/filetests/gates/gates.xk",
+            "tests/filetests/gates/escapes.xk",
+            "--backends",
+            "cuda",
+        ]);
+        assert_eq!(code, Some(1), "{stdout}{stderr}");
+        // Unbounded: launched with two blocks, no ceiling; escaped by @unbounded.
+        let l = line(&stderr, "loose", "cuda", "xpu-kernel-unbounded").expect(&stderr);
+        assert!(l.contains(": error[") && l.contains("(XPU-G003)"), "{l}");
+        let l = line(&stderr, "tracked_unbounded", "cuda", "xpu-kernel-unbounded").expect(&stderr);
+        assert!(
+            l.contains(": note[") && l.ends_with("[tracked: PLAN-3]"),
+            "{l}"
+        );
+        // Pinned, derived or declared: bounded.
+        for k in ["clean", "derived", "table", "tile", "twin"] {
+            assert!(
+                line(&stderr, k, "cuda", "xpu-kernel-unbounded").is_none(),
+                "{k}: {stderr}"
+            );
+        }
+        // Skipped: NVIDIA builds wave 32 only.
+        let l = line(&stderr, "wide", "cuda", "xpu-kernel-skipped").expect(&stderr);
+        assert!(
+            l.contains("no device code:") && l.contains("(XPU-L03)"),
+            "{l}"
+        );
+        // The pinned block is the PTX's bound.
+        assert!(stdout.contains("clean on cuda (sm_90): ptx"), "{stdout}");
+        if ptxas::find().is_none() {
+            assert!(
+                stderr.contains("note[xpu-kernel-spill]: cuda: no assembler: ptxas not found"),
+                "{stderr}"
+            );
+            assert!(line(&stderr, "table", "cuda", "xpu-kernel-spill").is_none());
+            skip("gates::nvptx_gate_lines (spill)", "ptxas not found");
+            return;
+        }
+        // Spill: a dynamically indexed private array, zero spill stores.
+        let l = line(&stderr, "table", "cuda", "xpu-kernel-spill").expect(&stderr);
+        assert!(
+            l.contains("zero spill stores")
+                && l.contains("private array `t`")
+                && l.contains("(XPU-G004)"),
+            "{l}"
+        );
+        // Spill: the portable software tile, its fragment named.
+        let l = line(&stderr, "tile", "cuda", "xpu-kernel-spill").expect(&stderr);
+        assert!(
+            l.contains("portable software tile") && l.contains("fragment `fa`"),
+            "{l}"
+        );
+        assert!(
+            line(&stderr, "clean", "cuda", "xpu-kernel-spill").is_none(),
+            "{stderr}"
+        );
+        assert!(
+            stderr
+                .lines()
+                .last()
+                .is_some_and(|l| l.starts_with("error[CAJETA_ERROR_XPU_KERNEL_GATE]")),
+            "{stderr}"
+        );
+    }
+
+    /// A kernel of `n` live accumulators, pinned at `block` or not.
+    fn heavy(n: usize, block: Option<u32>) -> String {
+        let mut s = String::new();
+        if let Some(b) = block {
+            s.push_str(&format!("@block({b})\n"));
+        }
+        s.push_str("kernel heavy(out: buf<f32, rw>, x: buf<f32>, m: u32) {\n");
+        for i in 0..n {
+            s.push_str(&format!("    let a{i}: f32 = x[{i}];\n"));
+        }
+        s.push_str("    for j: u32 in 0..m {\n        let v: f32 = x[j];\n");
+        for i in 0..n {
+            s.push_str(&format!("        a{i} = a{i} * v + {i}.5;\n"));
+        }
+        s.push_str("    }\n    let s: f32 = 0.0;\n");
+        for i in 0..n {
+            s.push_str(&format!("    s += a{i} * a{i};\n"));
+        }
+        s.push_str("    out[global_id.x] = s;\n}\n");
+        s
+    }
+
+    #[test]
+    fn a_pinned_block_is_reqntid_and_budgets_the_registers() {
+        let target = Nvptx::new(90);
+        let mut regs = Vec::new();
+        for block in [None, Some(1024)] {
+            let vm = xpu::ir::parse(&heavy(96, block)).unwrap().verify().unwrap();
+            let (h, _) = vm.kernels().next().unwrap();
+            let out = llvm::lower(
+                vm.module(),
+                &[KernelRef::plain(h)],
+                &target,
+                &Default::default(),
+            )
+            .unwrap();
+            let ptx = out.text();
+            assert_eq!(
+                ptx.contains(".reqntid 1024, 1, 1"),
+                block.is_some(),
+                "{}",
+                &ptx[..ptx.len().min(2000)]
+            );
+            if ptxas::find().is_none() {
+                continue;
+            }
+            let r = ptxas::assemble(&ptx, "sm_90").unwrap();
+            let f = r.function(&out.kernels[0].symbol).unwrap().clone();
+            println!(
+                "heavy, block {}: {} registers, {} bytes spill stores, {} bytes stack",
+                block.map_or("unpinned".into(), |b| b.to_string()),
+                f.registers.unwrap_or(0),
+                f.spill_store_bytes.unwrap_or(0),
+                f.stack_frame_bytes.unwrap_or(0)
+            );
+            regs.push(f.registers.unwrap_or(0));
+        }
+        if regs.len() < 2 {
+            skip(
+                "gates::a_pinned_block_is_reqntid_and_budgets_the_registers (registers)",
+                "ptxas not found",
+            );
+            return;
+        }
+        // 65,536 registers for a block of 1,024 threads: at most 64 each.
+        assert!(regs[1] <= 64 && regs[1] < regs[0], "{regs:?}");
+    }
+
+    #[cfg(feature = "hip")]
+    #[test]
+    fn amdgpu_gate_lines() {
+        let (code, stdout, stderr) = xpu_build(&[
+            "tests/filetests/gates/gates.xk",
+            "--backends",
+            "amdgpu",
+            "--arch",
+            "gfx1100",
+        ]);
+        assert_eq!(code, Some(1), "{stdout}{stderr}");
+        let l = line(&stderr, "loose", "amdgpu", "xpu-kernel-unbounded").expect(&stderr);
+        assert!(l.contains("(XPU-G003)"), "{l}");
+        assert!(stdout.contains("clean on amdgpu (gfx1100): "), "{stdout}");
+        if xpu::codegen::llvm::codeobj::find_linker().is_none() {
+            assert!(stderr.contains("no linker: ld.lld not found"), "{stderr}");
+            assert!(line(&stderr, "table", "amdgpu", "xpu-kernel-spill").is_none());
+            skip("gates::amdgpu_gate_lines (spill)", "ld.lld not found");
+            return;
+        }
+        assert!(
+            stdout.contains("clean on amdgpu (gfx1100): hsaco"),
+            "{stdout}"
+        );
+        // A dynamically indexed private array: a private segment, zero spills.
+        let l = line(&stderr, "table", "amdgpu", "xpu-kernel-spill").expect(&stderr);
+        assert!(
+            l.contains("bytes of private segment") && l.contains("private array `t`"),
+            "{l}"
+        );
+        // Every fragment takes the software tier on amdgpu.
+        let l = line(&stderr, "tile", "amdgpu", "xpu-kernel-spill").expect(&stderr);
+        assert!(
+            l.contains("portable software tile") && l.contains("fragment `fa`"),
+            "{l}"
+        );
+        // gfx90a builds wave 64 only: the @wave(32) tile has no code there.
+        let (_, _, stderr) = xpu_build(&["tests/filetests/gates/gates.xk", "--backends", "amdgpu"]);
+        let l = line(&stderr, "tile", "amdgpu", "xpu-kernel-skipped").expect(&stderr);
+        assert!(
+            l.contains("no device code:") && l.contains("(XPU-L03)"),
+            "{l}"
+        );
     }
 }

@@ -94,17 +94,22 @@ impl ProgramImpl for InterpProgram {
         Ok(Arc::new(InterpKernel {
             module: self.module.clone(),
             handle,
-            manifest: KernelManifest::from_kernel(kernel, Backend::Interp),
+            manifest: interp_manifest(kernel),
         }))
     }
 
     fn manifest(&self, name: &str) -> Option<KernelManifest> {
         let handle = self.module.kernel(name)?;
-        Some(KernelManifest::from_kernel(
-            self.module.function(handle),
-            Backend::Interp,
-        ))
+        Some(interp_manifest(self.module.function(handle)))
     }
+}
+
+/// The interpreter's manifest: what the IR decides, and as its code hash a hash of the
+/// verified kernel it runs (the interpreter's "device code" is the IR itself).
+fn interp_manifest(kernel: &Function) -> KernelManifest {
+    let mut m = KernelManifest::from_kernel(kernel, Backend::Interp);
+    m.code_hash = Some(crate::codegen::cpu::fnv1a(format!("{kernel:?}").as_bytes()));
+    m
 }
 
 struct InterpKernel {

@@ -9,6 +9,7 @@ mod bench;
 mod build;
 mod check;
 mod fmt;
+mod gated;
 mod run;
 
 #[derive(Parser)]
@@ -36,7 +37,8 @@ enum Command {
     Run(run::RunArgs),
     /// GPU benchmarks against peers measured in the same run (`xpu bench cuda`).
     Bench(bench::BenchArgs),
-    /// Lower a file's kernels ahead of time and report their footprint (`--backend cuda`).
+    /// Lower files' kernels for the declared backends and apply the build gates
+    /// (`--backends cpu,cuda,amdgpu,vulkan`), or report one backend's footprint (`--backend`).
     Build(build::BuildArgs),
 }
 

@@ -40,6 +40,7 @@ pub mod codes {
     pub const DEADLINE: &str = "XPU-L018";
     pub const DEVICE_FAULT: &str = "XPU-L022";
     pub const LOST_BUFFER: &str = "XPU-L023";
+    pub const HELD: &str = "XPU-L019";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -586,6 +587,18 @@ pub enum LaunchError {
         kernel: String,
         param: String,
         fault: String,
+    /// The kernel is held on this backend by `@unlowered(backend = ..., hold = true)`
+    /// (contract §3.6): no code was built for it, by declaration, and the launch is refused
+    /// by name with the plan item that tracks the hold.
+    #[error(
+        "error[{}]: kernel {kernel}: held on the {} backend by @unlowered(hold = true) [tracked: {tracked}]",
+        codes::HELD,
+        backend.name()
+    )]
+    Held {
+        kernel: String,
+        backend: Backend,
+        tracked: String,
     },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
@@ -625,6 +638,7 @@ impl LaunchError {
             Deadline { .. } => codes::DEADLINE,
             DeviceFault { .. } => codes::DEVICE_FAULT,
             LostBuffer { .. } => codes::LOST_BUFFER,
+            Held { .. } => codes::HELD,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -638,9 +652,11 @@ impl LaunchError {
         use LaunchError::*;
         match self {
             NoCode { by_device, .. } | TooManyThreads { by_device, .. } => *by_device,
-            SharedMemory { .. } | PrivateMemory { .. } | WaveWidth { .. } | LoopLimit { .. } => {
-                true
-            }
+            SharedMemory { .. }
+            | PrivateMemory { .. }
+            | WaveWidth { .. }
+            | LoopLimit { .. }
+            | Held { .. } => true,
             _ => false,
         }
     }
@@ -669,6 +685,7 @@ impl LaunchError {
             | Deadline { kernel, .. }
             | DeviceFault { kernel, .. }
             | LostBuffer { kernel, .. }
+            | Held { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
         }
@@ -792,8 +809,8 @@ pub fn check(
         manifest.max_waves,
         launch
             .wave
-            .or(manifest.built_wave)
             .or(manifest.declared_wave)
+            .or(manifest.built_wave.filter(|&w| w > 1))
             .or(facts.wave_width),
     ) {
         if threads > waves as u64 * width as u64 {
@@ -859,8 +876,11 @@ pub fn check(
             }
         }
     }
+    // A kernel built at 1 lane without a declared wave has no wave verb (§3.7: the CPU
+    // records 1 for it): nothing in it depends on the width the launch assumes.
+    let wave_free = manifest.built_wave == Some(1) && manifest.declared_wave.is_none();
     if let (Some(wave), Some(built)) = (launch.wave, manifest.built_wave) {
-        if wave != built {
+        if wave != built && !wave_free {
             return Err(LaunchError::WaveWidth {
                 kernel: kernel_name(),
                 declared: wave,

@@ -105,6 +105,7 @@ impl KernelManifest {
     pub fn from_kernel(kernel: &Function, backend: Backend) -> Self {
         let mut m = KernelManifest::empty(kernel.name.clone(), backend);
         m.declared_wave = kernel.attrs.wave.map(|(w, _)| w);
+        m.pinned_block = kernel.attrs.block.map(|(b, _)| b);
         if let Some(occ) = &kernel.attrs.occupancy {
             let eval = |h: Option<Handle<ConstExpr>>| {
                 h.and_then(|h| eval_const(kernel, h))

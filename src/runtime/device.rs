@@ -356,6 +356,14 @@ impl Program {
                 });
             }
         }
+        // `@unlowered(hold = true)`: no code is built here, by declaration (contract §3.6).
+        if let Some(tracked) = self.held(function) {
+            return Err(LaunchError::Held {
+                kernel: name.to_string(),
+                backend: self.device.backend(),
+                tracked: tracked.to_string(),
+            });
+        }
         let imp = self.imp.kernel(name, function)?;
         Ok(Kernel {
             name: name.to_string(),
@@ -392,8 +400,24 @@ impl Program {
     /// The kernel's manifest on this device's backend, or `None` where the backend has no
     /// device code for it.
     pub fn manifest(&self, name: &str) -> Option<KernelManifest> {
-        kernel_function(&self.module, name)?;
+        let function = kernel_function(&self.module, name)?;
+        if self.held(function).is_some() {
+            return None;
+        }
         self.imp.manifest(name)
+    }
+
+    /// The plan item of an `@unlowered(hold = true)` that applies to `function` on this
+    /// device (contract §3.6: the hold skips lowering, and the launch is refused by name).
+    fn held<'f>(&self, function: &'f Function) -> Option<&'f str> {
+        let backend = self.device.backend();
+        let host_wave = self.device.facts().wave_width.unwrap_or(0);
+        function
+            .attrs
+            .unlowered
+            .iter()
+            .find(|u| u.hold && u.active(backend.name(), host_wave))
+            .map(|u| u.tracked.as_str())
     }
 }
 

@@ -212,6 +212,35 @@ fn spec_block(block: [u32; 3]) -> [u32; 3] {
     }
 }
 
+/// The block a kernel's first code is built at, and whether its waves are all full: its
+/// pinned block (`@block`, contract §3.4: the work-item loop runs a constant trip count), else
+/// [`PROBE_BLOCK`].
+pub fn probe_block(kernel: &Function, wave: u32) -> ([u32; 3], bool) {
+    match kernel.attrs.block {
+        Some((b, _)) => (b, b.iter().product::<u32>() % wave.max(1) == 0),
+        None => (PROBE_BLOCK, false),
+    }
+}
+
+/// Refusal 3 of §2.4 (`XPU-L011`): a kernel whose result depends on the wave, with no
+/// declared `@wave`, built at one lane (`XPU_CPU_WAVE=1`) would run as its scalar twin.
+pub fn scalar_twin(
+    name: &str,
+    kernel: &Function,
+    wave: u32,
+    wave_dependent: bool,
+) -> Result<(), LaunchError> {
+    if wave == 1 && wave_dependent && kernel.attrs.wave.is_none() {
+        return Err(LaunchError::ScalarTwin {
+            kernel: name.to_string(),
+            reason: "the CPU backend builds its work-item loop at one lane here (XPU_CPU_WAVE=1) \
+                     and the kernel uses the wave; declare @wave(1) if one lane is meant"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// Compiles `handle` of `module` at `block` and `wave`; `whole_waves`: every launch of the code
 /// has a block of whole waves (only then may it be run); `streaming`: see
 /// [`jit::Config::streaming`]; `ub_traps`: see [`jit::Config::ub_traps`].
@@ -259,23 +288,19 @@ impl CpuProgram {
             })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
-        let probe = compile(
-            &self.module,
-            handle,
-            PROBE_BLOCK,
-            wave,
-            false,
-            false,
-            self.ub_traps,
-        )
-        .map_err(|e| jit_refusal(name, e))?;
+        let wave_dependent = crate::ir::analysis::depends_on_wave(self.module.module(), f);
+        scalar_twin(name, f, wave, wave_dependent)?;
+        let (block, whole) = probe_block(f, wave);
+        let probe = compile(&self.module, handle, block, wave, whole, false, self.ub_traps)
+            .map_err(|e| jit_refusal(name, e))?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
-        manifest.built_wave = Some(wave);
+        manifest.built_wave = Some(if wave_dependent { wave } else { 1 });
         manifest.code_bytes = Some(probe.code_bytes);
+        manifest.code_hash = Some(probe.code_hash);
         manifest.static_shared_bytes = Some(probe.static_shared);
         let compile_time = probe.compile_time;
         let mut specs = HashMap::new();
-        specs.insert((PROBE_BLOCK, wave, false, false), Arc::new(probe));
+        specs.insert((block, wave, whole, false), Arc::new(probe));
         let k = Arc::new(CpuKernel {
             module: self.module.clone(),
             handle,
@@ -331,7 +356,13 @@ impl CpuKernel {
 
     fn spec(&self, block: [u32; 3], streaming: bool) -> Result<Arc<CompiledKernel>, LaunchError> {
         let whole_waves = block.iter().product::<u32>() % self.wave == 0;
-        let block = spec_block(block);
+        // A pinned block is the only one launched (the shared check refuses others): its code
+        // is built at that block.
+        let block = if self.manifest.pinned_block.is_some() {
+            block
+        } else {
+            spec_block(block)
+        };
         let key = (block, self.wave, whole_waves, streaming);
         if let Some(c) = self.specs.lock().get(&key) {
             return Ok(c.clone());

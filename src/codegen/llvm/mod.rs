@@ -775,6 +775,14 @@ fn lower_kernel<'ctx>(
         bounds.min_resident = eval(o.min_resident)?;
         bounds.max_registers = eval(o.max_registers)?;
     }
+    if let Some((block, _)) = f.attrs.block {
+        bounds.pinned = Some(block);
+        let volume = block.iter().map(|&d| d as u64).product::<u64>();
+        bounds.max_threads = bounds
+            .max_threads
+            .or(u32::try_from(volume).ok())
+            .map(|t| t.min(volume as u32));
+    }
 
     let info = lower_function(cx, target, module, f, args, llfn, helpers, Some(symbol))?;
     target.finish_kernel(cx, llfn, &bounds)?;

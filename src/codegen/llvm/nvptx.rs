@@ -435,7 +435,12 @@ impl LoweringTarget for Nvptx {
                 .map_err(|e| LowerError::new(super::codes::LLVM, e.to_string()))
         };
         annotate("kernel", 1)?;
-        if let Some(t) = bounds.max_threads {
+        if let Some([x, y, z]) = bounds.pinned {
+            // The pinned block (§3.4): ptxas budgets registers for exactly this many threads.
+            annotate("reqntidx", x)?;
+            annotate("reqntidy", y)?;
+            annotate("reqntidz", z)?;
+        } else if let Some(t) = bounds.max_threads {
             annotate("maxntidx", t)?;
         }
         if let Some(m) = bounds.min_resident {

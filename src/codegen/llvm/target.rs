@@ -50,6 +50,10 @@ pub struct KernelBounds {
     pub max_threads: Option<u32>,
     pub min_resident: Option<u32>,
     pub max_registers: Option<u32>,
+    /// `@block(X, Y, Z)`: the one block the kernel is launched with (contract §3.4), lowered
+    /// as `.reqntid` on NVPTX and `amdgpu-flat-work-group-size = V,V` on AMDGPU. With it,
+    /// `max_threads` is the block's volume unless the kernel declares its own ceiling.
+    pub pinned: Option<[u32; 3]>,
 }
 
 /// What a target lowers a kernel for. Each method gets the emission context positioned

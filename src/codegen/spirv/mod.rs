@@ -1004,11 +1004,13 @@ impl<'a> Em<'a> {
     fn emit_entry(&mut self, kh: Handle<Function>) -> R<Emitted> {
         self.cap(Capability::Shader);
         let f = self.m.function(kh);
-        // Workgroup size from spec constants 0..2.
+        // Workgroup size from spec constants 0..2; a pinned block (`@block`, §3.4) is their
+        // default, so the module states the one workgroup size it is built for.
+        let pinned = f.attrs.block.map_or([1, 1, 1], |(b, _)| b);
         let u = self.u32t();
         let mut parts = Vec::new();
         for (d, id) in SPEC_BLOCK.iter().enumerate() {
-            let c = self.b.spec_constant_bit32(u, 1);
+            let c = self.b.spec_constant_bit32(u, pinned[d]);
             self.b.decorate(
                 c,
                 spirv::Decoration::SpecId,

@@ -490,6 +490,32 @@ impl Lowerer<'_> {
                     }
                     out.occupancy = Some(occ);
                 }
+                "block" => {
+                    if out.block.is_some() {
+                        self.error(codes::ATTRIBUTE, a.span, "`@block` given twice");
+                    }
+                    let mut dims = [1u32; 3];
+                    let ok = (1..=3).contains(&a.args.len())
+                        && a.args.iter().enumerate().all(|(d, arg)| match arg {
+                            ast::AttrArg::Pos(e) => match self.u32_of(e) {
+                                Some(n) => {
+                                    dims[d] = n;
+                                    true
+                                }
+                                None => false,
+                            },
+                            _ => false,
+                        });
+                    if ok {
+                        out.block = Some((dims, a.span));
+                    } else {
+                        self.error(
+                            codes::ATTRIBUTE,
+                            a.span,
+                            "`@block` takes one to three sizes: `@block(256)`, `@block(16, 16)`",
+                        );
+                    }
+                }
                 "unlowered" => {
                     let mut backend = None;
                     let mut tracked = None;
@@ -574,7 +600,7 @@ impl Lowerer<'_> {
                 other => self.error(
                     codes::ATTRIBUTE,
                     a.span,
-                    format!("unknown attribute `@{other}` (wave, occupancy, unlowered, unbounded)"),
+                    format!("unknown attribute `@{other}` (wave, occupancy, block, unlowered, unbounded)"),
                 ),
             }
         }

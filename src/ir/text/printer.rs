@@ -513,6 +513,13 @@ impl<'m> FnPrinter<'m> {
             }
             let _ = writeln!(out, "@occupancy({})", parts.join(", "));
         }
+        if let Some(([x, y, z], _)) = a.block {
+            let _ = match (y, z) {
+                (1, 1) => writeln!(out, "@block({x})"),
+                (_, 1) => writeln!(out, "@block({x}, {y})"),
+                _ => writeln!(out, "@block({x}, {y}, {z})"),
+            };
+        }
         for u in &a.unlowered {
             let mut parts = vec![
                 format!("backend = {}", quote(&u.backend)),

@@ -92,6 +92,10 @@ pub const WAVE_ATTR: &str = "XPU-V058";
 pub const OCCUPANCY: &str = "XPU-V059";
 /// `@unlowered` naming a backend other than `cpu`, `cuda`, `hip`, `vulkan`.
 pub const UNLOWERED_BACKEND: &str = "XPU-V060";
+/// `@block(...)` with a zero dimension, or a volume past 2^31 work-items.
+pub const BLOCK_ATTR: &str = "XPU-G001";
+/// `@block(...)` larger than the kernel's own `@occupancy(max_threads = N)`.
+pub const BLOCK_OVER_CEILING: &str = "XPU-G002";
 /// A function nested deeper than `MAX_CALL_DEPTH` (1024) with its helper calls inlined (a
 /// chain of helpers too long), reported at a kernel or a helper nothing calls.
 pub const CALL_DEPTH: &str = "XPU-V061";
