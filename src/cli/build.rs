@@ -29,9 +29,16 @@ pub struct BuildArgs {
     /// Write each kernel's device code and manifest here.
     #[arg(long)]
     pub emit: Option<PathBuf>,
+    /// Write one bundle holding every kernel's code and manifest for each backend of
+    /// `--backend` (here a comma-separated list: `cpu,vulkan,cuda`) and the canonical IR.
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
 }
 
 pub fn build(args: &BuildArgs) -> ExitCode {
+    if let Some(out) = &args.output {
+        return super::build_bundle::build(args, out);
+    }
     match args.backend.as_str() {
         "cuda" => imp::build_cuda(args),
         "amdgpu" => amd::build_amdgpu(args),

@@ -13,6 +13,6 @@ pub mod seam;
 pub use backend::Backend;
 pub use seam::{
     codes, kernel_function, poison_requested, BufferBinding, DeviceArg, DeviceError, DeviceImpl,
-    DeviceMemory, EventImpl, Init, KernelImpl, Mode, ProgramImpl, ReadTicket, StreamImpl,
+    DeviceMemory, EventImpl, Init, KernelImpl, Mode, Prebuilt, ProgramImpl, ReadTicket, StreamImpl,
     TimerTier,
 };

@@ -159,7 +159,16 @@ impl Device {
 
     /// Prepares `module` for this device; kernels are compiled on first use.
     pub fn load(&self, module: impl IntoSharedModule) -> Result<Program, DeviceError> {
-        let module = module.into_shared();
+        self.load_with(module.into_shared(), Vec::new())
+    }
+
+    /// [`Device::load`] with device code made elsewhere for some kernels (a bundle's:
+    /// [`Device::load_bundle`]).
+    pub(crate) fn load_with(
+        &self,
+        module: Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Program, DeviceError> {
         let variants = if coarse::made_at_load(self.inner.imp.as_ref()) {
             coarse::variants(&module)
         } else {
@@ -168,7 +177,7 @@ impl Device {
         let imp = self
             .inner
             .imp
-            .load(variants.loaded.as_ref().unwrap_or(&module))?;
+            .load_prebuilt(variants.loaded.as_ref().unwrap_or(&module), prebuilt)?;
         Ok(Program {
             device: self.clone(),
             module,
@@ -178,6 +187,12 @@ impl Device {
                 kernels: Mutex::default(),
             }),
         })
+    }
+
+    /// Bytes of device code this device holds now for live programs and kernels (`None`
+    /// where the backend does not count them).
+    pub fn code_memory(&self) -> Option<u64> {
+        self.inner.imp.code_memory()
     }
 
     /// A fresh buffer of `len` elements (poisoned under `CAJETA_XPU_POISON=1`).
@@ -375,6 +390,12 @@ impl Program {
         kernel_function(&self.module, name)?;
         self.imp.manifest(name)
     }
+
+    /// How many times this program lowered a kernel's IR to device code so far (code taken
+    /// from a bundle or a cache does not count); `None` where the backend does not count.
+    pub fn lowerings(&self) -> Option<u64> {
+        self.imp.lowerings()
+    }
 }
 
 /// One kernel of a [`Program`], ready to launch.
@@ -405,6 +426,13 @@ impl Kernel {
 
     pub fn manifest(&self) -> &KernelManifest {
         self.imp.manifest()
+    }
+
+    /// How many compiled specialisations the kernel's device code holds now (`None` where
+    /// the backend does not count them; the CPU keeps at most
+    /// [`MAX_SPECIALISATIONS`](crate::backend::cpu::MAX_SPECIALISATIONS)).
+    pub fn specialisations(&self) -> Option<usize> {
+        self.imp.specialisations()
     }
 
     /// The kernel's verified IR.
