@@ -10,7 +10,7 @@ src/devices, runtime files at src/) onto the same layers, for a before/after com
 """
 import os, re, sys
 
-ORDER = ["config", "ir", "interp", "codegen", "hal", "backend", "runtime", "gate", "filetest", "bench", "cli", "root"]
+ORDER = ["config", "ir", "interp", "codegen", "hal", "bundle", "backend", "runtime", "gate", "filetest", "bench", "cli", "root"]
 RANK = {n: i for i, n in enumerate(ORDER)}
 RANK["bench"] = RANK["filetest"]  # siblings
 # The process-wide leaves every layer may read: the settings and the deadline watchdog.

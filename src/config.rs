@@ -21,6 +21,7 @@
 //! | `XPU_VK_PUSH_DESCRIPTORS` | `0`, `1` | `1` | Vulkan device |
 //! | `XPU_VK_PIPELINE_STATS`, `XPU_VK_TRACE` | `0`, `1` | `0` | Vulkan |
 //! | `XPU_CACHE_DIR` | a folder, or `off` | `$XDG_CACHE_HOME/xpu`, else `$HOME/.cache/xpu` | device-code cache |
+//! | `XPU_CACHE_MAX_MB` | a whole number of MiB | `1024` | device-code cache (least recently used evicted past it) |
 //! | `XPU_HIP_LIB` | library names, comma-separated | `libamdhip64.so` | HIP |
 //! | `XPU_HIP_ARCH` | a `gfx` name | the device's | HIP |
 //! | `XPU_LLD` | a file | `ld.lld-19`, `ld.lld` on `PATH` | AMDGPU code objects |
@@ -120,6 +121,8 @@ pub struct Config {
     /// The device-code cache folder (`XPU_CACHE_DIR`, else the XDG cache), `None` when no
     /// home is known.
     pub cache_dir: Option<PathBuf>,
+    /// `XPU_CACHE_MAX_MB` in bytes: the disk cache's size cap.
+    pub cache_max_bytes: Setting<u64>,
     /// `XPU_HIP_LIB`.
     pub hip_lib: Setting<Option<String>>,
     /// `XPU_HIP_ARCH`.
@@ -228,6 +231,18 @@ impl Config {
             vk_pipeline_stats: flag("XPU_VK_PIPELINE_STATS", false),
             vk_trace: flag("XPU_VK_TRACE", false),
             cache_dir,
+            cache_max_bytes: text("XPU_CACHE_MAX_MB").and_then(|v| match v {
+                None => Ok(1024 << 20),
+                Some(s) => s
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|mb| mb.checked_mul(1 << 20))
+                    .ok_or(BadValue {
+                        var: "XPU_CACHE_MAX_MB",
+                        value: s,
+                        expected: "a whole number of MiB",
+                    }),
+            }),
             hip_lib: text("XPU_HIP_LIB"),
             hip_arch: text("XPU_HIP_ARCH"),
             lld: path("XPU_LLD"),

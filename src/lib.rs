@@ -10,12 +10,14 @@
 //! | [`interp`] | the reference interpreter (the oracle) |
 //! | [`codegen`] | every lowering of a verified module: Cranelift, LLVM (NVPTX, AMDGPU), SPIR-V |
 //! | [`hal`] | what runtime and backends both speak: `Backend`, the seam traits, launches, facts, manifests |
+//! | [`bundle`] | the bundle file: device code per backend, manifests and the canonical IR |
 //! | [`backend`] | one module per device over codegen output: interp, cpu, cuda, hip, vulkan |
 //! | [`runtime`] | what a program touches: `Device`, `Program`, `Kernel`, buffers, streams, timers |
 //! | [`filetest`], [`bench`], [`cli`] | the kernel-file runner, the benchmarks, the command |
 
 pub mod backend;
 pub mod bench;
+pub mod bundle;
 pub mod cli;
 pub mod codegen;
 pub mod config;
@@ -38,7 +40,6 @@ pub use runtime::{Device, Event, Kernel, KernelBuffer, KernelStream, KernelTimer
 /// paths above.
 #[doc(hidden)]
 pub mod devices {
-    #[cfg(any(feature = "cuda", feature = "hip"))]
     pub use crate::backend::cache;
     #[cfg(feature = "cuda")]
     pub use crate::backend::cuda;

@@ -30,7 +30,7 @@ use crate::hal::launch::{Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
-    ProgramImpl, ReadTicket, StreamImpl, TimerTier,
+    Prebuilt, ProgramImpl, ReadTicket, StreamImpl, TimerTier,
 };
 use crate::ir::{Function, VerifiedModule};
 use cudarc::driver::{result, sys};
@@ -514,6 +514,30 @@ impl DeviceImpl for CudaDevice {
         self.load_with(module, &ProgramOptions::from_env()?)
     }
 
+    fn code_target(&self) -> Option<String> {
+        Some(format!("sm_{}", self.arch))
+    }
+
+    fn load_prebuilt(
+        &self,
+        module: &Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let mut program = CudaProgram::new(self, module.clone());
+        for p in prebuilt {
+            let ptx = String::from_utf8(p.code).map_err(|_| DeviceError::Load {
+                message: format!("the PTX of kernel `{}` is not UTF-8", p.kernel),
+            })?;
+            if abi_from_header(&ptx).is_none() {
+                return Err(DeviceError::Load {
+                    message: format!("the PTX of kernel `{}` has no xpu-abi header", p.kernel),
+                });
+            }
+            program.prebuilt.get_mut().insert(p.kernel, ptx);
+        }
+        Ok(Arc::new(program))
+    }
+
     fn coarsens(&self) -> bool {
         true
     }
@@ -715,6 +739,8 @@ pub enum CodeSource {
     Lowered,
     /// The in-memory cache.
     Memory,
+    /// A bundle's PTX for this architecture.
+    Bundle,
     /// The on-disk cache.
     Disk,
 }
@@ -741,6 +767,10 @@ pub struct CudaProgram {
     first_use: Mutex<HashMap<String, FirstUse>>,
     /// Checked mode and ub-traps ([`ProgramOptions`]): part of the code's cache key.
     checks: Checks,
+    /// PTX (with its `xpu-abi` header) from a bundle, by kernel: taken instead of lowering.
+    prebuilt: Mutex<HashMap<String, String>>,
+    /// Kernels lowered by LLVM here (not from a bundle or the cache).
+    lowerings: std::sync::atomic::AtomicU64,
 }
 
 impl CudaProgram {
@@ -758,6 +788,8 @@ impl CudaProgram {
             kernels: Mutex::new(HashMap::new()),
             first_use: Mutex::new(HashMap::new()),
             checks: Checks::default(),
+            prebuilt: Mutex::new(HashMap::new()),
+            lowerings: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -781,24 +813,35 @@ impl CudaProgram {
             key.push(checks.as_bytes());
         }
         let hash = hash_hex(&key);
-        let (ptx, abi, source) = match self.cache.get(&self.key, &hash, "ptx") {
-            Some((bytes, hit)) => {
-                let text = String::from_utf8_lossy(&bytes).into_owned();
-                match abi_from_header(&text) {
-                    Some(abi) => (
-                        text,
-                        abi,
-                        if hit == Hit::Memory {
-                            CodeSource::Memory
-                        } else {
-                            CodeSource::Disk
-                        },
-                    ),
-                    None => self.lower(handle, &target, &hash)?,
-                }
-            }
-            None => self.lower(handle, &target, &hash)?,
-        };
+        // A bundle's PTX is code without checks: taken only when none are asked for.
+        let bundled = self
+            .prebuilt
+            .lock()
+            .remove(name)
+            .filter(|_| !self.checks.any())
+            .and_then(|ptx| Some((abi_from_header(&ptx)?, ptx)));
+        let cached = bundled.map(|(abi, ptx)| (ptx, abi, CodeSource::Bundle));
+        let (ptx, abi, source) =
+            cached
+                .map(Ok)
+                .unwrap_or_else(|| match self.cache.get(&self.key, &hash, "ptx") {
+                    Some((bytes, hit)) => {
+                        let text = String::from_utf8_lossy(&bytes).into_owned();
+                        match abi_from_header(&text) {
+                            Some(abi) => Ok((
+                                text,
+                                abi,
+                                if hit == Hit::Memory {
+                                    CodeSource::Memory
+                                } else {
+                                    CodeSource::Disk
+                                },
+                            )),
+                            None => self.lower(handle, &target, &hash),
+                        }
+                    }
+                    None => self.lower(handle, &target, &hash),
+                })?;
         let code_time = t0.elapsed();
         let t1 = Instant::now();
         let loaded = Loaded::load(&self.ctx, &ptx, &abi)?;
@@ -873,6 +916,8 @@ impl CudaProgram {
         target: &Nvptx,
         hash: &str,
     ) -> Result<(String, KernelAbi, CodeSource), String> {
+        self.lowerings
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let out = llvm::lower(
             self.module.module(),
             &[llvm::KernelRef::plain(handle)],
@@ -918,12 +963,16 @@ impl ProgramImpl for CudaProgram {
             .ok()
             .map(|k| k.manifest().clone())
     }
+
+    fn lowerings(&self) -> Option<u64> {
+        Some(self.lowerings.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// The ABI facts the PTX alone does not carry, as a comment line at the top of cached PTX:
 /// `// xpu-abi <symbol> <static shared> <dynamic elem or -> <base align per param,...>`,
 /// then, for code with checks, `// xpu-report` and one `// xpu-site <line> <what>` per site.
-fn abi_header(abi: &KernelAbi) -> String {
+pub fn abi_header(abi: &KernelAbi) -> String {
     let mut checks = String::new();
     if abi.report {
         checks.push_str("// xpu-report\n");

@@ -74,6 +74,12 @@ impl DeviceImpl for InterpDevice {
             module: module.clone(),
         }))
     }
+
+    /// The interpreter runs the verified IR itself, which the program holds: it makes and
+    /// keeps no device code, so this is always 0.
+    fn code_memory(&self) -> Option<u64> {
+        Some(0)
+    }
 }
 
 struct InterpProgram {

@@ -44,6 +44,11 @@ pub struct BuildArgs {
     /// builds; the fields are in `docs/gates.md`).
     #[arg(long, conflicts_with = "backend")]
     pub json: bool,
+    /// Write one bundle holding every kernel's code and manifest for each declared backend
+    /// (`--backends`, or `--backend` with a comma-separated list: `cpu,vulkan,cuda`) and the
+    /// canonical IR (one file).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
 }
 
 impl BuildArgs {
@@ -54,6 +59,9 @@ impl BuildArgs {
 }
 
 pub fn build(args: &BuildArgs) -> ExitCode {
+    if let Some(out) = &args.output {
+        return super::build_bundle::build(args, out);
+    }
     let Some(backend) = args.backend.as_deref() else {
         return super::gated::build(args);
     };

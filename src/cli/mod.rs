@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod build;
+mod build_bundle;
 mod check;
 mod fmt;
 mod gated;

@@ -15,6 +15,6 @@ pub use backend::Backend;
 pub use checked::ProgramOptions;
 pub use seam::{
     codes, kernel_function, poison_requested, BufferBinding, DeviceArg, DeviceError, DeviceImpl,
-    DeviceMemory, EventImpl, Init, KernelImpl, Mode, ProgramImpl, ReadTicket, StreamImpl,
+    DeviceMemory, EventImpl, Init, KernelImpl, Mode, Prebuilt, ProgramImpl, ReadTicket, StreamImpl,
     TimerTier,
 };

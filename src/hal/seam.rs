@@ -245,6 +245,40 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn coarsens(&self) -> bool {
         false
     }
+    /// The target that device code made elsewhere (a bundle, [`crate::bundle`]) must name to
+    /// be used on this device without lowering again (`sm_90`, `gfx90a`, a Vulkan capability
+    /// key); `None` where the backend takes no such code (its code is made where it runs).
+    fn code_target(&self) -> Option<String> {
+        None
+    }
+    /// [`DeviceImpl::load`], with device code made elsewhere for some kernels of `module`
+    /// (made for [`DeviceImpl::code_target`]): those kernels take it at their first use instead
+    /// of being lowered; the others are lowered as after `load`. Code the backend cannot use
+    /// is an error here ([`DeviceError::Load`]). The default, for backends without a code
+    /// target, is `load`.
+    fn load_prebuilt(
+        &self,
+        module: &Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let _ = prebuilt;
+        self.load(module)
+    }
+    /// Bytes of device code the device holds now for live programs (`None`: not counted by
+    /// this backend).
+    fn code_memory(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// One kernel's device code made elsewhere (a bundle entry) for [`DeviceImpl::load_prebuilt`].
+#[derive(Clone, Debug)]
+pub struct Prebuilt {
+    pub kernel: String,
+    pub code: Vec<u8>,
+    /// The backend's launch metadata stored beside the code.
+    pub meta: Option<String>,
+    pub manifest: KernelManifest,
 }
 
 /// A module on one device.
@@ -254,11 +288,21 @@ pub trait ProgramImpl: Send + Sync {
     fn kernel(&self, name: &str, kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError>;
     /// The manifest of `name`, or `None` where this backend has no device code for it.
     fn manifest(&self, name: &str) -> Option<KernelManifest>;
+    /// How many times this program lowered a kernel's IR to device code (code taken from a
+    /// bundle or a cache does not count); `None` where the backend does not count.
+    fn lowerings(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One kernel's device code.
 pub trait KernelImpl: Send + Sync {
     fn manifest(&self) -> &KernelManifest;
+    /// How many compiled specialisations (per block, wave, ...) the kernel holds now; `None`
+    /// where the backend does not count them.
+    fn specialisations(&self) -> Option<usize> {
+        None
+    }
     /// Runs (or enqueues) the launch on `stream`. The arguments have passed
     /// [`crate::hal::launch::check`]; buffer bindings keep their memory alive for as long as the
     /// backend holds them.

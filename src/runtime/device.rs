@@ -172,16 +172,37 @@ impl Device {
         module: impl IntoSharedModule,
         options: ProgramOptions,
     ) -> Result<Program, DeviceError> {
-        let module = module.into_shared();
+        self.load_through(module.into_shared(), |imp, m| imp.load_with(m, &options))
+    }
+
+    /// [`Device::load`] with device code made elsewhere for some kernels (a bundle's:
+    /// [`Device::load_bundle`]), under the default options.
+    pub(crate) fn load_prebuilt(
+        &self,
+        module: Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Program, DeviceError> {
+        self.load_through(module, |imp, m| imp.load_prebuilt(m, prebuilt))
+    }
+
+    /// The coarsened variants made at load, then the backend's program from `load`.
+    fn load_through(
+        &self,
+        module: Arc<VerifiedModule>,
+        load: impl FnOnce(
+            &dyn DeviceImpl,
+            &Arc<VerifiedModule>,
+        ) -> Result<Arc<dyn crate::hal::ProgramImpl>, DeviceError>,
+    ) -> Result<Program, DeviceError> {
         let variants = if coarse::made_at_load(self.inner.imp.as_ref()) {
             coarse::variants(&module)
         } else {
             coarse::Variants::default()
         };
-        let imp = self
-            .inner
-            .imp
-            .load_with(variants.loaded.as_ref().unwrap_or(&module), &options)?;
+        let imp = load(
+            self.inner.imp.as_ref(),
+            variants.loaded.as_ref().unwrap_or(&module),
+        )?;
         Ok(Program {
             device: self.clone(),
             module,
@@ -192,6 +213,12 @@ impl Device {
                 kernels: Mutex::default(),
             }),
         })
+    }
+
+    /// Bytes of device code this device holds now for live programs and kernels (`None`
+    /// where the backend does not count them).
+    pub fn code_memory(&self) -> Option<u64> {
+        self.inner.imp.code_memory()
     }
 
     /// A fresh buffer of `len` elements (poisoned under `CAJETA_XPU_POISON=1`).
@@ -419,6 +446,12 @@ impl Program {
             .find(|u| u.hold && u.active(backend.name(), host_wave))
             .map(|u| u.tracked.as_str())
     }
+
+    /// How many times this program lowered a kernel's IR to device code so far (code taken
+    /// from a bundle or a cache does not count); `None` where the backend does not count.
+    pub fn lowerings(&self) -> Option<u64> {
+        self.imp.lowerings()
+    }
 }
 
 /// One kernel of a [`Program`], ready to launch.
@@ -449,6 +482,13 @@ impl Kernel {
 
     pub fn manifest(&self) -> &KernelManifest {
         self.imp.manifest()
+    }
+
+    /// How many compiled specialisations the kernel's device code holds now (`None` where
+    /// the backend does not count them; the CPU keeps at most
+    /// [`MAX_SPECIALISATIONS`](crate::backend::cpu::MAX_SPECIALISATIONS)).
+    pub fn specialisations(&self) -> Option<usize> {
+        self.imp.specialisations()
     }
 
     /// The kernel's verified IR.

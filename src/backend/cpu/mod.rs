@@ -31,7 +31,7 @@ use crate::hal::{
 use crate::ir::{Function, Handle, Type, VerifiedModule};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -52,7 +52,13 @@ struct Settings {
     /// When launches run streaming code. An unreadable `CAJETA_XPU_CPU_STREAMING` is kept as
     /// its error, which every launch then reports.
     streaming: Mutex<Result<Mode, crate::config::BadValue>>,
+    /// Bytes of machine code held by live specialisations ([`DeviceImpl::code_memory`]).
+    code_bytes: AtomicU64,
 }
+
+/// Compiled specialisations a kernel keeps at most; past it the least recently launched one
+/// is dropped (its code freed once no launch runs it) and compiled again if needed.
+pub const MAX_SPECIALISATIONS: usize = 16;
 
 impl Default for CpuDevice {
     fn default() -> Self {
@@ -95,6 +101,7 @@ impl CpuDevice {
                 cap: AtomicUsize::new(default_cap()),
                 cap_error: Mutex::new(default_cap_error()),
                 streaming: Mutex::new(crate::config::get().cpu_streaming.clone()),
+                code_bytes: AtomicU64::new(0),
             }),
         }
     }
@@ -149,7 +156,12 @@ impl DeviceImpl for CpuDevice {
             kernels: Mutex::new(HashMap::new()),
             settings: self.settings.clone(),
             ub_traps: options.ub_traps,
+            lowerings: AtomicU64::new(0),
         }))
+    }
+
+    fn code_memory(&self) -> Option<u64> {
+        Some(self.settings.code_bytes.load(Ordering::Relaxed))
     }
 }
 
@@ -197,6 +209,8 @@ struct CpuProgram {
     settings: Arc<Settings>,
     /// Unconfirmed `align` statements are tested ([`ProgramOptions::ub_traps`]).
     ub_traps: bool,
+    /// Cranelift compiles made for this program's kernels (shared with them).
+    lowerings: AtomicU64,
 }
 
 /// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
@@ -272,6 +286,22 @@ pub fn build_wave(kernel: &Function) -> u32 {
         .unwrap_or_else(jit::host_simd_width)
 }
 
+/// Compiles `handle` at the probe block (any 1-D block) and returns its manifest, as a
+/// program's first use of the kernel makes it: what `xpu build -o` records for the CPU.
+pub fn probe_manifest(
+    module: &VerifiedModule,
+    handle: Handle<Function>,
+) -> Result<KernelManifest, jit::JitError> {
+    let f = module.function(handle);
+    let wave = build_wave(f);
+    let probe = compile(module, handle, PROBE_BLOCK, wave, false, false)?;
+    let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
+    manifest.built_wave = Some(wave);
+    manifest.code_bytes = Some(probe.code_bytes);
+    manifest.static_shared_bytes = Some(probe.static_shared);
+    Ok(manifest)
+}
+
 impl CpuProgram {
     fn get(&self, name: &str) -> Result<Arc<CpuKernel>, LaunchError> {
         if let Some(k) = self.kernels.lock().get(name) {
@@ -291,6 +321,7 @@ impl CpuProgram {
         let wave_dependent = crate::ir::analysis::depends_on_wave(self.module.module(), f);
         scalar_twin(name, f, wave, wave_dependent)?;
         let (block, whole) = probe_block(f, wave);
+        self.lowerings.fetch_add(1, Ordering::Relaxed);
         let probe = compile(&self.module, handle, block, wave, whole, false, self.ub_traps)
             .map_err(|e| jit_refusal(name, e))?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
@@ -299,18 +330,18 @@ impl CpuProgram {
         manifest.code_hash = Some(probe.code_hash);
         manifest.static_shared_bytes = Some(probe.static_shared);
         let compile_time = probe.compile_time;
-        let mut specs = HashMap::new();
-        specs.insert((block, wave, whole, false), Arc::new(probe));
         let k = Arc::new(CpuKernel {
             module: self.module.clone(),
             handle,
             manifest,
             wave,
-            specs: Mutex::new(specs),
+            specs: Mutex::new(Specs::default()),
             settings: self.settings.clone(),
             ub_traps: self.ub_traps,
             compile_time: Mutex::new(compile_time),
+            compiles: AtomicU64::new(0),
         });
+        k.keep((block, wave, whole, false), Arc::new(probe));
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)
     }
@@ -324,6 +355,24 @@ impl ProgramImpl for CpuProgram {
     fn manifest(&self, name: &str) -> Option<KernelManifest> {
         self.get(name).ok().map(|k| k.manifest.clone())
     }
+
+    fn lowerings(&self) -> Option<u64> {
+        let later: u64 = self
+            .kernels
+            .lock()
+            .values()
+            .map(|k| k.compiles.load(Ordering::Relaxed))
+            .sum();
+        Some(self.lowerings.load(Ordering::Relaxed) + later)
+    }
+}
+
+/// A kernel's compiled specialisations, each with the tick of its last use (for the
+/// least-recently-used cap, [`MAX_SPECIALISATIONS`]).
+#[derive(Default)]
+struct Specs {
+    map: HashMap<SpecKey, (Arc<CompiledKernel>, u64)>,
+    tick: u64,
 }
 
 /// A kernel on the CPU: its manifest and its compiled specialisations.
@@ -332,10 +381,25 @@ pub struct CpuKernel {
     handle: Handle<Function>,
     manifest: KernelManifest,
     wave: u32,
-    specs: Mutex<HashMap<SpecKey, Arc<CompiledKernel>>>,
+    specs: Mutex<Specs>,
     settings: Arc<Settings>,
     ub_traps: bool,
     compile_time: Mutex<Duration>,
+    /// Specialisations compiled after the probe.
+    compiles: AtomicU64,
+}
+
+impl Drop for CpuKernel {
+    fn drop(&mut self) {
+        let held: u64 = self
+            .specs
+            .get_mut()
+            .map
+            .values()
+            .map(|(c, _)| c.code_bytes)
+            .sum();
+        self.settings.code_bytes.fetch_sub(held, Ordering::Relaxed);
+    }
 }
 
 impl CpuKernel {
@@ -354,6 +418,35 @@ impl CpuKernel {
         }
     }
 
+    /// Keeps `code` as the specialisation `key`, dropping the least recently used one past
+    /// [`MAX_SPECIALISATIONS`].
+    fn keep(&self, key: SpecKey, code: Arc<CompiledKernel>) {
+        let mut specs = self.specs.lock();
+        specs.tick += 1;
+        let tick = specs.tick;
+        self.settings
+            .code_bytes
+            .fetch_add(code.code_bytes, Ordering::Relaxed);
+        if let Some((old, _)) = specs.map.insert(key, (code, tick)) {
+            self.settings
+                .code_bytes
+                .fetch_sub(old.code_bytes, Ordering::Relaxed);
+        }
+        while specs.map.len() > MAX_SPECIALISATIONS {
+            let oldest = *specs
+                .map
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| k)
+                .expect("non-empty");
+            if let Some((old, _)) = specs.map.remove(&oldest) {
+                self.settings
+                    .code_bytes
+                    .fetch_sub(old.code_bytes, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn spec(&self, block: [u32; 3], streaming: bool) -> Result<Arc<CompiledKernel>, LaunchError> {
         let whole_waves = block.iter().product::<u32>() % self.wave == 0;
         // A pinned block is the only one launched (the shared check refuses others): its code
@@ -364,9 +457,16 @@ impl CpuKernel {
             spec_block(block)
         };
         let key = (block, self.wave, whole_waves, streaming);
-        if let Some(c) = self.specs.lock().get(&key) {
-            return Ok(c.clone());
+        {
+            let mut specs = self.specs.lock();
+            specs.tick += 1;
+            let tick = specs.tick;
+            if let Some((c, t)) = specs.map.get_mut(&key) {
+                *t = tick;
+                return Ok(c.clone());
+            }
         }
+        self.compiles.fetch_add(1, Ordering::Relaxed);
         let c = compile(
             &self.module,
             self.handle,
@@ -379,7 +479,7 @@ impl CpuKernel {
         .map_err(|e| jit_refusal(self.name(), e))?;
         *self.compile_time.lock() += c.compile_time;
         let c = Arc::new(c);
-        self.specs.lock().insert(key, c.clone());
+        self.keep(key, c.clone());
         Ok(c)
     }
 
@@ -479,6 +579,10 @@ fn refusal(kernel: String, r: jit::Refusal) -> LaunchError {
 impl KernelImpl for CpuKernel {
     fn manifest(&self) -> &KernelManifest {
         &self.manifest
+    }
+
+    fn specialisations(&self) -> Option<usize> {
+        Some(self.specs.lock().map.len())
     }
 
     fn launch(

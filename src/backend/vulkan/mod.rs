@@ -33,6 +33,7 @@
 //!   their interval is device time; otherwise Unavailable (callers time on the host).
 
 pub mod aot;
+pub mod stored;
 
 use crate::backend::common;
 use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
@@ -43,7 +44,7 @@ use crate::hal::launch::{HostValue, Launch, LaunchError};
 use crate::hal::manifest::{KernelManifest, NativeOp};
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
-    ProgramImpl, ReadTicket, StreamImpl, TimerTier,
+    Prebuilt, ProgramImpl, ReadTicket, StreamImpl, TimerTier,
 };
 use crate::ir::{Function, Scalar, VerifiedModule};
 use ash::vk;
@@ -74,7 +75,11 @@ struct Inner {
     device: ash::Device,
     queue: Mutex<vk::Queue>,
     memory: vk::PhysicalDeviceMemoryProperties,
-    pipeline_cache: vk::PipelineCache,
+    /// The pipeline cache every pipeline is made through, and how many pipelines it has
+    /// taken: it keeps an entry per distinct pipeline for as long as it lives, so it is
+    /// replaced by an empty one every [`PIPELINE_CACHE_ENTRIES`] pipelines (else every
+    /// program loaded and dropped left its pipelines' entries behind).
+    pipeline_cache: Mutex<(vk::PipelineCache, u32)>,
     /// For one-off work of the device (poison fills); streams have their own pools.
     command_pool: Mutex<vk::CommandPool>,
     /// The compute queue's family.
@@ -104,7 +109,17 @@ struct Inner {
     trace: bool,
     /// Numbers streams in trace lines.
     next_stream: AtomicU64,
+    /// Bytes of SPIR-V held by live kernels ([`DeviceImpl::code_memory`]).
+    code_bytes: AtomicU64,
+    /// SPIR-V kept across processes, under `cache_key` (the capability key, the driver and
+    /// device, the emitter).
+    cache: crate::backend::cache::CodeCache,
+    cache_key: crate::backend::cache::DeviceKey,
 }
+
+/// Pipelines a device's pipeline cache takes before it is replaced by an empty one (see
+/// `Inner::pipeline_cache`).
+const PIPELINE_CACHE_ENTRIES: u32 = 256;
 
 /// Timestamp queries per pool; events take a free slot and give it back when their
 /// submission has completed and they are dropped.
@@ -167,7 +182,7 @@ impl Drop for Inner {
             self.device
                 .destroy_command_pool(*self.command_pool.lock(), None);
             self.device
-                .destroy_pipeline_cache(self.pipeline_cache, None);
+                .destroy_pipeline_cache(self.pipeline_cache.lock().0, None);
             self.device.destroy_device(None);
             self.instance.destroy_instance(None);
         }
@@ -993,6 +1008,9 @@ pub struct VulkanSettings {
     pub pipeline_stats: bool,
     /// Print the host time of each launch, submission and wait.
     pub trace: bool,
+    /// The persistent cache of SPIR-V (`XPU_CACHE_DIR`, `backend::cache`); `None`: memory
+    /// only.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl VulkanSettings {
@@ -1004,6 +1022,7 @@ impl VulkanSettings {
             f32_in_f64: c.vk_f32_in_f64.clone()?,
             pipeline_stats: c.vk_pipeline_stats.clone()?,
             trace: c.vk_trace.clone()?,
+            cache_dir: c.cache_dir.clone(),
         })
     }
 }
@@ -1407,7 +1426,7 @@ impl VulkanDevice {
                 _entry: entry,
                 queue: Mutex::new(queue),
                 memory,
-                pipeline_cache: cache,
+                pipeline_cache: Mutex::new((cache, 0)),
                 command_pool: Mutex::new(pool),
                 family,
                 timestamps: (valid_bits > 0 && limits.timestamp_period > 0.0).then(|| {
@@ -1432,6 +1451,20 @@ impl VulkanDevice {
                 queries: Mutex::new(QuerySlots::default()),
                 trace: settings.trace,
                 next_stream: AtomicU64::new(0),
+                code_bytes: AtomicU64::new(0),
+                cache: crate::backend::cache::CodeCache::disk_only(settings.cache_dir.clone()),
+                cache_key: crate::backend::cache::DeviceKey {
+                    arch: stored::target(&caps, size_control),
+                    driver: format!(
+                        "{:x}-{}",
+                        props.driver_version,
+                        idp.device_uuid
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<String>()
+                    ),
+                    compiler: stored::compiler_id(),
+                },
                 instance,
                 device,
             }),
@@ -1506,6 +1539,11 @@ impl VulkanDevice {
     /// What the device offers the emitter.
     pub fn caps(&self) -> &Caps {
         &self.caps
+    }
+
+    /// The subgroup sizes the device can require of a pipeline (`VK_EXT_subgroup_size_control`).
+    pub fn size_control(&self) -> Option<(u32, u32)> {
+        self.size_control
     }
 
     fn stream<'s>(&self, s: &'s dyn StreamImpl) -> Result<&'s VkStream, DeviceError> {
@@ -1699,16 +1737,35 @@ impl DeviceImpl for VulkanDevice {
         module: &Arc<VerifiedModule>,
         options: &ProgramOptions,
     ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
-        Ok(Arc::new(VkProgram {
-            inner: self.inner.clone(),
-            module: module.clone(),
-            checks: options.checks(),
-            caps: self.caps.clone(),
-            min_offset_align: self.min_offset_align,
-            max_push: self.max_push,
-            size_control: self.size_control,
-            kernels: Mutex::new(HashMap::new()),
-        }))
+        self.program(module, options, Vec::new())
+    }
+
+    fn code_target(&self) -> Option<String> {
+        Some(stored::target(&self.caps, self.size_control))
+    }
+
+    /// A bundle's SPIR-V is code without checks: under checked mode or ub-traps it is set
+    /// aside and the kernels lowered again.
+    fn load_prebuilt(
+        &self,
+        module: &Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let options = ProgramOptions::from_env()?;
+        let prebuilt = if options.checks().any() {
+            Vec::new()
+        } else {
+            prebuilt
+        };
+        self.program(module, &options, prebuilt)
+    }
+
+    fn code_memory(&self) -> Option<u64> {
+        Some(
+            self.inner
+                .code_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     fn timer_tier(&self) -> TimerTier {
@@ -1718,6 +1775,46 @@ impl DeviceImpl for VulkanDevice {
         } else {
             TimerTier::Unavailable
         }
+    }
+}
+
+impl VulkanDevice {
+    /// The program of `module` under `options`, with `prebuilt` kernels' SPIR-V restored.
+    fn program(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &ProgramOptions,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let mut restored = HashMap::new();
+        for p in prebuilt {
+            let function = crate::hal::kernel_function(module, &p.kernel).ok_or_else(|| {
+                DeviceError::Load {
+                    message: format!("no kernel `{}` for its SPIR-V", p.kernel),
+                }
+            })?;
+            let e = stored::restore(&p.code, p.meta.as_deref().unwrap_or(""), function).map_err(
+                |m| DeviceError::Load {
+                    message: format!("the SPIR-V of kernel `{}`: {m}", p.kernel),
+                },
+            )?;
+            restored.insert(p.kernel, e);
+        }
+        Ok(Arc::new(VkProgram {
+            inner: self.inner.clone(),
+            module: module.clone(),
+            checks: options.checks(),
+            caps: self.caps.clone(),
+            min_offset_align: self.min_offset_align,
+            max_push: self.max_push,
+            size_control: self.size_control,
+            kernels: Mutex::new(HashMap::new()),
+            prebuilt: Mutex::new(restored),
+            lowerings: AtomicU64::new(0),
+            ir_hash: crate::backend::cache::hash_hex(
+                &[format!("{:?}", module.module()).as_bytes()],
+            ),
+        }))
     }
 }
 
@@ -1738,6 +1835,65 @@ struct VkProgram {
     max_push: u32,
     size_control: Option<(u32, u32)>,
     kernels: Mutex<HashMap<String, Result<Arc<VkKernel>, LaunchError>>>,
+    /// SPIR-V made elsewhere (a bundle) for kernels of this device, taken by their first use.
+    prebuilt: Mutex<HashMap<String, Emitted>>,
+    /// How many kernels were lowered to SPIR-V here (not taken from `prebuilt` or the cache).
+    lowerings: AtomicU64,
+    /// The module's identity in the persistent cache.
+    ir_hash: String,
+}
+
+/// The capabilities `function` is emitted with on a device of `base` capabilities that can
+/// require subgroup sizes `size_control`, and the subgroup size its pipelines require: a
+/// declared width the device can require is built natively at that size
+/// (VK_EXT_subgroup_size_control); otherwise narrow or virtual (spirv.rs).
+fn kernel_caps(
+    base: &Caps,
+    size_control: Option<(u32, u32)>,
+    function: &Function,
+) -> (Caps, Option<u32>) {
+    let w = function.attrs.wave.map_or(base.subgroup_size, |(w, _)| w);
+    let required = size_control
+        .filter(|&(lo, hi)| lo <= w && w <= hi)
+        .map(|_| w);
+    let mut caps = base.clone();
+    if let Some(r) = required {
+        caps.subgroup_size = r;
+    }
+    (caps, required)
+}
+
+/// The SPIR-V of kernel `handle` as a device of `base` capabilities (that can require
+/// subgroup sizes `size_control`) emits it, with its manifest: what `xpu build -o` bundles.
+pub fn emit_for_device(
+    module: &VerifiedModule,
+    handle: crate::ir::Handle<Function>,
+    base: &Caps,
+    size_control: Option<(u32, u32)>,
+) -> Result<(Emitted, KernelManifest), String> {
+    let function = module.function(handle);
+    let (caps, _) = kernel_caps(base, size_control, function);
+    let e = spirv::emit_kernel(module, handle, &caps).map_err(|u| u.to_string())?;
+    let m = manifest_of(function, &e);
+    Ok((e, m))
+}
+
+/// The manifest of a kernel's SPIR-V.
+fn manifest_of(function: &Function, emitted: &Emitted) -> KernelManifest {
+    let mut manifest = KernelManifest::from_kernel(function, Backend::Vulkan);
+    manifest.built_wave = Some(emitted.wave_width);
+    manifest.code_hash = Some(hash_words(&emitted.words));
+    manifest.code_bytes = Some(emitted.words.len() as u64 * 4);
+    manifest.native_ops = emitted
+        .capabilities
+        .iter()
+        .map(|c| NativeOp {
+            op: "spirv-capability".into(),
+            instruction: c.clone(),
+            tier: "native".into(),
+        })
+        .collect();
+    manifest
 }
 
 impl VkProgram {
@@ -1754,20 +1910,7 @@ impl VkProgram {
             .module
             .kernel(name)
             .ok_or_else(|| no_code("the program has no kernel of that name".into()))?;
-        // A declared width the device can require as its subgroup size is built natively at
-        // that size (VK_EXT_subgroup_size_control); otherwise narrow or virtual (spirv.rs).
-        let w = function
-            .attrs
-            .wave
-            .map_or(self.caps.subgroup_size, |(w, _)| w);
-        let required = self
-            .size_control
-            .filter(|&(lo, hi)| lo <= w && w <= hi)
-            .map(|_| w);
-        let mut caps = self.caps.clone();
-        if let Some(r) = required {
-            caps.subgroup_size = r;
-        }
+        let (caps, required) = kernel_caps(&self.caps, self.size_control, function);
         // Private arrays the device cannot hold are refused before any pipeline is made:
         // `[u32; 4294967295]` crashed lavapipe's compiler in vkCreateComputePipelines.
         let limit = if caps.clamp_indices {
@@ -1776,8 +1919,41 @@ impl VkProgram {
             common::PRIVATE_BYTES_GPU
         };
         common::check_private(name, &self.module, function, limit, "the Vulkan backend")?;
-        let emitted = spirv::emit_kernel_checked(&self.module, handle, &caps, self.checks)
-            .map_err(|u| refusal(u.to_string(), true))?;
+        let prebuilt = self.prebuilt.lock().remove(name);
+        // Code with checks has its own cache entry.
+        let checks = format!("{:?}", self.checks);
+        let mut key_parts: Vec<&[u8]> = vec![self.ir_hash.as_bytes(), name.as_bytes()];
+        if self.checks.any() {
+            key_parts.push(checks.as_bytes());
+        }
+        let hash = crate::backend::cache::hash_hex(&key_parts);
+        let cache = &self.inner.cache;
+        let key = &self.inner.cache_key;
+        // A cached module that does not restore (another layout, damaged) is a miss, and the
+        // lowering below replaces it.
+        // Code with checks carries its check sites, which the cache does not store: it is
+        // lowered in every process.
+        let cached = || {
+            if self.checks.any() {
+                return None;
+            }
+            let (payload, _) = cache.get(key, &hash, "spv")?;
+            let (code, layout) = stored::unpack(&payload)?;
+            stored::restore(code, layout, function).ok()
+        };
+        let emitted = match prebuilt.or_else(cached) {
+            Some(e) => e,
+            None => {
+                self.lowerings
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let e = spirv::emit_kernel_checked(&self.module, handle, &caps, self.checks)
+                    .map_err(|u| refusal(u.to_string(), true))?;
+                if !self.checks.any() {
+                    cache.put(key, &hash, "spv", stored::pack(&e));
+                }
+                e
+            }
+        };
         if emitted.push_bytes > self.max_push {
             return Err(refusal(format!(
                 "unsupported on this Vulkan device: {} bytes of arguments exceed its {}-byte push constants",
@@ -1812,6 +1988,10 @@ impl ProgramImpl for VkProgram {
         self.kernel(name, function)
             .ok()
             .map(|k| k.manifest().clone())
+    }
+
+    fn lowerings(&self) -> Option<u64> {
+        Some(self.lowerings.load(std::sync::atomic::Ordering::Relaxed))
     }
 }
 
@@ -1850,6 +2030,8 @@ struct KernelObjects {
     layout: vk::PipelineLayout,
     /// Pipelines by (block, dynamic shared elements).
     pipelines: Mutex<HashMap<([u32; 3], u32), vk::Pipeline>>,
+    /// The SPIR-V bytes counted in the device's code memory while these objects live.
+    code_bytes: u64,
 }
 
 // SAFETY: Vulkan handles are integers; pipelines are created under the mutex.
@@ -1859,6 +2041,9 @@ unsafe impl Sync for KernelObjects {}
 
 impl Drop for KernelObjects {
     fn drop(&mut self) {
+        self.inner
+            .code_bytes
+            .fetch_sub(self.code_bytes, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: the last owner: every launch that used these objects has retired (its keep
         // list held an owner), so no pending command buffer names them.
         unsafe {
@@ -1965,19 +2150,11 @@ impl VkKernel {
             let layout = dev
                 .create_pipeline_layout(&li, None)
                 .map_err(|e| vk_err("vkCreatePipelineLayout", e))?;
-            let mut manifest = KernelManifest::from_kernel(function, Backend::Vulkan);
-            manifest.built_wave = Some(emitted.wave_width);
-            manifest.code_hash = Some(hash_words(&emitted.words));
-            manifest.code_bytes = Some(emitted.words.len() as u64 * 4);
-            manifest.native_ops = emitted
-                .capabilities
-                .iter()
-                .map(|c| NativeOp {
-                    op: "spirv-capability".into(),
-                    instruction: c.clone(),
-                    tier: "native".into(),
-                })
-                .collect();
+            let manifest = manifest_of(function, &emitted);
+            let code_bytes = emitted.words.len() as u64 * 4;
+            inner
+                .code_bytes
+                .fetch_add(code_bytes, std::sync::atomic::Ordering::Relaxed);
             Ok(VkKernel {
                 inner: inner.clone(),
                 name: name.to_string(),
@@ -1985,6 +2162,7 @@ impl VkKernel {
                 manifest,
                 objects: Arc::new(KernelObjects {
                     inner: inner.clone(),
+                    code_bytes,
                     shader,
                     set_layout,
                     layout,
@@ -2037,13 +2215,33 @@ impl VkKernel {
         if self.inner.exec_stats.is_some() {
             info = info.flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
         }
-        // SAFETY: valid create info; the pipeline is destroyed with the kernel.
-        let p = unsafe {
-            self.inner
-                .device
-                .create_compute_pipelines(self.inner.pipeline_cache, &[info], None)
-        }
-        .map_err(|(_, e)| vk_err("vkCreateComputePipelines", e))?[0];
+        let p = {
+            let mut cache = self.inner.pipeline_cache.lock();
+            // SAFETY: valid create info; the pipeline is destroyed with the kernel. The cache is
+            // used under its mutex (externally synchronised, as Vulkan requires).
+            let p = unsafe {
+                self.inner
+                    .device
+                    .create_compute_pipelines(cache.0, &[info], None)
+            }
+            .map_err(|(_, e)| vk_err("vkCreateComputePipelines", e))?[0];
+            cache.1 += 1;
+            if cache.1 >= PIPELINE_CACHE_ENTRIES {
+                // SAFETY: pipelines do not depend on the cache they were made through; the
+                // old one is used by nothing else (the mutex is held).
+                unsafe {
+                    if let Ok(fresh) = self
+                        .inner
+                        .device
+                        .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+                    {
+                        self.inner.device.destroy_pipeline_cache(cache.0, None);
+                        *cache = (fresh, 0);
+                    }
+                }
+            }
+            p
+        };
         if let Some(stats) = &self.inner.exec_stats {
             print_pipeline_stats(stats, p, &self.name, block);
         }
