@@ -81,7 +81,7 @@ fn cpu(module: &Arc<VerifiedModule>, h: Handle<Function>, opts: &Options) -> Low
     let spawned = std::thread::Builder::new()
         .name(format!("xpu-build-cpu-{}", f.name))
         .spawn(move || {
-            let r = host::compile(&m, h, block, wave, whole, false)
+            let r = host::compile(&m, h, block, wave, whole, false, false)
                 .map(|c| (c.code_hash, c.code_bytes, c.static_shared));
             // The build may have stopped waiting (the deadline passed): nothing to tell then.
             let _ = tx.send(r);

@@ -587,6 +587,7 @@ pub enum LaunchError {
         kernel: String,
         param: String,
         fault: String,
+    },
     /// The kernel is held on this backend by `@unlowered(backend = ..., hold = true)`
     /// (contract §3.6): no code was built for it, by declaration, and the launch is refused
     /// by name with the plan item that tracks the hold.

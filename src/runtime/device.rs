@@ -172,7 +172,7 @@ impl Device {
         module: impl IntoSharedModule,
         options: ProgramOptions,
     ) -> Result<Program, DeviceError> {
-        self.load_through(module.into_shared(), |imp, m| imp.load_with(m, &options))
+        self.load_through(module.into_shared(), options, |imp, m| imp.load_with(m, &options))
     }
 
     /// [`Device::load`] with device code made elsewhere for some kernels (a bundle's:
@@ -182,13 +182,15 @@ impl Device {
         module: Arc<VerifiedModule>,
         prebuilt: Vec<Prebuilt>,
     ) -> Result<Program, DeviceError> {
-        self.load_through(module, |imp, m| imp.load_prebuilt(m, prebuilt))
+        let options = ProgramOptions::from_env()?;
+        self.load_through(module, options, |imp, m| imp.load_prebuilt(m, prebuilt))
     }
 
     /// The coarsened variants made at load, then the backend's program from `load`.
     fn load_through(
         &self,
         module: Arc<VerifiedModule>,
+        options: ProgramOptions,
         load: impl FnOnce(
             &dyn DeviceImpl,
             &Arc<VerifiedModule>,

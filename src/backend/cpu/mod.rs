@@ -294,7 +294,7 @@ pub fn probe_manifest(
 ) -> Result<KernelManifest, jit::JitError> {
     let f = module.function(handle);
     let wave = build_wave(f);
-    let probe = compile(module, handle, PROBE_BLOCK, wave, false, false)?;
+    let probe = compile(module, handle, PROBE_BLOCK, wave, false, false, false)?;
     let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
     manifest.built_wave = Some(wave);
     manifest.code_bytes = Some(probe.code_bytes);
