@@ -27,6 +27,11 @@
 //! | `XPU_LLD` | a file | `ld.lld-19`, `ld.lld` on `PATH` | AMDGPU code objects |
 //! | `XPU_PTXAS` | a file, or `off` | the `nvidia-cuda-nvcc` wheel, `PATH` | PTX footprints |
 //! | `XPU_SHOW_PTX` | `0`, `1` | `0` | LLVM unit tests |
+//! | `CAJETA_XPU_RECORD` | a folder | none | launch records (`record`) |
+//! | `CAJETA_XPU_RECORD_BUDGET` | bytes, with `K`/`M`/`G` (binary) | `1G` | launch records |
+//! | `CAJETA_XPU_CONFORMANCE` | a folder | none | record, then replay at exit |
+//! | `CAJETA_PROFILER` | `0`, `1` | `0` | the profiler (`profile`) |
+//! | `CAJETA_PROFILER_OUT` | a file | `xpu-trace.json` | the profiler's trace |
 
 use std::ffi::OsString;
 use std::fmt;
@@ -135,7 +140,20 @@ pub struct Config {
     pub show_ptx: Setting<bool>,
     /// `PATH`, where tools are looked up.
     pub path: Option<OsString>,
+    /// `CAJETA_XPU_RECORD`: the folder launch records are written to.
+    pub record: Option<PathBuf>,
+    /// `CAJETA_XPU_RECORD_BUDGET`: the bytes the records' compressed buffers may take.
+    pub record_budget: Setting<u64>,
+    /// `CAJETA_XPU_CONFORMANCE`: record into this folder and replay it when the run ends.
+    pub conformance: Option<PathBuf>,
+    /// `CAJETA_PROFILER`: capture spans for a trace.
+    pub profiler: Setting<bool>,
+    /// `CAJETA_PROFILER_OUT`: where the trace goes.
+    pub profiler_out: PathBuf,
 }
+
+/// The default of `CAJETA_XPU_RECORD_BUDGET`: 1 GiB.
+pub const DEFAULT_RECORD_BUDGET: u64 = 1 << 30;
 
 /// The process's settings, read from the environment on first use.
 pub fn get() -> &'static Config {
@@ -249,6 +267,15 @@ impl Config {
             ptxas,
             show_ptx: flag("XPU_SHOW_PTX", false),
             path: lookup("PATH"),
+            record: path("CAJETA_XPU_RECORD"),
+            record_budget: text("CAJETA_XPU_RECORD_BUDGET").and_then(|v| {
+                v.map_or(Ok(DEFAULT_RECORD_BUDGET), |s| {
+                    parse_bytes("CAJETA_XPU_RECORD_BUDGET", &s)
+                })
+            }),
+            conformance: path("CAJETA_XPU_CONFORMANCE"),
+            profiler: flag("CAJETA_PROFILER", false),
+            profiler_out: path("CAJETA_PROFILER_OUT").unwrap_or_else(|| "xpu-trace.json".into()),
         }
     }
 }
@@ -290,6 +317,28 @@ fn parse_workers(var: &'static str, value: &str) -> Setting<usize> {
             value: value.to_string(),
             expected: "a positive integer",
         })
+}
+
+/// A byte count: digits, optionally followed by `K`, `M` or `G` (binary multiples; `KiB`,
+/// `MiB`, `GiB` and `B` also read).
+pub(crate) fn parse_bytes(var: &'static str, value: &str) -> Setting<u64> {
+    let bad = || BadValue {
+        var,
+        value: value.to_string(),
+        expected: "a byte count such as 1048576, 512M or 1G",
+    };
+    let v = value.trim();
+    let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(digits);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KIB" => 10,
+        "M" | "MIB" => 20,
+        "G" | "GIB" => 30,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
 }
 
 fn parse_wave(var: &'static str, value: &str) -> Setting<u32> {
@@ -403,6 +452,29 @@ mod tests {
         assert!(c.kernel_gate_warn.is_err());
         assert!(c.cpu_vectorize_deadline.is_err());
         assert!(msg(c.jit.unwrap_err()).contains("XPU_JIT_ASM"));
+    }
+
+    #[test]
+    fn record_and_profiler_settings_parse() {
+        let c = config(&[]);
+        assert_eq!(c.record, None);
+        assert_eq!(c.record_budget, Ok(DEFAULT_RECORD_BUDGET));
+        assert_eq!(c.profiler, Ok(false));
+        assert_eq!(c.profiler_out, PathBuf::from("xpu-trace.json"));
+        let c = config(&[
+            ("CAJETA_XPU_RECORD", "/r"),
+            ("CAJETA_XPU_RECORD_BUDGET", "512M"),
+            ("CAJETA_PROFILER", "1"),
+            ("CAJETA_PROFILER_OUT", "/t.json"),
+        ]);
+        assert_eq!(c.record, Some(PathBuf::from("/r")));
+        assert_eq!(c.record_budget, Ok(512 << 20));
+        assert_eq!(c.profiler, Ok(true));
+        assert_eq!(c.profiler_out, PathBuf::from("/t.json"));
+        assert_eq!(parse_bytes("V", "4096"), Ok(4096));
+        assert_eq!(parse_bytes("V", "2KiB"), Ok(2048));
+        assert!(parse_bytes("V", "lots").is_err());
+        assert!(parse_bytes("V", "99999999999999G").is_err());
     }
 
     #[cfg(unix)]

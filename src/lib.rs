@@ -6,12 +6,14 @@
 //! | module | owns |
 //! | --- | --- |
 //! | [`config`] | every environment variable, read once, typed |
+//! | [`profile`] | the profiler's spans and trace (a leaf beside `config`) |
 //! | [`ir`] | the IR, builder, text format, verifier |
 //! | [`interp`] | the reference interpreter (the oracle) |
 //! | [`codegen`] | every lowering of a verified module: Cranelift, LLVM (NVPTX, AMDGPU), SPIR-V |
 //! | [`hal`] | what runtime and backends both speak: `Backend`, the seam traits, launches, facts, manifests |
 //! | [`bundle`] | the bundle file: device code per backend, manifests and the canonical IR |
 //! | [`backend`] | one module per device over codegen output: interp, cpu, cuda, hip, vulkan |
+//! | [`record`] | launch records, their replay through the interpreter, the census |
 //! | [`runtime`] | what a program touches: `Device`, `Program`, `Kernel`, buffers, streams, timers |
 //! | [`filetest`], [`bench`], [`cli`] | the kernel-file runner, the benchmarks, the command |
 
@@ -27,6 +29,8 @@ pub mod gate;
 pub mod hal;
 pub mod interp;
 pub mod ir;
+pub mod profile;
+pub mod record;
 pub mod runtime;
 
 pub use hal::facts::DeviceFacts;

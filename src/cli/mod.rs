@@ -8,9 +8,12 @@ use std::process::ExitCode;
 mod bench;
 mod build;
 mod build_bundle;
+mod census;
 mod check;
+mod conform;
 mod fmt;
 mod gated;
+mod profile;
 mod run;
 
 #[derive(Parser)]
@@ -41,6 +44,12 @@ enum Command {
     /// Lower files' kernels for the declared backends and apply the build gates
     /// (`--backends cpu,cuda,amdgpu,vulkan`), or report one backend's footprint (`--backend`).
     Build(build::BuildArgs),
+    /// Replay launch records through the interpreter and compare (`CAJETA_XPU_RECORD`).
+    Conform(conform::ConformArgs),
+    /// Require every registered kernel to be value-checked or excused (`tests/census/`).
+    Census(census::CensusArgs),
+    /// Run a command with the profiler armed and summarise its trace per kernel.
+    Profile(profile::ProfileArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -52,11 +61,25 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match cli.command {
+    let code = match cli.command {
         Command::Check { paths } => check::check(&paths),
         Command::Fmt { file } => fmt::fmt(&file),
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Build(args) => build::build(&args),
+        Command::Conform(args) => conform::conform(&args),
+        Command::Census(args) => census::census(&args),
+        Command::Profile(args) => profile::profile(&args),
+    };
+    // Launch records and the profiler's trace are written as the command ends.
+    let mut code = code;
+    match crate::record::finish() {
+        Ok(f) if f.conformance.as_ref().is_some_and(|r| !r.ok()) => code = ExitCode::from(1),
+        Ok(_) => {}
+        Err(e) => eprintln!("xpu: {e}"),
     }
+    if let Err(e) = crate::profile::finish() {
+        eprintln!("xpu: {e}");
+    }
+    code
 }

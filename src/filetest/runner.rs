@@ -455,6 +455,10 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     if checked == 0 && skipped_interp {
         return Outcome::Skip("`expect = interp` on the interpreter itself".into());
     }
+    if checked > 0 {
+        // The kernel's output was compared and agreed: it counts for the census (§7).
+        crate::record::census::note_checked(backend.name(), &spec.kernel);
+    }
     Outcome::Pass
 }
 

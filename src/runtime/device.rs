@@ -57,6 +57,9 @@ static CURRENT: OnceLock<Device> = OnceLock::new();
 /// Opens a backend's device implementation. One arm per backend; those not compiled into this
 /// build say so.
 fn open_backend(backend: Backend) -> Result<Arc<dyn DeviceImpl>, DeviceError> {
+    // The profiler is armed (from `CAJETA_PROFILER`) before any backend initialises, so that
+    // it sees every compile.
+    crate::profile::armed();
     match backend {
         Backend::Interp => Ok(Arc::new(interp::InterpDevice::new())),
         Backend::Cpu => Ok(Arc::new(cpu::CpuDevice::new())),
@@ -196,6 +199,10 @@ impl Device {
             &Arc<VerifiedModule>,
         ) -> Result<Arc<dyn crate::hal::ProgramImpl>, DeviceError>,
     ) -> Result<Program, DeviceError> {
+        crate::record::census::register(
+            self.backend().name(),
+            module.kernels().map(|(_, f)| f.name.as_str()),
+        );
         let variants = if coarse::made_at_load(self.inner.imp.as_ref()) {
             coarse::variants(&module)
         } else {
@@ -231,12 +238,42 @@ impl Device {
         crate::KernelBuffer::new(self, len)
     }
 
+    /// Records every launch on this device into `dir` (the API form of `CAJETA_XPU_RECORD`,
+    /// which records every device), under the budget of `CAJETA_XPU_RECORD_BUDGET`; see
+    /// [`crate::record`]. [`crate::record::finish`] writes the last records. A process records
+    /// into one folder: naming another is `XPU-R006`.
+    pub fn record_to(
+        &self,
+        dir: impl AsRef<std::path::Path>,
+    ) -> Result<(), crate::record::RecordError> {
+        let budget = crate::config::get().record_budget.clone()?;
+        crate::record::capture::start(dir.as_ref(), budget, Some(self.id()))
+    }
+
+    /// Every kernel registered on this device's backend in this process (each concrete kernel
+    /// of every module loaded there), sorted: what the census ([`crate::record::census`])
+    /// requires to be value-checked or excused.
+    pub fn registered_kernels(&self) -> Vec<String> {
+        crate::record::census::registered(self.backend().name())
+    }
+
     /// A buffer holding a copy of `data`.
     pub fn upload<T: crate::runtime::buffer::Element>(
         &self,
         data: &[T],
     ) -> Result<crate::KernelBuffer<T>, DeviceError> {
         crate::KernelBuffer::from_slice(self, data)
+    }
+}
+
+/// What produces a backend's device code, as a compile span names it.
+fn compile_stage(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Interp => "interp",
+        Backend::Cpu => "cranelift",
+        Backend::Cuda => "llvm+ptxas",
+        Backend::Hip => "llvm+lld",
+        Backend::Vulkan => "spirv+pipeline",
     }
 }
 
@@ -393,7 +430,21 @@ impl Program {
                 tracked: tracked.to_string(),
             });
         }
+        let start = crate::profile::now_ns();
         let imp = self.imp.kernel(name, function)?;
+        if crate::profile::armed() {
+            let backend = self.device.backend();
+            crate::profile::host_span(
+                crate::profile::Kind::Compile,
+                name,
+                start,
+                crate::profile::Args {
+                    backend: backend.name(),
+                    stage: Some(compile_stage(backend)),
+                    ..Default::default()
+                },
+            );
+        }
         Ok(Kernel {
             name: name.to_string(),
             program: self.clone(),
@@ -554,25 +605,126 @@ impl Kernel {
                 ArgValue::Tag(t) => DeviceArg::Value(HostValue::from(*t)),
             });
         }
+        if crate::record::armed() || crate::profile::armed() {
+            return self.launch_observed(stream, &launch, bound);
+        }
+        self.launch_bound(stream, &launch, bound)
+    }
+
+    /// [`Kernel::launch`] with recording or profiling on: the launch is captured around the
+    /// backend's call (`record`, `profile`).
+    fn launch_observed(
+        &self,
+        stream: &KernelStream,
+        launch: &Launch,
+        bound: Vec<DeviceArg>,
+    ) -> Result<(), LaunchError> {
+        let device = &self.program.device;
+        let pre = if crate::record::armed() {
+            crate::record::capture::before(
+                device.id(),
+                device.implementation(),
+                stream.implementation(),
+                &self.program.module,
+                &self.name,
+                self.function(),
+                self.imp.manifest().built_wave,
+                launch,
+                &bound,
+            )
+        } else {
+            None
+        };
+        let profiling = crate::profile::armed();
+        let bytes: u64 = bound
+            .iter()
+            .map(|a| match a {
+                DeviceArg::Buffer(b) => b.len as u64,
+                DeviceArg::Value(_) => 0,
+            })
+            .sum();
+        let eager = matches!(device.backend(), Backend::Interp | Backend::Cpu);
+        // Device-event brackets (CUDA, HIP events; Vulkan timestamp writes in the command
+        // buffer) around the launch, where the backend's events carry device time.
+        let bracket =
+            if profiling && !eager && device.implementation().timer_tier() == TimerTier::Event {
+                stream.implementation().record().ok()
+            } else {
+                None
+            };
+        let start = crate::profile::now_ns();
+        let result = self.launch_bound(stream, launch, bound);
+        let bracket = bracket.and_then(|b| Some((b, stream.implementation().record().ok()?)));
+        if profiling {
+            let backend = device.backend();
+            let args = || crate::profile::Args {
+                backend: backend.name(),
+                grid: Some(launch.grid),
+                block: Some(launch.block),
+                bytes: Some(bytes),
+                stage: None,
+            };
+            let end = crate::profile::now_ns();
+            crate::profile::host_span(crate::profile::Kind::Launch, &self.name, start, args());
+            if result.is_ok() {
+                let key = stream.profile_key();
+                if eager {
+                    // Host streams run the launch inside the call: submit to complete is exact.
+                    crate::profile::device_span(
+                        key,
+                        &self.name,
+                        start,
+                        end,
+                        crate::profile::Tier::Host,
+                        args(),
+                    );
+                } else {
+                    let clock = bracket.map(|(before, after)| {
+                        let clock: crate::profile::DeviceClock = Box::new(move || {
+                            after
+                                .elapsed_since(before.as_ref())
+                                .map(|d| d.as_nanos() as u64)
+                        });
+                        (crate::profile::Tier::Event, clock)
+                    });
+                    crate::profile::pend_device_span(key, &self.name, start, args(), clock);
+                }
+            }
+        }
+        if let Some(pre) = pre {
+            crate::record::capture::after(pre, result.is_ok());
+        }
+        result
+    }
+
+    /// Hands a checked launch to the backend (its coarsened variant where one is wanted).
+    fn launch_bound(
+        &self,
+        stream: &KernelStream,
+        launch: &Launch,
+        mut bound: Vec<DeviceArg>,
+    ) -> Result<(), LaunchError> {
+        let device = &self.program.device;
+        let info = self.program.module.info(self.handle);
         let mode = coarse::mode().map_err(|e| LaunchError::NoCode {
             kernel: self.name.clone(),
             backend: device.backend(),
             reason: e.to_string(),
             by_device: false,
         })?;
-        if coarse::wanted(mode, device.inner.imp.as_ref(), info, &launch) {
+        if coarse::wanted(mode, device.inner.imp.as_ref(), info, launch) {
             if let Some(variant) = self.program.coarse_variant(&self.name)? {
                 // The logical grid's x extent is the variant's extra, last parameter.
                 bound.push(DeviceArg::Value(HostValue::from(launch.grid[0])));
                 return variant.launch(
                     stream.implementation().as_ref(),
-                    &coarse::launch_of(&launch),
+                    &coarse::launch_of(launch),
                     &bound,
                 );
             }
         }
         self.imp
-            .launch(stream.implementation().as_ref(), &launch, &bound)
+            .launch(stream.implementation().as_ref(), launch, &bound)
     }
 }
 
