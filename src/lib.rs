@@ -12,6 +12,7 @@
 //! | [`hal`] | what runtime and backends both speak: `Backend`, the seam traits, launches, facts, manifests |
 //! | [`backend`] | one module per device over codegen output: interp, cpu, cuda, hip, vulkan |
 //! | [`runtime`] | what a program touches: `Device`, `Program`, `Kernel`, buffers, streams, timers |
+//! | [`tune`] | the reconciliation: shape families, the filter, the measured choice, stores, routes |
 //! | [`filetest`], [`bench`], [`cli`] | the kernel-file runner, the benchmarks, the command |
 
 pub mod backend;
@@ -25,6 +26,7 @@ pub mod hal;
 pub mod interp;
 pub mod ir;
 pub mod runtime;
+pub mod tune;
 
 pub use hal::facts::DeviceFacts;
 pub use hal::launch::{ArgValue, Launch, LaunchError};

@@ -8,8 +8,12 @@ use std::process::ExitCode;
 mod bench;
 mod build;
 mod check;
+mod devices;
 mod fmt;
+pub mod json;
+mod routes;
 mod run;
+mod tune;
 
 #[derive(Parser)]
 #[command(
@@ -38,6 +42,14 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Lower a file's kernels ahead of time and report their footprint (`--backend cuda`).
     Build(build::BuildArgs),
+    /// Every device present: its geometry, capabilities, device key and calibration.
+    Devices(devices::DevicesArgs),
+    /// Judge a shape family on a device and choose among its survivors (`--reset DIR` clears a store).
+    Tune(tune::TuneArgs),
+    /// Measure the device's calibration and store it in the cache directory.
+    Calibrate(devices::CalibrateArgs),
+    /// Audit a route table (`--audit`).
+    Routes(routes::RoutesArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -55,5 +67,9 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Build(args) => build::build(&args),
+        Command::Devices(args) => devices::devices(&args),
+        Command::Tune(args) => tune::tune(&args),
+        Command::Calibrate(args) => devices::calibrate(&args),
+        Command::Routes(args) => routes::routes(&args),
     }
 }

@@ -38,6 +38,7 @@ pub mod codes {
     pub const LOOP_LIMIT: &str = "XPU-L016";
     pub const PRIVATE_MEMORY: &str = "XPU-L017";
     pub const DEADLINE: &str = "XPU-L018";
+    pub const NO_SHAPE_FITS: &str = "XPU-L025";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -564,6 +565,19 @@ pub enum LaunchError {
         /// Whether the backend stopped the launch (interpreter, CPU) or only reported it.
         cancelled: bool,
     },
+    /// No member of a shape family fits this device at this problem (contract §6.1): every
+    /// candidate was pruned; `verdicts` names each with its rule, need and limit.
+    #[error(
+        "error[{}]: family {family}: no candidate fits this device at {problem}: {verdicts}",
+        codes::NO_SHAPE_FITS
+    )]
+    NoShapeFits {
+        /// The family (in the kernel position: [`LaunchError::kernel`] answers it).
+        family: String,
+        /// `MxNxK`.
+        problem: String,
+        verdicts: String,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
@@ -600,6 +614,7 @@ impl LaunchError {
             LoopLimit { .. } => codes::LOOP_LIMIT,
             PrivateMemory { .. } => codes::PRIVATE_MEMORY,
             Deadline { .. } => codes::DEADLINE,
+            NoShapeFits { .. } => codes::NO_SHAPE_FITS,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -613,9 +628,11 @@ impl LaunchError {
         use LaunchError::*;
         match self {
             NoCode { by_device, .. } | TooManyThreads { by_device, .. } => *by_device,
-            SharedMemory { .. } | PrivateMemory { .. } | WaveWidth { .. } | LoopLimit { .. } => {
-                true
-            }
+            SharedMemory { .. }
+            | PrivateMemory { .. }
+            | WaveWidth { .. }
+            | LoopLimit { .. }
+            | NoShapeFits { .. } => true,
             _ => false,
         }
     }
@@ -644,6 +661,7 @@ impl LaunchError {
             | Deadline { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
+            NoShapeFits { family, .. } => family,
         }
     }
 }

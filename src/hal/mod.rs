@@ -8,6 +8,7 @@ pub mod backend;
 pub mod facts;
 pub mod launch;
 pub mod manifest;
+pub mod profile;
 pub mod seam;
 
 pub use backend::Backend;

@@ -1400,6 +1400,28 @@ impl VulkanDevice {
             clock_khz: None,
             buffer_offset_alignment: Some(limits.min_storage_buffer_offset_alignment),
             int64_atomics: Some(caps.int64_atomics),
+            l2_cache_bytes: None,
+            memory_bus_bits: None,
+            memory_clock_khz: None,
+            features: {
+                use crate::hal::facts::{FeatureSupport, Support};
+                let yes = |b: bool| Some(if b { Support::Native } else { Support::No });
+                FeatureSupport {
+                    int64_atomics: yes(caps.int64_atomics),
+                    f16: yes(caps.float16),
+                    f64: yes(caps.float64),
+                    // Without a required subgroup size other widths run as narrow or virtual
+                    // waves (spirv.rs).
+                    subgroup_size_control: Some(if size_control.is_some() {
+                        Support::Native
+                    } else {
+                        Support::Emulated
+                    }),
+                    // The emitter builds matrices in software (codegen/spirv/matrix.rs).
+                    cooperative_matrix: Some(Support::Emulated),
+                    shared_opt_in: Some(Support::No),
+                }
+            },
         };
         Ok(VulkanDevice {
             inner: Arc::new(Inner {
