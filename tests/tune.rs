@@ -66,6 +66,17 @@ mod filter {
         let unknown = DeviceFacts::unknown(Backend::Cuda);
         let cases: Vec<(Rule, DeviceFacts, u32, KernelFacts, u64, u64)> = vec![
             (
+                Rule::DeviceCode,
+                unknown.clone(),
+                256,
+                KernelFacts {
+                    has_code: Some(false),
+                    ..facts(None, None)
+                },
+                1,
+                0,
+            ),
+            (
                 Rule::ThreadsPerBlock,
                 DeviceFacts {
                     max_threads_per_block: Some(512),
@@ -183,6 +194,7 @@ mod filter {
                 &unknown,
                 &[KernelFacts {
                     max_block_threads: None,
+                    has_code: None,
                     ..kf
                 }],
             );
@@ -700,6 +712,66 @@ mod device {
         let f = cpu.facts();
         assert!(f.multiprocessors.is_some_and(|n| n > 0));
         assert!(f.to_string().contains("features"));
+    }
+}
+
+mod routes {
+    use super::*;
+    use xpu::tune::routes::RouteTable;
+
+    #[test]
+    fn bind_answers_with_the_gate_that_refused() {
+        let table = RouteTable::parse(
+            "row f32 prefill route_big when m>=64\n\
+             row f32 prefill route_missing\n\
+             row f32 prefill route_optin needs shared_opt_in\n\
+             row f32 prefill route_small\n",
+        )
+        .unwrap();
+        let cpu = Device::open(Backend::Cpu).unwrap();
+        let m = xpu::ir::parse(
+            "kernel route_big(x: buf<u32, rw>) { x[0] = 1; }\n\
+             kernel route_optin(x: buf<u32, rw>) { x[0] = 2; }\n\
+             kernel route_small(x: buf<u32, rw>) { x[0] = 3; }",
+        )
+        .unwrap()
+        .verify()
+        .unwrap();
+        let _program = cpu.load(m).unwrap();
+        let big = Problem::parse("128x8x8").unwrap();
+        assert_eq!(
+            table.bind("f32", "prefill", big, &cpu).unwrap().kernel,
+            "route_big"
+        );
+        let small = Problem::parse("8x8x8").unwrap();
+        assert_eq!(
+            table.bind("f32", "prefill", small, &cpu).unwrap().kernel,
+            "route_small"
+        );
+        let table = RouteTable {
+            rows: table.rows[..3].to_vec(),
+            ..table
+        };
+        let e = table.bind("f32", "prefill", small, &cpu).unwrap_err();
+        let gates: Vec<&str> = e.refused.iter().map(|(_, g)| g.gate.as_str()).collect();
+        assert_eq!(gates, ["m>=64", "registry", "supports shared_opt_in"]);
+        assert!(e.to_string().contains("XPU-S013"), "{e}");
+        let e = table.bind("f16", "prefill", small, &cpu).unwrap_err();
+        assert!(e.refused.is_empty() && e.to_string().contains("no row serves format f16"));
+    }
+
+    #[test]
+    fn the_example_table_audits() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let t =
+            RouteTable::parse(&std::fs::read_to_string(root.join("gemm.routes")).unwrap()).unwrap();
+        let src = std::fs::read_to_string(root.join("gemm_family.xk")).unwrap();
+        let v = xpu::ir::parse(&src).unwrap().verify().unwrap();
+        let found: Vec<String> = t.audit(Some(&v)).iter().map(|f| f.to_string()).collect();
+        assert!(found
+            .iter()
+            .any(|f| f.contains("format bf16 lacks a row for regime prefill")));
+        assert!(!found.iter().any(|f| f.contains("XPU-S016")), "{found:?}");
     }
 }
 

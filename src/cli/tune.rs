@@ -114,12 +114,13 @@ pub fn tune(args: &TuneArgs) -> ExitCode {
     };
     let filter = ShapeFilter::for_program(&family, problem, &program);
     let store = AutotuneStore::open(Some(store_dir), device.facts());
-    let started = Instant::now();
     let mut probe = match GemmProbe::new(&program, problem, &filter) {
         Ok(p) => p,
         Err(e) => return fail(1, e.to_string()),
     };
     probe.launches_per_bracket = args.launches;
+    // The choice alone: a store hit reads two small files.
+    let started = Instant::now();
     let result =
         ShapeChoice::choose_with_limit(&store, &filter, &mut probe, args.foreign_load_limit);
     let took = started.elapsed();

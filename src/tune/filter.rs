@@ -94,6 +94,9 @@ impl fmt::Display for Problem {
 /// The rules of the filter, in the order they are checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rule {
+    /// The backend has device code for the kernel (the registry, contract §5.2: nothing falls
+    /// through to a kernel it denies). Need and limit are 1 and 0 when it has none.
+    DeviceCode,
     /// The block's work-items against the device's per-block cap.
     ThreadsPerBlock,
     /// The block's work-items against the kernel's own largest block (its code's record).
@@ -119,6 +122,7 @@ impl Rule {
     /// The rule's name as verdicts print it.
     pub const fn name(self) -> &'static str {
         match self {
+            Rule::DeviceCode => "device code",
             Rule::ThreadsPerBlock => "threads per block",
             Rule::KernelBlockLimit => "kernel block limit",
             Rule::RegistersPerBlock => "registers per block",
@@ -302,6 +306,11 @@ fn judge(c: &ShapeCandidate, facts: KernelFacts, d: &DeviceFacts) -> Verdict {
         });
     };
     let u = |v: Option<u32>| v.map(u64::from);
+    check(
+        Rule::DeviceCode,
+        facts.has_code.map(|_| 1),
+        facts.has_code.map(u64::from),
+    );
     check(
         Rule::ThreadsPerBlock,
         Some(threads),

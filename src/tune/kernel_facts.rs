@@ -18,6 +18,9 @@ pub struct KernelFacts {
     pub code_hash: Option<u64>,
     /// The largest block the code accepts, where the toolchain recorded it.
     pub max_block_threads: Option<u32>,
+    /// Whether the backend has device code for the kernel (`Some(false)`: it could not build
+    /// it, and the filter prunes the candidate; `None`: not asked, for hand-made facts).
+    pub has_code: Option<bool>,
 }
 
 impl KernelFacts {
@@ -27,7 +30,10 @@ impl KernelFacts {
     pub fn measured(program: &Program, kernel: &str, dynamic_shared_bytes: u64) -> KernelFacts {
         match program.manifest(kernel) {
             Some(m) => KernelFacts::from_manifest(&m, dynamic_shared_bytes),
-            None => KernelFacts::default(),
+            None => KernelFacts {
+                has_code: Some(false),
+                ..KernelFacts::default()
+            },
         }
     }
 
@@ -40,6 +46,7 @@ impl KernelFacts {
             shared_bytes: m.shared_bytes_with(dynamic_shared_bytes),
             code_hash: m.code_hash,
             max_block_threads: m.max_block_threads,
+            has_code: Some(true),
         }
     }
 }
@@ -52,7 +59,13 @@ mod tests {
     #[test]
     fn absent_stays_absent() {
         let mut m = KernelManifest::empty("k", Backend::Cpu);
-        assert_eq!(KernelFacts::from_manifest(&m, 64), KernelFacts::default());
+        assert_eq!(
+            KernelFacts::from_manifest(&m, 64),
+            KernelFacts {
+                has_code: Some(true),
+                ..KernelFacts::default()
+            }
+        );
         m.static_shared_bytes = Some(1024);
         m.registers_per_thread = Some(40);
         let f = KernelFacts::from_manifest(&m, 64);

@@ -362,7 +362,7 @@ impl RouteTable {
                             if having.is_empty() {
                                 String::new()
                             } else {
-                                format!(" ({} has one)", having.join(", "))
+                                format!(" (served for {})", having.join(", "))
                             }
                         ),
                     });
@@ -438,7 +438,8 @@ row f16 decode small16 needs f16
         assert!(
             found
                 .iter()
-                .any(|f| f.contains("format q8 lacks a row for regime prefill (f32, f16 has one)")),
+                .any(|f| f
+                    .contains("format q8 lacks a row for regime prefill (served for f32, f16)")),
             "{found:?}"
         );
         assert!(
