@@ -182,18 +182,27 @@ mod nvml {
             };
             let init = sym("nvmlInit_v2")?;
             // SAFETY: nvmlInit_v2 takes no arguments and returns an nvmlReturn_t.
-            let init: unsafe extern "C" fn() -> c_int = unsafe { std::mem::transmute(init) };
+            let init = unsafe {
+                std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(init)
+            };
             // SAFETY: as declared by NVML.
             if unsafe { init() } != 0 {
                 return None;
             }
             let by_uuid = sym("nvmlDeviceGetHandleByUUID")?;
             let util = sym("nvmlDeviceGetProcessUtilization")?;
+            type ByUuid = unsafe extern "C" fn(*const c_char, *mut Device) -> c_int;
+            type Util = unsafe extern "C" fn(
+                Device,
+                *mut ProcessUtilizationSample,
+                *mut c_uint,
+                c_ulonglong,
+            ) -> c_int;
             // SAFETY: the signatures are NVML's (nvml.h) for these two symbols.
             unsafe {
                 Some(Api {
-                    by_uuid: std::mem::transmute::<*mut c_void, _>(by_uuid),
-                    process_utilization: std::mem::transmute::<*mut c_void, _>(util),
+                    by_uuid: std::mem::transmute::<*mut c_void, ByUuid>(by_uuid),
+                    process_utilization: std::mem::transmute::<*mut c_void, Util>(util),
                 })
             }
         })
