@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lists the `crate::` / `super::` imports of src/ that point up the layer order.
 
-The layers, bottom to top: ir, interp, codegen, hal, bundle, backend, record, runtime, gate, filetest/bench, cli,
+The layers, bottom to top: ir, interp, codegen, hal, bundle, backend, record, runtime, gate, tune, filetest/bench, cli,
 and the crate root (lib.rs, main.rs); config.rs and deadline.rs sit at the bottom, leaves
 that every layer may read.
 A file's layer is the first folder under src/. `python3 scripts/layers.py` prints every upward
@@ -10,7 +10,7 @@ src/devices, runtime files at src/) onto the same layers, for a before/after com
 """
 import os, re, sys
 
-ORDER = ["config", "ir", "interp", "codegen", "hal", "bundle", "backend", "record", "runtime", "gate", "filetest", "bench", "cli", "root"]
+ORDER = ["config", "ir", "interp", "codegen", "hal", "bundle", "backend", "record", "runtime", "gate", "tune", "filetest", "bench", "cli", "root"]
 RANK = {n: i for i, n in enumerate(ORDER)}
 RANK["bench"] = RANK["filetest"]  # siblings
 # The process-wide leaves every layer may read: the settings and the deadline watchdog.

@@ -15,6 +15,7 @@
 //! | [`backend`] | one module per device over codegen output: interp, cpu, cuda, hip, vulkan |
 //! | [`record`] | launch records, their replay through the interpreter, the census |
 //! | [`runtime`] | what a program touches: `Device`, `Program`, `Kernel`, buffers, streams, timers |
+//! | [`tune`] | the reconciliation: shape families, the filter, the measured choice, stores, routes |
 //! | [`filetest`], [`bench`], [`cli`] | the kernel-file runner, the benchmarks, the command |
 
 pub mod backend;
@@ -32,6 +33,7 @@ pub mod ir;
 pub mod profile;
 pub mod record;
 pub mod runtime;
+pub mod tune;
 
 pub use hal::facts::DeviceFacts;
 pub use hal::launch::{ArgValue, Launch, LaunchError};

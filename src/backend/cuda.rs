@@ -25,7 +25,7 @@ use crate::codegen::checks::{CheckSite, Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::target::LoweringTarget;
 use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi, ParamAbi};
 use crate::hal::checked::{report_error, ProgramOptions};
-use crate::hal::facts::DeviceFacts;
+use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::{
@@ -200,6 +200,25 @@ impl Drop for Ctx {
     }
 }
 
+/// What a CUDA device of compute capability `arch` (`major * 10 + minor`, as the driver
+/// reports it) does natively: f16 arithmetic from sm_53, tensor-core `wmma` from sm_70, a
+/// shared opt-in where the driver's opt-in limit exceeds the default one. A warp is always 32
+/// wide, so a kernel cannot choose its subgroup size.
+pub fn cuda_features(arch: u32, shared: Option<u64>, optin: Option<u64>) -> FeatureSupport {
+    let yes = |b: bool| Some(if b { Support::Native } else { Support::No });
+    FeatureSupport {
+        int64_atomics: Some(Support::Native),
+        f16: yes(arch >= 53),
+        f64: Some(Support::Native),
+        subgroup_size_control: Some(Support::No),
+        cooperative_matrix: yes(arch >= 70),
+        shared_opt_in: match (shared, optin) {
+            (Some(s), Some(o)) => yes(o > s),
+            _ => None,
+        },
+    }
+}
+
 /// One CUDA device.
 pub struct CudaDevice {
     ctx: Arc<Ctx>,
@@ -295,6 +314,15 @@ impl CudaDevice {
             clock_khz: u32a(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
             buffer_offset_alignment: None,
             int64_atomics: Some(true),
+            l2_cache_bytes: u64a(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).filter(|&b| b > 0),
+            memory_bus_bits: u32a(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)
+                .filter(|&b| b > 0),
+            memory_clock_khz: u32a(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).filter(|&c| c > 0),
+            features: cuda_features(
+                arch,
+                u64a(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+                u64a(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            ),
         };
         let key = DeviceKey {
             arch: format!("cuda-{}", Nvptx::new(arch).cpu()),
@@ -877,6 +905,7 @@ impl CudaProgram {
         }
         manifest.code_hash = Some(u64::from_str_radix(&hash[..16], 16).unwrap_or(0));
         manifest.code_bytes = Some(ptx.len() as u64);
+        crate::hal::profile::fill_manifest(&format!("sm_{}", self.arch), &mut manifest);
         Ok(CudaKernel {
             ctx: self.ctx.clone(),
             ptx,

@@ -32,7 +32,7 @@ use crate::codegen::llvm::amdgpu::Amdgpu;
 use crate::codegen::llvm::codeobj::{self, BuildOptions};
 use crate::codegen::llvm::{KernelAbi, KernelRef};
 use crate::hal::checked::{report_error, ProgramOptions};
-use crate::hal::facts::DeviceFacts;
+use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::{
@@ -298,6 +298,20 @@ impl HipDevice {
             supported_wave_widths: Some(Amdgpu::buildable_waves(&arch).to_vec()),
             global_memory_bytes: mem_ok.then_some(total as u64),
             int64_atomics: Some(true),
+            features: FeatureSupport {
+                int64_atomics: Some(Support::Native),
+                f16: Some(Support::Native),
+                f64: Some(Support::Native),
+                // A kernel is built at wave32 or wave64 where the processor has both.
+                subgroup_size_control: Some(if Amdgpu::buildable_waves(&arch).len() > 1 {
+                    Support::Native
+                } else {
+                    Support::No
+                }),
+                cooperative_matrix: None,
+                // LDS per workgroup has one limit on AMD: nothing to opt in to.
+                shared_opt_in: Some(Support::No),
+            },
             ..DeviceFacts::default()
         };
         Ok(HipDevice {
@@ -732,6 +746,7 @@ impl HipProgram {
         };
         let mut manifest = built.manifest;
         manifest.kernel = name.to_string();
+        crate::hal::profile::fill_manifest(&self.arch, &mut manifest);
         Ok(HipKernel {
             api: a,
             ordinal: self.ordinal,

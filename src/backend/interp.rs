@@ -52,6 +52,7 @@ impl InterpDevice {
             shared_bytes_per_block: Some(1 << 30),
             integrated: Some(true),
             int64_atomics: Some(true),
+            features: crate::hal::facts::FeatureSupport::host(),
             ..DeviceFacts::unknown(Backend::Interp)
         };
         InterpDevice { facts }

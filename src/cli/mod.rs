@@ -14,7 +14,12 @@ mod conform;
 mod fmt;
 mod gated;
 mod profile;
+mod devices;
+mod fmt;
+pub mod json;
+mod routes;
 mod run;
+mod tune;
 
 #[derive(Parser)]
 #[command(
@@ -50,6 +55,14 @@ enum Command {
     Census(census::CensusArgs),
     /// Run a command with the profiler armed and summarise its trace per kernel.
     Profile(profile::ProfileArgs),
+    /// Every device present: its geometry, capabilities, device key and calibration.
+    Devices(devices::DevicesArgs),
+    /// Judge a shape family on a device and choose among its survivors (`--reset DIR` clears a store).
+    Tune(tune::TuneArgs),
+    /// Measure the device's calibration and store it in the cache directory.
+    Calibrate(devices::CalibrateArgs),
+    /// Audit a route table (`--audit`).
+    Routes(routes::RoutesArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -77,6 +90,10 @@ pub fn main() -> ExitCode {
         Ok(f) if f.conformance.as_ref().is_some_and(|r| !r.ok()) => code = ExitCode::from(1),
         Ok(_) => {}
         Err(e) => eprintln!("xpu: {e}"),
+        Command::Devices(args) => devices::devices(&args),
+        Command::Tune(args) => tune::tune(&args),
+        Command::Calibrate(args) => devices::calibrate(&args),
+        Command::Routes(args) => routes::routes(&args),
     }
     if let Err(e) = crate::profile::finish() {
         eprintln!("xpu: {e}");

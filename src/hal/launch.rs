@@ -41,6 +41,7 @@ pub mod codes {
     pub const DEVICE_FAULT: &str = "XPU-L022";
     pub const LOST_BUFFER: &str = "XPU-L023";
     pub const HELD: &str = "XPU-L019";
+    pub const NO_SHAPE_FITS: &str = "XPU-L025";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -600,6 +601,18 @@ pub enum LaunchError {
         kernel: String,
         backend: Backend,
         tracked: String,
+    /// No member of a shape family fits this device at this problem (contract §6.1): every
+    /// candidate was pruned; `verdicts` names each with its rule, need and limit.
+    #[error(
+        "error[{}]: family {family}: no candidate fits this device at {problem}: {verdicts}",
+        codes::NO_SHAPE_FITS
+    )]
+    NoShapeFits {
+        /// The family (in the kernel position: [`LaunchError::kernel`] answers it).
+        family: String,
+        /// `MxNxK`.
+        problem: String,
+        verdicts: String,
     },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
@@ -637,9 +650,8 @@ impl LaunchError {
             LoopLimit { .. } => codes::LOOP_LIMIT,
             PrivateMemory { .. } => codes::PRIVATE_MEMORY,
             Deadline { .. } => codes::DEADLINE,
-            DeviceFault { .. } => codes::DEVICE_FAULT,
-            LostBuffer { .. } => codes::LOST_BUFFER,
-            Held { .. } => codes::HELD,
+            | Held { .. }
+            | NoShapeFits { .. } => true,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -658,6 +670,7 @@ impl LaunchError {
             | WaveWidth { .. }
             | LoopLimit { .. }
             | Held { .. } => true,
+            | NoShapeFits { .. } => true,
             _ => false,
         }
     }
@@ -689,6 +702,7 @@ impl LaunchError {
             | Held { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
+            NoShapeFits { family, .. } => family,
         }
     }
 }

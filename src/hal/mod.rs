@@ -9,6 +9,7 @@ pub mod checked;
 pub mod facts;
 pub mod launch;
 pub mod manifest;
+pub mod profile;
 pub mod seam;
 
 pub use backend::Backend;

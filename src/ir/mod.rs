@@ -11,6 +11,7 @@ pub mod builder;
 pub mod coarsen;
 mod diag;
 mod expr;
+pub mod family;
 mod function;
 mod module;
 mod span;

@@ -27,7 +27,16 @@ use std::sync::{Arc, OnceLock};
 struct DeviceInner {
     id: u64,
     imp: Arc<dyn DeviceImpl>,
+    /// The programs loaded on this device and still alive: the registry
+    /// [`Device::kernel_available`] asks.
+    programs: Mutex<Vec<LoadedProgram>>,
 }
+
+/// A registry entry: a program's module and device side, held weakly.
+type LoadedProgram = (
+    std::sync::Weak<VerifiedModule>,
+    std::sync::Weak<dyn ProgramImpl>,
+);
 
 /// A handle to one backend's device: `Send + Sync`, cheap to clone; clones are the same
 /// device.
@@ -81,6 +90,7 @@ impl Device {
             inner: Arc::new(DeviceInner {
                 id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
                 imp,
+                programs: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -150,6 +160,38 @@ impl Device {
         self.inner.imp.facts()
     }
 
+    /// How this device does `feature` (contract §5.2): `Native`, `Emulated` or `No`.
+    pub fn supports(&self, feature: crate::hal::facts::Feature) -> crate::hal::facts::Support {
+        self.facts().supports(feature)
+    }
+
+    /// The registry question (contract §5.2): whether a program loaded on this device and
+    /// still alive has device code for the kernel `name` on this backend, with a manifest
+    /// whose shared memory fits this device (the opt-in ceiling where the device has one).
+    /// Asking builds the kernel's code where it was not built yet.
+    pub fn kernel_available(&self, name: &str) -> bool {
+        let live: Vec<(Arc<VerifiedModule>, Arc<dyn ProgramImpl>)> = self
+            .inner
+            .programs
+            .lock()
+            .iter()
+            .filter_map(|(m, i)| Some((m.upgrade()?, i.upgrade()?)))
+            .collect();
+        let facts = self.facts();
+        let ceiling = facts
+            .shared_bytes_per_block_optin
+            .or(facts.shared_bytes_per_block);
+        live.iter().any(|(module, imp)| {
+            module.kernel(name).is_some()
+                && imp
+                    .manifest(name)
+                    .is_some_and(|m| match (m.static_shared_bytes, ceiling) {
+                        (Some(need), Some(limit)) => need <= limit,
+                        _ => true,
+                    })
+        })
+    }
+
     /// A number unique to this device within the process.
     pub fn id(&self) -> u64 {
         self.inner.id
@@ -212,6 +254,11 @@ impl Device {
             self.inner.imp.as_ref(),
             variants.loaded.as_ref().unwrap_or(&module),
         )?;
+        {
+            let mut programs = self.inner.programs.lock();
+            programs.retain(|(m, i)| m.strong_count() > 0 && i.strong_count() > 0);
+            programs.push((Arc::downgrade(&module), Arc::downgrade(&imp)));
+        }
         Ok(Program {
             device: self.clone(),
             module,

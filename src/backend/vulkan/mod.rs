@@ -1187,6 +1187,45 @@ impl VulkanDevice {
         unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
         let props = props2.properties;
         let limits = props.limits;
+        // Multiprocessors where a vendor extension reports them (contract §5.2): NVIDIA's SM
+        // count and warps per SM, AMD's shader-core layout.
+        let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+        let has_sm = has_ext(ash::nv::shader_sm_builtins::NAME);
+        if has_sm {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sm);
+            // SAFETY: as above; `sm` outlives the call.
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
+        let mut core = vk::PhysicalDeviceShaderCorePropertiesAMD::default();
+        let has_core = has_ext(ash::amd::shader_core_properties::NAME);
+        if has_core {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut core);
+            // SAFETY: as above; `core` outlives the call.
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
+        let nonzero = |v: u32| (v > 0).then_some(v);
+        let (mps, simds, mp_threads, mp_registers) = if has_sm {
+            (
+                nonzero(sm.shader_sm_count),
+                None,
+                nonzero(sm.shader_warps_per_sm * subgroup.subgroup_size),
+                None,
+            )
+        } else if has_core {
+            let cus = core.shader_engine_count
+                * core.shader_arrays_per_engine_count
+                * core.compute_units_per_shader_array;
+            (
+                nonzero(cus),
+                nonzero(core.simd_per_compute_unit),
+                nonzero(
+                    core.simd_per_compute_unit * core.wavefronts_per_simd * core.wavefront_size,
+                ),
+                nonzero(core.simd_per_compute_unit * core.vgprs_per_simd * core.wavefront_size),
+            )
+        } else {
+            (None, None, None, None)
+        };
 
         let esc = has_ext(ash::ext::subgroup_size_control::NAME);
         let mut scp = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
@@ -1399,8 +1438,8 @@ impl VulkanDevice {
                 vk::api_version_patch(props.api_version)
             )),
             uuid: Some(idp.device_uuid.iter().map(|b| format!("{b:02x}")).collect()),
-            multiprocessors: None,
-            simds_per_multiprocessor: None,
+            multiprocessors: mps,
+            simds_per_multiprocessor: simds,
             wave_width: Some(caps.subgroup_size),
             // Every width builds: W = S natively (or as a required subgroup size), W < S in
             // narrow mode, W > S as a virtual wave whose wave verbs are refused by name.
@@ -1411,15 +1450,37 @@ impl VulkanDevice {
             shared_bytes_per_block: Some(limits.max_compute_shared_memory_size as u64),
             shared_bytes_per_block_optin: None,
             shared_bytes_per_multiprocessor: None,
-            registers_per_multiprocessor: None,
+            registers_per_multiprocessor: mp_registers,
             registers_per_block: None,
-            max_threads_per_multiprocessor: None,
+            max_threads_per_multiprocessor: mp_threads,
             max_blocks_per_multiprocessor: None,
             global_memory_bytes: (device_local > 0).then_some(device_local),
             integrated: Some(props.device_type != vk::PhysicalDeviceType::DISCRETE_GPU),
             clock_khz: None,
             buffer_offset_alignment: Some(limits.min_storage_buffer_offset_alignment),
             int64_atomics: Some(caps.int64_atomics),
+            l2_cache_bytes: None,
+            memory_bus_bits: None,
+            memory_clock_khz: None,
+            features: {
+                use crate::hal::facts::{FeatureSupport, Support};
+                let yes = |b: bool| Some(if b { Support::Native } else { Support::No });
+                FeatureSupport {
+                    int64_atomics: yes(caps.int64_atomics),
+                    f16: yes(caps.float16),
+                    f64: yes(caps.float64),
+                    // Without a required subgroup size other widths run as narrow or virtual
+                    // waves (spirv.rs).
+                    subgroup_size_control: Some(if size_control.is_some() {
+                        Support::Native
+                    } else {
+                        Support::Emulated
+                    }),
+                    // The emitter builds matrices in software (codegen/spirv/matrix.rs).
+                    cooperative_matrix: Some(Support::Emulated),
+                    shared_opt_in: Some(Support::No),
+                }
+            },
         };
         Ok(VulkanDevice {
             inner: Arc::new(Inner {

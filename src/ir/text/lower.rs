@@ -276,6 +276,12 @@ impl Lowerer<'_> {
                 self.module.tag_sets[set].members = members;
             }
         }
+        // Families: their keys are constant expressions over the template's parameters.
+        for item in items {
+            if let ast::Item::Family(f) = item {
+                self.family(f);
+            }
+        }
         // Pass 4: bodies.
         for (h, f) in bodies {
             if let Some(body) = &f.body {
@@ -629,6 +635,50 @@ impl Lowerer<'_> {
                 None
             }
         }
+    }
+
+    /// A family declaration (`crate::ir::family`): each key lowered into the family's own
+    /// constant arena over the template's parameters. A family over something that is not a
+    /// template keeps no keys; the verifier reports it (`XPU-S001`).
+    fn family(&mut self, f: &ast::Family) {
+        use crate::ir::family::{codes as fcodes, FamilyDecl, FamilyKey};
+        let params = self
+            .fn_names
+            .get(&f.template)
+            .and_then(|&h| self.module.functions[h].template.as_ref())
+            .map(|t| t.params.clone());
+        let mut decl = FamilyDecl {
+            name: f.name.clone(),
+            template: f.template.clone(),
+            keys: Vec::new(),
+            consts: Default::default(),
+            span: f.span,
+        };
+        if let Some(params) = params {
+            let mut scratch = Function::new(f.name.clone(), crate::ir::FunctionKind::Kernel);
+            scratch.template = Some(TemplateInfo {
+                params,
+                requires: Vec::new(),
+                instantiate: Vec::new(),
+                max: None,
+            });
+            for (key, span, e) in &f.keys {
+                let Some(k) = FamilyKey::from_name(key) else {
+                    let known: Vec<&str> = FamilyKey::ALL.iter().map(|k| k.name()).collect();
+                    self.error(
+                        fcodes::BAD_KEY,
+                        *span,
+                        format!("unknown family key `{key}` (expected {})", known.join(", ")),
+                    );
+                    continue;
+                };
+                if let Ok(h) = self.const_expr(&mut scratch, e) {
+                    decl.keys.push((k, h, *span));
+                }
+            }
+            decl.consts = scratch.consts;
+        }
+        self.module.families.push(decl);
     }
 
     /// A constant expression over the function's template parameters.

@@ -51,7 +51,44 @@ pub fn print(module: &Module) -> String {
         }
         FnPrinter::new(module, f).function(&mut out);
     }
+    for fam in &module.families {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        family(&mut out, module, fam);
+    }
     out
+}
+
+/// `family NAME = Template(key = expr, ...);` with the keys in canonical order.
+fn family(out: &mut String, module: &Module, fam: &crate::ir::family::FamilyDecl) {
+    let params = module
+        .function(&fam.template)
+        .and_then(|h| module.functions[h].template.as_ref())
+        .map(|t| t.params.clone())
+        .unwrap_or_default();
+    let mut scratch = Function::new(fam.name.clone(), crate::ir::FunctionKind::Kernel);
+    scratch.template = Some(crate::ir::TemplateInfo {
+        params,
+        requires: Vec::new(),
+        instantiate: Vec::new(),
+        max: None,
+    });
+    scratch.consts = fam.consts.clone();
+    let p = FnPrinter::new(module, &scratch);
+    let mut keys = fam.keys.clone();
+    keys.sort_by_key(|(k, _, _)| *k);
+    let keys: Vec<String> = keys
+        .iter()
+        .map(|(k, h, _)| format!("{} = {}", k.name(), p.cexpr(*h, 0, 0).0))
+        .collect();
+    let _ = writeln!(
+        out,
+        "family {} = {}({});",
+        fam.name,
+        fam.template,
+        keys.join(", ")
+    );
 }
 
 /// The canonical text of a test file: the module, then its run blocks.
