@@ -1487,6 +1487,19 @@ mod gen {
                         .collect();
                     Some(self.add(Expr::Dispatch { tag, args }))
                 }
+                (14, Type::Scalar(s)) if s.is_int() && self.src.below(2) == 0 => {
+                    let op = self.src.pick(&xpu::ir::BitOp::ALL);
+                    let args = (0..op.arity())
+                        .map(|i| {
+                            if op.is_amount(i) {
+                                self.u32e(d)
+                            } else {
+                                self.expr(ty, d)
+                            }
+                        })
+                        .collect();
+                    Some(self.add(Expr::Bits { op, args }))
+                }
                 (14, Type::Scalar(s) | Type::Vector(s, _)) if s != Scalar::Bool => {
                     let funs: Vec<MathFn> = MathFn::ALL
                         .into_iter()

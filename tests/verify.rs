@@ -455,9 +455,12 @@ fn v017_atomic_types_and_targets() {
         let b = buf(f, "b", Scalar::F32, true);
         let (i, v) = (f.u32(0), f.f32(1.0));
         f.at(4, 5);
+        let a = f.atomic(AtomicOp::Xor, b, i, v);
+        f.eval(a);
+        // f32 is allowed for atomic_add, atomic_min and atomic_max (issue #23).
+        let (i, v) = (f.u32(0), f.f32(1.0));
         let a = f.atomic(AtomicOp::Max, b, i, v);
         f.eval(a);
-        // f32 is allowed for atomic_add.
         let (i, v) = (f.u32(0), f.f32(1.0));
         let a = f.atomic(AtomicOp::Add, b, i, v);
         f.eval(a);
@@ -1226,7 +1229,7 @@ kernel k() {
     ),
     (
         "kernel k(b: buf<f32, rw>) {
-    atomic_max(b[0], 1.0);
+    atomic_and(b[0], 1.0);
 }",
         "XPU-V017",
         2,

@@ -26,6 +26,8 @@
 
 pub mod amdgpu;
 mod atomic;
+mod atomic_access;
+mod bits;
 #[cfg(feature = "hip")]
 pub mod codeobj;
 mod expr;
@@ -39,8 +41,8 @@ pub mod target;
 mod wave;
 
 use crate::ir::{
-    self, AtomicOp, Base, BinaryOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType, Expr,
-    ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
+    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType,
+    Expr, ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
     ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, WaveOp,
 };
 use inkwell::basic_block::BasicBlock;
