@@ -36,7 +36,8 @@ impl<'ctx> FnCx<'_, 'ctx> {
             self.t.fence(self.cx, scope)?;
         }
         let align = elem.scalar.size();
-        let bad = |e: &str| LowerError::new(codes::LLVM, e.to_string());
+        let bad =
+            |e: inkwell::values::InstructionValueError| LowerError::new(codes::LLVM, e.to_string());
         let mono = inkwell::AtomicOrdering::Monotonic;
         let out = match v {
             Some(v) => {

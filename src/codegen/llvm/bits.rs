@@ -47,7 +47,13 @@ impl<'ctx> FnCx<'_, 'ctx> {
                 self.cx.call_value(name, &[t], &[args[0], args[0], n])
             }
             BitOp::MulHi => {
-                let wide = self.cx.context.custom_width_int_type(2 * w as u32);
+                let c = self.cx.context;
+                let wide = match w {
+                    8 => c.i16_type(),
+                    16 => c.i32_type(),
+                    32 => c.i64_type(),
+                    _ => c.i128_type(),
+                };
                 let (x, y) = (args[0].into_int_value(), args[1].into_int_value());
                 let (x, y) = if s.is_signed() {
                     (

@@ -288,3 +288,74 @@ def warp_aggregated_case():
         E("count", [n], "u32"),
         E("hit", [1] * n + [0] * (250 - n), "u32"),
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# bellman_ford.xk, atomic_load_store.xk
+
+
+def graph():
+    """A 12-node graph of 40 edges with integer weights 1..9 (a fixed pseudo-random draw)."""
+    nodes = 12
+    src = random_buffer(40, 0, nodes, 21, "u32")
+    dst = random_buffer(40, 0, nodes, 22, "u32")
+    w = [float(v) for v in random_buffer(40, 1, 10, 23, "u32")]
+    return nodes, src, dst, w
+
+
+def shortest(nodes, src, dst, w):
+    inf = float("inf")
+    d = [0.0] + [inf] * (nodes - 1)
+    for _ in range(nodes - 1):
+        for u, v, c in zip(src, dst, w):
+            d[v] = min(d[v], d[u] + c)
+    return d
+
+
+def f32_bits(x):
+    return int(np.array([x], dtype=np.float32).view(np.uint32)[0])
+
+
+@case("tests/filetests/ops/bellman_ford.xk", 0)
+def relax_cas_case():
+    nodes, src, dst, w = graph()
+    d = shortest(nodes, src, dst, w)
+    start = [0.0] + [float("inf")] * (nodes - 1)
+    return [
+        A("src", src, "u32"),
+        A("dst", dst, "u32"),
+        A("w", w, "f32"),
+        A("d", [f32_bits(x) for x in start], "u32"),
+        E("d", [f32_bits(x) for x in d], "u32"),
+    ]
+
+
+@case("tests/filetests/ops/bellman_ford.xk", 1)
+def relax_min_case():
+    nodes, src, dst, w = graph()
+    d = shortest(nodes, src, dst, w)
+    return [
+        A("src", src, "u32"),
+        A("dst", dst, "u32"),
+        A("w", w, "f32"),
+        A("d", [0.0] + [float("inf")] * (nodes - 1), "f32"),
+        E("d", d, "f32"),
+    ]
+
+
+@case("tests/filetests/ops/atomic_load_store.xk")
+def publish_case():
+    n = 24
+    out, back = [], []
+    for i in range(n):
+        j = (i + 1) % n
+        out.append(j * 7 + 1 + j)
+        back.append(j * 0.5 + (-3 * j) + float(np.float32(j + 0.25)))
+    return [
+        E("a", [(i << 40) | 5 for i in range(n)], "u64"),
+        E("b", [i * 0.5 for i in range(n)], "f64"),
+        E("c", [-3 * i for i in range(n)], "i32"),
+        E("f", [i + 0.25 for i in range(n)], "f32"),
+        E("out", out, "u32"),
+        E("back", back, "f64"),
+    ]
