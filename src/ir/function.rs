@@ -201,6 +201,8 @@ impl Function {
                 Expr::Call { .. }
                 | Expr::Dispatch { .. }
                 | Expr::Atomic { .. }
+                | Expr::AtomicLoad { .. }
+                | Expr::AtomicStore { .. }
                 | Expr::Wave { .. }
                 | Expr::MatrixFill { .. }
                 | Expr::MatrixLoad { .. }

@@ -88,6 +88,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 AtomicOp::Or => R::LLVMAtomicRMWBinOpOr,
                 AtomicOp::Xor => R::LLVMAtomicRMWBinOpXor,
                 AtomicOp::Exchange => R::LLVMAtomicRMWBinOpXchg,
+                // CUDA's atomicInc/atomicDec exactly (`atom.inc`/`atom.dec` on NVPTX).
+                AtomicOp::Inc => R::LLVMAtomicRMWBinOpUIncWrap,
+                AtomicOp::Dec => R::LLVMAtomicRMWBinOpUDecWrap,
                 AtomicOp::CompareExchange => unreachable!("handled above"),
             };
             // SAFETY: ptr points to an element of v's type; the op suits the type.

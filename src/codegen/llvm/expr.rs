@@ -181,6 +181,29 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let ty = self.ty(e)?;
                 self.math(*fun, ty, &vals)?
             }
+            Expr::AtomicLoad { order, place } => {
+                match self.atomic_access(*order, &place.clone(), None)? {
+                    Some(v) => v,
+                    None => return self.err(codes::INPUT, "an atomic load without a value"),
+                }
+            }
+            Expr::AtomicStore {
+                order,
+                place,
+                value,
+            } => {
+                let (order, place, value) = (*order, *place, *value);
+                self.atomic_access(order, &place, Some(value))?;
+                return Ok(None);
+            }
+            Expr::Bits { op, args } => {
+                let mut vals = Vec::new();
+                for a in args.clone() {
+                    vals.push(self.value(a)?);
+                }
+                let s = self.ty(e)?.scalar().unwrap_or(Scalar::Bool);
+                self.bits(*op, s, &vals)?
+            }
             Expr::Atomic {
                 op,
                 order,

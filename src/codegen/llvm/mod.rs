@@ -26,6 +26,8 @@
 
 pub mod amdgpu;
 mod atomic;
+mod atomic_access;
+mod bits;
 mod checked;
 #[cfg(feature = "hip")]
 pub mod codeobj;
@@ -41,8 +43,8 @@ mod wave;
 
 use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
-    self, AtomicOp, Base, BinaryOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType, Expr,
-    ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
+    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType,
+    Expr, ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
     ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, WaveOp,
 };
 pub use checked::REPORT_SYMBOL;

@@ -130,6 +130,16 @@ impl Em<'_> {
             self.dispatch(*tag, args, None)?;
             return Ok(());
         }
+        if let Expr::AtomicStore {
+            order,
+            place,
+            value,
+        } = expr
+        {
+            let (order, place, value) = (*order, *place, *value);
+            self.atomic_access(order, place, Some(value), None)?;
+            return Ok(());
+        }
         self.expr(e)?;
         Ok(())
     }
@@ -350,6 +360,14 @@ impl Em<'_> {
                     .expect("a typed dispatch yields a value")
             }
             Expr::Math { fun, args } => self.math(fun, &args, ty)?,
+            Expr::Bits { op, args } => self.bits(op, &args)?,
+            Expr::AtomicLoad { order, place } => {
+                match self.atomic_access(order, place, None, ty)? {
+                    Some(v) => v,
+                    None => return refuse("an atomic load without a value"),
+                }
+            }
+            Expr::AtomicStore { .. } => return refuse("atomic_store used as a value"),
             Expr::Atomic {
                 op,
                 order,

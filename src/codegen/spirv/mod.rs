@@ -47,9 +47,9 @@
 
 use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
-    AtomicOp, Base, BinaryOp, Builtin, Dim, ElemType, Expr, ExprId, FenceScope, Function, Handle,
-    Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Stmt, StmtKind, Type,
-    UnaryOp, VerifiedModule, WaveOp,
+    AtomicOp, Base, BinaryOp, BitOp, Builtin, Dim, ElemType, Expr, ExprId, FenceScope, Function,
+    Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Stmt, StmtKind,
+    Type, UnaryOp, VerifiedModule, WaveOp,
 };
 use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
 use rspirv::spirv::{self, Capability, Op, StorageClass, Word};
@@ -59,6 +59,8 @@ use std::collections::{BTreeSet, HashMap};
 #[path = "math.rs"]
 mod math;
 
+mod atomic_access;
+mod bits;
 mod block;
 mod checked;
 mod decl;

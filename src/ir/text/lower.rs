@@ -20,9 +20,9 @@ use super::lexer::Number;
 use super::{codes, infer_literal, is_builtin_function, is_reserved, literal, scalar_of};
 use crate::ir::typeck;
 use crate::ir::{
-    Access, AtomicOp, Attributes, Base, BinaryOp, Block, Builtin, ConstBinOp, ConstExpr, ConstUnOp,
-    Diagnostic, Dim, ElemType, Expr, ExprId, FenceScope, Function, FunctionKind, Handle, Len,
-    Literal, Local, LoopKind, MathFn, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp,
+    Access, AtomicOp, Attributes, Base, BinaryOp, BitOp, Block, Builtin, ConstBinOp, ConstExpr,
+    ConstUnOp, Diagnostic, Dim, ElemType, Expr, ExprId, FenceScope, Function, FunctionKind, Handle,
+    Len, Literal, Local, LoopKind, MathFn, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp,
     Scalar, SharedDecl, Span, Stmt, TagSet, TemplateInfo, Type, UnaryOp, Unlowered, WaveOp,
 };
 use std::collections::HashMap;
@@ -81,6 +81,9 @@ pub fn is_flex(e: &ast::Expr) -> bool {
                 pos.len() == 3 && is_flex(pos[1]) && is_flex(pos[2])
             } else if MathFn::from_name(name).is_some() {
                 !pos.is_empty() && pos.iter().all(|a| is_flex(a))
+            } else if let Some(op) = BitOp::from_name(name) {
+                let mut values = (0..pos.len()).filter(|&i| !op.is_amount(i)).peekable();
+                values.peek().is_some() && values.all(|i| is_flex(pos[i]))
             } else {
                 false
             }
@@ -1707,6 +1710,12 @@ impl Lowerer<'_> {
         if let Some(op) = AtomicOp::from_name(name) {
             return self.atomic(cx, op, &pos, span);
         }
+        if let Some(op) = BitOp::from_name(name) {
+            return self.bits(cx, op, &pos, expect);
+        }
+        if matches!(name, "atomic_load" | "atomic_store") {
+            return self.atomic_access(cx, name == "atomic_store", &pos, span);
+        }
         if let Some(op) = wave_op(name) {
             let mut out = Vec::new();
             let mut ok = true;
@@ -1847,6 +1856,87 @@ impl Lowerer<'_> {
             })
             .collect();
         ids.into_iter().collect()
+    }
+
+    /// A bit operation: the value arguments are peers typed by the context, the amounts `u32`.
+    fn bits(
+        &mut self,
+        cx: &mut FnCx,
+        op: BitOp,
+        pos: &[&ast::Expr],
+        expect: Option<Scalar>,
+    ) -> LResult<Expr> {
+        let values: Vec<&ast::Expr> = (0..pos.len())
+            .filter(|&i| !op.is_amount(i))
+            .map(|i| pos[i])
+            .collect();
+        let mut typed = self.peers(cx, &values, expect)?.into_iter();
+        let mut args = Vec::with_capacity(pos.len());
+        let mut ok = true;
+        for (i, a) in pos.iter().enumerate() {
+            if op.is_amount(i) {
+                match self.expr(cx, a, Some(Scalar::U32)) {
+                    Ok(id) => args.push(id),
+                    Err(()) => ok = false,
+                }
+            } else if let Some(id) = typed.next() {
+                args.push(id);
+            }
+        }
+        if !ok {
+            return Err(());
+        }
+        Ok(Expr::Bits { op, args })
+    }
+
+    /// `atomic_load(b[i] [, order])` or `atomic_store(b[i], value [, order])`.
+    fn atomic_access(
+        &mut self,
+        cx: &mut FnCx,
+        store: bool,
+        pos: &[&ast::Expr],
+        span: Span,
+    ) -> LResult<Expr> {
+        let needed = if store { 2 } else { 1 };
+        let name = if store { "atomic_store" } else { "atomic_load" };
+        let order = match pos.len() {
+            n if n == needed => MemoryOrder::Relaxed,
+            n if n == needed + 1 => match &pos[needed].kind {
+                ExprKind::Name(n) if MemoryOrder::from_name(n).is_some() => {
+                    MemoryOrder::from_name(n).unwrap_or(MemoryOrder::Relaxed)
+                }
+                _ => {
+                    self.error(
+                        codes::ATOMIC_ORDER,
+                        pos[needed].span,
+                        "expected a memory order: relaxed, acquire, release, acq_rel, seq_cst",
+                    );
+                    return Err(());
+                }
+            },
+            _ => {
+                self.error(
+                    codes::ATOMIC_ORDER,
+                    span,
+                    format!(
+                        "`{name}` takes {needed} argument{} and an optional memory order",
+                        if store { "s" } else { "" }
+                    ),
+                );
+                return Err(());
+            }
+        };
+        let place = self.place(cx, pos[0])?;
+        if !store {
+            return Ok(Expr::AtomicLoad { order, place });
+        }
+        let elem = scalar_of(typeck::place_type(&self.module, &cx.func, &place));
+        let value = self.expr(cx, pos[1], elem)?;
+        Ok(Expr::AtomicStore {
+            order,
+            place,
+            value,
+        })
     }
 
     fn atomic(

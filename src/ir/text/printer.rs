@@ -858,6 +858,8 @@ impl<'m> FnPrinter<'m> {
         let same_shallow = match (x, y) {
             (Expr::Literal(p), Expr::Literal(q)) => lit_eq(p, q),
             (Expr::Atomic { .. }, _) | (_, Expr::Atomic { .. }) => false,
+            (Expr::AtomicLoad { .. }, _) | (_, Expr::AtomicLoad { .. }) => false,
+            (Expr::AtomicStore { .. }, _) | (_, Expr::AtomicStore { .. }) => false,
             (Expr::Call { .. }, _) | (_, Expr::Call { .. }) => false,
             (Expr::Dispatch { .. }, _) | (_, Expr::Dispatch { .. }) => false,
             _ => {
@@ -888,9 +890,9 @@ impl<'m> FnPrinter<'m> {
                             *vector = zero
                         }
                         Expr::Index { index, .. } | Expr::VLoad { index, .. } => *index = zero,
-                        Expr::Math { args, .. } | Expr::Wave { args, .. } => {
-                            args.iter_mut().for_each(|p| *p = zero)
-                        }
+                        Expr::Math { args, .. }
+                        | Expr::Wave { args, .. }
+                        | Expr::Bits { args, .. } => args.iter_mut().for_each(|p| *p = zero),
                         Expr::MatrixLoad { offset, stride, .. } => {
                             *offset = zero;
                             *stride = zero;
@@ -967,6 +969,17 @@ impl<'m> FnPrinter<'m> {
             Expr::Math { args, .. } => {
                 let first = self.flexible_ty(*args.first()?, depth + 1)?;
                 args[1..]
+                    .iter()
+                    .all(|a| self.flexible_ty(*a, depth + 1) == Some(first))
+                    .then_some(first)
+            }
+            Expr::Bits { op, args } => {
+                let values: Vec<ExprId> = (0..args.len())
+                    .filter(|&i| !op.is_amount(i))
+                    .map(|i| args[i])
+                    .collect();
+                let first = self.flexible_ty(*values.first()?, depth + 1)?;
+                values[1..]
                     .iter()
                     .all(|a| self.flexible_ty(*a, depth + 1) == Some(first))
                     .then_some(first)
@@ -1265,6 +1278,23 @@ impl<'m> FnPrinter<'m> {
                 let texts = self.peers(a, group, force, depth);
                 post(format!("{}({})", fun.name(), texts.join(", ")))
             }
+            Expr::Bits { op, args: a } => {
+                let values: Vec<ExprId> = (0..a.len())
+                    .filter(|&i| !op.is_amount(i))
+                    .map(|i| a[i])
+                    .collect();
+                let mut texts = self.peers(&values, group, force, depth).into_iter();
+                let parts: Vec<String> = (0..a.len())
+                    .map(|i| {
+                        if op.is_amount(i) {
+                            self.expr(a[i], u32c, depth).0
+                        } else {
+                            texts.next().unwrap_or_default()
+                        }
+                    })
+                    .collect();
+                post(format!("{}({})", op.name(), parts.join(", ")))
+            }
             Expr::Atomic {
                 op,
                 order,
@@ -1282,6 +1312,25 @@ impl<'m> FnPrinter<'m> {
                     parts.push(order.name().into());
                 }
                 post(format!("{}({})", op.name(), parts.join(", ")))
+            }
+            Expr::AtomicLoad { order, place } => {
+                let mut parts = vec![self.place(place)];
+                if *order != MemoryOrder::Relaxed {
+                    parts.push(order.name().into());
+                }
+                post(format!("atomic_load({})", parts.join(", ")))
+            }
+            Expr::AtomicStore {
+                order,
+                place,
+                value,
+            } => {
+                let el = Ctx::Expect(scalar_of(typeck::place_type(self.m, self.f, place)));
+                let mut parts = vec![self.place(place), self.expr(*value, el, depth).0];
+                if *order != MemoryOrder::Relaxed {
+                    parts.push(order.name().into());
+                }
+                post(format!("atomic_store({})", parts.join(", ")))
             }
             Expr::Wave { op, args: a } => post(format!(
                 "{}({})",
@@ -1439,7 +1488,9 @@ impl Sim<'_, '_> {
                     Expr::Index { base, .. }
                     | Expr::VLoad { base, .. }
                     | Expr::MatrixLoad { base, .. } => self.base(*base),
-                    Expr::Atomic { place, .. } => {
+                    Expr::Atomic { place, .. }
+                    | Expr::AtomicLoad { place, .. }
+                    | Expr::AtomicStore { place, .. } => {
                         if let Place::Local(l) | Place::Lane { local: l, .. } = place {
                             self.refer(Ent::Local(l.index()));
                         }

@@ -117,3 +117,13 @@ pub const CONST_EVAL: &str = "XPU-V073";
 pub const NOT_TEMPLATE: &str = "XPU-V074";
 /// An instance that fails a `requires` clause (the contract's code, kept verbatim).
 pub const TEMPLATE_REQUIREMENT: &str = "CAJETA_ERROR_TEMPLATE_REQUIREMENT";
+
+// Issue #23 (device subset: bit operations, atomics, sub-wave tiles): XPU-V080..XPU-V089.
+
+/// A bit operation (`popcount`, `clz`, `ctz`, `bit_reverse`, `rotate_left/right`,
+/// `bitfield_extract/insert`, `mul_hi`) with the wrong number of arguments, a value that is
+/// not an integer scalar, values of different types, or an amount that is not `u32`.
+pub const BITS: &str = "XPU-V080";
+/// `atomic_load` with order `release` or `acq_rel`, or `atomic_store` with `acquire` or
+/// `acq_rel`.
+pub const ATOMIC_ORDER: &str = "XPU-V081";

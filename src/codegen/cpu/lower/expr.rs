@@ -212,6 +212,24 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
                 Ev::Vals(out)
             }
+            Expr::AtomicLoad { place, .. } => {
+                let s = scalar_of(ty);
+                let v = self.atomic_access(place, None, s, span)?;
+                Ev::Vals(v.into_iter().collect())
+            }
+            Expr::AtomicStore { place, value, .. } => {
+                let s = scalar_of(self.ty(*value));
+                self.atomic_access(place, Some(*value), s, span)?;
+                Ev::Void
+            }
+            Expr::Bits { op, args } => {
+                let vs: Vec<Val> = self
+                    .eval_ops(args)?
+                    .into_iter()
+                    .map(|ev| ev.vals().remove(0))
+                    .collect();
+                Ev::Vals(vec![self.bits(*op, scalar_of(ty), &vs)])
+            }
             Expr::Atomic {
                 op,
                 place,
