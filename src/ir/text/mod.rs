@@ -63,6 +63,11 @@ pub mod codes {
     pub const MISPLACED: &str = "XPU-P018";
     /// A `let` or `for` without a type whose type cannot be inferred.
     pub const INFER: &str = "XPU-P019";
+    /// The update of a `for var = init; cond; update` loop assigns something other than `var`.
+    pub const FOR_UPDATE: &str = "XPU-P030";
+    /// A multi-dimensional array with a length that is not an integer literal, or indexed
+    /// with fewer subscripts than it has dimensions.
+    pub const DIMS: &str = "XPU-P031";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.
