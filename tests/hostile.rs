@@ -307,3 +307,184 @@ fn the_interpreters_race_shadow_is_checked_against_the_host() {
     assert_eq!(e.code(), codes::SHARED_MEMORY, "{e}");
     assert!(e.to_string().contains("race shadow"), "{e}");
 }
+
+// ---------------------------------------------------------------------------------------
+// The run-time path fuzzed: mutated kernel files through `xpu run` on every backend here
+
+/// splitmix64, for reproducible mutations.
+struct Mix(u64);
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// The shipped kernel files with their run blocks: the inputs the mutations start from.
+fn seed_files() -> Vec<(std::path::PathBuf, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    let mut dirs = vec![root.join("tests/filetests"), root.join("examples")];
+    while let Some(d) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "xk") {
+                if let Ok(s) = std::fs::read_to_string(&p) {
+                    // Files with long-running cases (deadlines, loop limits) stay out: the
+                    // mutations are about sizes, indices and syntax, not time.
+                    if s.contains("run ") && !s.contains("deadline") && !s.contains("long_loops") {
+                        files.push((p, s));
+                    }
+                }
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// One mutation of a kernel file: a number replaced by a value at an edge (in a run block's
+/// geometry, a generator's length, an index, an array length), a line deleted or repeated,
+/// two lines swapped, or the file cut short.
+fn mutate(src: &str, rng: &mut Mix) -> String {
+    const EDGES: [&str; 16] = [
+        "0",
+        "1",
+        "-1",
+        "3",
+        "31",
+        "33",
+        "255",
+        "65535",
+        "65536",
+        "1048577",
+        "2147483647",
+        "2147483648",
+        "4294967295",
+        "4294967296",
+        "18446744073709551615",
+        "1e39",
+    ];
+    let mut lines: Vec<String> = src.lines().map(str::to_string).collect();
+    for _ in 0..1 + rng.below(3) {
+        if lines.is_empty() {
+            break;
+        }
+        let i = rng.below(lines.len());
+        match rng.below(10) {
+            0..=5 => {
+                // A number in the line, replaced.
+                let line = &lines[i];
+                let digits: Vec<(usize, usize)> = {
+                    let b = line.as_bytes();
+                    let mut spans = Vec::new();
+                    let mut k = 0;
+                    while k < b.len() {
+                        if b[k].is_ascii_digit() {
+                            let s = k;
+                            while k < b.len() && b[k].is_ascii_digit() {
+                                k += 1;
+                            }
+                            spans.push((s, k));
+                        } else {
+                            k += 1;
+                        }
+                    }
+                    spans
+                };
+                if digits.is_empty() {
+                    continue;
+                }
+                let (s, e) = digits[rng.below(digits.len())];
+                let v = EDGES[rng.below(EDGES.len())];
+                lines[i] = format!("{}{v}{}", &line[..s], &line[e..]);
+            }
+            6 => {
+                lines.remove(i);
+            }
+            7 => {
+                let l = lines[i].clone();
+                lines.insert(i, l);
+            }
+            8 => {
+                let j = rng.below(lines.len());
+                lines.swap(i, j);
+            }
+            _ => lines.truncate(i),
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+/// `XPU_RUNTIME_FUZZ_FILES` mutated kernel files (default 240) through `xpu run` on the
+/// interpreter, the CPU and Vulkan (where present), in a process whose address space is
+/// capped at 6 GiB so that an input-sized allocation fails rather than swapping: every run
+/// must end with exit 0 or 1 (cases passed or failed, files refused with their codes),
+/// never a signal, an abort, a Rust panic or a hang.
+#[test]
+fn mutated_kernel_files_never_crash_xpu_run() {
+    let seeds = seed_files();
+    assert!(seeds.len() > 50, "kernel files not found");
+    let want: usize = std::env::var("XPU_RUNTIME_FUZZ_FILES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(240);
+    let dir = std::env::temp_dir().join(format!("xpu-runtime-fuzz-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = Mix(0x15);
+    for n in 0..want {
+        let (path, src) = &seeds[rng.below(seeds.len())];
+        let stem = path.file_stem().unwrap().to_string_lossy();
+        let text = format!(
+            "// mutated from {}\n{}",
+            path.display(),
+            mutate(src, &mut rng)
+        );
+        std::fs::write(dir.join(format!("m{n:04}_{stem}.xk")), text).unwrap();
+    }
+    let mut backends = vec!["interp", "cpu"];
+    if Device::open(Backend::Vulkan).is_ok() {
+        backends.push("vulkan");
+    }
+    for backend in backends {
+        let xpu_bin = env!("CARGO_BIN_EXE_xpu");
+        let script = format!(
+            "ulimit -v 6291456; exec '{xpu_bin}' run '{}' --backend {backend} --deadline 3",
+            dir.display()
+        );
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("CAJETA_XPU_POISON", "1")
+            .output()
+            .expect("run xpu");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let summary = stdout.lines().last().unwrap_or_default().to_string();
+        eprintln!("run-time fuzz on {backend}: {want} mutated kernel files: {summary}");
+        let last_case = stdout
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("PASS") || l.starts_with("FAIL") || l.starts_with("SKIP"))
+            .unwrap_or("(none)");
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(1)) && !stderr.contains("panicked"),
+            "xpu run on {backend} ended with {:?} after {last_case}\n{}\nkept in {}",
+            out.status,
+            stderr.lines().rev().take(20).collect::<Vec<_>>().join("\n"),
+            dir.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

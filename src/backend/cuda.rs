@@ -741,10 +741,12 @@ impl CudaProgram {
 }
 
 impl ProgramImpl for CudaProgram {
-    fn kernel(&self, name: &str, _kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError> {
+    fn kernel(&self, name: &str, kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError> {
         if let Some(k) = self.kernels.lock().get(name) {
             return Ok(k.clone());
         }
+        let limit = super::common::PRIVATE_BYTES_GPU;
+        super::common::check_private(name, &self.module, kernel, limit, "the CUDA backend")?;
         let k = Arc::new(self.build(name).map_err(|reason| LaunchError::NoCode {
             kernel: name.to_string(),
             backend: Backend::Cuda,

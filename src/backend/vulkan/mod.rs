@@ -34,6 +34,7 @@
 
 pub mod aot;
 
+use crate::backend::common;
 use crate::codegen::spirv::{self, Caps, Emitted, ParamSlot};
 use crate::hal::facts::DeviceFacts;
 use crate::hal::launch::{HostValue, Launch, LaunchError};
@@ -1224,6 +1225,11 @@ impl VulkanDevice {
             .supported_stages
             .contains(vk::ShaderStageFlags::COMPUTE);
         let ops = subgroup.supported_operations;
+        // Mesa's llvmpipe (lavapipe): the one device whose known defects the lowering works
+        // around by name (each `Caps` field below says which).
+        let llvmpipe = props
+            .device_name_as_c_str()
+            .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe"));
         let caps = Caps {
             int8: ef16 && f16i8.shader_int8 != 0,
             int16: base.shader_int16 != 0,
@@ -1240,12 +1246,9 @@ impl VulkanDevice {
             subgroup_arithmetic: compute_ops && ops.contains(vk::SubgroupFeatureFlags::ARITHMETIC),
             subgroup_ballot: compute_ops && ops.contains(vk::SubgroupFeatureFlags::BALLOT),
             subgroup_shuffle: compute_ops && ops.contains(vk::SubgroupFeatureFlags::SHUFFLE),
-            barrier_suspends: props
-                .device_name_as_c_str()
-                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
-            f64_rounding_from_floor: props
-                .device_name_as_c_str()
-                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            barrier_suspends: llvmpipe,
+            f64_rounding_from_floor: llvmpipe,
+            float_sum_from_positive_zero: llvmpipe,
             // The module is SPIR-V 1.3, so `SPV_KHR_float_controls` must be enabled as an
             // extension (below) even on a 1.2 device.
             denorm_preserve16: efc && fcp.shader_denorm_preserve_float16 != 0,
@@ -1254,9 +1257,7 @@ impl VulkanDevice {
             szinan_preserve16: efc && fcp.shader_signed_zero_inf_nan_preserve_float16 != 0,
             szinan_preserve32: efc && fcp.shader_signed_zero_inf_nan_preserve_float32 != 0,
             szinan_preserve64: efc && fcp.shader_signed_zero_inf_nan_preserve_float64 != 0,
-            folds_float_identities: props
-                .device_name_as_c_str()
-                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe")),
+            folds_float_identities: llvmpipe,
             // NVIDIA reports `shaderDenormPreserveFloat32` and still flushes f32 subnormal
             // operands and results of `+ - *` under `DenormPreserve` (H200, driver 580), so
             // the feature bit cannot tell; the vendor id does. CAJETA_XPU_VK_F32_IN_F64=1
@@ -1265,10 +1266,7 @@ impl VulkanDevice {
             flushes_f32_subnormals: settings.f32_in_f64.unwrap_or(props.vendor_id == 0x10DE),
             // Mesa's llvmpipe ends an invocation's loops after 65,535 passes over all of them
             // (its loop limiter), silently: such launches are checked (XPU-L016).
-            loop_limit: props
-                .device_name_as_c_str()
-                .is_ok_and(|n| n.to_string_lossy().contains("llvmpipe"))
-                .then_some(spirv::LLVMPIPE_LOOP_LIMIT),
+            loop_limit: llvmpipe.then_some(spirv::LLVMPIPE_LOOP_LIMIT),
             // A CPU device (lavapipe) runs shaders in this process: shared and private
             // indices are clamped there (DESIGN.md, Decisions 8). GPUs keep their code.
             clamp_indices: props.device_type == vk::PhysicalDeviceType::CPU,
@@ -1708,40 +1706,11 @@ impl DeviceImpl for VulkanDevice {
     }
 }
 
-/// Bytes of private arrays one work-item may hold on a GPU: the most any of our drivers
-/// gives a thread's local (scratch) memory (NVIDIA: 512 KiB).
-const PRIVATE_BYTES_GPU: u64 = 512 << 10;
-
 /// Bytes of private arrays one work-item may hold on a device on the host CPU (lavapipe):
 /// llvmpipe's compile time grows with a dynamically indexed array (measured on the 2-core
 /// development machine: 4 KiB of `u32` in 3 s, 16 KiB in 20 s, 64 KiB past two minutes, and
 /// 64 MiB aborts the process in `std::bad_alloc`; docs/vulkan-backend.md).
 const PRIVATE_BYTES_HOST: u64 = 16 << 10;
-
-/// Bytes of private arrays one work-item of `kernel` holds at most: its own and every
-/// helper's of the module (helpers are inlined; an upper bound), in 64 bits.
-fn private_bytes(module: &VerifiedModule, kernel: &Function) -> u64 {
-    let arrays = |f: &Function| -> u64 {
-        f.locals
-            .iter()
-            .map(|(_, l)| match l.ty {
-                crate::ir::Type::Array {
-                    elem,
-                    len: crate::ir::Len::Fixed(n),
-                } => n as u64 * elem.size() as u64,
-                _ => 0,
-            })
-            .fold(0u64, u64::saturating_add)
-    };
-    let helpers = module
-        .module()
-        .functions
-        .iter()
-        .filter(|(_, f)| !f.is_kernel())
-        .map(|(_, f)| arrays(f))
-        .fold(0u64, u64::saturating_add);
-    arrays(kernel).saturating_add(helpers)
-}
 
 /// A module on a Vulkan device: kernels emitted and built on first use.
 struct VkProgram {
@@ -1784,21 +1753,12 @@ impl VkProgram {
         }
         // Private arrays the device cannot hold are refused before any pipeline is made:
         // `[u32; 4294967295]` crashed lavapipe's compiler in vkCreateComputePipelines.
-        let need = private_bytes(&self.module, function);
         let limit = if caps.clamp_indices {
             PRIVATE_BYTES_HOST
         } else {
-            PRIVATE_BYTES_GPU
+            common::PRIVATE_BYTES_GPU
         };
-        if need > limit {
-            return Err(LaunchError::PrivateMemory {
-                kernel: name.to_string(),
-                need,
-                limit: format!(
-                    "the Vulkan backend allows {limit} bytes of private arrays per work-item on this device"
-                ),
-            });
-        }
+        common::check_private(name, &self.module, function, limit, "the Vulkan backend")?;
         let emitted = spirv::emit_kernel(&self.module, handle, &caps)
             .map_err(|u| refusal(u.to_string(), true))?;
         if emitted.push_bytes > self.max_push {

@@ -139,6 +139,12 @@ pub struct Caps {
     /// right. f64 `Trunc` and `RoundEven` are then built from `Floor`/`Ceil` and exact
     /// arithmetic, and f64 `FRem` from those.
     pub f64_rounding_from_floor: bool,
+    /// Mesa 22.3's lavapipe starts a subgroup float sum (`OpGroupNonUniformFAdd`: reduce and
+    /// both scans) from +0.0 even under `SignedZeroInfNanPreserve`, so a sum of -0.0s reads
+    /// +0.0 where IEEE arithmetic and the interpreter give -0.0 (found by the differential
+    /// fuzzer: `wave_inclusive_scan_sum(-0.0)`). Such sums are then corrected
+    /// (`Em::negative_zero_sum`).
+    pub float_sum_from_positive_zero: bool,
 }
 
 /// Mesa llvmpipe's `LP_MAX_TGSI_LOOP_ITERATIONS`: one counter per invocation (per SIMD
@@ -167,6 +173,7 @@ impl Caps {
             subgroup_shuffle: true,
             barrier_suspends: false,
             f64_rounding_from_floor: false,
+            float_sum_from_positive_zero: false,
             denorm_preserve16: true,
             denorm_preserve32: true,
             denorm_preserve64: true,

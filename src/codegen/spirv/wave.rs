@@ -258,7 +258,12 @@ impl Em<'_> {
                 if s.is_float() {
                     self.b.decorate(r, spirv::Decoration::NoContraction, vec![]);
                 }
-                r
+                if s.is_float() && r_op_is_sum(op) && self.caps.float_sum_from_positive_zero {
+                    let (_, lanes) = self.sl(args[0]);
+                    self.negative_zero_sum(group, s, lanes, t, vs[0], r)?
+                } else {
+                    r
+                }
             }
             WaveOp::Broadcast | WaveOp::Shuffle => {
                 let (ls, _) = self.sl(args[1]);
@@ -334,5 +339,79 @@ impl Em<'_> {
             }
             WaveOp::Elect => self.op(Op::GroupNonUniformElect, bt, vec![Operand::IdScope(sc)]),
         })
+    }
+}
+
+/// Whether `op` is a float sum (a reduction or a scan of `+`).
+fn r_op_is_sum(op: WaveOp) -> bool {
+    matches!(
+        op,
+        WaveOp::Reduce(ReduceOp::Sum)
+            | WaveOp::InclusiveScan(ReduceOp::Sum)
+            | WaveOp::ExclusiveScan(ReduceOp::Sum)
+    )
+}
+
+impl Em<'_> {
+    /// A subgroup float sum `r` of `x` corrected where the driver starts it from +0.0
+    /// ([`Caps::float_sum_from_positive_zero`]): an IEEE sum is -0.0 exactly when every term
+    /// is -0.0, so where every lane the operation covers holds -0.0 (counted by an integer
+    /// scan of the lanes that do not), the result is -0.0; an exclusive scan's first active
+    /// lane keeps the identity, +0.0, as the interpreter's does. An f16 sum on a device
+    /// without 16-bit integers, or f64 without 64-bit ones, stays the driver's.
+    fn negative_zero_sum(
+        &mut self,
+        group: spirv::GroupOperation,
+        s: Scalar,
+        lanes: u8,
+        t: Word,
+        x: Word,
+        r: Word,
+    ) -> R<Word> {
+        let (bits_scalar, sign) = match s {
+            Scalar::F16 if self.caps.int16 => (Scalar::U16, 1u64 << 15),
+            Scalar::F32 => (Scalar::U32, 1u64 << 31),
+            Scalar::F64 if self.caps.int64 => (Scalar::U64, 1u64 << 63),
+            _ => return Ok(r),
+        };
+        if self.wide.contains_key(&t) {
+            return Ok(r);
+        }
+        let bits_ty = self.vec_ty(bits_scalar, lanes)?;
+        let xb = self.opi(Op::Bitcast, bits_ty, &[x]);
+        let sign_c = self.konst(bits_ty, sign);
+        let bt = self.bool_of(t);
+        let is_neg_zero = self.opi(Op::IEqual, bt, &[xb, sign_c]);
+        let ut = self.vec_ty(Scalar::U32, lanes)?;
+        let (zero, one) = (self.konst(ut, 0), self.konst(ut, 1));
+        let other = self.opi(Op::Select, ut, &[is_neg_zero, zero, one]);
+        let sc = self.cu32(SCOPE_SUBGROUP);
+        let count = self.op(
+            Op::GroupNonUniformIAdd,
+            ut,
+            vec![
+                Operand::IdScope(sc),
+                Operand::GroupOperation(group),
+                Operand::IdRef(other),
+            ],
+        );
+        let mut all = self.opi(Op::IEqual, bt, &[count, zero]);
+        if group == spirv::GroupOperation::ExclusiveScan {
+            let sbt = self.boolt();
+            let first = self.op(Op::GroupNonUniformElect, sbt, vec![Operand::IdScope(sc)]);
+            let later = self.not_of(sbt, first);
+            let later = if lanes > 1 {
+                self.op(
+                    Op::CompositeConstruct,
+                    bt,
+                    vec![Operand::IdRef(later); lanes as usize],
+                )
+            } else {
+                later
+            };
+            all = self.opi(Op::LogicalAnd, bt, &[all, later]);
+        }
+        let neg_zero = self.konst(t, sign);
+        Ok(self.opi(Op::Select, t, &[all, neg_zero, r]))
     }
 }
