@@ -880,6 +880,9 @@ mod checked {
             "{traps}"
         );
         assert!(!ir(Checks::default()).contains("xpu_report"));
+    }
+}
+
 // ---- The build gates on NVPTX and AMDGPU (tests/gates.rs has the CPU and Vulkan ones) ----------
 
 mod gates {

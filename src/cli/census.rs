@@ -58,6 +58,7 @@ pub fn census(args: &CensusArgs) -> ExitCode {
         std::slice::from_ref(&args.dir),
         backend.name(),
         Some(std::time::Duration::from_secs(60)),
+        crate::filetest::runner::RunOptions::default(),
         &mut sink,
     );
     if code == 2 {

@@ -11,12 +11,11 @@ mod build_bundle;
 mod census;
 mod check;
 mod conform;
-mod fmt;
-mod gated;
-mod profile;
 mod devices;
 mod fmt;
+mod gated;
 pub mod json;
+mod profile;
 mod routes;
 mod run;
 mod tune;
@@ -83,6 +82,10 @@ pub fn main() -> ExitCode {
         Command::Conform(args) => conform::conform(&args),
         Command::Census(args) => census::census(&args),
         Command::Profile(args) => profile::profile(&args),
+        Command::Devices(args) => devices::devices(&args),
+        Command::Tune(args) => tune::tune(&args),
+        Command::Calibrate(args) => devices::calibrate(&args),
+        Command::Routes(args) => routes::routes(&args),
     };
     // Launch records and the profiler's trace are written as the command ends.
     let mut code = code;
@@ -90,10 +93,6 @@ pub fn main() -> ExitCode {
         Ok(f) if f.conformance.as_ref().is_some_and(|r| !r.ok()) => code = ExitCode::from(1),
         Ok(_) => {}
         Err(e) => eprintln!("xpu: {e}"),
-        Command::Devices(args) => devices::devices(&args),
-        Command::Tune(args) => tune::tune(&args),
-        Command::Calibrate(args) => devices::calibrate(&args),
-        Command::Routes(args) => routes::routes(&args),
     }
     if let Err(e) = crate::profile::finish() {
         eprintln!("xpu: {e}");

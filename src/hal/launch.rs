@@ -601,6 +601,7 @@ pub enum LaunchError {
         kernel: String,
         backend: Backend,
         tracked: String,
+    },
     /// No member of a shape family fits this device at this problem (contract §6.1): every
     /// candidate was pruned; `verdicts` names each with its rule, need and limit.
     #[error(
@@ -650,8 +651,10 @@ impl LaunchError {
             LoopLimit { .. } => codes::LOOP_LIMIT,
             PrivateMemory { .. } => codes::PRIVATE_MEMORY,
             Deadline { .. } => codes::DEADLINE,
-            | Held { .. }
-            | NoShapeFits { .. } => true,
+            DeviceFault { .. } => codes::DEVICE_FAULT,
+            LostBuffer { .. } => codes::LOST_BUFFER,
+            Held { .. } => codes::HELD,
+            NoShapeFits { .. } => codes::NO_SHAPE_FITS,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -669,7 +672,7 @@ impl LaunchError {
             | PrivateMemory { .. }
             | WaveWidth { .. }
             | LoopLimit { .. }
-            | Held { .. } => true,
+            | Held { .. }
             | NoShapeFits { .. } => true,
             _ => false,
         }

@@ -233,6 +233,7 @@ pub fn canonical_text(module: &crate::ir::VerifiedModule) -> String {
     let mut own = crate::ir::Module {
         functions: crate::ir::Arena::new(),
         tag_sets: source.tag_sets.clone(),
+        families: source.families.clone(),
     };
     for (h, f) in source.functions.iter() {
         if module.instance_of(h).is_none() {

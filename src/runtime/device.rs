@@ -217,7 +217,9 @@ impl Device {
         module: impl IntoSharedModule,
         options: ProgramOptions,
     ) -> Result<Program, DeviceError> {
-        self.load_through(module.into_shared(), options, |imp, m| imp.load_with(m, &options))
+        self.load_through(module.into_shared(), options, |imp, m| {
+            imp.load_with(m, &options)
+        })
     }
 
     /// [`Device::load`] with device code made elsewhere for some kernels (a bundle's:

@@ -322,8 +322,16 @@ impl CpuProgram {
         scalar_twin(name, f, wave, wave_dependent)?;
         let (block, whole) = probe_block(f, wave);
         self.lowerings.fetch_add(1, Ordering::Relaxed);
-        let probe = compile(&self.module, handle, block, wave, whole, false, self.ub_traps)
-            .map_err(|e| jit_refusal(name, e))?;
+        let probe = compile(
+            &self.module,
+            handle,
+            block,
+            wave,
+            whole,
+            false,
+            self.ub_traps,
+        )
+        .map_err(|e| jit_refusal(name, e))?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
         manifest.built_wave = Some(if wave_dependent { wave } else { 1 });
         manifest.code_bytes = Some(probe.code_bytes);
