@@ -475,10 +475,10 @@ impl DeviceImpl for CudaDevice {
         let mut data = vec![0u8; len];
         if len > 0 {
             self.ctx.bind()?;
+            let h = s.handle()?;
             // SAFETY: the range was checked; `data` outlives the copy because a copy to
             // pageable memory returns only once it has completed, and we sync the stream
             // before handing the bytes out regardless.
-            let h = s.handle()?;
             unsafe { result::memcpy_dtoh_async(&mut data, m.ptr + offset as u64, h) }
                 .map_err(|e| self.ctx.device_err("cuMemcpyDtoHAsync", e))?;
             // SAFETY: a valid stream of this context.

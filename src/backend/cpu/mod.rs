@@ -333,7 +333,12 @@ impl CpuProgram {
         )
         .map_err(|e| jit_refusal(name, e))?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
-        manifest.built_wave = Some(if wave_dependent { wave } else { 1 });
+        // A declared `@wave` is the width its launches run at, verbs or not.
+        manifest.built_wave = Some(if wave_dependent || f.attrs.wave.is_some() {
+            wave
+        } else {
+            1
+        });
         manifest.code_bytes = Some(probe.code_bytes);
         manifest.code_hash = Some(probe.code_hash);
         manifest.static_shared_bytes = Some(probe.static_shared);
