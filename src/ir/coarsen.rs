@@ -225,7 +225,6 @@ fn check_block(block: &[Stmt]) -> Result<(), Ineligible> {
             StmtKind::Barrier => return Err("has a barrier"),
             StmtKind::Fence(_) => return Err("has a fence"),
             StmtKind::MatrixStore { .. } => return Err("uses matrix fragments"),
-            StmtKind::Block(_) => return Err("has a bare `{ }` block"),
             StmtKind::If {
                 then_block,
                 else_block,
@@ -725,7 +724,6 @@ impl Pass<'_> {
             | StmtKind::Continue(_)
             | StmtKind::Barrier
             | StmtKind::Fence(_)
-            | StmtKind::Block(_)
             | StmtKind::MatrixStore { .. } => unreachable!("refused by `eligible`"),
         }
     }
