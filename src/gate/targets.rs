@@ -13,11 +13,13 @@ use std::sync::{mpsc, Arc};
 #[derive(Default)]
 pub(crate) struct Tools {
     vulkan: Option<crate::codegen::spirv::Caps>,
+    #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
     noted: Vec<Target>,
 }
 
 impl Tools {
     /// A note, once per target, that `tool` is missing (never a gate failure, §3.6).
+    #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
     fn note_missing(&mut self, target: Target, path: &str, message: &str, lines: &mut Vec<Line>) {
         if self.noted.contains(&target) {
             return;
