@@ -468,10 +468,7 @@ mod tests {
         assert_eq!(Nvptx::new(88).cpu(), "sm_87");
         assert_eq!(Nvptx::new(90).features(), "+ptx78");
     }
-}
 
-#[cfg(test)]
-mod tests {
     #[test]
     fn integer_abs_becomes_a_select_and_float_abs_stays() {
         let ptx = "\tabs.s32 \t%r7, %r2;\n\tabs.f32 \t%f1, %f2;\n\tabs.s64 %rd3, %rd1;\n";
