@@ -13,17 +13,25 @@
 //! | `CAJETA_XPU_CPU_STREAMING` | `off`, `auto`, `force` | `auto` | CPU launches |
 //! | `CAJETA_XPU_CPU_WORKERS` | a positive integer | every core | CPU launches |
 //! | `CAJETA_XPU_VK_F32_IN_F64` | `0`, `1` | by driver | Vulkan kernels |
+//! | `CAJETA_XPU_KERNEL_GATE` | `error`, `warn` | `error` | `xpu build` (its gates) |
+//! | `CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S` | seconds, `0` or more | `600` | `xpu build` (CPU compiles) |
 //! | `XPU_CPU_WAVE` | a power of two, 1 to 64 | the host's SIMD width | CPU device |
 //! | `XPU_JIT_VERIFY`, `XPU_JIT_DUMP`, `XPU_JIT_ASM`, `XPU_JIT_TIME` | `0`, `1` | `0` | CPU compiles |
 //! | `XPU_JIT_BIN` | a file | none | CPU compiles |
 //! | `XPU_VK_PUSH_DESCRIPTORS` | `0`, `1` | `1` | Vulkan device |
 //! | `XPU_VK_PIPELINE_STATS`, `XPU_VK_TRACE` | `0`, `1` | `0` | Vulkan |
 //! | `XPU_CACHE_DIR` | a folder, or `off` | `$XDG_CACHE_HOME/xpu`, else `$HOME/.cache/xpu` | device-code cache |
+//! | `XPU_CACHE_MAX_MB` | a whole number of MiB | `1024` | device-code cache (least recently used evicted past it) |
 //! | `XPU_HIP_LIB` | library names, comma-separated | `libamdhip64.so` | HIP |
 //! | `XPU_HIP_ARCH` | a `gfx` name | the device's | HIP |
 //! | `XPU_LLD` | a file | `ld.lld-19`, `ld.lld` on `PATH` | AMDGPU code objects |
 //! | `XPU_PTXAS` | a file, or `off` | the `nvidia-cuda-nvcc` wheel, `PATH` | PTX footprints |
 //! | `XPU_SHOW_PTX` | `0`, `1` | `0` | LLVM unit tests |
+//! | `CAJETA_XPU_RECORD` | a folder | none | launch records (`record`) |
+//! | `CAJETA_XPU_RECORD_BUDGET` | bytes, with `K`/`M`/`G` (binary) | `1G` | launch records |
+//! | `CAJETA_XPU_CONFORMANCE` | a folder | none | record, then replay at exit |
+//! | `CAJETA_PROFILER` | `0`, `1` | `0` | the profiler (`profile`) |
+//! | `CAJETA_PROFILER_OUT` | a file | `xpu-trace.json` | the profiler's trace |
 
 use std::ffi::OsString;
 use std::fmt;
@@ -87,12 +95,22 @@ pub struct Config {
     pub backend: Setting<Option<String>>,
     /// `CAJETA_XPU_POISON`: fill fresh device memory with 0xFF.
     pub poison: Setting<bool>,
+    /// `CAJETA_XPU_CHECKED`: programs are loaded in checked mode (bounds-checked GPU code).
+    pub checked: Setting<bool>,
+    /// `CAJETA_XPU_UB_TRAPS`: unconfirmed `align` statements are tested (default: on in debug
+    /// builds of the library).
+    pub ub_traps: Setting<bool>,
     /// `CAJETA_XPU_COARSEN`.
     pub coarsen: Setting<Mode>,
     /// `CAJETA_XPU_CPU_STREAMING`.
     pub cpu_streaming: Setting<Mode>,
     /// `CAJETA_XPU_CPU_WORKERS` (`None`: every core).
     pub cpu_workers: Setting<Option<usize>>,
+    /// `CAJETA_XPU_KERNEL_GATE=warn`: the build gates (contract §3.6) warn instead of failing.
+    pub kernel_gate_warn: Setting<bool>,
+    /// `CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S`: how long `xpu build` waits for one CPU compile
+    /// before it abandons it as hung (`[xpu-kernel-hung]`), 600 s by default.
+    pub cpu_vectorize_deadline: Setting<std::time::Duration>,
     /// `XPU_CPU_WAVE` (`None`: the host's SIMD width).
     pub cpu_wave: Setting<Option<u32>>,
     /// `XPU_JIT_*`.
@@ -108,6 +126,8 @@ pub struct Config {
     /// The device-code cache folder (`XPU_CACHE_DIR`, else the XDG cache), `None` when no
     /// home is known.
     pub cache_dir: Option<PathBuf>,
+    /// `XPU_CACHE_MAX_MB` in bytes: the disk cache's size cap.
+    pub cache_max_bytes: Setting<u64>,
     /// `XPU_HIP_LIB`.
     pub hip_lib: Setting<Option<String>>,
     /// `XPU_HIP_ARCH`.
@@ -120,7 +140,20 @@ pub struct Config {
     pub show_ptx: Setting<bool>,
     /// `PATH`, where tools are looked up.
     pub path: Option<OsString>,
+    /// `CAJETA_XPU_RECORD`: the folder launch records are written to.
+    pub record: Option<PathBuf>,
+    /// `CAJETA_XPU_RECORD_BUDGET`: the bytes the records' compressed buffers may take.
+    pub record_budget: Setting<u64>,
+    /// `CAJETA_XPU_CONFORMANCE`: record into this folder and replay it when the run ends.
+    pub conformance: Option<PathBuf>,
+    /// `CAJETA_PROFILER`: capture spans for a trace.
+    pub profiler: Setting<bool>,
+    /// `CAJETA_PROFILER_OUT`: where the trace goes.
+    pub profiler_out: PathBuf,
 }
+
+/// The default of `CAJETA_XPU_RECORD_BUDGET`: 1 GiB.
+pub const DEFAULT_RECORD_BUDGET: u64 = 1 << 30;
 
 /// The process's settings, read from the environment on first use.
 pub fn get() -> &'static Config {
@@ -174,12 +207,37 @@ impl Config {
         Config {
             backend: text("CAJETA_XPU_BACKEND"),
             poison: flag("CAJETA_XPU_POISON", false),
+            checked: flag("CAJETA_XPU_CHECKED", false),
+            ub_traps: flag("CAJETA_XPU_UB_TRAPS", cfg!(debug_assertions)),
             coarsen: mode("CAJETA_XPU_COARSEN"),
             cpu_streaming: mode("CAJETA_XPU_CPU_STREAMING"),
             cpu_workers: text("CAJETA_XPU_CPU_WORKERS").and_then(|v| {
                 v.map(|s| parse_workers("CAJETA_XPU_CPU_WORKERS", &s))
                     .transpose()
             }),
+            kernel_gate_warn: text("CAJETA_XPU_KERNEL_GATE").and_then(|v| match v.as_deref() {
+                None | Some("error") => Ok(false),
+                Some("warn") => Ok(true),
+                Some(other) => Err(BadValue {
+                    var: "CAJETA_XPU_KERNEL_GATE",
+                    value: other.to_string(),
+                    expected: "one of error, warn",
+                }),
+            }),
+            cpu_vectorize_deadline: text("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S").and_then(
+                |v| match v {
+                    None => Ok(std::time::Duration::from_secs(600)),
+                    Some(s) => s
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(|x| std::time::Duration::try_from_secs_f64(x).ok())
+                        .ok_or(BadValue {
+                            var: "CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S",
+                            value: s,
+                            expected: "a number of seconds, 0 or more",
+                        }),
+                },
+            ),
             cpu_wave: text("XPU_CPU_WAVE")
                 .and_then(|v| v.map(|s| parse_wave("XPU_CPU_WAVE", &s)).transpose()),
             jit,
@@ -191,12 +249,33 @@ impl Config {
             vk_pipeline_stats: flag("XPU_VK_PIPELINE_STATS", false),
             vk_trace: flag("XPU_VK_TRACE", false),
             cache_dir,
+            cache_max_bytes: text("XPU_CACHE_MAX_MB").and_then(|v| match v {
+                None => Ok(1024 << 20),
+                Some(s) => s
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|mb| mb.checked_mul(1 << 20))
+                    .ok_or(BadValue {
+                        var: "XPU_CACHE_MAX_MB",
+                        value: s,
+                        expected: "a whole number of MiB",
+                    }),
+            }),
             hip_lib: text("XPU_HIP_LIB"),
             hip_arch: text("XPU_HIP_ARCH"),
             lld: path("XPU_LLD"),
             ptxas,
             show_ptx: flag("XPU_SHOW_PTX", false),
             path: lookup("PATH"),
+            record: path("CAJETA_XPU_RECORD"),
+            record_budget: text("CAJETA_XPU_RECORD_BUDGET").and_then(|v| {
+                v.map_or(Ok(DEFAULT_RECORD_BUDGET), |s| {
+                    parse_bytes("CAJETA_XPU_RECORD_BUDGET", &s)
+                })
+            }),
+            conformance: path("CAJETA_XPU_CONFORMANCE"),
+            profiler: flag("CAJETA_PROFILER", false),
+            profiler_out: path("CAJETA_PROFILER_OUT").unwrap_or_else(|| "xpu-trace.json".into()),
         }
     }
 }
@@ -238,6 +317,28 @@ fn parse_workers(var: &'static str, value: &str) -> Setting<usize> {
             value: value.to_string(),
             expected: "a positive integer",
         })
+}
+
+/// A byte count: digits, optionally followed by `K`, `M` or `G` (binary multiples; `KiB`,
+/// `MiB`, `GiB` and `B` also read).
+pub(crate) fn parse_bytes(var: &'static str, value: &str) -> Setting<u64> {
+    let bad = || BadValue {
+        var,
+        value: value.to_string(),
+        expected: "a byte count such as 1048576, 512M or 1G",
+    };
+    let v = value.trim();
+    let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(digits);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KIB" => 10,
+        "M" | "MIB" => 20,
+        "G" | "GIB" => 30,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
 }
 
 fn parse_wave(var: &'static str, value: &str) -> Setting<u32> {
@@ -298,6 +399,8 @@ mod tests {
             ("CAJETA_XPU_CPU_STREAMING", "off"),
             ("CAJETA_XPU_CPU_WORKERS", "3"),
             ("XPU_CPU_WAVE", "8"),
+            ("CAJETA_XPU_KERNEL_GATE", "warn"),
+            ("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S", "2.5"),
             ("XPU_JIT_DUMP", "1"),
             ("XPU_PTXAS", "off"),
             ("XPU_CACHE_DIR", "/c"),
@@ -307,6 +410,11 @@ mod tests {
         assert_eq!(c.cpu_streaming, Ok(Mode::Off));
         assert_eq!(c.cpu_workers, Ok(Some(3)));
         assert_eq!(c.cpu_wave, Ok(Some(8)));
+        assert_eq!(c.kernel_gate_warn, Ok(true));
+        assert_eq!(
+            c.cpu_vectorize_deadline,
+            Ok(std::time::Duration::from_millis(2500))
+        );
         assert!(c.jit.unwrap().dump);
         assert_eq!(c.ptxas, PtxasSetting::Off);
         assert_eq!(c.cache_dir, Some(PathBuf::from("/c")));
@@ -323,6 +431,8 @@ mod tests {
             ("CAJETA_XPU_COARSEN", "sometimes"),
             ("CAJETA_XPU_CPU_WORKERS", "0"),
             ("XPU_CPU_WAVE", "3"),
+            ("CAJETA_XPU_KERNEL_GATE", "loud"),
+            ("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S", "-1"),
             ("XPU_JIT_ASM", "please"),
         ]);
         let msg = |e: BadValue| e.to_string();
@@ -339,7 +449,32 @@ mod tests {
             "error[XPU-C001]: CAJETA_XPU_CPU_WORKERS=\"0\" is not a positive integer"
         );
         assert!(msg(c.cpu_wave.unwrap_err()).contains("XPU_CPU_WAVE=\"3\" is not a power of two"));
+        assert!(c.kernel_gate_warn.is_err());
+        assert!(c.cpu_vectorize_deadline.is_err());
         assert!(msg(c.jit.unwrap_err()).contains("XPU_JIT_ASM"));
+    }
+
+    #[test]
+    fn record_and_profiler_settings_parse() {
+        let c = config(&[]);
+        assert_eq!(c.record, None);
+        assert_eq!(c.record_budget, Ok(DEFAULT_RECORD_BUDGET));
+        assert_eq!(c.profiler, Ok(false));
+        assert_eq!(c.profiler_out, PathBuf::from("xpu-trace.json"));
+        let c = config(&[
+            ("CAJETA_XPU_RECORD", "/r"),
+            ("CAJETA_XPU_RECORD_BUDGET", "512M"),
+            ("CAJETA_PROFILER", "1"),
+            ("CAJETA_PROFILER_OUT", "/t.json"),
+        ]);
+        assert_eq!(c.record, Some(PathBuf::from("/r")));
+        assert_eq!(c.record_budget, Ok(512 << 20));
+        assert_eq!(c.profiler, Ok(true));
+        assert_eq!(c.profiler_out, PathBuf::from("/t.json"));
+        assert_eq!(parse_bytes("V", "4096"), Ok(4096));
+        assert_eq!(parse_bytes("V", "2KiB"), Ok(2048));
+        assert!(parse_bytes("V", "lots").is_err());
+        assert!(parse_bytes("V", "99999999999999G").is_err());
     }
 
     #[cfg(unix)]

@@ -70,32 +70,41 @@
 //! | module | owns |
 //! | --- | --- |
 //! | [`config`] | every environment variable, read once, typed |
+//! | [`profile`] | the profiler's spans and trace (a leaf beside `config`) |
 //! | [`ir`] | the IR, builder, text format, verifier |
 //! | [`interp`] | the reference interpreter (the oracle) |
 //! | [`codegen`] | every lowering of a verified module: Cranelift, LLVM (NVPTX, AMDGPU), SPIR-V |
 //! | [`hal`] | what runtime and backends both speak: `Backend`, the seam traits, launches, facts, manifests |
+//! | [`bundle`] | the bundle file: device code per backend, manifests and the canonical IR |
 //! | [`backend`] | one module per device over codegen output: interp, cpu, cuda, hip, vulkan |
+//! | [`record`] | launch records, their replay through the interpreter, the census |
 //! | [`runtime`] | what a program touches: `Device`, `Program`, `Kernel`, buffers, streams, timers |
+//! | [`tune`] | the reconciliation: shape families, the filter, the measured choice, stores, routes |
 //! | [`filetest`], [`bench`], [`fuzz`], [`repl`], [`cli`] | the kernel-file runner, the benchmarks, the fuzzing kit, the REPL session, the command |
 
 pub mod backend;
 pub mod bench;
+pub mod bundle;
 pub mod cli;
 pub mod codegen;
 pub mod config;
 pub mod deadline;
 pub mod filetest;
 pub mod fuzz;
+pub mod gate;
 pub mod hal;
 pub mod interp;
 pub mod ir;
+pub mod profile;
+pub mod record;
 pub mod repl;
 pub mod runtime;
+pub mod tune;
 
 pub use hal::facts::DeviceFacts;
 pub use hal::launch::{ArgValue, Launch, LaunchError};
 pub use hal::manifest::KernelManifest;
-pub use hal::{Backend, DeviceError};
+pub use hal::{Backend, DeviceError, ProgramOptions};
 pub use runtime::{Device, Event, Kernel, KernelBuffer, KernelStream, KernelTimer, Program};
 
 /// Paths of the tree before the layout of `DESIGN.md` (`xpu::devices`, `xpu::jit`,
@@ -103,7 +112,6 @@ pub use runtime::{Device, Event, Kernel, KernelBuffer, KernelStream, KernelTimer
 /// paths above.
 #[doc(hidden)]
 pub mod devices {
-    #[cfg(any(feature = "cuda", feature = "hip"))]
     pub use crate::backend::cache;
     #[cfg(feature = "cuda")]
     pub use crate::backend::cuda;

@@ -58,7 +58,8 @@ impl Outcome {
 
 /// The fewest cases `backend` must pass (not skip) over tests/filetests and tests/ub, out of
 /// `total`: the interpreter judges every case but agreement with itself; the CPU skips only the UB it does not detect
-/// (`xpu::filetest::runner::ub_answer`); GPUs skip the UB corpus (no checked mode yet) and
+/// (`xpu::filetest::runner::ub_answer`); GPUs run the UB corpus's out-of-bounds and misaligned
+/// cases in checked mode (docs/checked-mode.md), skip its other kinds, and skip
 /// what they refuse by capability (a wave width, f64 or f16 where absent). A backend that
 /// skips more than that has stopped testing, which must not pass as a success.
 fn floor(backend: xpu::Backend, total: usize) -> usize {

@@ -720,3 +720,374 @@ fn cuda_device_manifest_facts_and_events() {
         "{refused:?}"
     );
 }
+
+/// Checked mode and ub-traps in the LLVM lowering (docs/checked-mode.md): the code of a
+/// kernel with checks writes the report global `xpu_report` and assembles; a kernel whose
+/// `align` statements the proof confirms gets the same PTX with ub-traps as without; checked
+/// mode off changes no PTX (the snapshots above are built so).
+mod checked {
+    use super::*;
+    use xpu::codegen::checks::Checks;
+
+    fn lower_with(src: &str, checks: Checks) -> llvm::Lowered {
+        let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+        let (h, _) = vm.kernels().next().unwrap();
+        llvm::lower(
+            vm.module(),
+            &[KernelRef::plain(h)],
+            &Nvptx::new(90),
+            &llvm::Options {
+                checks,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    }
+
+    const TRAPS: Checks = Checks {
+        bounds: false,
+        ub_traps: true,
+    };
+    const BOUNDS: Checks = Checks {
+        bounds: true,
+        ub_traps: false,
+    };
+
+    const GATHER: &str = "kernel gather(out: buf<f32, rw>, x: buf<f32>, o: u32) {\n    let i: u32 = global_id.x;\n    let v: vec4<f32> = vload<4>(x, 4 * i + o, align = 16);\n    out[i] = v.x + v.y + v.z + v.w;\n}\n";
+
+    #[test]
+    fn a_confirmed_align_statement_costs_nothing_in_ptx() {
+        let confirmed = GATHER.replace("4 * i + o", "4 * i");
+        let with = lower_with(&confirmed, TRAPS);
+        assert_eq!(
+            with.text(),
+            lower_with(&confirmed, Checks::default()).text()
+        );
+        assert!(!with.text().contains("xpu_report"));
+        assert!(!with.kernels[0].report);
+        // The unconfirmed statement is tested: a report global, a compare-and-swap on it,
+        // and a 16-byte vector load at the rounded index.
+        let traps = lower_with(GATHER, TRAPS);
+        let ptx = traps.text();
+        assert!(
+            ptx.contains(".visible .global .align 16 .b8 xpu_report[32]"),
+            "{ptx}"
+        );
+        assert!(ptx.contains("atom.global.cas.b32"), "{ptx}");
+        assert!(
+            ptx.contains("ld.global.nc.v4.f32") || ptx.contains("ld.global.v4.f32"),
+            "{ptx}"
+        );
+        let k = &traps.kernels[0];
+        assert!(k.report);
+        assert_eq!(k.sites.len(), 1);
+        assert_eq!(
+            (k.sites[0].line, k.sites[0].what.as_str()),
+            (3, "align = 16")
+        );
+        let plain = lower_with(GATHER, Checks::default()).text();
+        assert!(
+            !plain.contains("xpu_report") && !plain.contains("atom.global.cas"),
+            "{plain}"
+        );
+    }
+
+    #[test]
+    fn checked_mode_tests_buffer_shared_and_private_accesses() {
+        let src = "kernel k(y: buf<u32, rw>, x: buf<u32>) {\n    shared t: [u32; 64];\n    let a: [u32; 4];\n    let l: u32 = local_id.x;\n    t[l + 1] = x[l];\n    barrier();\n    a[l % 5] = t[l];\n    y[l] = a[0];\n}\n";
+        let out = lower_with(src, BOUNDS);
+        let k = &out.kernels[0];
+        assert!(k.report);
+        let whats: Vec<&str> = k.sites.iter().map(|s| s.what.as_str()).collect();
+        for want in ["buffer x", "shared t", "array a", "buffer y"] {
+            assert!(whats.contains(&want), "{whats:?}");
+        }
+        let ptx = out.text();
+        assert!(
+            ptx.contains("xpu_report") && ptx.contains("atom.global.cas.b32"),
+            "{ptx}"
+        );
+        let plain = lower_with(src, Checks::default()).text();
+        assert!(!plain.contains("xpu_report"), "{plain}");
+        if ptxas::find().is_some() {
+            ptxas::assemble(&ptx, "sm_90").unwrap_or_else(|e| panic!("{e}\n{ptx}"));
+        }
+    }
+
+    #[test]
+    fn every_filetest_kernel_lowers_with_every_check() {
+        let all = Checks {
+            bounds: true,
+            ub_traps: true,
+        };
+        let target = Nvptx::new(90);
+        let (mut lowered, mut failures) = (0, Vec::new());
+        for (path, vm) in modules() {
+            for (h, f) in vm.kernels() {
+                let plain = llvm::lower(
+                    vm.module(),
+                    &[KernelRef::plain(h)],
+                    &target,
+                    &Default::default(),
+                );
+                if plain.is_err() {
+                    continue;
+                }
+                let opts = llvm::Options {
+                    checks: all,
+                    ..Default::default()
+                };
+                match llvm::lower(vm.module(), &[KernelRef::plain(h)], &target, &opts) {
+                    Ok(out) => {
+                        lowered += 1;
+                        if ptxas::find().is_some() {
+                            if let Err(e) = ptxas::assemble(&out.text(), "sm_90") {
+                                failures.push(format!("{} {}: {e}", path.display(), f.name));
+                            }
+                        }
+                    }
+                    Err(e) => failures.push(format!("{} {}: {e}", path.display(), f.name)),
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert!(lowered >= 50, "only {lowered} kernels lowered");
+    }
+
+    #[test]
+    fn amdgpu_code_tests_the_same_checks() {
+        use xpu::codegen::llvm::amdgpu::Amdgpu;
+        let vm = xpu::ir::parse(GATHER).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        let ir = |checks| {
+            let opts = llvm::Options {
+                keep_llvm_ir: true,
+                checks,
+                ..Default::default()
+            };
+            llvm::lower(vm.module(), &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
+                .unwrap()
+                .llvm_ir
+                .unwrap()
+        };
+        let traps = ir(TRAPS);
+        assert!(
+            traps.contains("@xpu_report = addrspace(1) global [8 x i32] zeroinitializer, align 16"),
+            "{traps}"
+        );
+        assert!(
+            traps.contains("cmpxchg ptr addrspace(1) @xpu_report"),
+            "{traps}"
+        );
+        assert!(!ir(Checks::default()).contains("xpu_report"));
+    }
+}
+
+// ---- The build gates on NVPTX and AMDGPU (tests/gates.rs has the CPU and Vulkan ones) ----------
+
+mod gates {
+    use super::skip;
+    use xpu::codegen::llvm::ptxas;
+    use xpu::codegen::llvm::{self, nvptx::Nvptx, KernelRef};
+
+    fn xpu_build(args: &[&str]) -> (Option<i32>, String, String) {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
+            .arg("build")
+            .args(args)
+            .env_remove("CAJETA_XPU_KERNEL_GATE")
+            .env_remove("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S")
+            .output()
+            .expect("run xpu");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    fn line<'a>(stderr: &'a str, kernel: &str, backend: &str, tag: &str) -> Option<&'a str> {
+        let needle = format!("[{tag}]: kernel {kernel} on {backend}: ");
+        stderr.lines().find(|l| l.contains(&needle))
+    }
+
+    #[test]
+    fn nvptx_gate_lines() {
+        let (code, stdout, stderr) = xpu_build(&[
+            "tests/filetests/gates/gates.xk",
+            "tests/filetests/gates/escapes.xk",
+            "--backends",
+            "cuda",
+        ]);
+        assert_eq!(code, Some(1), "{stdout}{stderr}");
+        // Unbounded: launched with two blocks, no ceiling; escaped by @unbounded.
+        let l = line(&stderr, "loose", "cuda", "xpu-kernel-unbounded").expect(&stderr);
+        assert!(l.contains(": error[") && l.contains("(XPU-G003)"), "{l}");
+        let l = line(&stderr, "tracked_unbounded", "cuda", "xpu-kernel-unbounded").expect(&stderr);
+        assert!(
+            l.contains(": note[") && l.ends_with("[tracked: PLAN-3]"),
+            "{l}"
+        );
+        // Pinned, derived or declared: bounded.
+        for k in ["clean", "derived", "table", "tile", "twin"] {
+            assert!(
+                line(&stderr, k, "cuda", "xpu-kernel-unbounded").is_none(),
+                "{k}: {stderr}"
+            );
+        }
+        // Skipped: NVIDIA builds wave 32 only.
+        let l = line(&stderr, "wide", "cuda", "xpu-kernel-skipped").expect(&stderr);
+        assert!(
+            l.contains("no device code:") && l.contains("(XPU-L03)"),
+            "{l}"
+        );
+        // The pinned block is the PTX's bound.
+        assert!(stdout.contains("clean on cuda (sm_90): ptx"), "{stdout}");
+        if ptxas::find().is_none() {
+            assert!(
+                stderr.contains("note[xpu-kernel-spill]: cuda: no assembler: ptxas not found"),
+                "{stderr}"
+            );
+            assert!(line(&stderr, "table", "cuda", "xpu-kernel-spill").is_none());
+            skip("gates::nvptx_gate_lines (spill)", "ptxas not found");
+            return;
+        }
+        // Spill: a dynamically indexed private array, zero spill stores.
+        let l = line(&stderr, "table", "cuda", "xpu-kernel-spill").expect(&stderr);
+        assert!(
+            l.contains("zero spill stores")
+                && l.contains("private array `t`")
+                && l.contains("(XPU-G004)"),
+            "{l}"
+        );
+        // Spill: the portable software tile, its fragment named.
+        let l = line(&stderr, "tile", "cuda", "xpu-kernel-spill").expect(&stderr);
+        assert!(
+            l.contains("portable software tile") && l.contains("fragment `fa`"),
+            "{l}"
+        );
+        assert!(
+            line(&stderr, "clean", "cuda", "xpu-kernel-spill").is_none(),
+            "{stderr}"
+        );
+        assert!(
+            stderr
+                .lines()
+                .last()
+                .is_some_and(|l| l.starts_with("error[CAJETA_ERROR_XPU_KERNEL_GATE]")),
+            "{stderr}"
+        );
+    }
+
+    /// A kernel of `n` live accumulators, pinned at `block` or not.
+    fn heavy(n: usize, block: Option<u32>) -> String {
+        let mut s = String::new();
+        if let Some(b) = block {
+            s.push_str(&format!("@block({b})\n"));
+        }
+        s.push_str("kernel heavy(out: buf<f32, rw>, x: buf<f32>, m: u32) {\n");
+        for i in 0..n {
+            s.push_str(&format!("    let a{i}: f32 = x[{i}];\n"));
+        }
+        s.push_str("    for j: u32 in 0..m {\n        let v: f32 = x[j];\n");
+        for i in 0..n {
+            s.push_str(&format!("        a{i} = a{i} * v + {i}.5;\n"));
+        }
+        s.push_str("    }\n    let s: f32 = 0.0;\n");
+        for i in 0..n {
+            s.push_str(&format!("    s += a{i} * a{i};\n"));
+        }
+        s.push_str("    out[global_id.x] = s;\n}\n");
+        s
+    }
+
+    #[test]
+    fn a_pinned_block_is_reqntid_and_budgets_the_registers() {
+        let target = Nvptx::new(90);
+        let mut regs = Vec::new();
+        for block in [None, Some(1024)] {
+            let vm = xpu::ir::parse(&heavy(96, block)).unwrap().verify().unwrap();
+            let (h, _) = vm.kernels().next().unwrap();
+            let out = llvm::lower(
+                vm.module(),
+                &[KernelRef::plain(h)],
+                &target,
+                &Default::default(),
+            )
+            .unwrap();
+            let ptx = out.text();
+            assert_eq!(
+                ptx.contains(".reqntid 1024, 1, 1"),
+                block.is_some(),
+                "{}",
+                &ptx[..ptx.len().min(2000)]
+            );
+            if ptxas::find().is_none() {
+                continue;
+            }
+            let r = ptxas::assemble(&ptx, "sm_90").unwrap();
+            let f = r.function(&out.kernels[0].symbol).unwrap().clone();
+            println!(
+                "heavy, block {}: {} registers, {} bytes spill stores, {} bytes stack",
+                block.map_or("unpinned".into(), |b| b.to_string()),
+                f.registers.unwrap_or(0),
+                f.spill_store_bytes.unwrap_or(0),
+                f.stack_frame_bytes.unwrap_or(0)
+            );
+            regs.push(f.registers.unwrap_or(0));
+        }
+        if regs.len() < 2 {
+            skip(
+                "gates::a_pinned_block_is_reqntid_and_budgets_the_registers (registers)",
+                "ptxas not found",
+            );
+            return;
+        }
+        // 65,536 registers for a block of 1,024 threads: at most 64 each.
+        assert!(regs[1] <= 64 && regs[1] < regs[0], "{regs:?}");
+    }
+
+    #[cfg(feature = "hip")]
+    #[test]
+    fn amdgpu_gate_lines() {
+        let (code, stdout, stderr) = xpu_build(&[
+            "tests/filetests/gates/gates.xk",
+            "--backends",
+            "amdgpu",
+            "--arch",
+            "gfx1100",
+        ]);
+        assert_eq!(code, Some(1), "{stdout}{stderr}");
+        let l = line(&stderr, "loose", "amdgpu", "xpu-kernel-unbounded").expect(&stderr);
+        assert!(l.contains("(XPU-G003)"), "{l}");
+        assert!(stdout.contains("clean on amdgpu (gfx1100): "), "{stdout}");
+        if xpu::codegen::llvm::codeobj::find_linker().is_none() {
+            assert!(stderr.contains("no linker: ld.lld not found"), "{stderr}");
+            assert!(line(&stderr, "table", "amdgpu", "xpu-kernel-spill").is_none());
+            skip("gates::amdgpu_gate_lines (spill)", "ld.lld not found");
+            return;
+        }
+        assert!(
+            stdout.contains("clean on amdgpu (gfx1100): hsaco"),
+            "{stdout}"
+        );
+        // A dynamically indexed private array: a private segment, zero spills.
+        let l = line(&stderr, "table", "amdgpu", "xpu-kernel-spill").expect(&stderr);
+        assert!(
+            l.contains("bytes of private segment") && l.contains("private array `t`"),
+            "{l}"
+        );
+        // Every fragment takes the software tier on amdgpu.
+        let l = line(&stderr, "tile", "amdgpu", "xpu-kernel-spill").expect(&stderr);
+        assert!(
+            l.contains("portable software tile") && l.contains("fragment `fa`"),
+            "{l}"
+        );
+        // gfx90a builds wave 64 only: the @wave(32) tile has no code there.
+        let (_, _, stderr) = xpu_build(&["tests/filetests/gates/gates.xk", "--backends", "amdgpu"]);
+        let l = line(&stderr, "tile", "amdgpu", "xpu-kernel-skipped").expect(&stderr);
+        assert!(
+            l.contains("no device code:") && l.contains("(XPU-L03)"),
+            "{l}"
+        );
+    }
+}

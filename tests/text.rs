@@ -701,6 +701,15 @@ fn diagnostics_have_exact_positions() {
         errors("kernel k() {\n    let x;\n}\n"),
         vec!["2:9 XPU-P019"]
     );
+    // Issue #23: atomic_load / atomic_store take a place, a value to store, an order.
+    assert_eq!(
+        errors("kernel k(b: buf<u32, rw>) {\n    let x: u32 = atomic_load(b[0], 1u32);\n}\n"),
+        vec!["2:36 XPU-P020"]
+    );
+    assert_eq!(
+        errors("kernel k(b: buf<u32, rw>) {\n    atomic_store(b[0]);\n}\n"),
+        vec!["2:5 XPU-P020"]
+    );
     assert_eq!(
         errors("kernel k() {\n    let a: u32 = 1 < 2 < 3;\n}\n"),
         vec!["2:24 XPU-P003"]
@@ -1487,6 +1496,19 @@ mod gen {
                         .collect();
                     Some(self.add(Expr::Dispatch { tag, args }))
                 }
+                (14, Type::Scalar(s)) if s.is_int() && self.src.below(2) == 0 => {
+                    let op = self.src.pick(&xpu::ir::BitOp::ALL);
+                    let args = (0..op.arity())
+                        .map(|i| {
+                            if op.is_amount(i) {
+                                self.u32e(d)
+                            } else {
+                                self.expr(ty, d)
+                            }
+                        })
+                        .collect();
+                    Some(self.add(Expr::Bits { op, args }))
+                }
                 (14, Type::Scalar(s) | Type::Vector(s, _)) if s != Scalar::Bool => {
                     let funs: Vec<MathFn> = MathFn::ALL
                         .into_iter()
@@ -1495,6 +1517,28 @@ mod gen {
                     let fun = self.src.pick(&funs);
                     let args = (0..fun.arity()).map(|_| self.expr(ty, d)).collect();
                     Some(self.add(Expr::Math { fun, args }))
+                }
+                (15, Type::Scalar(s)) if s.is_int() && s.bits() >= 32 && self.src.below(4) == 0 => {
+                    // atomic_load (issue #23), with an order a load takes.
+                    let bases: Vec<Base> = self
+                        .bases(Some(ElemType::scalar(s)), false)
+                        .into_iter()
+                        .filter(|b| !matches!(b, Base::Local(_)))
+                        .collect();
+                    if bases.is_empty() {
+                        return None;
+                    }
+                    let base = self.src.pick(&bases);
+                    let order = self.src.pick(&[
+                        MemoryOrder::Relaxed,
+                        MemoryOrder::Acquire,
+                        MemoryOrder::SeqCst,
+                    ]);
+                    let index = self.u32e(d);
+                    Some(self.add(Expr::AtomicLoad {
+                        order,
+                        place: Place::Element { base, index },
+                    }))
                 }
                 (15, Type::Scalar(s)) if s.is_int() => {
                     let bases: Vec<Base> = self

@@ -455,9 +455,12 @@ fn v017_atomic_types_and_targets() {
         let b = buf(f, "b", Scalar::F32, true);
         let (i, v) = (f.u32(0), f.f32(1.0));
         f.at(4, 5);
+        let a = f.atomic(AtomicOp::Xor, b, i, v);
+        f.eval(a);
+        // f32 is allowed for atomic_add, atomic_min and atomic_max (issue #23).
+        let (i, v) = (f.u32(0), f.f32(1.0));
         let a = f.atomic(AtomicOp::Max, b, i, v);
         f.eval(a);
-        // f32 is allowed for atomic_add.
         let (i, v) = (f.u32(0), f.f32(1.0));
         let a = f.atomic(AtomicOp::Add, b, i, v);
         f.eval(a);
@@ -1187,6 +1190,96 @@ kernel k() {
         3,
         18,
     ),
+    // Issue #23: bit operations, atomic_load / atomic_store.
+    (
+        "kernel k() {
+    let x: f32 = popcount(1.0);
+}",
+        "XPU-V080",
+        2,
+        18,
+    ),
+    (
+        "kernel k(a: u32, b: i32) {
+    let x: u32 = mul_hi(a, b);
+}",
+        "XPU-V080",
+        2,
+        18,
+    ),
+    (
+        "kernel k(a: u32) {
+    let x: u32 = rotate_left(a, 1u8);
+}",
+        "XPU-V080",
+        2,
+        18,
+    ),
+    (
+        "kernel k(a: u32) {
+    let x: u32 = bitfield_insert(a, a, 1);
+}",
+        "XPU-V080",
+        2,
+        18,
+    ),
+    (
+        "kernel k(v: vec4<u32>) {
+    let x: vec4<u32> = clz(v);
+}",
+        "XPU-V080",
+        2,
+        24,
+    ),
+    (
+        "kernel k(b: buf<u32, rw>) {
+    let x: u32 = atomic_load(b[0], release);
+}",
+        "XPU-V081",
+        2,
+        18,
+    ),
+    (
+        "kernel k(b: buf<u32, rw>) {
+    atomic_store(b[0], 1, acq_rel);
+}",
+        "XPU-V081",
+        2,
+        5,
+    ),
+    (
+        "kernel k(b: buf<u32>) {
+    atomic_store(b[0], 1);
+}",
+        "XPU-V035",
+        2,
+        5,
+    ),
+    (
+        "kernel k(b: buf<u8, rw>) {
+    let x: u8 = atomic_load(b[0]);
+}",
+        "XPU-V017",
+        2,
+        17,
+    ),
+    (
+        "kernel k(b: buf<f64, rw>) {
+    atomic_min(b[0], 1.0);
+}",
+        "XPU-V017",
+        2,
+        5,
+    ),
+    (
+        "device fn f() { }
+kernel k(b: buf<u32, rw>) {
+    let x: u32 = atomic_store(b[0], 1u32) + 1u32;
+}",
+        "XPU-V011",
+        3,
+        18,
+    ),
     (
         "kernel k() {
     let v: vec2<f32> = vec2<f32>(1.0);
@@ -1226,7 +1319,7 @@ kernel k() {
     ),
     (
         "kernel k(b: buf<f32, rw>) {
-    atomic_max(b[0], 1.0);
+    atomic_and(b[0], 1.0);
 }",
         "XPU-V017",
         2,

@@ -10,6 +10,13 @@
 //! Layout: `<dir>/<device key>/<ir hash>.<ext>`, written to a temporary name and renamed,
 //! so a concurrent reader sees a whole file or none. A file that cannot be read or written
 //! is a miss, never an error: the cache only ever saves time.
+//!
+//! Every file is an envelope: the magic `XPUCACHE`, the SHA-256 of the payload, the payload.
+//! A file whose envelope does not check (truncated, damaged, written by something else) is
+//! ignored, removed and counted ([`CodeCache::stats`]); the caller makes the code again and
+//! its `put` replaces it. A hit touches the file's modification time, and a `put` that takes
+//! the folder past its cap (`XPU_CACHE_MAX_MB`, default 1 GiB) removes the least recently
+//! used files until it is under it.
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -64,20 +71,64 @@ pub fn hash_hex(parts: &[&[u8]]) -> String {
 /// Device code as stored: shared, immutable bytes.
 pub type Code = Arc<Vec<u8>>;
 
+/// What a cache's disk side has done (for tests and benchmarks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Lookups answered from disk.
+    pub disk_hits: u64,
+    /// Files found but not trusted (their envelope did not check), removed.
+    pub rejected: u64,
+    /// Files removed to keep the folder under its cap.
+    pub evicted: u64,
+}
+
+/// The first bytes of every cache file.
+const MAGIC: &[u8; 8] = b"XPUCACHE";
+
 /// An in-memory and on-disk store of device code.
 #[derive(Debug)]
 pub struct CodeCache {
     dir: Option<PathBuf>,
     memory: Mutex<HashMap<(DeviceKey, String), Code>>,
+    cap: u64,
+    stats: Mutex<Stats>,
+    /// Whether lookups and stores are also kept in memory for the process.
+    in_memory: bool,
 }
 
 impl CodeCache {
-    /// A cache persisting under `dir` (memory-only when `None`).
+    /// A cache persisting under `dir` (memory-only when `None`), capped at `XPU_CACHE_MAX_MB`
+    /// (1 GiB when unset or malformed).
     pub fn new(dir: Option<PathBuf>) -> Self {
+        let cap = crate::config::get()
+            .cache_max_bytes
+            .clone()
+            .unwrap_or(1024 << 20);
+        CodeCache::with_cap(dir, cap)
+    }
+
+    /// A cache persisting under `dir`, whose files together stay under `cap` bytes.
+    pub fn with_cap(dir: Option<PathBuf>, cap: u64) -> Self {
         CodeCache {
             dir,
             memory: Mutex::new(HashMap::new()),
+            cap,
+            stats: Mutex::new(Stats::default()),
+            in_memory: true,
         }
+    }
+
+    /// A cache on disk only (nothing kept in memory: a caller that keeps its own code per
+    /// program, so that dropped programs leave nothing behind), capped as [`CodeCache::new`].
+    pub fn disk_only(dir: Option<PathBuf>) -> Self {
+        CodeCache {
+            in_memory: false,
+            ..CodeCache::new(dir)
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        *self.stats.lock()
     }
 
     /// The documented default directory (module docs), or `None`.
@@ -104,28 +155,94 @@ impl CodeCache {
         if let Some(v) = self.memory.lock().get(&mk) {
             return Some((v.clone(), Hit::Memory));
         }
-        let bytes = std::fs::read(self.path(key, hash, ext)?).ok()?;
-        let v = Arc::new(bytes);
-        self.memory.lock().insert(mk, v.clone());
+        let path = self.path(key, hash, ext)?;
+        let file = std::fs::read(&path).ok()?;
+        let Some(bytes) = open_envelope(&file) else {
+            // Not trusted: removed, so that the caller's `put` writes a good one.
+            let _ = std::fs::remove_file(&path);
+            self.stats.lock().rejected += 1;
+            return None;
+        };
+        // The least-recently-used order is the files' modification times.
+        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
+        let v = Arc::new(bytes.to_vec());
+        if self.in_memory {
+            self.memory.lock().insert(mk, v.clone());
+        }
+        self.stats.lock().disk_hits += 1;
         Some((v, Hit::Disk))
     }
 
     /// Stores code in memory and, best effort, on disk.
     pub fn put(&self, key: &DeviceKey, hash: &str, ext: &str, code: Vec<u8>) -> Arc<Vec<u8>> {
         let v = Arc::new(code);
-        self.memory
-            .lock()
-            .insert((key.clone(), format!("{hash}.{ext}")), v.clone());
+        if self.in_memory {
+            self.memory
+                .lock()
+                .insert((key.clone(), format!("{hash}.{ext}")), v.clone());
+        }
         if let Some(path) = self.path(key, hash, ext) {
-            let _ = write_atomic(&path, &v);
+            let mut file = Vec::with_capacity(MAGIC.len() + 32 + v.len());
+            file.extend_from_slice(MAGIC);
+            file.extend_from_slice(&Sha256::digest(v.as_slice()));
+            file.extend_from_slice(&v);
+            if write_atomic(&path, &file).is_ok() {
+                self.evict();
+            }
         }
         v
+    }
+
+    /// Removes the least recently used files until the folder holds at most the cap.
+    fn evict(&self) {
+        let Some(dir) = &self.dir else { return };
+        let mut files = Vec::new();
+        for sub in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(sub.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if let Ok(m) = f.metadata() {
+                    if m.is_file() {
+                        let t = m.modified().unwrap_or(std::time::UNIX_EPOCH);
+                        files.push((t, m.len(), f.path()));
+                    }
+                }
+            }
+        }
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        if total <= self.cap {
+            return;
+        }
+        files.sort();
+        for (_, len, path) in files {
+            if total <= self.cap {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+                self.stats.lock().evicted += 1;
+            }
+        }
     }
 
     /// Drops every entry from memory (the disk files stay); a later `get` reads the disk.
     pub fn clear_memory(&self) {
         self.memory.lock().clear();
     }
+}
+
+/// The payload of a cache file, where its envelope checks.
+fn open_envelope(file: &[u8]) -> Option<&[u8]> {
+    let rest = file.strip_prefix(MAGIC)?;
+    if rest.len() < 32 {
+        return None;
+    }
+    let (hash, payload) = rest.split_at(32);
+    (Sha256::digest(payload)[..] == *hash).then_some(payload)
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

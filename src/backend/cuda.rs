@@ -21,14 +21,16 @@
 
 use crate::backend::cache::{hash_hex, CodeCache, DeviceKey, Hit};
 use crate::backend::common;
+use crate::codegen::checks::{CheckSite, Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::target::LoweringTarget;
 use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi, ParamAbi};
-use crate::hal::facts::DeviceFacts;
+use crate::hal::checked::{report_error, ProgramOptions};
+use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
-    ProgramImpl, ReadTicket, StreamImpl, TimerTier,
+    Prebuilt, ProgramImpl, ReadTicket, StreamImpl, TimerTier,
 };
 use crate::ir::{Function, VerifiedModule};
 use cudarc::driver::{result, sys};
@@ -69,9 +71,22 @@ pub fn driver_version() -> Option<i32> {
 }
 
 /// A retained primary context, made current on each thread before driver calls.
+///
+/// **Device faults.** A sticky error (an illegal or misaligned address, a trap: [`is_sticky`])
+/// leaves the context unusable. The first call that sees one resets the primary context
+/// (`cuDevicePrimaryCtxReset`) and starts a new *epoch*: every object made in an earlier
+/// epoch (memory, streams, events, loaded modules) is gone with it. Memory reports
+/// `XPU-D014` on use and is never freed (its address may belong to a new allocation); a
+/// stream makes a new handle on first use; a kernel loads its PTX again.
 struct Ctx {
-    ctx: sys::CUcontext,
+    ctx: Mutex<sys::CUcontext>,
     dev: sys::CUdevice,
+    /// The current epoch: 0 at open, one more after each fault.
+    epoch: std::sync::atomic::AtomicU64,
+    /// The kernel launched last: the one a fault is reported against.
+    last_kernel: Mutex<String>,
+    /// Per ended epoch, the kernel whose fault ended it.
+    faults: Mutex<Vec<String>>,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread once made current there, which
@@ -79,10 +94,100 @@ struct Ctx {
 unsafe impl Send for Ctx {}
 unsafe impl Sync for Ctx {}
 
+/// Whether a driver error is sticky: the context is lost and every later call fails until it
+/// is reset (CUDA driver API, "Error Handling").
+pub fn is_sticky(r: sys::CUresult) -> bool {
+    use sys::CUresult as E;
+    matches!(
+        r,
+        E::CUDA_ERROR_ILLEGAL_ADDRESS
+            | E::CUDA_ERROR_LAUNCH_TIMEOUT
+            | E::CUDA_ERROR_ASSERT
+            | E::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | E::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | E::CUDA_ERROR_MISALIGNED_ADDRESS
+            | E::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | E::CUDA_ERROR_INVALID_PC
+            | E::CUDA_ERROR_LAUNCH_FAILED
+    )
+}
+
 impl Ctx {
+    fn new(ctx: sys::CUcontext, dev: sys::CUdevice) -> Ctx {
+        Ctx {
+            ctx: Mutex::new(ctx),
+            dev,
+            epoch: std::sync::atomic::AtomicU64::new(0),
+            last_kernel: Mutex::new(String::new()),
+            faults: Mutex::new(Vec::new()),
+        }
+    }
+
     fn bind(&self) -> Result<(), DeviceError> {
+        let c = *self.ctx.lock();
         // SAFETY: the context was retained in `CudaDevice::open` and lives as long as self.
-        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| driver_err("cuCtxSetCurrent", e))
+        unsafe { result::ctx::set_current(c) }.map_err(|e| driver_err("cuCtxSetCurrent", e))
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The error for an object of `epoch` once that epoch has ended.
+    fn lost(&self, epoch: u64) -> Option<String> {
+        if epoch == self.epoch() {
+            return None;
+        }
+        Some(
+            self.faults
+                .lock()
+                .get(epoch as usize)
+                .cloned()
+                .unwrap_or_default(),
+        )
+    }
+
+    /// `what` failed with `e`: a sticky error is the fault of the kernel launched last, and
+    /// the context is recreated (once per fault, whoever sees it first); the kernel and the
+    /// message are returned. Other errors give `None`.
+    fn fault(&self, what: &str, e: &result::DriverError) -> Option<(String, String)> {
+        if !is_sticky(e.0) {
+            return None;
+        }
+        let seen = self.epoch();
+        let kernel = self.last_kernel.lock().clone();
+        self.recover(seen, &kernel);
+        Some((kernel, format!("{what}: {:?}", e.0)))
+    }
+
+    /// Resets the primary context after a fault seen in epoch `seen`, unless another thread
+    /// already did.
+    fn recover(&self, seen: u64, kernel: &str) {
+        let mut c = self.ctx.lock();
+        if self.epoch() != seen {
+            return;
+        }
+        // SAFETY: `dev` is valid; the reset destroys every allocation, module, stream and
+        // event of the context, which the epoch marks as gone. The new retain is balanced by
+        // the release right after it: the retain taken at open still holds the context.
+        unsafe {
+            let _ = sys::cuDevicePrimaryCtxReset_v2(self.dev);
+            if let Ok(fresh) = result::primary_ctx::retain(self.dev) {
+                *c = fresh;
+                let _ = result::primary_ctx::release(self.dev);
+            }
+            let _ = result::ctx::set_current(*c);
+        }
+        self.faults.lock().push(kernel.to_string());
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// A driver error of a device operation: a fault, or a plain driver failure.
+    fn device_err(&self, what: &str, e: result::DriverError) -> DeviceError {
+        match self.fault(what, &e) {
+            Some((kernel, message)) => DeviceError::DeviceFault { kernel, message },
+            None => driver_err(what, e),
+        }
     }
 }
 
@@ -92,6 +197,25 @@ impl Drop for Ctx {
         unsafe {
             let _ = result::primary_ctx::release(self.dev);
         }
+    }
+}
+
+/// What a CUDA device of compute capability `arch` (`major * 10 + minor`, as the driver
+/// reports it) does natively: f16 arithmetic from sm_53, tensor-core `wmma` from sm_70, a
+/// shared opt-in where the driver's opt-in limit exceeds the default one. A warp is always 32
+/// wide, so a kernel cannot choose its subgroup size.
+pub fn cuda_features(arch: u32, shared: Option<u64>, optin: Option<u64>) -> FeatureSupport {
+    let yes = |b: bool| Some(if b { Support::Native } else { Support::No });
+    FeatureSupport {
+        int64_atomics: Some(Support::Native),
+        f16: yes(arch >= 53),
+        f64: Some(Support::Native),
+        subgroup_size_control: Some(Support::No),
+        cooperative_matrix: yes(arch >= 70),
+        shared_opt_in: match (shared, optin) {
+            (Some(s), Some(o)) => yes(o > s),
+            _ => None,
+        },
     }
 }
 
@@ -121,7 +245,7 @@ impl CudaDevice {
         // SAFETY: `dev` is a valid device; the retain is released by `Ctx::drop`.
         let ctx = unsafe { result::primary_ctx::retain(dev) }
             .map_err(|e| driver_err("cuDevicePrimaryCtxRetain", e))?;
-        let ctx = Arc::new(Ctx { ctx, dev });
+        let ctx = Arc::new(Ctx::new(ctx, dev));
         ctx.bind()?;
         let attr = |a: sys::CUdevice_attribute| -> Option<i64> {
             // SAFETY: `dev` is valid; the attribute is one the driver defines.
@@ -190,6 +314,15 @@ impl CudaDevice {
             clock_khz: u32a(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
             buffer_offset_alignment: None,
             int64_atomics: Some(true),
+            l2_cache_bytes: u64a(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).filter(|&b| b > 0),
+            memory_bus_bits: u32a(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)
+                .filter(|&b| b > 0),
+            memory_clock_khz: u32a(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).filter(|&c| c > 0),
+            features: cuda_features(
+                arch,
+                u64a(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+                u64a(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            ),
         };
         let key = DeviceKey {
             arch: format!("cuda-{}", Nvptx::new(arch).cpu()),
@@ -224,11 +357,15 @@ impl CudaDevice {
     }
 
     fn memory<'m>(&self, mem: &'m Arc<dyn DeviceMemory>) -> Result<&'m CudaMemory, DeviceError> {
-        mem.as_any()
-            .downcast_ref::<CudaMemory>()
-            .ok_or_else(|| DeviceError::ForeignObject {
+        let m = mem.as_any().downcast_ref::<CudaMemory>().ok_or_else(|| {
+            DeviceError::ForeignObject {
                 what: "memory".into(),
-            })
+            }
+        })?;
+        match self.ctx.lost(m.epoch) {
+            Some(kernel) => Err(DeviceError::Lost { kernel }),
+            None => Ok(m),
+        }
     }
 }
 
@@ -281,15 +418,19 @@ impl DeviceImpl for CudaDevice {
             0
         } else {
             // SAFETY: a plain device allocation of `bytes`, freed in `CudaMemory::drop`.
-            let p =
-                unsafe { result::malloc_sync(bytes) }.map_err(|e| DeviceError::OutOfMemory {
-                    bytes: bytes as u64,
-                    reason: format!("{e:?}"),
-                })?;
+            let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| {
+                match self.ctx.fault("cuMemAlloc", &e) {
+                    Some((kernel, message)) => DeviceError::DeviceFault { kernel, message },
+                    None => DeviceError::OutOfMemory {
+                        bytes: bytes as u64,
+                        reason: format!("{e:?}"),
+                    },
+                }
+            })?;
             if init == Init::Poison {
                 // SAFETY: `p` holds `bytes` bytes.
                 unsafe { result::memset_d8_sync(p, 0xFF, bytes) }
-                    .map_err(|e| driver_err("cuMemsetD8", e))?;
+                    .map_err(|e| self.ctx.device_err("cuMemsetD8", e))?;
             }
             p
         };
@@ -297,6 +438,7 @@ impl DeviceImpl for CudaDevice {
             ctx: self.ctx.clone(),
             ptr,
             size: bytes,
+            epoch: self.ctx.epoch(),
         }))
     }
 
@@ -316,8 +458,8 @@ impl DeviceImpl for CudaDevice {
         self.ctx.bind()?;
         // SAFETY: the range was checked; from pageable memory the call returns once `src`
         // is staged, so the caller may reuse it.
-        unsafe { result::memcpy_htod_async(m.ptr + offset as u64, src, s.stream) }
-            .map_err(|e| driver_err("cuMemcpyHtoDAsync", e))
+        unsafe { result::memcpy_htod_async(m.ptr + offset as u64, src, s.handle()?) }
+            .map_err(|e| self.ctx.device_err("cuMemcpyHtoDAsync", e))
     }
 
     fn read(
@@ -333,14 +475,15 @@ impl DeviceImpl for CudaDevice {
         let mut data = vec![0u8; len];
         if len > 0 {
             self.ctx.bind()?;
+            let h = s.handle()?;
             // SAFETY: the range was checked; `data` outlives the copy because a copy to
             // pageable memory returns only once it has completed, and we sync the stream
             // before handing the bytes out regardless.
-            unsafe { result::memcpy_dtoh_async(&mut data, m.ptr + offset as u64, s.stream) }
-                .map_err(|e| driver_err("cuMemcpyDtoHAsync", e))?;
+            unsafe { result::memcpy_dtoh_async(&mut data, m.ptr + offset as u64, h) }
+                .map_err(|e| self.ctx.device_err("cuMemcpyDtoHAsync", e))?;
             // SAFETY: a valid stream of this context.
-            unsafe { result::stream::synchronize(s.stream) }
-                .map_err(|e| driver_err("cuStreamSynchronize", e))?;
+            unsafe { result::stream::synchronize(h) }
+                .map_err(|e| self.ctx.device_err("cuStreamSynchronize", e))?;
         }
         Ok(Box::new(common::Ready(data)))
     }
@@ -369,10 +512,10 @@ impl DeviceImpl for CudaDevice {
                 b.ptr + dst_offset as u64,
                 a.ptr + src_offset as u64,
                 len,
-                s.stream,
+                s.handle()?,
             )
         }
-        .map_err(|e| driver_err("cuMemcpyDtoDAsync", e))
+        .map_err(|e| self.ctx.device_err("cuMemcpyDtoDAsync", e))
     }
 
     fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
@@ -381,12 +524,46 @@ impl DeviceImpl for CudaDevice {
             .map_err(|e| driver_err("cuStreamCreate", e))?;
         Ok(Arc::new(CudaStream {
             ctx: self.ctx.clone(),
-            stream,
+            stream: Mutex::new((stream, self.ctx.epoch())),
         }))
     }
 
+    fn load_with(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &ProgramOptions,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let mut p = CudaProgram::new(self, module.clone());
+        p.checks = options.checks();
+        Ok(Arc::new(p))
+    }
+
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
-        Ok(self.load_program(module))
+        self.load_with(module, &ProgramOptions::from_env()?)
+    }
+
+    fn code_target(&self) -> Option<String> {
+        Some(format!("sm_{}", self.arch))
+    }
+
+    fn load_prebuilt(
+        &self,
+        module: &Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let mut program = CudaProgram::new(self, module.clone());
+        for p in prebuilt {
+            let ptx = String::from_utf8(p.code).map_err(|_| DeviceError::Load {
+                message: format!("the PTX of kernel `{}` is not UTF-8", p.kernel),
+            })?;
+            if abi_from_header(&ptx).is_none() {
+                return Err(DeviceError::Load {
+                    message: format!("the PTX of kernel `{}` has no xpu-abi header", p.kernel),
+                });
+            }
+            program.prebuilt.get_mut().insert(p.kernel, ptx);
+        }
+        Ok(Arc::new(program))
     }
 
     fn coarsens(&self) -> bool {
@@ -403,6 +580,8 @@ pub struct CudaMemory {
     ctx: Arc<Ctx>,
     ptr: sys::CUdeviceptr,
     size: usize,
+    /// The context epoch it was made in ([`Ctx`]): lost once that epoch ends.
+    epoch: u64,
 }
 
 impl CudaMemory {
@@ -423,7 +602,8 @@ impl DeviceMemory for CudaMemory {
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
-        if self.ptr != 0 && self.ctx.bind().is_ok() {
+        // Memory of a lost context went with it: its address may be a new allocation's now.
+        if self.ptr != 0 && self.ctx.lost(self.epoch).is_none() && self.ctx.bind().is_ok() {
             // SAFETY: allocated by `alloc` and freed once, here. cuMemFree synchronises with
             // work still using the allocation.
             unsafe {
@@ -433,10 +613,11 @@ impl Drop for CudaMemory {
     }
 }
 
-/// A CUDA stream.
+/// A CUDA stream: its handle and the context epoch it was made in (a stream of a lost
+/// context gets a new handle on first use).
 pub struct CudaStream {
     ctx: Arc<Ctx>,
-    stream: sys::CUstream,
+    stream: Mutex<(sys::CUstream, u64)>,
 }
 
 // SAFETY: CUDA streams may be used from any thread of the process (with the context bound).
@@ -444,18 +625,34 @@ unsafe impl Send for CudaStream {}
 unsafe impl Sync for CudaStream {}
 
 impl CudaStream {
+    /// The current handle (for benchmarks that launch directly); see [`CudaStream::handle`].
     pub fn raw(&self) -> sys::CUstream {
-        self.stream
+        self.stream.lock().0
+    }
+
+    /// The handle, with the context bound; a stream of a lost context is made again.
+    fn handle(&self) -> Result<sys::CUstream, DeviceError> {
+        self.ctx.bind()?;
+        let mut st = self.stream.lock();
+        let epoch = self.ctx.epoch();
+        if st.1 != epoch {
+            let fresh = result::stream::create(result::stream::StreamKind::NonBlocking)
+                .map_err(|e| self.ctx.device_err("cuStreamCreate", e))?;
+            *st = (fresh, epoch);
+        }
+        Ok(st.0)
     }
 }
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
-        if self.ctx.bind().is_ok() {
-            // SAFETY: created in `create_stream`, destroyed once; pending work completes first.
+        let (stream, epoch) = *self.stream.lock();
+        if self.ctx.lost(epoch).is_none() && self.ctx.bind().is_ok() {
+            // SAFETY: created in `create_stream` (or `handle`), destroyed once; pending work
+            // completes first. A stream of a lost context went with it.
             unsafe {
-                let _ = result::stream::synchronize(self.stream);
-                let _ = result::stream::destroy(self.stream);
+                let _ = result::stream::synchronize(stream);
+                let _ = result::stream::destroy(stream);
             }
         }
     }
@@ -463,23 +660,24 @@ impl Drop for CudaStream {
 
 impl StreamImpl for CudaStream {
     fn sync(&self) -> Result<(), DeviceError> {
-        self.ctx.bind()?;
+        let h = self.handle()?;
         // SAFETY: a live stream.
-        unsafe { result::stream::synchronize(self.stream) }
-            .map_err(|e| driver_err("cuStreamSynchronize", e))
+        unsafe { result::stream::synchronize(h) }
+            .map_err(|e| self.ctx.device_err("cuStreamSynchronize", e))
     }
 
     fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError> {
-        self.ctx.bind()?;
+        let h = self.handle()?;
         let event = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-            .map_err(|e| driver_err("cuEventCreate", e))?;
+            .map_err(|e| self.ctx.device_err("cuEventCreate", e))?;
         let ev = CudaEvent {
             ctx: self.ctx.clone(),
             event,
+            epoch: self.ctx.epoch(),
         };
         // SAFETY: live event and stream of one context.
-        unsafe { result::event::record(event, self.stream) }
-            .map_err(|e| driver_err("cuEventRecord", e))?;
+        unsafe { result::event::record(event, h) }
+            .map_err(|e| self.ctx.device_err("cuEventRecord", e))?;
         Ok(Arc::new(ev))
     }
 
@@ -489,14 +687,13 @@ impl StreamImpl for CudaStream {
                 what: "the event".into(),
             }
         })?;
-        self.ctx.bind()?;
+        if let Some(kernel) = self.ctx.lost(ev.epoch) {
+            return Err(DeviceError::Lost { kernel });
+        }
+        let h = self.handle()?;
         // SAFETY: live stream and event.
         unsafe {
-            result::stream::wait_event(
-                self.stream,
-                ev.event,
-                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-            )
+            result::stream::wait_event(h, ev.event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
         }
         .map_err(|e| driver_err("cuStreamWaitEvent", e))
     }
@@ -510,6 +707,8 @@ impl StreamImpl for CudaStream {
 pub struct CudaEvent {
     ctx: Arc<Ctx>,
     event: sys::CUevent,
+    /// The context epoch it was made in.
+    epoch: u64,
 }
 
 // SAFETY: events may be used from any thread with the context bound.
@@ -518,8 +717,9 @@ unsafe impl Sync for CudaEvent {}
 
 impl Drop for CudaEvent {
     fn drop(&mut self) {
-        if self.ctx.bind().is_ok() {
-            // SAFETY: created in `record`, destroyed once.
+        if self.ctx.lost(self.epoch).is_none() && self.ctx.bind().is_ok() {
+            // SAFETY: created in `record`, destroyed once (an event of a lost context went
+            // with it).
             unsafe {
                 let _ = result::event::destroy(self.event);
             }
@@ -529,15 +729,22 @@ impl Drop for CudaEvent {
 
 impl EventImpl for CudaEvent {
     fn is_complete(&self) -> bool {
+        // An event of a lost context never completes: it is done with.
+        if self.ctx.lost(self.epoch).is_some() {
+            return true;
+        }
         // SAFETY: a live event.
         self.ctx.bind().is_ok() && unsafe { result::event::query(self.event) }.is_ok()
     }
 
     fn sync(&self) -> Result<(), DeviceError> {
+        if let Some(kernel) = self.ctx.lost(self.epoch) {
+            return Err(DeviceError::Lost { kernel });
+        }
         self.ctx.bind()?;
         // SAFETY: a live event.
         unsafe { result::event::synchronize(self.event) }
-            .map_err(|e| driver_err("cuEventSynchronize", e))
+            .map_err(|e| self.ctx.device_err("cuEventSynchronize", e))
     }
 
     fn elapsed_since(&self, earlier: &dyn EventImpl) -> Option<Duration> {
@@ -560,6 +767,8 @@ pub enum CodeSource {
     Lowered,
     /// The in-memory cache.
     Memory,
+    /// A bundle's PTX for this architecture.
+    Bundle,
     /// The on-disk cache.
     Disk,
 }
@@ -584,6 +793,12 @@ pub struct CudaProgram {
     ir_hash: String,
     kernels: Mutex<HashMap<String, Arc<CudaKernel>>>,
     first_use: Mutex<HashMap<String, FirstUse>>,
+    /// Checked mode and ub-traps ([`ProgramOptions`]): part of the code's cache key.
+    checks: Checks,
+    /// PTX (with its `xpu-abi` header) from a bundle, by kernel: taken instead of lowering.
+    prebuilt: Mutex<HashMap<String, String>>,
+    /// Kernels lowered by LLVM here (not from a bundle or the cache).
+    lowerings: std::sync::atomic::AtomicU64,
 }
 
 impl CudaProgram {
@@ -600,6 +815,9 @@ impl CudaProgram {
             ir_hash,
             kernels: Mutex::new(HashMap::new()),
             first_use: Mutex::new(HashMap::new()),
+            checks: Checks::default(),
+            prebuilt: Mutex::new(HashMap::new()),
+            lowerings: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -615,41 +833,47 @@ impl CudaProgram {
             .ok_or_else(|| format!("no kernel `{name}` in the module"))?;
         let target = Nvptx::new(self.arch);
         let t0 = Instant::now();
-        let hash = hash_hex(&[
-            self.ir_hash.as_bytes(),
-            name.as_bytes(),
-            target.cpu().as_bytes(),
-        ]);
-        let (ptx, abi, source) = match self.cache.get(&self.key, &hash, "ptx") {
-            Some((bytes, hit)) => {
-                let text = String::from_utf8_lossy(&bytes).into_owned();
-                match abi_from_header(&text) {
-                    Some(abi) => (
-                        text,
-                        abi,
-                        if hit == Hit::Memory {
-                            CodeSource::Memory
-                        } else {
-                            CodeSource::Disk
-                        },
-                    ),
-                    None => self.lower(handle, &target, &hash)?,
-                }
-            }
-            None => self.lower(handle, &target, &hash)?,
-        };
+        // Code built with checks differs from code without: its own cache entry.
+        let checks = format!("{:?}", self.checks);
+        let cpu = target.cpu();
+        let mut key: Vec<&[u8]> = vec![self.ir_hash.as_bytes(), name.as_bytes(), cpu.as_bytes()];
+        if self.checks.any() {
+            key.push(checks.as_bytes());
+        }
+        let hash = hash_hex(&key);
+        // A bundle's PTX is code without checks: taken only when none are asked for.
+        let bundled = self
+            .prebuilt
+            .lock()
+            .remove(name)
+            .filter(|_| !self.checks.any())
+            .and_then(|ptx| Some((abi_from_header(&ptx)?, ptx)));
+        let cached = bundled.map(|(abi, ptx)| (ptx, abi, CodeSource::Bundle));
+        let (ptx, abi, source) =
+            cached
+                .map(Ok)
+                .unwrap_or_else(|| match self.cache.get(&self.key, &hash, "ptx") {
+                    Some((bytes, hit)) => {
+                        let text = String::from_utf8_lossy(&bytes).into_owned();
+                        match abi_from_header(&text) {
+                            Some(abi) => Ok((
+                                text,
+                                abi,
+                                if hit == Hit::Memory {
+                                    CodeSource::Memory
+                                } else {
+                                    CodeSource::Disk
+                                },
+                            )),
+                            None => self.lower(handle, &target, &hash),
+                        }
+                    }
+                    None => self.lower(handle, &target, &hash),
+                })?;
         let code_time = t0.elapsed();
         let t1 = Instant::now();
-        self.ctx.bind().map_err(|e| e.to_string())?;
-        let mut image = ptx.clone().into_bytes();
-        image.push(0);
-        // SAFETY: `image` is NUL-terminated PTX text.
-        let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
-            .map_err(|e| format!("cuModuleLoadData: {e:?}"))?;
-        let sym = std::ffi::CString::new(abi.symbol.clone()).map_err(|e| e.to_string())?;
-        // SAFETY: a live module; `sym` names its entry.
-        let func = unsafe { result::module::get_function(module, sym) }
-            .map_err(|e| format!("cuModuleGetFunction: {e:?}"))?;
+        let loaded = Loaded::load(&self.ctx, &ptx, &abi)?;
+        let func = loaded.func;
         let load_time = t1.elapsed();
         self.first_use.lock().insert(
             name.to_string(),
@@ -681,13 +905,13 @@ impl CudaProgram {
         }
         manifest.code_hash = Some(u64::from_str_radix(&hash[..16], 16).unwrap_or(0));
         manifest.code_bytes = Some(ptx.len() as u64);
+        crate::hal::profile::fill_manifest(&format!("sm_{}", self.arch), &mut manifest);
         Ok(CudaKernel {
             ctx: self.ctx.clone(),
-            module,
-            func,
+            ptx,
+            loaded: Mutex::new(loaded),
             abi,
             manifest,
-            max_dynamic: Mutex::new(0),
         })
     }
 
@@ -721,11 +945,16 @@ impl CudaProgram {
         target: &Nvptx,
         hash: &str,
     ) -> Result<(String, KernelAbi, CodeSource), String> {
+        self.lowerings
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let out = llvm::lower(
             self.module.module(),
             &[llvm::KernelRef::plain(handle)],
             target,
-            &llvm::Options::default(),
+            &llvm::Options {
+                checks: self.checks,
+                ..llvm::Options::default()
+            },
         )
         .map_err(|e| e.to_string())?;
         let abi = out
@@ -763,11 +992,31 @@ impl ProgramImpl for CudaProgram {
             .ok()
             .map(|k| k.manifest().clone())
     }
+
+    fn lowerings(&self) -> Option<u64> {
+        Some(self.lowerings.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// The ABI facts the PTX alone does not carry, as a comment line at the top of cached PTX:
-/// `// xpu-abi <symbol> <static shared> <dynamic elem or -> <base align per param,...>`.
-fn abi_header(abi: &KernelAbi) -> String {
+/// `// xpu-abi <symbol> <static shared> <dynamic elem or -> <base align per param,...>`,
+/// then, for code with checks, `// xpu-report` and one `// xpu-site <line> <what>` per site.
+pub fn abi_header(abi: &KernelAbi) -> String {
+    let mut checks = String::new();
+    if abi.report {
+        checks.push_str("// xpu-report\n");
+    }
+    for site in &abi.sites {
+        checks.push_str(&format!(
+            "// xpu-site {} {}\n",
+            site.line,
+            site.what.replace('\n', " ")
+        ));
+    }
+    format!("{}{checks}", abi_line(abi))
+}
+
+fn abi_line(abi: &KernelAbi) -> String {
     let aligns: Vec<String> = abi
         .params
         .iter()
@@ -818,6 +1067,21 @@ fn abi_from_header(ptx: &str) -> Option<KernelAbi> {
             })
             .collect(),
     };
+    let mut report = false;
+    let mut sites = Vec::new();
+    for l in ptx.lines().skip(1) {
+        if l == "// xpu-report" {
+            report = true;
+        } else if let Some(rest) = l.strip_prefix("// xpu-site ") {
+            let (line, what) = rest.split_once(' ').unwrap_or((rest, ""));
+            sites.push(CheckSite {
+                line: line.parse().ok()?,
+                what: what.to_string(),
+            });
+        } else {
+            break;
+        }
+    }
     Some(KernelAbi {
         name: symbol.clone(),
         symbol,
@@ -827,18 +1091,76 @@ fn abi_from_header(ptx: &str) -> Option<KernelAbi> {
         wave_width: 32,
         bounds: Default::default(),
         declared_wave: None,
+        report,
+        sites,
     })
 }
 
 /// One kernel's loaded code.
 pub struct CudaKernel {
     ctx: Arc<Ctx>,
-    module: sys::CUmodule,
-    func: sys::CUfunction,
+    /// The PTX, kept to load it again in a context recreated after a device fault.
+    ptx: String,
+    loaded: Mutex<Loaded>,
     abi: KernelAbi,
     manifest: KernelManifest,
+}
+
+/// A kernel's PTX loaded in one context epoch.
+struct Loaded {
+    module: sys::CUmodule,
+    func: sys::CUfunction,
+    /// The checks' report global (`llvm::REPORT_SYMBOL`), where the code has one.
+    report: Option<sys::CUdeviceptr>,
     /// The dynamic shared bytes the function is opted in to.
-    max_dynamic: Mutex<u32>,
+    max_dynamic: u32,
+    epoch: u64,
+}
+
+impl Loaded {
+    /// Loads `ptx` (whose entry and report global `abi` names) in the current context.
+    fn load(ctx: &Ctx, ptx: &str, abi: &KernelAbi) -> Result<Loaded, String> {
+        ctx.bind().map_err(|e| e.to_string())?;
+        let epoch = ctx.epoch();
+        let mut image = ptx.as_bytes().to_vec();
+        image.push(0);
+        // SAFETY: `image` is NUL-terminated PTX text.
+        let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
+            .map_err(|e| format!("cuModuleLoadData: {e:?}"))?;
+        let unload = |why: String| {
+            // SAFETY: loaded above, unloaded once on this failure path.
+            unsafe {
+                let _ = result::module::unload(module);
+            }
+            why
+        };
+        let sym = std::ffi::CString::new(abi.symbol.clone()).map_err(|e| unload(e.to_string()))?;
+        // SAFETY: a live module; `sym` names its entry.
+        let func = unsafe { result::module::get_function(module, sym) }
+            .map_err(|e| unload(format!("cuModuleGetFunction: {e:?}")))?;
+        // The checks' report global, where the code writes one.
+        let report = if abi.report {
+            let sym =
+                std::ffi::CString::new(llvm::REPORT_SYMBOL).map_err(|e| unload(e.to_string()))?;
+            // SAFETY: a live module; `sym` names a global of `REPORT_WORDS` u32s.
+            let (ptr, bytes) = unsafe { result::module::get_global(module, sym) }.map_err(|e| {
+                unload(format!("cuModuleGetGlobal({}): {e:?}", llvm::REPORT_SYMBOL))
+            })?;
+            if bytes < REPORT_WORDS * 4 {
+                return Err(unload(format!("the report global has {bytes} bytes")));
+            }
+            Some(ptr)
+        } else {
+            None
+        };
+        Ok(Loaded {
+            module,
+            func,
+            report,
+            max_dynamic: 0,
+            epoch,
+        })
+    }
 }
 
 // SAFETY: module and function handles are usable from any thread with the context bound.
@@ -847,10 +1169,12 @@ unsafe impl Sync for CudaKernel {}
 
 impl Drop for CudaKernel {
     fn drop(&mut self) {
-        if self.ctx.bind().is_ok() {
-            // SAFETY: loaded in `build`, unloaded once.
+        let l = self.loaded.lock();
+        // A module of a lost context went with it.
+        if self.ctx.lost(l.epoch).is_none() && self.ctx.bind().is_ok() {
+            // SAFETY: loaded in `Loaded::load`, unloaded once.
             unsafe {
-                let _ = result::module::unload(self.module);
+                let _ = result::module::unload(l.module);
             }
         }
     }
@@ -859,7 +1183,7 @@ impl Drop for CudaKernel {
 impl CudaKernel {
     /// The raw function handle (for benchmarks comparing against a bare launch).
     pub fn raw(&self) -> sys::CUfunction {
-        self.func
+        self.loaded.lock().func
     }
 }
 
@@ -880,7 +1204,32 @@ impl KernelImpl for CudaKernel {
             kernel: name.clone(),
             message,
         };
+        // A driver error: a device fault (the context is recreated) or a plain failure.
+        let fail = |what: &str, e: result::DriverError| match self.ctx.fault(what, &e) {
+            Some((kernel, message)) => LaunchError::DeviceFault { kernel, message },
+            None => dev_err(format!("{what}: {e:?}")),
+        };
+        let device_fail = |e: DeviceError| match e {
+            DeviceError::DeviceFault { kernel, message } => {
+                LaunchError::DeviceFault { kernel, message }
+            }
+            e => dev_err(e.to_string()),
+        };
         let s = stream_of(stream).map_err(|e| dev_err(e.to_string()))?;
+        // Buffers of a context lost with a fault cannot be used.
+        for (i, a) in args.iter().enumerate() {
+            if let DeviceArg::Buffer(b) = a {
+                if let Some(m) = b.memory.as_any().downcast_ref::<CudaMemory>() {
+                    if let Some(fault) = self.ctx.lost(m.epoch) {
+                        return Err(LaunchError::LostBuffer {
+                            kernel: name.clone(),
+                            param: format!("#{i}"),
+                            fault,
+                        });
+                    }
+                }
+            }
+        }
         let mut slots = crate::backend::gpu_args::pack(&self.abi, args, |m| {
             m.downcast_ref::<CudaMemory>().map(|m| m.ptr)
         })?;
@@ -888,43 +1237,59 @@ impl KernelImpl for CudaKernel {
             .iter_mut()
             .map(|s| s.as_mut_ptr() as *mut c_void)
             .collect();
-        self.ctx.bind().map_err(|e| dev_err(e.to_string()))?;
+        let stream_h = s.handle().map_err(device_fail)?;
+        let mut loaded = self.loaded.lock();
+        // A context recreated after a fault: the PTX is loaded in it again.
+        if loaded.epoch != self.ctx.epoch() {
+            *loaded = Loaded::load(&self.ctx, &self.ptx, &self.abi).map_err(dev_err)?;
+        }
+        let l = &mut *loaded;
         // Shared memory beyond the default 48 KB needs the function's opt-in.
         let dynamic = launch.shared_bytes;
-        if self.abi.static_shared_bytes + dynamic as u64 > 48 * 1024 {
-            let mut cur = self.max_dynamic.lock();
-            if *cur < dynamic {
-                // SAFETY: a live function; the driver validates the size.
-                unsafe {
-                    result::function::set_function_attribute(
-                        self.func,
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        dynamic as i32,
-                    )
-                }
-                .map_err(|e| {
-                    dev_err(format!(
-                        "opting in to {dynamic} bytes of shared memory: {e:?}"
-                    ))
-                })?;
-                *cur = dynamic;
+        if self.abi.static_shared_bytes + dynamic as u64 > 48 * 1024 && l.max_dynamic < dynamic {
+            // SAFETY: a live function; the driver validates the size.
+            unsafe {
+                result::function::set_function_attribute(
+                    l.func,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dynamic as i32,
+                )
             }
+            .map_err(|e| fail(&format!("opting in to {dynamic} bytes of shared memory"), e))?;
+            l.max_dynamic = dynamic;
         }
         let [gx, gy, gz] = launch.grid;
         let [bx, by, bz] = launch.block;
+        let ok = |r: sys::CUresult| {
+            if r == sys::CUresult::CUDA_SUCCESS {
+                Ok(())
+            } else {
+                Err(result::DriverError(r))
+            }
+        };
+        // Checks: the report is cleared on the stream before the kernel runs.
+        if let Some(report) = l.report {
+            // SAFETY: the report global holds REPORT_WORDS u32s; ordered on the stream.
+            ok(unsafe { sys::cuMemsetD32Async(report, 0, REPORT_WORDS, stream_h) })
+                .map_err(|e| fail("cuMemsetD32Async (the report)", e))?;
+        }
         // SAFETY: the parameters were packed per the kernel's ABI from checked arguments;
         // buffer memory is kept alive by the bindings the caller holds until the stream syncs.
         unsafe {
             result::launch_kernel(
-                self.func,
+                l.func,
                 (gx, gy, gz),
                 (bx, by, bz),
                 dynamic,
-                s.stream,
+                stream_h,
                 &mut ptrs,
             )
         }
-        .map_err(|e| dev_err(format!("cuLaunchKernel: {e:?}")))?;
+        .map_err(|e| fail("cuLaunchKernel", e))?;
+        // A fault seen from now on is this kernel's (or one launched after it).
+        *self.ctx.last_kernel.lock() = name.clone();
+        let report = l.report;
+        drop(loaded);
         // A deadline: poll the stream until it drains or the deadline passes. A kernel cannot
         // be cancelled; past the deadline it is reported and left to finish (the next sync
         // waits for it, and the context stays usable).
@@ -933,10 +1298,10 @@ impl KernelImpl for CudaKernel {
             let mut nap = Duration::from_micros(20);
             loop {
                 // SAFETY: a live stream of the bound context.
-                match unsafe { sys::cuStreamQuery(s.stream) } {
+                match unsafe { sys::cuStreamQuery(stream_h) } {
                     sys::CUresult::CUDA_SUCCESS => break,
                     sys::CUresult::CUDA_ERROR_NOT_READY => {}
-                    e => return Err(dev_err(format!("cuStreamQuery: {e:?}"))),
+                    e => return Err(fail("cuStreamQuery", result::DriverError(e))),
                 }
                 let now = std::time::Instant::now();
                 if now >= until {
@@ -950,6 +1315,27 @@ impl KernelImpl for CudaKernel {
                 nap = (nap * 2).min(Duration::from_millis(2));
             }
         }
+        // Checks: the launch waits for the kernel and reads its report (docs/checked-mode.md).
+        if let Some(report) = report {
+            let mut words = [0u32; REPORT_WORDS];
+            // SAFETY: a live stream; `words` is REPORT_WORDS u32s, the global's size, and
+            // outlives the copy (the stream is synchronised below).
+            ok(unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    words.as_mut_ptr() as *mut c_void,
+                    report,
+                    REPORT_WORDS * 4,
+                    stream_h,
+                )
+            })
+            .map_err(|e| fail("cuMemcpyDtoHAsync (the report)", e))?;
+            // SAFETY: a live stream of the bound context.
+            unsafe { result::stream::synchronize(stream_h) }
+                .map_err(|e| fail("cuStreamSynchronize", e))?;
+            if let Some(e) = report_error(name, Report::decode(&words), &self.abi.sites) {
+                return Err(e);
+            }
+        }
         Ok(())
     }
 }
@@ -957,6 +1343,53 @@ impl KernelImpl for CudaKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sticky_errors_are_the_faults_that_lose_a_context() {
+        use sys::CUresult as E;
+        for e in [
+            E::CUDA_ERROR_ILLEGAL_ADDRESS,
+            E::CUDA_ERROR_MISALIGNED_ADDRESS,
+            E::CUDA_ERROR_LAUNCH_FAILED,
+            E::CUDA_ERROR_ASSERT,
+            E::CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        ] {
+            assert!(is_sticky(e), "{e:?}");
+        }
+        for e in [
+            E::CUDA_SUCCESS,
+            E::CUDA_ERROR_OUT_OF_MEMORY,
+            E::CUDA_ERROR_INVALID_VALUE,
+            E::CUDA_ERROR_NOT_READY,
+            E::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+        ] {
+            assert!(!is_sticky(e), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn fault_errors_name_the_kernel_and_say_what_was_lost() {
+        let e = LaunchError::DeviceFault {
+            kernel: "bad".into(),
+            message: "cuStreamSynchronize: CUDA_ERROR_MISALIGNED_ADDRESS".into(),
+        };
+        assert_eq!(e.code(), "XPU-L022");
+        assert!(e.to_string().contains("kernel bad") && e.to_string().contains("recreated"));
+        let d = DeviceError::Lost {
+            kernel: "bad".into(),
+        };
+        assert_eq!(d.code(), "XPU-D014");
+        assert!(
+            d.to_string()
+                .contains("lost with the device fault of kernel bad"),
+            "{d}"
+        );
+        let d = DeviceError::DeviceFault {
+            kernel: "bad".into(),
+            message: "x".into(),
+        };
+        assert_eq!(d.code(), "XPU-D015");
+    }
 
     #[test]
     fn probe_never_panics() {
@@ -986,8 +1419,15 @@ mod tests {
             wave_width: 32,
             bounds: Default::default(),
             declared_wave: None,
+            report: true,
+            sites: vec![CheckSite {
+                line: 7,
+                what: "buffer x".into(),
+            }],
         };
         let back = abi_from_header(&abi_header(&abi)).unwrap();
+        assert!(back.report);
+        assert_eq!(back.sites, abi.sites);
         assert_eq!(back.symbol, "k");
         assert_eq!(back.static_shared_bytes, 1024);
         assert_eq!(back.dynamic_shared_elem, Some(4));

@@ -27,10 +27,12 @@
 //! - **Timing**: HIP events give the Event tier of `KernelTimer`.
 
 use crate::backend::common;
+use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::amdgpu::Amdgpu;
 use crate::codegen::llvm::codeobj::{self, BuildOptions};
 use crate::codegen::llvm::{KernelAbi, KernelRef};
-use crate::hal::facts::DeviceFacts;
+use crate::hal::checked::{report_error, ProgramOptions};
+use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::{
@@ -78,6 +80,7 @@ struct Api {
     module_load_data: unsafe extern "C" fn(*mut Ptr, *const c_void) -> HipError,
     module_get_function: unsafe extern "C" fn(*mut Ptr, Ptr, *const c_char) -> HipError,
     module_unload: unsafe extern "C" fn(Ptr) -> HipError,
+    module_get_global: unsafe extern "C" fn(*mut Ptr, *mut usize, Ptr, *const c_char) -> HipError,
     #[allow(clippy::type_complexity)]
     module_launch_kernel: unsafe extern "C" fn(
         Ptr,
@@ -175,6 +178,7 @@ impl Api {
             module_load_data: sym!("hipModuleLoadData"),
             module_get_function: sym!("hipModuleGetFunction"),
             module_unload: sym!("hipModuleUnload"),
+            module_get_global: sym!("hipModuleGetGlobal"),
             module_launch_kernel: sym!("hipModuleLaunchKernel"),
             _lib: lib,
         })
@@ -294,6 +298,20 @@ impl HipDevice {
             supported_wave_widths: Some(Amdgpu::buildable_waves(&arch).to_vec()),
             global_memory_bytes: mem_ok.then_some(total as u64),
             int64_atomics: Some(true),
+            features: FeatureSupport {
+                int64_atomics: Some(Support::Native),
+                f16: Some(Support::Native),
+                f64: Some(Support::Native),
+                // A kernel is built at wave32 or wave64 where the processor has both.
+                subgroup_size_control: Some(if Amdgpu::buildable_waves(&arch).len() > 1 {
+                    Support::Native
+                } else {
+                    Support::No
+                }),
+                cooperative_matrix: None,
+                // LDS per workgroup has one limit on AMD: nothing to opt in to.
+                shared_opt_in: Some(Support::No),
+            },
             ..DeviceFacts::default()
         };
         Ok(HipDevice {
@@ -477,12 +495,23 @@ impl DeviceImpl for HipDevice {
     }
 
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        self.load_with(module, &ProgramOptions::from_env()?)
+    }
+
+    /// Checked mode and ub-traps are built into the code object (`llvm::checked`); a kernel
+    /// with checks writes the report global, which its launch clears and reads back.
+    fn load_with(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &ProgramOptions,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
         Ok(Arc::new(HipProgram {
             api: self.api,
             ordinal: self.ordinal,
             arch: self.arch.clone(),
             module: module.clone(),
             kernels: Mutex::new(HashMap::new()),
+            checks: options.checks(),
         }))
     }
 
@@ -641,6 +670,8 @@ pub struct HipProgram {
     arch: String,
     module: Arc<VerifiedModule>,
     kernels: Mutex<HashMap<String, Arc<HipKernel>>>,
+    /// Checked mode and ub-traps.
+    checks: Checks,
 }
 
 impl HipProgram {
@@ -654,7 +685,13 @@ impl HipProgram {
             self.module.module(),
             &[KernelRef::plain(handle)],
             &target,
-            &BuildOptions::default(),
+            &BuildOptions {
+                lower: crate::codegen::llvm::Options {
+                    checks: self.checks,
+                    ..Default::default()
+                },
+                ..BuildOptions::default()
+            },
         )
         .map_err(|e| e.to_string())?;
         let obj = objs.into_iter().next().ok_or("no code object")?;
@@ -685,8 +722,31 @@ impl HipProgram {
                 return Err(e.to_string());
             }
         }
+        // The checks' report global, where the code writes one.
+        let report = if built.abi.report {
+            let mut ptr: Ptr = std::ptr::null_mut();
+            let mut bytes = 0usize;
+            let rs =
+                CString::new(crate::codegen::llvm::REPORT_SYMBOL).map_err(|e| e.to_string())?;
+            // SAFETY: a live module; out-pointers are locals.
+            let r = unsafe { (a.module_get_global)(&mut ptr, &mut bytes, module, rs.as_ptr()) };
+            if r != HIP_SUCCESS || bytes < REPORT_WORDS * 4 {
+                // SAFETY: loaded above, unloaded once.
+                unsafe {
+                    let _ = (a.module_unload)(module);
+                }
+                return Err(format!(
+                    "hipModuleGetGlobal({}): error {r}, {bytes} bytes",
+                    crate::codegen::llvm::REPORT_SYMBOL
+                ));
+            }
+            Some(ptr)
+        } else {
+            None
+        };
         let mut manifest = built.manifest;
         manifest.kernel = name.to_string();
+        crate::hal::profile::fill_manifest(&self.arch, &mut manifest);
         Ok(HipKernel {
             api: a,
             ordinal: self.ordinal,
@@ -694,6 +754,7 @@ impl HipProgram {
             func,
             abi: built.abi,
             manifest,
+            report,
         })
     }
 }
@@ -731,6 +792,8 @@ pub struct HipKernel {
     func: Ptr,
     abi: KernelAbi,
     manifest: KernelManifest,
+    /// The checks' report global, where the code has one.
+    report: Option<Ptr>,
 }
 
 // SAFETY: module and function handles may be used from any thread.
@@ -773,11 +836,25 @@ impl KernelImpl for HipKernel {
         let [gx, gy, gz] = launch.grid;
         let [bx, by, bz] = launch.block;
         let a = self.api;
+        static ZERO: [u32; REPORT_WORDS] = [0; REPORT_WORDS];
         // SAFETY: the parameters were packed per the kernel's ABI from checked arguments;
         // buffer memory is kept alive by the bindings the caller holds until the stream syncs.
+        // The report global holds REPORT_WORDS u32s; `ZERO` is static.
         unsafe {
             a.check("hipSetDevice", (a.set_device)(self.ordinal))
                 .map_err(|e| dev_err(e.to_string()))?;
+            if let Some(report) = self.report {
+                a.check(
+                    "hipMemcpyHtoDAsync (the report)",
+                    (a.memcpy_htod_async)(
+                        report,
+                        ZERO.as_ptr() as *const c_void,
+                        REPORT_WORDS * 4,
+                        s.stream,
+                    ),
+                )
+                .map_err(|e| dev_err(e.to_string()))?;
+            }
             a.check(
                 "hipModuleLaunchKernel",
                 (a.module_launch_kernel)(
@@ -794,8 +871,31 @@ impl KernelImpl for HipKernel {
                     std::ptr::null_mut(),
                 ),
             )
-            .map_err(|e| dev_err(e.to_string()))
+            .map_err(|e| dev_err(e.to_string()))?;
         }
+        // Checks: the launch waits for the kernel and reads its report (docs/checked-mode.md).
+        if let Some(report) = self.report {
+            let mut words = [0u32; REPORT_WORDS];
+            // SAFETY: a live stream; `words` has the global's size and outlives the sync.
+            unsafe {
+                a.check(
+                    "hipMemcpyDtoHAsync (the report)",
+                    (a.memcpy_dtoh_async)(
+                        words.as_mut_ptr() as Ptr,
+                        report,
+                        REPORT_WORDS * 4,
+                        s.stream,
+                    ),
+                )
+                .map_err(|e| dev_err(e.to_string()))?;
+                a.check("hipStreamSynchronize", (a.stream_synchronize)(s.stream))
+                    .map_err(|e| dev_err(e.to_string()))?;
+            }
+            if let Some(e) = report_error(name, Report::decode(&words), &self.abi.sites) {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
 

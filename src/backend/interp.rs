@@ -54,6 +54,7 @@ impl InterpDevice {
             shared_bytes_per_block: Some(1 << 30),
             integrated: Some(true),
             int64_atomics: Some(true),
+            features: crate::hal::facts::FeatureSupport::host(),
             ..DeviceFacts::unknown(Backend::Interp)
         };
         InterpDevice {
@@ -93,6 +94,12 @@ impl DeviceImpl for InterpDevice {
             defaults: self.defaults.clone(),
         }))
     }
+
+    /// The interpreter runs the verified IR itself, which the program holds: it makes and
+    /// keeps no device code, so this is always 0.
+    fn code_memory(&self) -> Option<u64> {
+        Some(0)
+    }
 }
 
 struct InterpProgram {
@@ -114,18 +121,23 @@ impl ProgramImpl for InterpProgram {
         Ok(Arc::new(InterpKernel {
             module: self.module.clone(),
             handle,
-            manifest: KernelManifest::from_kernel(kernel, Backend::Interp),
+            manifest: interp_manifest(kernel),
             defaults: self.defaults.clone(),
         }))
     }
 
     fn manifest(&self, name: &str) -> Option<KernelManifest> {
         let handle = self.module.kernel(name)?;
-        Some(KernelManifest::from_kernel(
-            self.module.function(handle),
-            Backend::Interp,
-        ))
+        Some(interp_manifest(self.module.function(handle)))
     }
+}
+
+/// The interpreter's manifest: what the IR decides, and as its code hash a hash of the
+/// verified kernel it runs (the interpreter's "device code" is the IR itself).
+fn interp_manifest(kernel: &Function) -> KernelManifest {
+    let mut m = KernelManifest::from_kernel(kernel, Backend::Interp);
+    m.code_hash = Some(crate::codegen::cpu::fnv1a(format!("{kernel:?}").as_bytes()));
+    m
 }
 
 struct InterpKernel {

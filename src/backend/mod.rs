@@ -4,7 +4,6 @@
 //! [`vulkan`] (SPIR-V through ash). [`host`] holds what the two host-memory backends share;
 //! `cache` the on-disk cache of device code.
 
-#[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod cache;
 pub mod common;
 pub mod cpu;

@@ -336,6 +336,7 @@ mod imp {
             CodeSource::Lowered => "lowered by LLVM (cold)",
             CodeSource::Memory => "from the memory cache",
             CodeSource::Disk => "from the disk cache (warm)",
+            CodeSource::Bundle => "from a bundle",
         };
         Some(format!(
             "first use of saxpy: PTX {src} in {:.2} ms, driver load {:.2} ms",

@@ -1,5 +1,9 @@
+//! `xpu build FILE... [--backends cpu,cuda,amdgpu,vulkan] [--arch ...] [--json]`: the build for
+//! declared backends under the gates of contract §3.6 ([`super::gated`], [`crate::gate`]).
+//!
 //! `xpu build FILE --backend cuda|amdgpu|vulkan|cpu [--arch ARCH] [--emit DIR]`: lowers every
-//! kernel of a file ahead of time and reports each one's footprint, with no GPU needed.
+//! kernel of a file ahead of time for one backend and reports each one's footprint, with no GPU
+//! needed and no gates.
 //!
 //! For `cuda`: PTX per kernel from the shared LLVM walk for `--arch` (default `sm_90`), and,
 //! when `ptxas` is installed, its `-v` report (registers, spills, stack, shared memory).
@@ -17,22 +21,55 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct BuildArgs {
-    /// The kernel file.
-    pub file: PathBuf,
-    /// The backend to build for (`cuda`, `amdgpu`, `vulkan`, `cpu`).
-    #[arg(long, default_value = "cuda")]
-    pub backend: String,
+    /// The kernel files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The backends the build declares, judged by the gates of contract §3.6 (`cpu`, `cuda`,
+    /// `amdgpu`, `vulkan`, comma-separated; the default: every one this binary can build).
+    #[arg(long, value_delimiter = ',', conflicts_with = "backend")]
+    pub backends: Vec<String>,
+    /// One backend's footprint report, without the gates (`cuda`, `amdgpu`, `vulkan`, `cpu`;
+    /// one file).
+    #[arg(long)]
+    pub backend: Option<String>,
     /// The target processor: NVIDIA `sm_90` (the default for cuda), `sm_80`, `86`; AMD
-    /// `gfx90a` (the default for amdgpu), `gfx942`, `gfx1100`.
+    /// `gfx90a` (the default for amdgpu), `gfx942`, `gfx1100`. With `--backends`, one of each,
+    /// comma-separated (`sm_80,gfx942`).
     #[arg(long)]
     pub arch: Option<String>,
-    /// Write each kernel's device code and manifest here.
-    #[arg(long)]
+    /// Write each kernel's device code and manifest here (with `--backend`).
+    #[arg(long, requires = "backend")]
     pub emit: Option<PathBuf>,
+    /// Print the manifests and gate lines as one JSON document on stdout (`--backends`
+    /// builds; the fields are in `docs/gates.md`).
+    #[arg(long, conflicts_with = "backend")]
+    pub json: bool,
+    /// Write one bundle holding every kernel's code and manifest for each declared backend
+    /// (`--backends`, or `--backend` with a comma-separated list: `cpu,vulkan,cuda`) and the
+    /// canonical IR (one file).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
+}
+
+impl BuildArgs {
+    /// The one file of a `--backend` build.
+    fn file(&self) -> &std::path::Path {
+        &self.files[0]
+    }
 }
 
 pub fn build(args: &BuildArgs) -> ExitCode {
-    match args.backend.as_str() {
+    if let Some(out) = &args.output {
+        return super::build_bundle::build(args, out);
+    }
+    let Some(backend) = args.backend.as_deref() else {
+        return super::gated::build(args);
+    };
+    if args.files.len() != 1 {
+        eprintln!("xpu build --backend {backend}: one file at a time (--backends takes several)");
+        return ExitCode::from(2);
+    }
+    match backend {
         "cuda" => imp::build_cuda(args),
         "amdgpu" => amd::build_amdgpu(args),
         "vulkan" | "cpu" => {
@@ -40,9 +77,9 @@ pub fn build(args: &BuildArgs) -> ExitCode {
                 Ok(m) => m,
                 Err(code) => return code,
             };
-            let path = args.file.display().to_string();
+            let path = args.file().display().to_string();
             let emit = args.emit.as_deref();
-            if args.backend == "cpu" {
+            if backend == "cpu" {
                 crate::backend::cpu::aot_build(&path, &module, emit)
             } else {
                 crate::backend::vulkan::aot::build(&path, &module, emit)
@@ -58,8 +95,8 @@ pub fn build(args: &BuildArgs) -> ExitCode {
 /// The file's verified module, with the emit folder created; the exit code on failure
 /// (diagnostics printed: 1 for the input, 2 for I/O).
 fn load(args: &BuildArgs) -> Result<crate::ir::VerifiedModule, ExitCode> {
-    let path = args.file.display().to_string();
-    let src = std::fs::read_to_string(&args.file).map_err(|e| {
+    let path = args.file().display().to_string();
+    let src = std::fs::read_to_string(args.file()).map_err(|e| {
         eprintln!("xpu build: {path}: {e}");
         ExitCode::from(2)
     })?;
@@ -96,7 +133,7 @@ mod amd {
     use std::process::ExitCode;
 
     pub fn build_amdgpu(args: &BuildArgs) -> ExitCode {
-        let path = args.file.display().to_string();
+        let path = args.file().display().to_string();
         let arch = args.arch.as_deref().unwrap_or("gfx90a");
         let Some(target) = Amdgpu::new(arch) else {
             eprintln!("xpu build: `{arch}` is not an AMDGPU processor (gfx90a, gfx942, gfx1100)");
@@ -170,7 +207,7 @@ mod imp {
     }
 
     pub fn build_cuda(args: &BuildArgs) -> ExitCode {
-        let path = args.file.display().to_string();
+        let path = args.file().display().to_string();
         let arch_name = args.arch.as_deref().unwrap_or("sm_90");
         let Some(arch) = Nvptx::parse_arch(arch_name) else {
             eprintln!("xpu build: `{arch_name}` is not an NVIDIA architecture (sm_90, 86, 9.0)");

@@ -7,10 +7,19 @@ use std::process::ExitCode;
 
 mod bench;
 mod build;
+mod build_bundle;
+mod census;
 mod check;
+mod conform;
+mod devices;
 mod fmt;
+mod gated;
+pub mod json;
+mod profile;
 mod repl;
+mod routes;
 mod run;
+mod tune;
 
 #[derive(Parser)]
 #[command(
@@ -40,7 +49,8 @@ enum Command {
     Run(run::RunArgs),
     /// GPU benchmarks against peers measured in the same run (`xpu bench cuda`).
     Bench(bench::BenchArgs),
-    /// Lower a file's kernels ahead of time and report their footprint (`--backend cuda`).
+    /// Lower files' kernels for the declared backends and apply the build gates
+    /// (`--backends cpu,cuda,amdgpu,vulkan`), or report one backend's footprint (`--backend`).
     Build(build::BuildArgs),
     /// An interactive session: define kernels, make buffers, launch, look at the code
     /// (docs/repl.md). From a pipe it reads a script.
@@ -51,6 +61,20 @@ enum Command {
         /// The shell: bash, zsh, fish (also elvish, powershell).
         shell: clap_complete::Shell,
     },
+    /// Replay launch records through the interpreter and compare (`CAJETA_XPU_RECORD`).
+    Conform(conform::ConformArgs),
+    /// Require every registered kernel to be value-checked or excused (`tests/census/`).
+    Census(census::CensusArgs),
+    /// Run a command with the profiler armed and summarise its trace per kernel.
+    Profile(profile::ProfileArgs),
+    /// Every device present: its geometry, capabilities, device key and calibration.
+    Devices(devices::DevicesArgs),
+    /// Judge a shape family on a device and choose among its survivors (`--reset DIR` clears a store).
+    Tune(tune::TuneArgs),
+    /// Measure the device's calibration and store it in the cache directory.
+    Calibrate(devices::CalibrateArgs),
+    /// Audit a route table (`--audit`).
+    Routes(routes::RoutesArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -62,7 +86,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match cli.command {
+    let code = match cli.command {
         Command::Check { paths, json } => check::check(&paths, json),
         Command::Fmt { file } => fmt::fmt(&file),
         Command::Run(args) => run::run(&args),
@@ -75,5 +99,23 @@ pub fn main() -> ExitCode {
             clap_complete::generate(shell, &mut command, "xpu", &mut std::io::stdout());
             ExitCode::SUCCESS
         }
+        Command::Conform(args) => conform::conform(&args),
+        Command::Census(args) => census::census(&args),
+        Command::Profile(args) => profile::profile(&args),
+        Command::Devices(args) => devices::devices(&args),
+        Command::Tune(args) => tune::tune(&args),
+        Command::Calibrate(args) => devices::calibrate(&args),
+        Command::Routes(args) => routes::routes(&args),
+    };
+    // Launch records and the profiler's trace are written as the command ends.
+    let mut code = code;
+    match crate::record::finish() {
+        Ok(f) if f.conformance.as_ref().is_some_and(|r| !r.ok()) => code = ExitCode::from(1),
+        Ok(_) => {}
+        Err(e) => eprintln!("xpu: {e}"),
     }
+    if let Err(e) = crate::profile::finish() {
+        eprintln!("xpu: {e}");
+    }
+    code
 }

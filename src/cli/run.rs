@@ -18,8 +18,12 @@
 //! `deadline = SECONDS;`: the interpreter and the CPU cancel a launch past it, GPU backends
 //! report it, and the case ends refused with `XPU-L018` (a failure unless it expects that
 //! refusal). `--deadline 0` sets no limit.
+//!
+//! `--ub-traps on|off` (default on) tests unconfirmed `align = N` statements (`XPU-L010`);
+//! `--checked` loads programs in checked mode (GPU bounds checks, `XPU-L013`); see
+//! docs/checked-mode.md. A case of `expect ub` on a GPU backend always runs checked.
 
-use crate::filetest::runner::{select_devices, Runner, Summary};
+use crate::filetest::runner::{select_devices, RunOptions, Runner, Summary};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +43,13 @@ pub struct RunArgs {
     /// Print JSON lines (one object per case, then the totals) instead (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    /// Load programs in checked mode: GPU backends bounds-check every buffer, shared and
+    /// private access and refuse the launch with XPU-L013 (default: CAJETA_XPU_CHECKED).
+    #[arg(long)]
+    pub checked: bool,
+    /// Test every `align = N` statement the proof does not confirm (XPU-L010). Default on.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    pub ub_traps: Option<String>,
 }
 
 pub fn run(args: &RunArgs) -> ExitCode {
@@ -74,8 +85,12 @@ pub fn run(args: &RunArgs) -> ExitCode {
             }
         }
     };
+    let options = RunOptions {
+        checked: args.checked.then_some(true),
+        ub_traps: args.ub_traps.as_deref().map(|v| v == "on"),
+    };
     let runner = match select_devices(&args.backend).and_then(Runner::new) {
-        Ok(r) => r.with_deadline(deadline),
+        Ok(r) => r.with_deadline(deadline).with_run_options(options),
         Err(e) => return fail(&mut out, e.to_string()),
     };
     let files = match crate::filetest::kernel_files(&args.paths) {

@@ -15,8 +15,9 @@
 //!   (`XPU-REF02`). Other backends answer it as [`ub_answer`] says: the CPU must refuse the
 //!   kinds it checks with its own code (`XPU-L013` out of bounds, `XPU-L015` division by zero,
 //!   `XPU-L010` a broken `align`), and runs the kinds it does not detect (the process must
-//!   survive; the case is skipped, saying so); GPUs have no checked mode yet and skip the case
-//!   without launching it.
+//!   survive; the case is skipped, saying so); GPUs run the case in checked mode
+//!   (docs/checked-mode.md), which refuses out-of-bounds memory accesses (`XPU-L013`) and broken
+//!   `align` statements (`XPU-L010`), and skip the kinds it does not detect without launching.
 //! - `expect refused CODE;` requires verification, the kernel lookup or the launch to be refused
 //!   with that code (the interpreter's `XPU-REF01`/`XPU-REF02` are judged on the interpreter
 //!   only, like `expect ub`).
@@ -32,7 +33,7 @@
 
 use crate::hal::kernel_function;
 use crate::hal::launch::{format_scalar, type_name, ArgValue, HostValue, Launch, LaunchError};
-use crate::hal::{Backend, DeviceError, Init};
+use crate::hal::{Backend, DeviceError, Init, ProgramOptions};
 use crate::ir::text::run::{ArgInit, Expect, RunSpec, Value};
 use crate::ir::{Access, Diagnostics, ElemType, Function, Scalar, Type};
 use crate::runtime::buffer::RawBuffer;
@@ -164,6 +165,7 @@ pub struct Runner {
     devices: Vec<Device>,
     interp: Device,
     deadline: Option<std::time::Duration>,
+    options: ProgramOptions,
 }
 
 impl Runner {
@@ -174,6 +176,28 @@ impl Runner {
             devices,
             interp: Device::open(Backend::Interp)?,
             deadline: None,
+            options: ProgramOptions {
+                checked: ProgramOptions::from_env()?.checked,
+                ub_traps: true,
+            },
+        })
+    }
+
+    /// Sets the options programs are loaded with (default: ub-traps on, as in the test suites;
+    /// checked mode as `CAJETA_XPU_CHECKED` says). A case of `expect ub` on a GPU backend
+    /// always runs in checked mode.
+    pub fn with_options(mut self, options: ProgramOptions) -> Runner {
+        self.options = options;
+        self
+    }
+
+    /// Applies what `xpu run --checked` and `--ub-traps` ask for; an option left `None` keeps
+    /// the runner's default.
+    pub fn with_run_options(self, options: RunOptions) -> Runner {
+        let o = self.options;
+        self.with_options(ProgramOptions {
+            checked: options.checked.unwrap_or(o.checked),
+            ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
         })
     }
 
@@ -279,7 +303,7 @@ impl Runner {
         };
         let interp = self.interp.load(&verified);
         for device in &self.devices {
-            let program = device.load(&verified);
+            let program = device.load_with(&verified, self.options);
             for spec in &specs {
                 let mut timed;
                 let spec = if spec.deadline.is_none() && self.deadline.is_some() {
@@ -468,6 +492,10 @@ pub fn run_case(spec: &RunSpec, program: &Program, interp: &Program) -> Outcome 
     if checked == 0 && skipped_interp {
         return Outcome::Skip("`expect = interp` on the interpreter itself".into());
     }
+    if checked > 0 {
+        // The kernel's output was compared and agreed: it counts for the census (§7).
+        crate::record::census::note_checked(backend.name(), &spec.kernel);
+    }
     Outcome::Pass
 }
 
@@ -489,6 +517,13 @@ pub enum UbAnswer {
 pub fn ub_answer(backend: Backend, kind: &str, wave_lane: bool) -> UbAnswer {
     use crate::hal::launch::codes;
     match backend {
+        // Checked mode (the UB cases of GPU backends load their program with it) reports
+        // out-of-bounds accesses to memory and broken `align` statements.
+        Backend::Cuda | Backend::Hip | Backend::Vulkan => match kind {
+            "out_of_bounds" if !wave_lane => UbAnswer::Refuses(codes::OUT_OF_BOUNDS),
+            "misaligned" => UbAnswer::Refuses(codes::BROKEN_ALIGN),
+            _ => UbAnswer::NotLaunched,
+        },
         // The oracle reports every kind (`XPU-REF02`).
         Backend::Interp => UbAnswer::Refuses(codes::UNDEFINED_BEHAVIOR),
         Backend::Cpu => match kind {
@@ -497,9 +532,6 @@ pub fn ub_answer(backend: Backend, kind: &str, wave_lane: bool) -> UbAnswer {
             "misaligned" => UbAnswer::Refuses(codes::BROKEN_ALIGN),
             _ => UbAnswer::Undetected,
         },
-        // No checked mode on GPUs yet: a kernel with undefined behaviour may corrupt the
-        // device's memory or hang, so it is not launched.
-        Backend::Cuda | Backend::Hip | Backend::Vulkan => UbAnswer::NotLaunched,
     }
 }
 
@@ -517,13 +549,35 @@ fn run_ub_case(spec: &RunSpec, program: &Program, interp: &Program, kind: &str) 
             }
             _ => false,
         };
-    let answer = ub_answer(backend, kind, wave_lane);
+    let mut answer = ub_answer(backend, kind, wave_lane);
+    // The CPU tests `align` statements only under ub-traps (`xpu run --ub-traps off`).
+    if matches!(backend, Backend::Cpu) && kind == "misaligned" && !program.options().ub_traps {
+        answer = UbAnswer::Undetected;
+    }
     if answer == UbAnswer::NotLaunched {
         return Outcome::Skip(format!(
-            "undefined behaviour ({kind}) is not launched on {}: it has no checked mode",
+            "undefined behaviour ({kind}) is not launched on {}: its checked mode does not \
+             detect it",
             backend.name()
         ));
     }
+    // GPU backends detect what they do in checked mode: the case runs in a checked program.
+    let checked;
+    let program = if matches!(backend, Backend::Interp | Backend::Cpu) || program.options().checked
+    {
+        program
+    } else {
+        match program
+            .device()
+            .load_with(program.module().clone(), ProgramOptions::all())
+        {
+            Ok(p) => {
+                checked = p;
+                &checked
+            }
+            Err(e) => return Outcome::Fail(e.to_string()),
+        }
+    };
     let launched = launch_spec(spec, function, program, None);
     match (answer, launched) {
         (_, Err(Failure::Spec(message))) => Outcome::Fail(message),
@@ -716,9 +770,15 @@ fn launch_spec(
         .launch(&stream, launch, &mut args)
         .map_err(Failure::Launch)?;
     stream.sync().map_err(|e| {
-        Failure::Launch(LaunchError::Device {
-            kernel: spec.kernel.clone(),
-            message: e.to_string(),
+        Failure::Launch(match e {
+            // A device fault seen at the sync is the launch's refusal (`XPU-L022`).
+            DeviceError::DeviceFault { kernel, message } => {
+                LaunchError::DeviceFault { kernel, message }
+            }
+            e => LaunchError::Device {
+                kernel: spec.kernel.clone(),
+                message: e.to_string(),
+            },
         })
     })?;
     Ok((kernel, buffers))
@@ -1045,6 +1105,7 @@ pub fn run_command(
     paths: &[PathBuf],
     backend: &str,
     deadline: Option<std::time::Duration>,
+    options: RunOptions,
     out: &mut dyn Write,
 ) -> u8 {
     let devices = match select_devices(backend) {
@@ -1055,7 +1116,7 @@ pub fn run_command(
         }
     };
     let runner = match Runner::new(devices) {
-        Ok(r) => r.with_deadline(deadline),
+        Ok(r) => r.with_deadline(deadline).with_run_options(options),
         Err(e) => {
             eprintln!("xpu run: {e}");
             return 2;
@@ -1070,6 +1131,16 @@ pub fn run_command(
             2
         }
     }
+}
+
+/// What `xpu run --checked` and `--ub-traps on|off` ask for (`None`: the runner's default,
+/// ub-traps on and checked mode as `CAJETA_XPU_CHECKED` says).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    /// Checked mode on or off (`--checked`).
+    pub checked: Option<bool>,
+    /// Unconfirmed `align = N` statements tested or not (`--ub-traps on|off`).
+    pub ub_traps: Option<bool>,
 }
 
 /// A verified module for tests of the runner's pieces.

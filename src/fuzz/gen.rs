@@ -164,6 +164,37 @@ impl Gen {
         self.lit(ty)
     }
 
+    /// A bit operation (issue #23) on an integer `ty`; amounts are any `u32` (clamped or
+    /// taken modulo the width by the semantics).
+    fn bit_op(&mut self, ty: &'static str, d: u32) -> String {
+        let f = *self.rng.pick(&[
+            "popcount",
+            "clz",
+            "ctz",
+            "bit_reverse",
+            "rotate_left",
+            "rotate_right",
+            "mul_hi",
+            "bitfield_extract",
+            "bitfield_insert",
+        ]);
+        let x = self.expr(ty, d);
+        match f {
+            "rotate_left" | "rotate_right" => format!("{f}({x}, {})", self.expr("u32", d)),
+            "mul_hi" => format!("{f}({x}, {})", self.expr(ty, d)),
+            "bitfield_extract" => {
+                let off = self.expr("u32", d);
+                format!("{f}({x}, {off}, {})", self.expr("u32", d))
+            }
+            "bitfield_insert" => {
+                let y = self.expr(ty, d);
+                let off = self.expr("u32", d);
+                format!("{f}({x}, {y}, {off}, {})", self.expr("u32", d))
+            }
+            _ => format!("{f}({x})"),
+        }
+    }
+
     fn expr(&mut self, ty: &'static str, depth: u32) -> String {
         if depth == 0 || self.rng.chance(25) {
             return self.leaf(ty);
@@ -212,6 +243,7 @@ impl Gen {
                 self.expr(ty, d),
                 self.expr(ty, d)
             ),
+            5 if is_int && self.rng.chance(40) => self.bit_op(ty, d),
             5 if ty != "bool" => {
                 let f = if is_float {
                     *self.rng.pick(&[

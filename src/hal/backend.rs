@@ -3,7 +3,10 @@
 use std::fmt;
 
 /// The backends, by the names the CLI and `CAJETA_XPU_BACKEND` use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// The reference interpreter (the oracle; always present).
     Interp,

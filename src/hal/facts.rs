@@ -54,9 +54,126 @@ pub struct DeviceFacts {
     pub buffer_offset_alignment: Option<u64>,
     /// Native 64-bit integer atomics (contract §2.2: CUDA, HIP, CPU; Vulkan with Int64Atomics).
     pub int64_atomics: Option<bool>,
+    /// The last-level (L2) cache in bytes (CUDA's `L2_CACHE_SIZE`; the host's largest cache).
+    pub l2_cache_bytes: Option<u64>,
+    /// The memory bus width in bits, where the driver reports it.
+    pub memory_bus_bits: Option<u32>,
+    /// The memory clock in kHz, where the driver reports it.
+    pub memory_clock_khz: Option<u32>,
+    /// What the backend answers for each [`Feature`] on this device ([`DeviceFacts::supports`]).
+    pub features: FeatureSupport,
+}
+
+/// The capabilities kernels ask about (contract §5.2, `Device.supports`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Feature {
+    /// 64-bit integer atomics on buffers.
+    Int64Atomics,
+    /// `f16` arithmetic.
+    F16,
+    /// `f64` arithmetic.
+    F64,
+    /// Requiring a subgroup (wave) size per kernel (Vulkan's `subgroupSizeControl`; AMD's
+    /// wave32/wave64 builds).
+    SubgroupSizeControl,
+    /// Cooperative-matrix (`matrix_mma`) units.
+    CooperativeMatrix,
+    /// A per-block shared-memory limit above the default one that a launch may opt in to.
+    SharedOptIn,
+}
+
+impl Feature {
+    /// Every feature, in the order `xpu devices` prints them.
+    pub const ALL: [Feature; 6] = [
+        Feature::Int64Atomics,
+        Feature::F16,
+        Feature::F64,
+        Feature::SubgroupSizeControl,
+        Feature::CooperativeMatrix,
+        Feature::SharedOptIn,
+    ];
+
+    /// The name `xpu devices` prints (`int64_atomics`, `f16`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Feature::Int64Atomics => "int64_atomics",
+            Feature::F16 => "f16",
+            Feature::F64 => "f64",
+            Feature::SubgroupSizeControl => "subgroup_size_control",
+            Feature::CooperativeMatrix => "cooperative_matrix",
+            Feature::SharedOptIn => "shared_opt_in",
+        }
+    }
+}
+
+/// How a device does a [`Feature`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Support {
+    /// The hardware (or its driver) does it.
+    Native,
+    /// The backend does it in software (cooperative matrices on the host, in SPIR-V without
+    /// `VK_KHR_cooperative_matrix`).
+    Emulated,
+    /// Kernels that need it are refused here.
+    No,
+}
+
+impl Support {
+    /// `native`, `emulated` or `no`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Support::Native => "native",
+            Support::Emulated => "emulated",
+            Support::No => "no",
+        }
+    }
+}
+
+/// A backend's answer per [`Feature`]; `None` where it does not say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeatureSupport {
+    pub int64_atomics: Option<Support>,
+    pub f16: Option<Support>,
+    pub f64: Option<Support>,
+    pub subgroup_size_control: Option<Support>,
+    pub cooperative_matrix: Option<Support>,
+    pub shared_opt_in: Option<Support>,
+}
+
+impl FeatureSupport {
+    /// The backend's answer for `feature`, `None` where it does not say.
+    pub fn get(&self, feature: Feature) -> Option<Support> {
+        match feature {
+            Feature::Int64Atomics => self.int64_atomics,
+            Feature::F16 => self.f16,
+            Feature::F64 => self.f64,
+            Feature::SubgroupSizeControl => self.subgroup_size_control,
+            Feature::CooperativeMatrix => self.cooperative_matrix,
+            Feature::SharedOptIn => self.shared_opt_in,
+        }
+    }
+
+    /// Everything `native` except cooperative matrices (`emulated`) and the shared opt-in
+    /// (`no`): the host backends, which run every scalar type and atomic natively.
+    pub fn host() -> Self {
+        FeatureSupport {
+            int64_atomics: Some(Support::Native),
+            f16: Some(Support::Native),
+            f64: Some(Support::Native),
+            subgroup_size_control: Some(Support::Native),
+            cooperative_matrix: Some(Support::Emulated),
+            shared_opt_in: Some(Support::No),
+        }
+    }
 }
 
 impl DeviceFacts {
+    /// How this device does `feature` (contract §5.2, `Device.supports`): a backend that does
+    /// not say answers [`Support::No`], so nothing is built on a capability nobody reported.
+    pub fn supports(&self, feature: Feature) -> Support {
+        self.features.get(feature).unwrap_or(Support::No)
+    }
+
     /// Facts with nothing known but the backend.
     pub fn unknown(backend: Backend) -> Self {
         DeviceFacts {
@@ -90,6 +207,12 @@ impl DeviceFacts {
             global_memory_bytes: memory,
             integrated: Some(true),
             int64_atomics: Some(true),
+            l2_cache_bytes: host_last_level_cache(),
+            clock_khz: field("cpu MHz")
+                .and_then(|m| m.parse::<f64>().ok())
+                .filter(|&m| m > 0.0)
+                .map(|m| (m * 1000.0) as u32),
+            features: FeatureSupport::host(),
             ..DeviceFacts::default()
         }
     }
@@ -142,6 +265,32 @@ impl DeviceFacts {
     }
 }
 
+/// The largest cache of CPU 0 that sysfs lists (`/sys/devices/system/cpu/cpu0/cache/index*/size`),
+/// in bytes; `None` where sysfs does not say.
+fn host_last_level_cache() -> Option<u64> {
+    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+    dir.filter_map(|e| {
+        let text = std::fs::read_to_string(e.ok()?.path().join("size")).ok()?;
+        parse_cache_size(text.trim())
+    })
+    .max()
+}
+
+/// `32K`, `1024K`, `36M`, `512` → bytes.
+fn parse_cache_size(text: &str) -> Option<u64> {
+    let (digits, scale) = match text.as_bytes().last()? {
+        b'K' => (&text[..text.len() - 1], 1024),
+        b'M' => (&text[..text.len() - 1], 1024 * 1024),
+        b'G' => (&text[..text.len() - 1], 1024 * 1024 * 1024),
+        _ => (text, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(scale)
+        .filter(|&b| b > 0)
+}
+
 /// `MemTotal:  16318412 kB` → bytes.
 fn parse_meminfo_total(text: &str) -> Option<u64> {
     parse_meminfo(text, "MemTotal:")
@@ -186,7 +335,7 @@ impl fmt::Display for DeviceFacts {
                 None => "absent".to_string(),
             }
         }
-        let rows: [(&str, String); 22] = [
+        let rows: [(&str, String); 26] = [
             ("backend", show(&self.backend.map(|b| b.name()))),
             ("name", show(&self.name)),
             ("vendor", show(&self.vendor)),
@@ -226,6 +375,10 @@ impl fmt::Display for DeviceFacts {
             ),
             ("global memory bytes", show(&self.global_memory_bytes)),
             ("integrated", show(&self.integrated)),
+            ("clock khz", show(&self.clock_khz)),
+            ("l2 cache bytes", show(&self.l2_cache_bytes)),
+            ("memory bus bits", show(&self.memory_bus_bits)),
+            ("memory clock khz", show(&self.memory_clock_khz)),
             (
                 "buffer offset alignment",
                 show(&self.buffer_offset_alignment),
@@ -234,7 +387,15 @@ impl fmt::Display for DeviceFacts {
         for (name, value) in rows {
             writeln!(f, "{name:32} {value}")?;
         }
-        write!(f, "{:32} {}", "int64 atomics", show(&self.int64_atomics))
+        writeln!(f, "{:32} {}", "int64 atomics", show(&self.int64_atomics))?;
+        let features: Vec<String> = Feature::ALL
+            .iter()
+            .map(|&x| match self.features.get(x) {
+                Some(s) => format!("{}={}", x.name(), s.name()),
+                None => format!("{}=absent", x.name()),
+            })
+            .collect();
+        write!(f, "{:32} {}", "features", features.join(" "))
     }
 }
 
@@ -262,6 +423,20 @@ mod tests {
         assert!(facts.block_fits([1024, 1, 1]).is_ok());
         assert!(facts.block_fits([32, 33, 1]).is_err());
         assert!(facts.block_fits([1, 1, 65]).is_err());
+    }
+
+    #[test]
+    fn cache_sizes_and_features() {
+        assert_eq!(parse_cache_size("32K"), Some(32 * 1024));
+        assert_eq!(parse_cache_size("36M"), Some(36 << 20));
+        assert_eq!(parse_cache_size("0K"), None);
+        assert_eq!(parse_cache_size("big"), None);
+        let unknown = DeviceFacts::unknown(Backend::Vulkan);
+        assert_eq!(unknown.supports(Feature::F64), Support::No);
+        let host = DeviceFacts::host(Backend::Cpu);
+        assert_eq!(host.supports(Feature::F64), Support::Native);
+        assert_eq!(host.supports(Feature::CooperativeMatrix), Support::Emulated);
+        assert_ne!(host.l2_cache_bytes, Some(0));
     }
 
     #[test]

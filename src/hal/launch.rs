@@ -38,6 +38,10 @@ pub mod codes {
     pub const LOOP_LIMIT: &str = "XPU-L016";
     pub const PRIVATE_MEMORY: &str = "XPU-L017";
     pub const DEADLINE: &str = "XPU-L018";
+    pub const DEVICE_FAULT: &str = "XPU-L022";
+    pub const LOST_BUFFER: &str = "XPU-L023";
+    pub const HELD: &str = "XPU-L019";
+    pub const NO_SHAPE_FITS: &str = "XPU-L025";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -590,6 +594,53 @@ pub enum LaunchError {
         /// Whether the backend stopped the launch (interpreter, CPU) or only reported it.
         cancelled: bool,
     },
+    /// The device faulted (a sticky CUDA/HIP error: an illegal or misaligned address, a trap)
+    /// while running `kernel`, the kernel launched last before the fault was seen. The
+    /// backend recreated the device's context: the device goes on, and every buffer of the
+    /// lost context reports `XPU-D014` on use.
+    #[error(
+        "error[{}]: kernel {kernel}: the device faulted running it: {message}; the device's \
+         context was recreated, and every buffer allocated before the fault is lost",
+        codes::DEVICE_FAULT
+    )]
+    DeviceFault { kernel: String, message: String },
+    /// A buffer argument lost with an earlier device fault (its context was recreated).
+    #[error(
+        "error[{}]: kernel {kernel}: buffer {param} was lost with the device fault of kernel \
+         {fault}; allocate and upload it again",
+        codes::LOST_BUFFER
+    )]
+    LostBuffer {
+        kernel: String,
+        param: String,
+        fault: String,
+    },
+    /// The kernel is held on this backend by `@unlowered(backend = ..., hold = true)`
+    /// (contract §3.6): no code was built for it, by declaration, and the launch is refused
+    /// by name with the plan item that tracks the hold.
+    #[error(
+        "error[{}]: kernel {kernel}: held on the {} backend by @unlowered(hold = true) [tracked: {tracked}]",
+        codes::HELD,
+        backend.name()
+    )]
+    Held {
+        kernel: String,
+        backend: Backend,
+        tracked: String,
+    },
+    /// No member of a shape family fits this device at this problem (contract §6.1): every
+    /// candidate was pruned; `verdicts` names each with its rule, need and limit.
+    #[error(
+        "error[{}]: family {family}: no candidate fits this device at {problem}: {verdicts}",
+        codes::NO_SHAPE_FITS
+    )]
+    NoShapeFits {
+        /// The family (in the kernel position: [`LaunchError::kernel`] answers it).
+        family: String,
+        /// `MxNxK`.
+        problem: String,
+        verdicts: String,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
@@ -629,6 +680,10 @@ impl LaunchError {
             LoopLimit { .. } => codes::LOOP_LIMIT,
             PrivateMemory { .. } => codes::PRIVATE_MEMORY,
             Deadline { .. } => codes::DEADLINE,
+            DeviceFault { .. } => codes::DEVICE_FAULT,
+            LostBuffer { .. } => codes::LOST_BUFFER,
+            Held { .. } => codes::HELD,
+            NoShapeFits { .. } => codes::NO_SHAPE_FITS,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -642,9 +697,12 @@ impl LaunchError {
         use LaunchError::*;
         match self {
             NoCode { by_device, .. } | TooManyThreads { by_device, .. } => *by_device,
-            SharedMemory { .. } | PrivateMemory { .. } | WaveWidth { .. } | LoopLimit { .. } => {
-                true
-            }
+            SharedMemory { .. }
+            | PrivateMemory { .. }
+            | WaveWidth { .. }
+            | LoopLimit { .. }
+            | Held { .. }
+            | NoShapeFits { .. } => true,
             _ => false,
         }
     }
@@ -671,8 +729,12 @@ impl LaunchError {
             | LoopLimit { kernel, .. }
             | PrivateMemory { kernel, .. }
             | Deadline { kernel, .. }
+            | DeviceFault { kernel, .. }
+            | LostBuffer { kernel, .. }
+            | Held { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
+            NoShapeFits { family, .. } => family,
         }
     }
 }
@@ -844,8 +906,8 @@ pub fn check(
         manifest.max_waves,
         launch
             .wave
-            .or(manifest.built_wave)
             .or(manifest.declared_wave)
+            .or(manifest.built_wave.filter(|&w| w > 1))
             .or(facts.wave_width),
     ) {
         if threads > waves as u64 * width as u64 {
@@ -911,8 +973,11 @@ pub fn check(
             }
         }
     }
+    // A kernel built at 1 lane without a declared wave has no wave verb (§3.7: the CPU
+    // records 1 for it): nothing in it depends on the width the launch assumes.
+    let wave_free = manifest.built_wave == Some(1) && manifest.declared_wave.is_none();
     if let (Some(wave), Some(built)) = (launch.wave, manifest.built_wave) {
-        if wave != built {
+        if wave != built && !wave_free {
             return Err(LaunchError::WaveWidth {
                 kernel: kernel_name(),
                 declared: wave,

@@ -15,7 +15,7 @@ use crate::ir::{ConstBinOp, ConstExpr, ConstUnOp, Function, Handle, Len};
 
 /// One native operation in a kernel's device code and the tier it was lowered at (§3.3): a
 /// route can learn a kernel is on the slow tier before it launches it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NativeOp {
     /// The IR operation (`matrix_mma<f16, 16, 16>`, `wave_reduce_sum`).
     pub op: String,
@@ -26,7 +26,7 @@ pub struct NativeOp {
 }
 
 /// The manifest of one kernel on one backend (contract §4).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KernelManifest {
     pub kernel: String,
     pub backend: Backend,
@@ -105,6 +105,7 @@ impl KernelManifest {
     pub fn from_kernel(kernel: &Function, backend: Backend) -> Self {
         let mut m = KernelManifest::empty(kernel.name.clone(), backend);
         m.declared_wave = kernel.attrs.wave.map(|(w, _)| w);
+        m.pinned_block = kernel.attrs.block.map(|(b, _)| b);
         if let Some(occ) = &kernel.attrs.occupancy {
             let eval = |h: Option<Handle<ConstExpr>>| {
                 h.and_then(|h| eval_const(kernel, h))

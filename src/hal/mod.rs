@@ -5,14 +5,17 @@
 //! Nothing here touches a driver; `backend/` implements these traits and `runtime/` calls them.
 
 pub mod backend;
+pub mod checked;
 pub mod facts;
 pub mod launch;
 pub mod manifest;
+pub mod profile;
 pub mod seam;
 
 pub use backend::Backend;
+pub use checked::ProgramOptions;
 pub use seam::{
     codes, kernel_function, poison_requested, BufferBinding, DeviceArg, DeviceError, DeviceImpl,
-    DeviceMemory, EventImpl, Init, KernelImpl, Mode, ProgramImpl, ReadTicket, StreamImpl,
+    DeviceMemory, EventImpl, Init, KernelImpl, Mode, Prebuilt, ProgramImpl, ReadTicket, StreamImpl,
     TimerTier,
 };

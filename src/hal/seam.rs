@@ -36,6 +36,8 @@ pub mod codes {
     pub const FOREIGN_OBJECT: &str = "XPU-D008";
     pub const LOAD: &str = "XPU-D009";
     pub const DRIVER: &str = "XPU-D010";
+    pub const LOST: &str = "XPU-D014";
+    pub const DEVICE_FAULT: &str = "XPU-D015";
 }
 
 /// A device operation that failed: opening, allocating, copying, viewing, streams, loading.
@@ -76,6 +78,23 @@ pub enum DeviceError {
     Load { message: String },
     #[error("error[{}]: device failure: {message}", codes::DRIVER)]
     Driver { message: String },
+    /// The object belonged to a device context lost with the fault of `kernel` (the backend
+    /// recreated the context; see [`DeviceError::DeviceFault`]).
+    #[error(
+        "error[{}]: lost with the device fault of kernel {kernel}: the device's context was \
+         recreated; allocate and upload the buffer again",
+        codes::LOST
+    )]
+    Lost { kernel: String },
+    /// The device faulted (a sticky CUDA/HIP error) running `kernel`, the kernel launched
+    /// last, and this operation saw it; the backend recreated the context, and every buffer
+    /// of the lost one reports [`DeviceError::Lost`] on use.
+    #[error(
+        "error[{}]: the device faulted running kernel {kernel}: {message}; the device's \
+         context was recreated, and every buffer allocated before the fault is lost",
+        codes::DEVICE_FAULT
+    )]
+    DeviceFault { kernel: String, message: String },
     /// A malformed environment value the operation needed.
     #[error("{0}")]
     Config(#[from] crate::config::BadValue),
@@ -94,6 +113,8 @@ impl DeviceError {
             DeviceError::ForeignObject { .. } => codes::FOREIGN_OBJECT,
             DeviceError::Load { .. } => codes::LOAD,
             DeviceError::Driver { .. } => codes::DRIVER,
+            DeviceError::Lost { .. } => codes::LOST,
+            DeviceError::DeviceFault { .. } => codes::DEVICE_FAULT,
             DeviceError::Config(_) => crate::config::BAD_VALUE,
         }
     }
@@ -200,6 +221,16 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError>;
     /// Prepares `module` for this device. Device code may be produced lazily, per kernel.
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError>;
+    /// [`DeviceImpl::load`] under `options` (checked mode, ub-traps). A backend that builds
+    /// no checks (the interpreter, which checks everything always) keeps this default.
+    fn load_with(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &super::checked::ProgramOptions,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let _ = options;
+        self.load(module)
+    }
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Host
     }
@@ -214,6 +245,40 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn coarsens(&self) -> bool {
         false
     }
+    /// The target that device code made elsewhere (a bundle, [`crate::bundle`]) must name to
+    /// be used on this device without lowering again (`sm_90`, `gfx90a`, a Vulkan capability
+    /// key); `None` where the backend takes no such code (its code is made where it runs).
+    fn code_target(&self) -> Option<String> {
+        None
+    }
+    /// [`DeviceImpl::load`], with device code made elsewhere for some kernels of `module`
+    /// (made for [`DeviceImpl::code_target`]): those kernels take it at their first use instead
+    /// of being lowered; the others are lowered as after `load`. Code the backend cannot use
+    /// is an error here ([`DeviceError::Load`]). The default, for backends without a code
+    /// target, is `load`.
+    fn load_prebuilt(
+        &self,
+        module: &Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let _ = prebuilt;
+        self.load(module)
+    }
+    /// Bytes of device code the device holds now for live programs (`None`: not counted by
+    /// this backend).
+    fn code_memory(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// One kernel's device code made elsewhere (a bundle entry) for [`DeviceImpl::load_prebuilt`].
+#[derive(Clone, Debug)]
+pub struct Prebuilt {
+    pub kernel: String,
+    pub code: Vec<u8>,
+    /// The backend's launch metadata stored beside the code.
+    pub meta: Option<String>,
+    pub manifest: KernelManifest,
 }
 
 /// A module on one device.
@@ -223,11 +288,21 @@ pub trait ProgramImpl: Send + Sync {
     fn kernel(&self, name: &str, kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError>;
     /// The manifest of `name`, or `None` where this backend has no device code for it.
     fn manifest(&self, name: &str) -> Option<KernelManifest>;
+    /// How many times this program lowered a kernel's IR to device code (code taken from a
+    /// bundle or a cache does not count); `None` where the backend does not count.
+    fn lowerings(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One kernel's device code.
 pub trait KernelImpl: Send + Sync {
     fn manifest(&self) -> &KernelManifest;
+    /// How many compiled specialisations (per block, wave, ...) the kernel holds now; `None`
+    /// where the backend does not count them.
+    fn specialisations(&self) -> Option<usize> {
+        None
+    }
     /// Runs (or enqueues) the launch on `stream`. The arguments have passed
     /// [`crate::hal::launch::check`]; buffer bindings keep their memory alive for as long as the
     /// backend holds them.

@@ -17,11 +17,16 @@
 use super::error::InterpError;
 use super::value::{self, BinFn, TerFn, UnFn};
 use crate::ir::{
-    typeck, AtomicOp, Base, BinaryOp, Block, Builtin, ElemType, Expr, ExprId, Function,
+    typeck, AtomicOp, Base, BinaryOp, BitOp, Block, Builtin, ElemType, Expr, ExprId, Function,
     FunctionKind, Handle, Len, Literal, LoopKind, MathFn, Module, Place, Scalar, Span, Stmt,
     StmtKind, Type, VerifiedModule, WaveOp,
 };
 use std::collections::HashMap;
+
+#[path = "atomic_access.rs"]
+mod atomic_access;
+#[path = "bits.rs"]
+mod bits;
 
 pub(crate) type Slot = u32;
 
@@ -172,6 +177,27 @@ pub(crate) enum Inst {
         val: Slot,
         cmp: Slot,
         span: Span,
+    },
+    /// `atomic_load`: an element read recorded as an atomic access.
+    AtomicLoad {
+        mem: Mem,
+        dst: Slot,
+        idx: Slot,
+        span: Span,
+    },
+    /// `atomic_store`: an element write recorded as an atomic access.
+    AtomicStore {
+        mem: Mem,
+        src: Slot,
+        idx: Slot,
+        span: Span,
+    },
+    /// A bit operation on one integer lane of `s` (`a` holds its arity of operands).
+    Bits {
+        op: BitOp,
+        s: Scalar,
+        dst: Slot,
+        a: [Slot; 4],
     },
     /// A read of a local declared without an initialiser: every slot must be defined.
     CheckDef {
@@ -1092,6 +1118,10 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
             Some(Expr::Call { .. } | Expr::Dispatch { .. }) => {
                 self.call(e, None)?;
             }
+            Some(Expr::AtomicStore { place, value, .. }) => {
+                let (place, value) = (*place, *value);
+                self.atomic_store(place, value, self.span(e))?;
+            }
             _ => {
                 self.expr(e)?;
             }
@@ -1355,6 +1385,11 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 None => return refuse(span, "a call that returns nothing used as a value"),
             },
             Expr::Math { fun, args } => self.math(*fun, args, want, span)?,
+            Expr::Bits { op, args } => self.bits(*op, args, want, span)?,
+            Expr::AtomicLoad { place, .. } => self.atomic_load(*place, want, span)?,
+            Expr::AtomicStore { .. } => {
+                return refuse(span, "atomic_store used as a value");
+            }
             Expr::Atomic {
                 op,
                 place,
@@ -1370,9 +1405,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                     return refuse(span, "an atomic on private memory or a vector element");
                 }
                 let s = mem.scalar();
-                let ok = matches!(s, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64)
-                    || (s == Scalar::F32 && *op == AtomicOp::Add);
-                if !ok {
+                if !op.takes(s) {
                     return refuse(span, format!("{} on {}", op.name(), s.name()));
                 }
                 let dst = self.dst(want, 1);

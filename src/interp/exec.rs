@@ -408,6 +408,13 @@ impl<'p> Machine<'p> {
                         r!(dst + i) = f(r!(a + i), r!(b + i));
                     }
                 }
+                Inst::Bits { op, s, dst, a } => {
+                    let mut v = [0u64; 4];
+                    for (k, &slot) in a.iter().enumerate().take(op.arity()) {
+                        v[k] = r!(slot);
+                    }
+                    r!(*dst) = value::canon(*s, op.eval(*s, &v));
+                }
                 Inst::Ter { f, dst, a, b, c, n } => {
                     for i in 0..*n {
                         r!(dst + i) = f(r!(a + i), r!(b + i), r!(c + i));
@@ -736,6 +743,56 @@ impl<'p> Machine<'p> {
                     let sz = s.size() as usize;
                     value::store_lane(s, new, &mut region.bytes[b + i as usize * sz..]);
                     r!(*dst) = old[0];
+                }
+                Inst::AtomicLoad {
+                    mem,
+                    dst,
+                    idx,
+                    span,
+                } => {
+                    let i = r!(*idx);
+                    let (_, len, _) = self.region(*mem);
+                    if i >= len {
+                        ub!(
+                            *span,
+                            UbKind::OutOfBounds,
+                            "atomic_load of element {i} of {}, which has {len}",
+                            self.mem_name(*mem)
+                        );
+                    }
+                    let who = self.who(it, *span);
+                    let mut v = [0u64];
+                    let s = mem.scalar();
+                    if let Err(f) = self.read_scalars(*mem, i, s, &mut v, Access::Atomic, who) {
+                        let (k, m) = self.fault_detail(*mem, i, "atomic_load", f);
+                        ub!(*span, k, "{m}");
+                    }
+                    r!(*dst) = v[0];
+                }
+                Inst::AtomicStore {
+                    mem,
+                    src,
+                    idx,
+                    span,
+                } => {
+                    let i = r!(*idx);
+                    let (_, len, _) = self.region(*mem);
+                    if i >= len {
+                        ub!(
+                            *span,
+                            UbKind::OutOfBounds,
+                            "atomic_store to element {i} of {}, which has {len}",
+                            self.mem_name(*mem)
+                        );
+                    }
+                    let who = self.who(it, *span);
+                    let v = [r!(*src)];
+                    let s = mem.scalar();
+                    let stored = self.write_scalars(*mem, i, s, &v, Access::AtomicStore, who);
+                    if let Err(f) = stored {
+                        let (k, m) = self.fault_detail(*mem, i, "atomic_store", f);
+                        ub!(*span, k, "{m}");
+                    }
                 }
                 Inst::CheckDef {
                     slot,
@@ -1494,6 +1551,27 @@ fn atomic_result(op: AtomicOp, s: Scalar, old: u64, v: u64, cmp: u64) -> u64 {
         AtomicOp::Xor => value::binary_fn(BinaryOp::BitXor, s),
         AtomicOp::Exchange => return v,
         AtomicOp::CompareExchange => return if old == cmp { v } else { old },
+        // CUDA's wrapping increment and decrement, comparing the bits unsigned.
+        AtomicOp::Inc | AtomicOp::Dec => {
+            let m = if s.bits() == 64 {
+                u64::MAX
+            } else {
+                (1u64 << s.bits()) - 1
+            };
+            let (o, b) = (old & m, v & m);
+            let r = if op == AtomicOp::Inc {
+                if o >= b {
+                    0
+                } else {
+                    o + 1
+                }
+            } else if o == 0 || o > b {
+                b
+            } else {
+                o - 1
+            };
+            return canon(s, r);
+        }
     };
     f.map_or(old, |f| f(old, v))
 }

@@ -214,7 +214,10 @@ const MANY: u32 = u32::MAX;
 pub(crate) enum Access {
     Read,
     Write,
+    /// An atomic read-modify-write or `atomic_load`: reads defined bytes.
     Atomic,
+    /// An `atomic_store`: as `Atomic` for races, but defines the bytes like a write.
+    AtomicStore,
 }
 
 /// Who is accessing: a work-item (linear over the launch), in a phase of a workgroup whose
@@ -315,7 +318,10 @@ impl Region {
         who: Accessor,
         checks: bool,
     ) -> Result<(), Fault> {
-        if checks && how != Access::Write && !all_defined(&self.defined, off, len) {
+        if checks
+            && !matches!(how, Access::Write | Access::AtomicStore)
+            && !all_defined(&self.defined, off, len)
+        {
             return Err(Fault::Uninit);
         }
         if !self.shadow.is_empty() {
@@ -382,8 +388,8 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
                 cell.r_item = MANY;
             }
         }
-        Access::Write | Access::Atomic => {
-            let atomic = how == Access::Atomic;
+        Access::Write | Access::Atomic | Access::AtomicStore => {
+            let atomic = how != Access::Write;
             if w != 0 && !(atomic && w_atomic) && unordered(cell.w_phase, who) {
                 return Err(Conflict {
                     other_item: writer(cell.w_item),

@@ -70,3 +70,50 @@ impl FunctionInfo {
         }
     }
 }
+
+/// Whether what `f` computes can depend on the wave width it runs at: it (or a helper it
+/// reaches) uses a wave verb, a cooperative-matrix operation, or reads `lane_id` or
+/// `wave_width`. A call through a tag counts when any function of `module` does. The CPU
+/// manifest records `built_wave = 1` for a kernel that does not (contract §3.7).
+pub fn depends_on_wave(module: &super::Module, f: &Function) -> bool {
+    fn direct(e: &Expr) -> bool {
+        matches!(
+            e,
+            Expr::Wave { .. }
+                | Expr::Builtin(super::Builtin::WaveWidth | super::Builtin::LaneId)
+                | Expr::MatrixFill { .. }
+                | Expr::MatrixLoad { .. }
+                | Expr::MatrixMma { .. }
+        )
+    }
+    // An explicit worklist over functions, each visited once (helpers may be shared).
+    let mut seen = vec![false; module.functions.len()];
+    let mut pending = vec![f];
+    while let Some(g) = pending.pop() {
+        for (_, e) in g.exprs.iter() {
+            if direct(e) {
+                return true;
+            }
+            match e {
+                Expr::Call { function, .. } => {
+                    if let Some(seen) = seen.get_mut(function.index()) {
+                        if !*seen {
+                            *seen = true;
+                            if let Some(h) = module.functions.try_get(*function) {
+                                pending.push(h);
+                            }
+                        }
+                    }
+                }
+                Expr::Dispatch { .. } => {
+                    return module
+                        .functions
+                        .iter()
+                        .any(|(_, h)| h.exprs.iter().any(|(_, e)| direct(e)));
+                }
+                _ => {}
+            }
+        }
+    }
+    false
+}

@@ -43,10 +43,10 @@
 //! spans with [`FunctionBuilder::at`]).
 
 use super::{
-    Access, AtomicOp, Attributes, Base, BinaryOp, Block, Builtin, ConstExpr, Dim, ElemType, Expr,
-    ExprId, FenceScope, Function, FunctionKind, Handle, Len, Literal, Local, LoopKind, MathFn,
-    MatrixRole, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp, Scalar, SharedDecl, Span,
-    Stmt, StmtKind, TagSet, TemplateInfo, Type, UnaryOp, WaveOp,
+    Access, AtomicOp, Attributes, Base, BinaryOp, BitOp, Block, Builtin, ConstExpr, Dim, ElemType,
+    Expr, ExprId, FenceScope, Function, FunctionKind, Handle, Len, Literal, Local, LoopKind,
+    MathFn, MatrixRole, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp, Scalar, SharedDecl,
+    Span, Stmt, StmtKind, TagSet, TemplateInfo, Type, UnaryOp, WaveOp,
 };
 
 /// An expression under construction. Not `Copy`: each value has exactly one use.
@@ -597,6 +597,12 @@ impl FunctionBuilder {
         self.expr(Expr::Math { fun, args })
     }
 
+    /// A bit operation (`popcount`, `mul_hi`, ...) on integer scalars.
+    pub fn bits(&mut self, op: BitOp, args: Vec<Value>) -> Value {
+        let args = args.into_iter().map(|a| a.0).collect();
+        self.expr(Expr::Bits { op, args })
+    }
+
     /// A relaxed read-modify-write of `base[index]`; yields the old value.
     pub fn atomic(
         &mut self,
@@ -626,6 +632,41 @@ impl FunctionBuilder {
             value: value.0,
             compare: None,
         })
+    }
+
+    /// `atomic_load(base[index], order)`.
+    pub fn atomic_load(
+        &mut self,
+        order: MemoryOrder,
+        base: impl Into<Base>,
+        index: Value,
+    ) -> Value {
+        self.expr(Expr::AtomicLoad {
+            order,
+            place: Place::Element {
+                base: base.into(),
+                index: index.0,
+            },
+        })
+    }
+
+    /// `atomic_store(base[index], value, order)`, as a statement.
+    pub fn atomic_store(
+        &mut self,
+        order: MemoryOrder,
+        base: impl Into<Base>,
+        index: Value,
+        value: Value,
+    ) {
+        let e = self.expr(Expr::AtomicStore {
+            order,
+            place: Place::Element {
+                base: base.into(),
+                index: index.0,
+            },
+            value: value.0,
+        });
+        self.eval(e);
     }
 
     /// `atomic_compare_exchange(base[index], expected, new)`.

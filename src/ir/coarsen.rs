@@ -144,7 +144,9 @@ fn uniform_expr(f: &Function, e: ExprId, uniform: &HashSet<usize>) -> bool {
         | Expr::VLoad { .. }
         | Expr::Call { .. }
         | Expr::Dispatch { .. }
-        | Expr::Atomic { .. } => false,
+        | Expr::Atomic { .. }
+        | Expr::AtomicLoad { .. }
+        | Expr::AtomicStore { .. } => false,
         _ => true,
     };
     ok && f.exprs[e]
@@ -262,6 +264,22 @@ fn check_exprs(
                 ..
             }
             | Expr::Atomic {
+                place:
+                    Place::Element {
+                        base: Base::Shared(_),
+                        ..
+                    },
+                ..
+            }
+            | Expr::AtomicLoad {
+                place:
+                    Place::Element {
+                        base: Base::Shared(_),
+                        ..
+                    },
+                ..
+            }
+            | Expr::AtomicStore {
                 place:
                     Place::Element {
                         base: Base::Shared(_),
@@ -776,6 +794,8 @@ impl Pass<'_> {
                 | Expr::Call { .. }
                 | Expr::Dispatch { .. }
                 | Expr::Atomic { .. }
+                | Expr::AtomicLoad { .. }
+                | Expr::AtomicStore { .. }
         );
         ok && self.src.exprs[e]
             .operands()
@@ -854,6 +874,31 @@ impl Pass<'_> {
                     place: self.place(&place, c, index),
                     value,
                     compare,
+                }
+            }
+            Expr::AtomicLoad { order, place } => {
+                let index = match place {
+                    Place::Element { index, .. } => Some(index),
+                    _ => None,
+                };
+                Expr::AtomicLoad {
+                    order,
+                    place: self.place(&place, c, index),
+                }
+            }
+            Expr::AtomicStore {
+                order,
+                place,
+                value,
+            } => {
+                let index = match place {
+                    Place::Element { index, .. } => Some(index),
+                    _ => None,
+                };
+                Expr::AtomicStore {
+                    order,
+                    place: self.place(&place, c, index),
+                    value,
                 }
             }
             other => other,

@@ -5,7 +5,7 @@
 //! `&&` and `||` and the two arms of `select` (both arms are evaluated; `select` is a value
 //! choice, not control flow).
 
-use super::{Function, Handle, Local, MatrixRole, Scalar, SharedDecl, TagSet, Type};
+use super::{BitOp, Function, Handle, Local, MatrixRole, Scalar, SharedDecl, TagSet, Type};
 
 pub type ExprId = Handle<Expr>;
 
@@ -247,10 +247,14 @@ pub enum AtomicOp {
     Exchange,
     /// Stores `value` when the current value equals `compare`; returns the old value.
     CompareExchange,
+    /// CUDA's `atomicInc`: `old >= value ? 0 : old + 1` (unsigned comparison of the bits).
+    Inc,
+    /// CUDA's `atomicDec`: `old == 0 || old > value ? value : old - 1` (unsigned).
+    Dec,
 }
 
 impl AtomicOp {
-    pub const ALL: [AtomicOp; 9] = [
+    pub const ALL: [AtomicOp; 11] = [
         AtomicOp::Add,
         AtomicOp::Sub,
         AtomicOp::Min,
@@ -260,7 +264,21 @@ impl AtomicOp {
         AtomicOp::Xor,
         AtomicOp::Exchange,
         AtomicOp::CompareExchange,
+        AtomicOp::Inc,
+        AtomicOp::Dec,
     ];
+
+    /// Whether the atomic applies to an element of scalar `s`: every operation on `i32 u32
+    /// i64 u64`; `atomic_add`, `atomic_min`, `atomic_max` on `f32`; `atomic_add` on `f64` and
+    /// `f16`.
+    pub const fn takes(self, s: Scalar) -> bool {
+        match s {
+            Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64 => true,
+            Scalar::F32 => matches!(self, AtomicOp::Add | AtomicOp::Min | AtomicOp::Max),
+            Scalar::F64 | Scalar::F16 => matches!(self, AtomicOp::Add),
+            _ => false,
+        }
+    }
 
     pub const fn name(self) -> &'static str {
         match self {
@@ -273,6 +291,8 @@ impl AtomicOp {
             AtomicOp::Xor => "atomic_xor",
             AtomicOp::Exchange => "atomic_exchange",
             AtomicOp::CompareExchange => "atomic_compare_exchange",
+            AtomicOp::Inc => "atomic_inc",
+            AtomicOp::Dec => "atomic_dec",
         }
     }
 
@@ -527,6 +547,24 @@ pub enum Expr {
         b: ExprId,
         c: ExprId,
     },
+    /// A bit operation on integer scalars (`popcount(x)`, `bitfield_extract(x, off, n)`, ...).
+    Bits {
+        op: BitOp,
+        args: Vec<ExprId>,
+    },
+    /// `atomic_load(b[i], order)`: an indivisible read of a buffer or shared element
+    /// (`relaxed`, `acquire` or `seq_cst`).
+    AtomicLoad {
+        order: MemoryOrder,
+        place: Place,
+    },
+    /// `atomic_store(b[i], value, order)`: an indivisible write of a buffer or shared element
+    /// (`relaxed`, `release` or `seq_cst`); yields nothing, so it is a statement.
+    AtomicStore {
+        order: MemoryOrder,
+        place: Place,
+        value: ExprId,
+    },
 }
 
 impl Expr {
@@ -561,9 +599,10 @@ impl Expr {
             Expr::Splat { value, .. } => vec![value],
             Expr::Extract { vector, .. } | Expr::Swizzle { vector, .. } => vec![vector],
             Expr::Index { index, .. } | Expr::VLoad { index, .. } => vec![index],
-            Expr::Call { args, .. } | Expr::Math { args, .. } | Expr::Wave { args, .. } => {
-                args.iter_mut().collect()
-            }
+            Expr::Call { args, .. }
+            | Expr::Math { args, .. }
+            | Expr::Wave { args, .. }
+            | Expr::Bits { args, .. } => args.iter_mut().collect(),
             Expr::Dispatch { tag, args } => std::iter::once(tag).chain(args.iter_mut()).collect(),
             Expr::Atomic {
                 place,
@@ -581,6 +620,14 @@ impl Expr {
                 out.push(value);
                 out
             }
+            Expr::AtomicLoad { place, .. } => match place {
+                Place::Element { index, .. } => vec![index],
+                _ => vec![],
+            },
+            Expr::AtomicStore { place, value, .. } => match place {
+                Place::Element { index, .. } => vec![index, value],
+                _ => vec![value],
+            },
             Expr::MatrixFill { value, .. } => vec![value],
             Expr::MatrixLoad { offset, stride, .. } => vec![offset, stride],
             Expr::MatrixMma { a, b, c } => vec![a, b, c],
@@ -618,9 +665,10 @@ impl Expr {
                 let _ = base;
                 f(*index)
             }
-            Expr::Call { args, .. } | Expr::Math { args, .. } | Expr::Wave { args, .. } => {
-                args.iter().copied().for_each(f)
-            }
+            Expr::Call { args, .. }
+            | Expr::Math { args, .. }
+            | Expr::Wave { args, .. }
+            | Expr::Bits { args, .. } => args.iter().copied().for_each(f),
             Expr::Dispatch { tag, args } => {
                 f(*tag);
                 args.iter().copied().for_each(f);
@@ -640,6 +688,17 @@ impl Expr {
                 f(*value);
             }
             Expr::VLoad { index, .. } => f(*index),
+            Expr::AtomicLoad { place, .. } => {
+                if let Place::Element { index, .. } = place {
+                    f(*index);
+                }
+            }
+            Expr::AtomicStore { place, value, .. } => {
+                if let Place::Element { index, .. } = place {
+                    f(*index);
+                }
+                f(*value);
+            }
             Expr::MatrixFill { value, .. } => f(*value),
             Expr::MatrixLoad { offset, stride, .. } => {
                 f(*offset);

@@ -91,12 +91,26 @@ pub struct Unlowered {
     pub span: Span,
 }
 
+impl Unlowered {
+    /// Whether this hold applies on `backend` (as `@unlowered` names it: `cpu`, `cuda`, `hip`,
+    /// `vulkan`) on a host whose wave is `host_wave` lanes: `host_wave_below = N` holds on
+    /// the CPU only where the host is narrower than `N` (contract §3.6).
+    pub fn active(&self, backend: &str, host_wave: u32) -> bool {
+        self.backend == backend
+            && (backend != "cpu" || self.host_wave_below.is_none_or(|n| host_wave < n))
+    }
+}
+
 /// A kernel's declarations (contract §3.2–3.6).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Attributes {
     /// `@wave(N)`: the wave width the body assumes.
     pub wave: Option<(u32, Span)>,
     pub occupancy: Option<Occupancy>,
+    /// `@block(X, Y, Z)`: the one block the kernel is launched with (contract §3.4). Backends
+    /// lower it as their bound, the manifest records it, and a launch with another block is
+    /// refused (`XPU-L008`). Missing dimensions are 1.
+    pub block: Option<([u32; 3], Span)>,
     pub unlowered: Vec<Unlowered>,
     /// `@unbounded(tracked = "...")`.
     pub unbounded: Option<(String, Span)>,
@@ -187,6 +201,8 @@ impl Function {
                 Expr::Call { .. }
                 | Expr::Dispatch { .. }
                 | Expr::Atomic { .. }
+                | Expr::AtomicLoad { .. }
+                | Expr::AtomicStore { .. }
                 | Expr::Wave { .. }
                 | Expr::MatrixFill { .. }
                 | Expr::MatrixLoad { .. }

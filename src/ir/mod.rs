@@ -7,10 +7,12 @@
 
 pub mod analysis;
 mod arena;
+mod bits;
 pub mod builder;
 pub mod coarsen;
 mod diag;
 mod expr;
+pub mod family;
 mod function;
 mod module;
 mod span;
@@ -23,6 +25,7 @@ pub mod verify;
 
 pub use analysis::FunctionInfo;
 pub use arena::{Arena, Handle};
+pub use bits::BitOp;
 pub use diag::{Diagnostic, Diagnostics};
 pub use expr::*;
 pub use function::*;

@@ -15,6 +15,8 @@ pub struct TagSet {
 pub struct Module {
     pub functions: Arena<Function>,
     pub tag_sets: Arena<TagSet>,
+    /// Shape families declared over templates (`family NAME = Template(...)`, contract §6.1).
+    pub families: Vec<super::family::FamilyDecl>,
 }
 
 impl Module {

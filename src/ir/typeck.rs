@@ -18,8 +18,9 @@
 use super::verify::codes;
 use super::{Access, Len};
 use super::{
-    AtomicOp, Base, BinaryOp, ElemType, Expr, ExprId, Function, FunctionKind, Literal, MathFn,
-    MatrixRole, Module, Place, ReduceOp, Scalar, Type, UnaryOp, WaveOp, VECTOR_LANES,
+    AtomicOp, Base, BinaryOp, BitOp, ElemType, Expr, ExprId, Function, FunctionKind, Literal,
+    MathFn, MatrixRole, MemoryOrder, Module, Place, ReduceOp, Scalar, Type, UnaryOp, WaveOp,
+    VECTOR_LANES,
 };
 use std::collections::HashMap;
 
@@ -671,6 +672,7 @@ impl<'a> Typer<'a> {
                 return Ok(first.ret);
             }
             Expr::Math { fun, args } => self.math(*fun, args)?,
+            Expr::Bits { op, args } => self.bits(*op, args)?,
             Expr::Atomic {
                 op,
                 place,
@@ -679,6 +681,15 @@ impl<'a> Typer<'a> {
                 ..
             } => self.atomic(*op, place, *value, *compare)?,
             Expr::Wave { op, args } => self.wave(*op, args)?,
+            Expr::AtomicLoad { order, place } => self.atomic_access(*order, place, None)?,
+            Expr::AtomicStore {
+                order,
+                place,
+                value,
+            } => {
+                self.atomic_access(*order, place, Some(*value))?;
+                return Ok(None);
+            }
             Expr::VLoad {
                 base,
                 index,
@@ -914,6 +925,140 @@ impl<'a> Typer<'a> {
         Ok(first)
     }
 
+    /// A bit operation: values of one integer scalar type, amounts of `u32`; the result has
+    /// the values' type.
+    fn bits(&self, op: BitOp, args: &[ExprId]) -> Result<Type, Failure> {
+        if args.len() != op.arity() {
+            return here(
+                codes::BITS,
+                format!(
+                    "`{}` takes {} arguments, {} given",
+                    op.name(),
+                    op.arity(),
+                    args.len()
+                ),
+            );
+        }
+        let mut value: Option<Type> = None;
+        for (i, &a) in args.iter().enumerate() {
+            let t = self.operand(a)?;
+            if op.is_amount(i) {
+                if t != Type::U32 {
+                    return here(
+                        codes::BITS,
+                        format!(
+                            "argument {} of `{}` is a u32 amount, not {}",
+                            i + 1,
+                            op.name(),
+                            self.tn(t)
+                        ),
+                    );
+                }
+                continue;
+            }
+            match (value, t) {
+                (None, Type::Scalar(s)) if s.is_int() => value = Some(t),
+                (None, _) => {
+                    return here(
+                        codes::BITS,
+                        format!("`{}` takes integer scalars, not {}", op.name(), self.tn(t)),
+                    )
+                }
+                (Some(v), t) if v != t => {
+                    return here(
+                        codes::BITS,
+                        format!("`{}` of {} and {}", op.name(), self.tn(v), self.tn(t)),
+                    )
+                }
+                _ => {}
+            }
+        }
+        value.ok_or_else(|| Failure::Here(TypeError::new(codes::BITS, "no value argument")))
+    }
+
+    /// `atomic_load` (no value) or `atomic_store`: a buffer or shared element of `i32 u32 i64
+    /// u64 f32 f64`, an order that suits the access, a value of the element's type, and (to
+    /// store) a writable base. Yields the element's type.
+    fn atomic_access(
+        &self,
+        order: MemoryOrder,
+        place: &Place,
+        value: Option<ExprId>,
+    ) -> Result<Type, Failure> {
+        let name = if value.is_some() {
+            "atomic_store"
+        } else {
+            "atomic_load"
+        };
+        let Place::Element { base, index } = *place else {
+            return here(
+                codes::ATOMIC,
+                format!("`{name}` needs a buffer or shared element"),
+            );
+        };
+        if !self.func.exprs.contains(index) {
+            return here(
+                codes::HANDLE,
+                format!("expression {index:?} does not exist"),
+            );
+        }
+        if let Base::Local(_) = base {
+            return here(
+                codes::ATOMIC,
+                format!(
+                    "`{name}` on private array `{}`; atomics need a buffer or shared element",
+                    base_name(self.func, base)
+                ),
+            );
+        }
+        let elem = self.base(base)?;
+        self.u32_operand(index, codes::INDEX, "an index")?;
+        let ok = elem.lanes == 1
+            && matches!(
+                elem.scalar,
+                Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64 | Scalar::F32 | Scalar::F64
+            );
+        if !ok {
+            return here(
+                codes::ATOMIC,
+                format!(
+                    "`{name}` on an element of {}; it takes i32, u32, i64, u64, f32, f64",
+                    self.tn(elem.value_type())
+                ),
+            );
+        }
+        let order_ok = match value {
+            None => !matches!(order, MemoryOrder::Release | MemoryOrder::AcqRel),
+            Some(_) => !matches!(order, MemoryOrder::Acquire | MemoryOrder::AcqRel),
+        };
+        if !order_ok {
+            return here(
+                codes::ATOMIC_ORDER,
+                format!("`{name}` with order {}", order.name()),
+            );
+        }
+        let want = elem.value_type();
+        if let Some(v) = value {
+            if base_writable(self.func, base) == Some(false) {
+                return here(
+                    codes::READ_ONLY,
+                    format!(
+                        "`{name}` to read-only buffer `{}`",
+                        base_name(self.func, base)
+                    ),
+                );
+            }
+            let t = self.operand(v)?;
+            if t != want {
+                return here(
+                    codes::ATOMIC,
+                    format!("`{name}` of {} to {}", self.tn(t), self.tn(want)),
+                );
+            }
+        }
+        Ok(want)
+    }
+
     fn atomic(
         &self,
         op: AtomicOp,
@@ -946,14 +1091,12 @@ impl<'a> Typer<'a> {
         let elem = self.base(base)?;
         self.u32_operand(index, codes::INDEX, "an index")?;
         let s = elem.scalar;
-        let ok = elem.lanes == 1
-            && (matches!(s, Scalar::I32 | Scalar::U32 | Scalar::I64 | Scalar::U64)
-                || (s == Scalar::F32 && op == AtomicOp::Add));
+        let ok = elem.lanes == 1 && op.takes(s);
         if !ok {
             return here(
                 codes::ATOMIC,
                 format!(
-                    "`{}` on an element of {}; atomics take i32, u32, i64, u64 (f32 for atomic_add only)",
+                    "`{}` on an element of {}; atomics take i32, u32, i64, u64 (f32 for atomic_add, atomic_min, atomic_max; f64 and f16 for atomic_add)",
                     op.name(),
                     self.tn(elem.value_type())
                 ),

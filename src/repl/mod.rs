@@ -277,6 +277,7 @@ impl Session {
                     }
                 }
                 AstItem::TagSet(t) => names.push(t.name.clone()),
+                AstItem::Family(f) => names.push(f.name.clone()),
                 AstItem::Run(_) => {
                     return Err(ReplError::new(
                         codes::ONE_ITEM,

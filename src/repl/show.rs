@@ -223,7 +223,7 @@ pub fn asm(
             let f = module.function(handle);
             let wave = crate::backend::cpu::build_wave(f);
             let (result, text) = crate::codegen::cpu::capture_clif(|| {
-                crate::backend::cpu::compile(module, handle, [0, 1, 1], wave, false, false)
+                crate::backend::cpu::compile(module, handle, [0, 1, 1], wave, false, false, false)
             });
             result.map_err(|e| format!("the CPU lowering refused `{kernel}`: {e}"))?;
             Ok(text)

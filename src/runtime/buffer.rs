@@ -180,23 +180,45 @@ impl RawBuffer {
                 what: format!("{} bytes into a view of {}", data.len(), self.len),
             });
         }
-        self.device.implementation().write(
+        let start = crate::profile::now_ns();
+        let result = self.device.implementation().write(
             stream.implementation().as_ref(),
             &self.memory,
             self.offset,
             data,
-        )
+        );
+        self.copy_span("upload", start, data.len());
+        result
+    }
+
+    /// A host span of a copy, when the profiler is armed.
+    fn copy_span(&self, name: &str, start: u64, bytes: usize) {
+        if crate::profile::armed() {
+            crate::profile::host_span(
+                crate::profile::Kind::Copy,
+                name,
+                start,
+                crate::profile::Args {
+                    backend: self.device.backend().name(),
+                    bytes: Some(bytes as u64),
+                    ..Default::default()
+                },
+            );
+        }
     }
 
     /// Enqueues on `stream` a copy of the whole view to the host.
     pub fn read_async(&self, stream: &KernelStream) -> Result<Box<dyn ReadTicket>, DeviceError> {
         self.check_stream(stream)?;
-        self.device.implementation().read(
+        let start = crate::profile::now_ns();
+        let result = self.device.implementation().read(
             stream.implementation().as_ref(),
             &self.memory,
             self.offset,
             self.len,
-        )
+        );
+        self.copy_span("download", start, self.len);
+        result
     }
 
     /// Copies `data` into the view on this thread's default stream and waits.
@@ -209,7 +231,13 @@ impl RawBuffer {
     /// The view's bytes, after the work enqueued on this thread's default stream.
     pub fn read(&self) -> Result<Vec<u8>, DeviceError> {
         let stream = KernelStream::current(&self.device);
-        self.read_async(&stream)?.wait()
+        let start = crate::profile::now_ns();
+        let bytes = self.read_async(&stream)?.wait();
+        if crate::record::armed() || crate::profile::armed() {
+            // The download waited for everything before it on the stream.
+            stream.drained(start, bytes.is_ok());
+        }
+        bytes
     }
 
     /// Enqueues on `stream` a device-side copy of `src` into this view (lengths must match).
@@ -229,14 +257,17 @@ impl RawBuffer {
                 what: format!("a copy of {} bytes into a view of {}", src.len, self.len),
             });
         }
-        self.device.implementation().copy(
+        let start = crate::profile::now_ns();
+        let result = self.device.implementation().copy(
             stream.implementation().as_ref(),
             &src.memory,
             src.offset,
             &self.memory,
             self.offset,
             self.len,
-        )
+        );
+        self.copy_span("copy", start, self.len);
+        result
     }
 }
 

@@ -14,7 +14,7 @@ use crate::hal::facts::DeviceFacts;
 use crate::hal::launch::{self, ArgValue, HostValue, Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::seam::*;
-use crate::hal::Backend;
+use crate::hal::{Backend, ProgramOptions};
 use crate::ir::{Function, Handle, VerifiedModule};
 use crate::runtime::coarse;
 use crate::runtime::stream::KernelStream;
@@ -27,7 +27,16 @@ use std::sync::{Arc, OnceLock};
 struct DeviceInner {
     id: u64,
     imp: Arc<dyn DeviceImpl>,
+    /// The programs loaded on this device and still alive: the registry
+    /// [`Device::kernel_available`] asks.
+    programs: Mutex<Vec<LoadedProgram>>,
 }
+
+/// A registry entry: a program's module and device side, held weakly.
+type LoadedProgram = (
+    std::sync::Weak<VerifiedModule>,
+    std::sync::Weak<dyn ProgramImpl>,
+);
 
 /// A handle to one backend's device: `Send + Sync`, cheap to clone; clones are the same
 /// device.
@@ -57,6 +66,9 @@ static CURRENT: OnceLock<Device> = OnceLock::new();
 /// Opens a backend's device implementation. One arm per backend; those not compiled into this
 /// build say so.
 fn open_backend(backend: Backend) -> Result<Arc<dyn DeviceImpl>, DeviceError> {
+    // The profiler is armed (from `CAJETA_PROFILER`) before any backend initialises, so that
+    // it sees every compile.
+    crate::profile::armed();
     match backend {
         Backend::Interp => Ok(Arc::new(interp::InterpDevice::new())),
         Backend::Cpu => Ok(Arc::new(cpu::CpuDevice::new())),
@@ -78,6 +90,7 @@ impl Device {
             inner: Arc::new(DeviceInner {
                 id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
                 imp,
+                programs: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -155,6 +168,38 @@ impl Device {
         self.inner.imp.facts()
     }
 
+    /// How this device does `feature` (contract §5.2): `Native`, `Emulated` or `No`.
+    pub fn supports(&self, feature: crate::hal::facts::Feature) -> crate::hal::facts::Support {
+        self.facts().supports(feature)
+    }
+
+    /// The registry question (contract §5.2): whether a program loaded on this device and
+    /// still alive has device code for the kernel `name` on this backend, with a manifest
+    /// whose shared memory fits this device (the opt-in ceiling where the device has one).
+    /// Asking builds the kernel's code where it was not built yet.
+    pub fn kernel_available(&self, name: &str) -> bool {
+        let live: Vec<(Arc<VerifiedModule>, Arc<dyn ProgramImpl>)> = self
+            .inner
+            .programs
+            .lock()
+            .iter()
+            .filter_map(|(m, i)| Some((m.upgrade()?, i.upgrade()?)))
+            .collect();
+        let facts = self.facts();
+        let ceiling = facts
+            .shared_bytes_per_block_optin
+            .or(facts.shared_bytes_per_block);
+        live.iter().any(|(module, imp)| {
+            module.kernel(name).is_some()
+                && imp
+                    .manifest(name)
+                    .is_some_and(|m| match (m.static_shared_bytes, ceiling) {
+                        (Some(need), Some(limit)) => need <= limit,
+                        _ => true,
+                    })
+        })
+    }
+
     /// A number unique to this device within the process.
     pub fn id(&self) -> u64 {
         self.inner.id
@@ -165,27 +210,81 @@ impl Device {
         &self.inner.imp
     }
 
-    /// Prepares `module` for this device; kernels are compiled on first use.
+    /// Prepares `module` for this device; kernels are compiled on first use, under the
+    /// options the environment asks for ([`ProgramOptions::from_env`]: checked mode off,
+    /// ub-traps on in debug builds of the library).
     pub fn load(&self, module: impl IntoSharedModule) -> Result<Program, DeviceError> {
-        let module = module.into_shared();
+        let options = ProgramOptions::from_env()?;
+        self.load_with(module, options)
+    }
+
+    /// [`Device::load`] under explicit options: checked mode (bounds-checked GPU code) and
+    /// ub-traps (tested `align` statements), contract §2.3.
+    pub fn load_with(
+        &self,
+        module: impl IntoSharedModule,
+        options: ProgramOptions,
+    ) -> Result<Program, DeviceError> {
+        self.load_through(module.into_shared(), options, |imp, m| {
+            imp.load_with(m, &options)
+        })
+    }
+
+    /// [`Device::load`] with device code made elsewhere for some kernels (a bundle's:
+    /// [`Device::load_bundle`]), under the default options.
+    pub(crate) fn load_prebuilt(
+        &self,
+        module: Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Program, DeviceError> {
+        let options = ProgramOptions::from_env()?;
+        self.load_through(module, options, |imp, m| imp.load_prebuilt(m, prebuilt))
+    }
+
+    /// The coarsened variants made at load, then the backend's program from `load`.
+    fn load_through(
+        &self,
+        module: Arc<VerifiedModule>,
+        options: ProgramOptions,
+        load: impl FnOnce(
+            &dyn DeviceImpl,
+            &Arc<VerifiedModule>,
+        ) -> Result<Arc<dyn crate::hal::ProgramImpl>, DeviceError>,
+    ) -> Result<Program, DeviceError> {
+        crate::record::census::register(
+            self.backend().name(),
+            module.kernels().map(|(_, f)| f.name.as_str()),
+        );
         let variants = if coarse::made_at_load(self.inner.imp.as_ref()) {
             coarse::variants(&module)
         } else {
             coarse::Variants::default()
         };
-        let imp = self
-            .inner
-            .imp
-            .load(variants.loaded.as_ref().unwrap_or(&module))?;
+        let imp = load(
+            self.inner.imp.as_ref(),
+            variants.loaded.as_ref().unwrap_or(&module),
+        )?;
+        {
+            let mut programs = self.inner.programs.lock();
+            programs.retain(|(m, i)| m.strong_count() > 0 && i.strong_count() > 0);
+            programs.push((Arc::downgrade(&module), Arc::downgrade(&imp)));
+        }
         Ok(Program {
             device: self.clone(),
             module,
+            options,
             imp,
             coarse: Arc::new(CoarseVariants {
                 variants,
                 kernels: Mutex::default(),
             }),
         })
+    }
+
+    /// Bytes of device code this device holds now for live programs and kernels (`None`
+    /// where the backend does not count them).
+    pub fn code_memory(&self) -> Option<u64> {
+        self.inner.imp.code_memory()
     }
 
     /// A fresh buffer of `len` elements (poisoned under `CAJETA_XPU_POISON=1`).
@@ -196,12 +295,42 @@ impl Device {
         crate::KernelBuffer::new(self, len)
     }
 
+    /// Records every launch on this device into `dir` (the API form of `CAJETA_XPU_RECORD`,
+    /// which records every device), under the budget of `CAJETA_XPU_RECORD_BUDGET`; see
+    /// [`crate::record`]. [`crate::record::finish`] writes the last records. A process records
+    /// into one folder: naming another is `XPU-R006`.
+    pub fn record_to(
+        &self,
+        dir: impl AsRef<std::path::Path>,
+    ) -> Result<(), crate::record::RecordError> {
+        let budget = crate::config::get().record_budget.clone()?;
+        crate::record::capture::start(dir.as_ref(), budget, Some(self.id()))
+    }
+
+    /// Every kernel registered on this device's backend in this process (each concrete kernel
+    /// of every module loaded there), sorted: what the census ([`crate::record::census`])
+    /// requires to be value-checked or excused.
+    pub fn registered_kernels(&self) -> Vec<String> {
+        crate::record::census::registered(self.backend().name())
+    }
+
     /// A buffer holding a copy of `data`.
     pub fn upload<T: crate::runtime::buffer::Element>(
         &self,
         data: &[T],
     ) -> Result<crate::KernelBuffer<T>, DeviceError> {
         crate::KernelBuffer::from_slice(self, data)
+    }
+}
+
+/// What produces a backend's device code, as a compile span names it.
+fn compile_stage(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Interp => "interp",
+        Backend::Cpu => "cranelift",
+        Backend::Cuda => "llvm+ptxas",
+        Backend::Hip => "llvm+lld",
+        Backend::Vulkan => "spirv+pipeline",
     }
 }
 
@@ -302,6 +431,7 @@ struct CoarseVariants {
 pub struct Program {
     device: Device,
     module: Arc<VerifiedModule>,
+    options: ProgramOptions,
     imp: Arc<dyn ProgramImpl>,
     /// The kernels' coarsened variants, made at load on devices that coarsen.
     coarse: Arc<CoarseVariants>,
@@ -314,6 +444,11 @@ impl Program {
 
     pub fn module(&self) -> &Arc<VerifiedModule> {
         &self.module
+    }
+
+    /// The options the program was loaded with (checked mode, ub-traps).
+    pub fn options(&self) -> ProgramOptions {
+        self.options
     }
 
     /// The kernel `name` (a kernel or a template instance, `QkTile<64,64,32,32,128>`), with
@@ -344,7 +479,29 @@ impl Program {
                 });
             }
         }
+        // `@unlowered(hold = true)`: no code is built here, by declaration (contract §3.6).
+        if let Some(tracked) = self.held(function) {
+            return Err(LaunchError::Held {
+                kernel: name.to_string(),
+                backend: self.device.backend(),
+                tracked: tracked.to_string(),
+            });
+        }
+        let start = crate::profile::now_ns();
         let imp = self.imp.kernel(name, function)?;
+        if crate::profile::armed() {
+            let backend = self.device.backend();
+            crate::profile::host_span(
+                crate::profile::Kind::Compile,
+                name,
+                start,
+                crate::profile::Args {
+                    backend: backend.name(),
+                    stage: Some(compile_stage(backend)),
+                    ..Default::default()
+                },
+            );
+        }
         Ok(Kernel {
             name: name.to_string(),
             program: self.clone(),
@@ -380,8 +537,30 @@ impl Program {
     /// The kernel's manifest on this device's backend, or `None` where the backend has no
     /// device code for it.
     pub fn manifest(&self, name: &str) -> Option<KernelManifest> {
-        kernel_function(&self.module, name)?;
+        let function = kernel_function(&self.module, name)?;
+        if self.held(function).is_some() {
+            return None;
+        }
         self.imp.manifest(name)
+    }
+
+    /// The plan item of an `@unlowered(hold = true)` that applies to `function` on this
+    /// device (contract §3.6: the hold skips lowering, and the launch is refused by name).
+    fn held<'f>(&self, function: &'f Function) -> Option<&'f str> {
+        let backend = self.device.backend();
+        let host_wave = self.device.facts().wave_width.unwrap_or(0);
+        function
+            .attrs
+            .unlowered
+            .iter()
+            .find(|u| u.hold && u.active(backend.name(), host_wave))
+            .map(|u| u.tracked.as_str())
+    }
+
+    /// How many times this program lowered a kernel's IR to device code so far (code taken
+    /// from a bundle or a cache does not count); `None` where the backend does not count.
+    pub fn lowerings(&self) -> Option<u64> {
+        self.imp.lowerings()
     }
 }
 
@@ -413,6 +592,13 @@ impl Kernel {
 
     pub fn manifest(&self) -> &KernelManifest {
         self.imp.manifest()
+    }
+
+    /// How many compiled specialisations the kernel's device code holds now (`None` where
+    /// the backend does not count them; the CPU keeps at most
+    /// [`MAX_SPECIALISATIONS`](crate::backend::cpu::MAX_SPECIALISATIONS)).
+    pub fn specialisations(&self) -> Option<usize> {
+        self.imp.specialisations()
     }
 
     /// The kernel's verified IR.
@@ -476,25 +662,126 @@ impl Kernel {
                 ArgValue::Tag(t) => DeviceArg::Value(HostValue::from(*t)),
             });
         }
+        if crate::record::armed() || crate::profile::armed() {
+            return self.launch_observed(stream, &launch, bound);
+        }
+        self.launch_bound(stream, &launch, bound)
+    }
+
+    /// [`Kernel::launch`] with recording or profiling on: the launch is captured around the
+    /// backend's call (`record`, `profile`).
+    fn launch_observed(
+        &self,
+        stream: &KernelStream,
+        launch: &Launch,
+        bound: Vec<DeviceArg>,
+    ) -> Result<(), LaunchError> {
+        let device = &self.program.device;
+        let pre = if crate::record::armed() {
+            crate::record::capture::before(
+                device.id(),
+                device.implementation(),
+                stream.implementation(),
+                &self.program.module,
+                &self.name,
+                self.function(),
+                self.imp.manifest().built_wave,
+                launch,
+                &bound,
+            )
+        } else {
+            None
+        };
+        let profiling = crate::profile::armed();
+        let bytes: u64 = bound
+            .iter()
+            .map(|a| match a {
+                DeviceArg::Buffer(b) => b.len as u64,
+                DeviceArg::Value(_) => 0,
+            })
+            .sum();
+        let eager = matches!(device.backend(), Backend::Interp | Backend::Cpu);
+        // Device-event brackets (CUDA, HIP events; Vulkan timestamp writes in the command
+        // buffer) around the launch, where the backend's events carry device time.
+        let bracket =
+            if profiling && !eager && device.implementation().timer_tier() == TimerTier::Event {
+                stream.implementation().record().ok()
+            } else {
+                None
+            };
+        let start = crate::profile::now_ns();
+        let result = self.launch_bound(stream, launch, bound);
+        let bracket = bracket.and_then(|b| Some((b, stream.implementation().record().ok()?)));
+        if profiling {
+            let backend = device.backend();
+            let args = || crate::profile::Args {
+                backend: backend.name(),
+                grid: Some(launch.grid),
+                block: Some(launch.block),
+                bytes: Some(bytes),
+                stage: None,
+            };
+            let end = crate::profile::now_ns();
+            crate::profile::host_span(crate::profile::Kind::Launch, &self.name, start, args());
+            if result.is_ok() {
+                let key = stream.profile_key();
+                if eager {
+                    // Host streams run the launch inside the call: submit to complete is exact.
+                    crate::profile::device_span(
+                        key,
+                        &self.name,
+                        start,
+                        end,
+                        crate::profile::Tier::Host,
+                        args(),
+                    );
+                } else {
+                    let clock = bracket.map(|(before, after)| {
+                        let clock: crate::profile::DeviceClock = Box::new(move || {
+                            after
+                                .elapsed_since(before.as_ref())
+                                .map(|d| d.as_nanos() as u64)
+                        });
+                        (crate::profile::Tier::Event, clock)
+                    });
+                    crate::profile::pend_device_span(key, &self.name, start, args(), clock);
+                }
+            }
+        }
+        if let Some(pre) = pre {
+            crate::record::capture::after(pre, result.is_ok());
+        }
+        result
+    }
+
+    /// Hands a checked launch to the backend (its coarsened variant where one is wanted).
+    fn launch_bound(
+        &self,
+        stream: &KernelStream,
+        launch: &Launch,
+        mut bound: Vec<DeviceArg>,
+    ) -> Result<(), LaunchError> {
+        let device = &self.program.device;
+        let info = self.program.module.info(self.handle);
         let mode = coarse::mode().map_err(|e| LaunchError::NoCode {
             kernel: self.name.clone(),
             backend: device.backend(),
             reason: e.to_string(),
             by_device: false,
         })?;
-        if coarse::wanted(mode, device.inner.imp.as_ref(), info, &launch) {
+        if coarse::wanted(mode, device.inner.imp.as_ref(), info, launch) {
             if let Some(variant) = self.program.coarse_variant(&self.name)? {
                 // The logical grid's x extent is the variant's extra, last parameter.
                 bound.push(DeviceArg::Value(HostValue::from(launch.grid[0])));
                 return variant.launch(
                     stream.implementation().as_ref(),
-                    &coarse::launch_of(&launch),
+                    &coarse::launch_of(launch),
                     &bound,
                 );
             }
         }
         self.imp
-            .launch(stream.implementation().as_ref(), &launch, &bound)
+            .launch(stream.implementation().as_ref(), launch, &bound)
     }
 }
 

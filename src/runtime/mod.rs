@@ -3,6 +3,7 @@
 //! [`KernelStream`]/[`Event`], [`KernelTimer`], and the coarsening policy.
 
 pub mod buffer;
+pub mod bundle;
 pub mod coarse;
 pub mod device;
 pub mod stream;

@@ -79,7 +79,49 @@ impl KernelStream {
     /// Blocks until everything enqueued on this stream has completed; a device fault in that
     /// work is reported here.
     pub fn sync(&self) -> Result<(), DeviceError> {
-        self.imp.sync()
+        if !crate::record::armed() && !crate::profile::armed() {
+            return self.imp.sync();
+        }
+        let start = crate::profile::now_ns();
+        let result = self.imp.sync();
+        self.drained(start, result.is_ok());
+        result
+    }
+
+    /// The stream has drained (a sync returned, or a download on it completed) with recording
+    /// or profiling on: what waited for that is resolved, and `start` begins the sync's span.
+    pub(crate) fn drained(&self, start: u64, ok: bool) {
+        if crate::profile::armed() {
+            crate::profile::host_span(
+                crate::profile::Kind::Sync,
+                "sync",
+                start,
+                crate::profile::Args {
+                    backend: self.device.backend().name(),
+                    ..Default::default()
+                },
+            );
+            if ok {
+                crate::profile::stream_completed(self.profile_key());
+            }
+        }
+        if ok && crate::record::armed() {
+            crate::record::capture::on_sync(&self.imp);
+        }
+    }
+
+    /// The key of this stream's track in a profile (unique while the stream lives), with the
+    /// track named after the first use.
+    pub(crate) fn profile_key(&self) -> u64 {
+        let key = Arc::as_ptr(&self.imp) as *const () as usize as u64;
+        crate::profile::name_stream(key, || {
+            format!(
+                "{} stream {:#x}",
+                self.device.backend().name(),
+                key & 0xffff_ffff
+            )
+        });
+        key
     }
 
     /// An event that completes when everything enqueued so far has.

@@ -24,13 +24,14 @@ use crate::codegen::cpu::{self as jit, BufRef, CompiledKernel, Fault};
 use crate::hal::facts::DeviceFacts;
 use crate::hal::launch::{Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
+use crate::hal::ProgramOptions;
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, KernelImpl, Mode, ProgramImpl, StreamImpl,
 };
 use crate::ir::{Function, Handle, Type, VerifiedModule};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -51,7 +52,13 @@ struct Settings {
     /// When launches run streaming code. An unreadable `CAJETA_XPU_CPU_STREAMING` is kept as
     /// its error, which every launch then reports.
     streaming: Mutex<Result<Mode, crate::config::BadValue>>,
+    /// Bytes of machine code held by live specialisations ([`DeviceImpl::code_memory`]).
+    code_bytes: AtomicU64,
 }
+
+/// Compiled specialisations a kernel keeps at most; past it the least recently launched one
+/// is dropped (its code freed once no launch runs it) and compiled again if needed.
+pub const MAX_SPECIALISATIONS: usize = 16;
 
 impl Default for CpuDevice {
     fn default() -> Self {
@@ -94,6 +101,7 @@ impl CpuDevice {
                 cap: AtomicUsize::new(default_cap()),
                 cap_error: Mutex::new(default_cap_error()),
                 streaming: Mutex::new(crate::config::get().cpu_streaming.clone()),
+                code_bytes: AtomicU64::new(0),
             }),
         }
     }
@@ -133,11 +141,27 @@ impl DeviceImpl for CpuDevice {
     host::host_memory_methods!(false, HostStream);
 
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        self.load_with(module, &ProgramOptions::from_env()?)
+    }
+
+    /// ub-traps apply on the CPU; checked mode changes nothing (buffers, shared and private
+    /// arrays are bounds-checked always: DESIGN.md, Decisions 8).
+    fn load_with(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &ProgramOptions,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
         Ok(Arc::new(CpuProgram {
             module: module.clone(),
             kernels: Mutex::new(HashMap::new()),
             settings: self.settings.clone(),
+            ub_traps: options.ub_traps,
+            lowerings: AtomicU64::new(0),
         }))
+    }
+
+    fn code_memory(&self) -> Option<u64> {
+        Some(self.settings.code_bytes.load(Ordering::Relaxed))
     }
 }
 
@@ -183,6 +207,10 @@ struct CpuProgram {
     module: Arc<VerifiedModule>,
     kernels: Mutex<HashMap<String, Arc<CpuKernel>>>,
     settings: Arc<Settings>,
+    /// Unconfirmed `align` statements are tested ([`ProgramOptions::ub_traps`]).
+    ub_traps: bool,
+    /// Cranelift compiles made for this program's kernels (shared with them).
+    lowerings: AtomicU64,
 }
 
 /// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
@@ -198,9 +226,38 @@ fn spec_block(block: [u32; 3]) -> [u32; 3] {
     }
 }
 
+/// The block a kernel's first code is built at, and whether its waves are all full: its
+/// pinned block (`@block`, contract §3.4: the work-item loop runs a constant trip count), else
+/// [`PROBE_BLOCK`].
+pub fn probe_block(kernel: &Function, wave: u32) -> ([u32; 3], bool) {
+    match kernel.attrs.block {
+        Some((b, _)) => (b, b.iter().product::<u32>() % wave.max(1) == 0),
+        None => (PROBE_BLOCK, false),
+    }
+}
+
+/// Refusal 3 of §2.4 (`XPU-L011`): a kernel whose result depends on the wave, with no
+/// declared `@wave`, built at one lane (`XPU_CPU_WAVE=1`) would run as its scalar twin.
+pub fn scalar_twin(
+    name: &str,
+    kernel: &Function,
+    wave: u32,
+    wave_dependent: bool,
+) -> Result<(), LaunchError> {
+    if wave == 1 && wave_dependent && kernel.attrs.wave.is_none() {
+        return Err(LaunchError::ScalarTwin {
+            kernel: name.to_string(),
+            reason: "the CPU backend builds its work-item loop at one lane here (XPU_CPU_WAVE=1) \
+                     and the kernel uses the wave; declare @wave(1) if one lane is meant"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// Compiles `handle` of `module` at `block` and `wave`; `whole_waves`: every launch of the code
 /// has a block of whole waves (only then may it be run); `streaming`: see
-/// [`jit::Config::streaming`].
+/// [`jit::Config::streaming`]; `ub_traps`: see [`jit::Config::ub_traps`].
 pub fn compile(
     module: &VerifiedModule,
     handle: Handle<Function>,
@@ -208,12 +265,14 @@ pub fn compile(
     wave: u32,
     whole_waves: bool,
     streaming: bool,
+    ub_traps: bool,
 ) -> Result<CompiledKernel, jit::JitError> {
     let f = module.function(handle);
     let mut cfg = jit::config(f, block, None);
     cfg.wave = wave;
     cfg.whole_waves = whole_waves;
     cfg.streaming = streaming;
+    cfg.ub_traps = ub_traps;
     let types = |h: Handle<Function>| module.expr_types(h);
     CompiledKernel::compile(module.module(), handle, cfg, &types)
 }
@@ -225,6 +284,22 @@ pub fn build_wave(kernel: &Function) -> u32 {
         .wave
         .map(|(w, _)| w)
         .unwrap_or_else(jit::host_simd_width)
+}
+
+/// Compiles `handle` at the probe block (any 1-D block) and returns its manifest, as a
+/// program's first use of the kernel makes it: what `xpu build -o` records for the CPU.
+pub fn probe_manifest(
+    module: &VerifiedModule,
+    handle: Handle<Function>,
+) -> Result<KernelManifest, jit::JitError> {
+    let f = module.function(handle);
+    let wave = build_wave(f);
+    let probe = compile(module, handle, PROBE_BLOCK, wave, false, false, false)?;
+    let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
+    manifest.built_wave = Some(wave);
+    manifest.code_bytes = Some(probe.code_bytes);
+    manifest.static_shared_bytes = Some(probe.static_shared);
+    Ok(manifest)
 }
 
 impl CpuProgram {
@@ -243,24 +318,43 @@ impl CpuProgram {
             })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
-        let probe = compile(&self.module, handle, PROBE_BLOCK, wave, false, false)
-            .map_err(|e| jit_refusal(name, e))?;
+        let wave_dependent = crate::ir::analysis::depends_on_wave(self.module.module(), f);
+        scalar_twin(name, f, wave, wave_dependent)?;
+        let (block, whole) = probe_block(f, wave);
+        self.lowerings.fetch_add(1, Ordering::Relaxed);
+        let probe = compile(
+            &self.module,
+            handle,
+            block,
+            wave,
+            whole,
+            false,
+            self.ub_traps,
+        )
+        .map_err(|e| jit_refusal(name, e))?;
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
-        manifest.built_wave = Some(wave);
+        // A declared `@wave` is the width its launches run at, verbs or not.
+        manifest.built_wave = Some(if wave_dependent || f.attrs.wave.is_some() {
+            wave
+        } else {
+            1
+        });
         manifest.code_bytes = Some(probe.code_bytes);
+        manifest.code_hash = Some(probe.code_hash);
         manifest.static_shared_bytes = Some(probe.static_shared);
         let compile_time = probe.compile_time;
-        let mut specs = HashMap::new();
-        specs.insert((PROBE_BLOCK, wave, false, false), Arc::new(probe));
         let k = Arc::new(CpuKernel {
             module: self.module.clone(),
             handle,
             manifest,
             wave,
-            specs: Mutex::new(specs),
+            specs: Mutex::new(Specs::default()),
             settings: self.settings.clone(),
+            ub_traps: self.ub_traps,
             compile_time: Mutex::new(compile_time),
+            compiles: AtomicU64::new(0),
         });
+        k.keep((block, wave, whole, false), Arc::new(probe));
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)
     }
@@ -274,6 +368,24 @@ impl ProgramImpl for CpuProgram {
     fn manifest(&self, name: &str) -> Option<KernelManifest> {
         self.get(name).ok().map(|k| k.manifest.clone())
     }
+
+    fn lowerings(&self) -> Option<u64> {
+        let later: u64 = self
+            .kernels
+            .lock()
+            .values()
+            .map(|k| k.compiles.load(Ordering::Relaxed))
+            .sum();
+        Some(self.lowerings.load(Ordering::Relaxed) + later)
+    }
+}
+
+/// A kernel's compiled specialisations, each with the tick of its last use (for the
+/// least-recently-used cap, [`MAX_SPECIALISATIONS`]).
+#[derive(Default)]
+struct Specs {
+    map: HashMap<SpecKey, (Arc<CompiledKernel>, u64)>,
+    tick: u64,
 }
 
 /// A kernel on the CPU: its manifest and its compiled specialisations.
@@ -282,9 +394,25 @@ pub struct CpuKernel {
     handle: Handle<Function>,
     manifest: KernelManifest,
     wave: u32,
-    specs: Mutex<HashMap<SpecKey, Arc<CompiledKernel>>>,
+    specs: Mutex<Specs>,
     settings: Arc<Settings>,
+    ub_traps: bool,
     compile_time: Mutex<Duration>,
+    /// Specialisations compiled after the probe.
+    compiles: AtomicU64,
+}
+
+impl Drop for CpuKernel {
+    fn drop(&mut self) {
+        let held: u64 = self
+            .specs
+            .get_mut()
+            .map
+            .values()
+            .map(|(c, _)| c.code_bytes)
+            .sum();
+        self.settings.code_bytes.fetch_sub(held, Ordering::Relaxed);
+    }
 }
 
 impl CpuKernel {
@@ -303,13 +431,55 @@ impl CpuKernel {
         }
     }
 
+    /// Keeps `code` as the specialisation `key`, dropping the least recently used one past
+    /// [`MAX_SPECIALISATIONS`].
+    fn keep(&self, key: SpecKey, code: Arc<CompiledKernel>) {
+        let mut specs = self.specs.lock();
+        specs.tick += 1;
+        let tick = specs.tick;
+        self.settings
+            .code_bytes
+            .fetch_add(code.code_bytes, Ordering::Relaxed);
+        if let Some((old, _)) = specs.map.insert(key, (code, tick)) {
+            self.settings
+                .code_bytes
+                .fetch_sub(old.code_bytes, Ordering::Relaxed);
+        }
+        while specs.map.len() > MAX_SPECIALISATIONS {
+            let oldest = *specs
+                .map
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| k)
+                .expect("non-empty");
+            if let Some((old, _)) = specs.map.remove(&oldest) {
+                self.settings
+                    .code_bytes
+                    .fetch_sub(old.code_bytes, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn spec(&self, block: [u32; 3], streaming: bool) -> Result<Arc<CompiledKernel>, LaunchError> {
         let whole_waves = block.iter().product::<u32>() % self.wave == 0;
-        let block = spec_block(block);
+        // A pinned block is the only one launched (the shared check refuses others): its code
+        // is built at that block.
+        let block = if self.manifest.pinned_block.is_some() {
+            block
+        } else {
+            spec_block(block)
+        };
         let key = (block, self.wave, whole_waves, streaming);
-        if let Some(c) = self.specs.lock().get(&key) {
-            return Ok(c.clone());
+        {
+            let mut specs = self.specs.lock();
+            specs.tick += 1;
+            let tick = specs.tick;
+            if let Some((c, t)) = specs.map.get_mut(&key) {
+                *t = tick;
+                return Ok(c.clone());
+            }
         }
+        self.compiles.fetch_add(1, Ordering::Relaxed);
         let c = compile(
             &self.module,
             self.handle,
@@ -317,11 +487,12 @@ impl CpuKernel {
             self.wave,
             whole_waves,
             streaming,
+            self.ub_traps,
         )
         .map_err(|e| jit_refusal(self.name(), e))?;
         *self.compile_time.lock() += c.compile_time;
         let c = Arc::new(c);
-        self.specs.lock().insert(key, c.clone());
+        self.keep(key, c.clone());
         Ok(c)
     }
 
@@ -421,6 +592,10 @@ fn refusal(kernel: String, r: jit::Refusal) -> LaunchError {
 impl KernelImpl for CpuKernel {
     fn manifest(&self) -> &KernelManifest {
         &self.manifest
+    }
+
+    fn specialisations(&self) -> Option<usize> {
+        Some(self.specs.lock().map.len())
     }
 
     fn launch(
@@ -527,7 +702,7 @@ pub fn aot_build(
     let mut total = Duration::ZERO;
     for (h, f) in module.kernels() {
         let wave = build_wave(f);
-        match compile(module, h, PROBE_BLOCK, wave, false, false) {
+        match compile(module, h, PROBE_BLOCK, wave, false, false, true) {
             Ok(c) => {
                 total += c.compile_time;
                 println!(

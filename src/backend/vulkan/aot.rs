@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 
 /// The device's capabilities, or everything at S = 32 with `None` as the device name.
-fn caps() -> (Caps, Option<String>) {
+pub(crate) fn caps() -> (Caps, Option<String>) {
     match super::VulkanDevice::open() {
         Ok(d) => {
             let name = crate::hal::DeviceImpl::facts(&d).name.clone();

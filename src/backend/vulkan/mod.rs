@@ -33,15 +33,21 @@
 //!   their interval is device time; otherwise Unavailable (callers time on the host).
 
 pub mod aot;
+mod kernel;
+pub mod stored;
+
+use kernel::{hash_words, VkKernel};
 
 use crate::backend::common;
+use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::spirv::{self, Caps, Emitted, ParamSlot};
+use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::DeviceFacts;
 use crate::hal::launch::{HostValue, Launch, LaunchError};
 use crate::hal::manifest::{KernelManifest, NativeOp};
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
-    ProgramImpl, ReadTicket, StreamImpl, TimerTier,
+    Prebuilt, ProgramImpl, ReadTicket, StreamImpl, TimerTier,
 };
 use crate::ir::{Function, Scalar, VerifiedModule};
 use ash::vk;
@@ -72,7 +78,11 @@ struct Inner {
     device: ash::Device,
     queue: Mutex<vk::Queue>,
     memory: vk::PhysicalDeviceMemoryProperties,
-    pipeline_cache: vk::PipelineCache,
+    /// The pipeline cache every pipeline is made through, and how many pipelines it has
+    /// taken: it keeps an entry per distinct pipeline for as long as it lives, so it is
+    /// replaced by an empty one every [`PIPELINE_CACHE_ENTRIES`] pipelines (else every
+    /// program loaded and dropped left its pipelines' entries behind).
+    pipeline_cache: Mutex<(vk::PipelineCache, u32)>,
     /// For one-off work of the device (poison fills); streams have their own pools.
     command_pool: Mutex<vk::CommandPool>,
     /// The compute queue's family.
@@ -102,7 +112,17 @@ struct Inner {
     trace: bool,
     /// Numbers streams in trace lines.
     next_stream: AtomicU64,
+    /// Bytes of SPIR-V held by live kernels ([`DeviceImpl::code_memory`]).
+    code_bytes: AtomicU64,
+    /// SPIR-V kept across processes, under `cache_key` (the capability key, the driver and
+    /// device, the emitter).
+    cache: crate::backend::cache::CodeCache,
+    cache_key: crate::backend::cache::DeviceKey,
 }
+
+/// Pipelines a device's pipeline cache takes before it is replaced by an empty one (see
+/// `Inner::pipeline_cache`).
+const PIPELINE_CACHE_ENTRIES: u32 = 256;
 
 /// Timestamp queries per pool; events take a free slot and give it back when their
 /// submission has completed and they are dropped.
@@ -165,7 +185,7 @@ impl Drop for Inner {
             self.device
                 .destroy_command_pool(*self.command_pool.lock(), None);
             self.device
-                .destroy_pipeline_cache(self.pipeline_cache, None);
+                .destroy_pipeline_cache(self.pipeline_cache.lock().0, None);
             self.device.destroy_device(None);
             self.instance.destroy_instance(None);
         }
@@ -991,6 +1011,9 @@ pub struct VulkanSettings {
     pub pipeline_stats: bool,
     /// Print the host time of each launch, submission and wait.
     pub trace: bool,
+    /// The persistent cache of SPIR-V (`XPU_CACHE_DIR`, `backend::cache`); `None`: memory
+    /// only.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl VulkanSettings {
@@ -1002,6 +1025,7 @@ impl VulkanSettings {
             f32_in_f64: c.vk_f32_in_f64.clone()?,
             pipeline_stats: c.vk_pipeline_stats.clone()?,
             trace: c.vk_trace.clone()?,
+            cache_dir: c.cache_dir.clone(),
         })
     }
 }
@@ -1166,6 +1190,45 @@ impl VulkanDevice {
         unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
         let props = props2.properties;
         let limits = props.limits;
+        // Multiprocessors where a vendor extension reports them (contract §5.2): NVIDIA's SM
+        // count and warps per SM, AMD's shader-core layout.
+        let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+        let has_sm = has_ext(ash::nv::shader_sm_builtins::NAME);
+        if has_sm {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sm);
+            // SAFETY: as above; `sm` outlives the call.
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
+        let mut core = vk::PhysicalDeviceShaderCorePropertiesAMD::default();
+        let has_core = has_ext(ash::amd::shader_core_properties::NAME);
+        if has_core {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut core);
+            // SAFETY: as above; `core` outlives the call.
+            unsafe { instance.get_physical_device_properties2(pd, &mut p2) };
+        }
+        let nonzero = |v: u32| (v > 0).then_some(v);
+        let (mps, simds, mp_threads, mp_registers) = if has_sm {
+            (
+                nonzero(sm.shader_sm_count),
+                None,
+                nonzero(sm.shader_warps_per_sm * subgroup.subgroup_size),
+                None,
+            )
+        } else if has_core {
+            let cus = core.shader_engine_count
+                * core.shader_arrays_per_engine_count
+                * core.compute_units_per_shader_array;
+            (
+                nonzero(cus),
+                nonzero(core.simd_per_compute_unit),
+                nonzero(
+                    core.simd_per_compute_unit * core.wavefronts_per_simd * core.wavefront_size,
+                ),
+                nonzero(core.simd_per_compute_unit * core.vgprs_per_simd * core.wavefront_size),
+            )
+        } else {
+            (None, None, None, None)
+        };
 
         let esc = has_ext(ash::ext::subgroup_size_control::NAME);
         let mut scp = vk::PhysicalDeviceSubgroupSizeControlProperties::default();
@@ -1248,7 +1311,8 @@ impl VulkanDevice {
             subgroup_shuffle: compute_ops && ops.contains(vk::SubgroupFeatureFlags::SHUFFLE),
             barrier_suspends: llvmpipe,
             f64_rounding_from_floor: llvmpipe,
-            float_sum_from_positive_zero: llvmpipe,
+            // Seen on both drivers we run on (lavapipe and NVIDIA's, H200 driver 580).
+            float_sum_from_positive_zero: true,
             // The module is SPIR-V 1.3, so `SPV_KHR_float_controls` must be enabled as an
             // extension (below) even on a 1.2 device.
             denorm_preserve16: efc && fcp.shader_denorm_preserve_float16 != 0,
@@ -1377,8 +1441,8 @@ impl VulkanDevice {
                 vk::api_version_patch(props.api_version)
             )),
             uuid: Some(idp.device_uuid.iter().map(|b| format!("{b:02x}")).collect()),
-            multiprocessors: None,
-            simds_per_multiprocessor: None,
+            multiprocessors: mps,
+            simds_per_multiprocessor: simds,
             wave_width: Some(caps.subgroup_size),
             // Every width builds: W = S natively (or as a required subgroup size), W < S in
             // narrow mode, W > S as a virtual wave whose wave verbs are refused by name.
@@ -1389,22 +1453,44 @@ impl VulkanDevice {
             shared_bytes_per_block: Some(limits.max_compute_shared_memory_size as u64),
             shared_bytes_per_block_optin: None,
             shared_bytes_per_multiprocessor: None,
-            registers_per_multiprocessor: None,
+            registers_per_multiprocessor: mp_registers,
             registers_per_block: None,
-            max_threads_per_multiprocessor: None,
+            max_threads_per_multiprocessor: mp_threads,
             max_blocks_per_multiprocessor: None,
             global_memory_bytes: (device_local > 0).then_some(device_local),
             integrated: Some(props.device_type != vk::PhysicalDeviceType::DISCRETE_GPU),
             clock_khz: None,
             buffer_offset_alignment: Some(limits.min_storage_buffer_offset_alignment),
             int64_atomics: Some(caps.int64_atomics),
+            l2_cache_bytes: None,
+            memory_bus_bits: None,
+            memory_clock_khz: None,
+            features: {
+                use crate::hal::facts::{FeatureSupport, Support};
+                let yes = |b: bool| Some(if b { Support::Native } else { Support::No });
+                FeatureSupport {
+                    int64_atomics: yes(caps.int64_atomics),
+                    f16: yes(caps.float16),
+                    f64: yes(caps.float64),
+                    // Without a required subgroup size other widths run as narrow or virtual
+                    // waves (spirv.rs).
+                    subgroup_size_control: Some(if size_control.is_some() {
+                        Support::Native
+                    } else {
+                        Support::Emulated
+                    }),
+                    // The emitter builds matrices in software (codegen/spirv/matrix.rs).
+                    cooperative_matrix: Some(Support::Emulated),
+                    shared_opt_in: Some(Support::No),
+                }
+            },
         };
         Ok(VulkanDevice {
             inner: Arc::new(Inner {
                 _entry: entry,
                 queue: Mutex::new(queue),
                 memory,
-                pipeline_cache: cache,
+                pipeline_cache: Mutex::new((cache, 0)),
                 command_pool: Mutex::new(pool),
                 family,
                 timestamps: (valid_bits > 0 && limits.timestamp_period > 0.0).then(|| {
@@ -1429,6 +1515,20 @@ impl VulkanDevice {
                 queries: Mutex::new(QuerySlots::default()),
                 trace: settings.trace,
                 next_stream: AtomicU64::new(0),
+                code_bytes: AtomicU64::new(0),
+                cache: crate::backend::cache::CodeCache::disk_only(settings.cache_dir.clone()),
+                cache_key: crate::backend::cache::DeviceKey {
+                    arch: stored::target(&caps, size_control),
+                    driver: format!(
+                        "{:x}-{}",
+                        props.driver_version,
+                        idp.device_uuid
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<String>()
+                    ),
+                    compiler: stored::compiler_id(),
+                },
                 instance,
                 device,
             }),
@@ -1503,6 +1603,11 @@ impl VulkanDevice {
     /// What the device offers the emitter.
     pub fn caps(&self) -> &Caps {
         &self.caps
+    }
+
+    /// The subgroup sizes the device can require of a pipeline (`VK_EXT_subgroup_size_control`).
+    pub fn size_control(&self) -> Option<(u32, u32)> {
+        self.size_control
     }
 
     fn stream<'s>(&self, s: &'s dyn StreamImpl) -> Result<&'s VkStream, DeviceError> {
@@ -1685,15 +1790,46 @@ impl DeviceImpl for VulkanDevice {
     }
 
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
-        Ok(Arc::new(VkProgram {
-            inner: self.inner.clone(),
-            module: module.clone(),
-            caps: self.caps.clone(),
-            min_offset_align: self.min_offset_align,
-            max_push: self.max_push,
-            size_control: self.size_control,
-            kernels: Mutex::new(HashMap::new()),
-        }))
+        self.load_with(module, &ProgramOptions::from_env()?)
+    }
+
+    /// Checked mode and ub-traps are built into the SPIR-V (`codegen::spirv::checked`): a
+    /// kernel with checks reports into a storage buffer bound after the others, and its
+    /// launch waits for the dispatch to read it (docs/checked-mode.md).
+    fn load_with(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &ProgramOptions,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        self.program(module, options, Vec::new())
+    }
+
+    fn code_target(&self) -> Option<String> {
+        Some(stored::target(&self.caps, self.size_control))
+    }
+
+    /// A bundle's SPIR-V is code without checks: under checked mode or ub-traps it is set
+    /// aside and the kernels lowered again.
+    fn load_prebuilt(
+        &self,
+        module: &Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let options = ProgramOptions::from_env()?;
+        let prebuilt = if options.checks().any() {
+            Vec::new()
+        } else {
+            prebuilt
+        };
+        self.program(module, &options, prebuilt)
+    }
+
+    fn code_memory(&self) -> Option<u64> {
+        Some(
+            self.inner
+                .code_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     fn timer_tier(&self) -> TimerTier {
@@ -1703,6 +1839,46 @@ impl DeviceImpl for VulkanDevice {
         } else {
             TimerTier::Unavailable
         }
+    }
+}
+
+impl VulkanDevice {
+    /// The program of `module` under `options`, with `prebuilt` kernels' SPIR-V restored.
+    fn program(
+        &self,
+        module: &Arc<VerifiedModule>,
+        options: &ProgramOptions,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let mut restored = HashMap::new();
+        for p in prebuilt {
+            let function = crate::hal::kernel_function(module, &p.kernel).ok_or_else(|| {
+                DeviceError::Load {
+                    message: format!("no kernel `{}` for its SPIR-V", p.kernel),
+                }
+            })?;
+            let e = stored::restore(&p.code, p.meta.as_deref().unwrap_or(""), function).map_err(
+                |m| DeviceError::Load {
+                    message: format!("the SPIR-V of kernel `{}`: {m}", p.kernel),
+                },
+            )?;
+            restored.insert(p.kernel, e);
+        }
+        Ok(Arc::new(VkProgram {
+            inner: self.inner.clone(),
+            module: module.clone(),
+            checks: options.checks(),
+            caps: self.caps.clone(),
+            min_offset_align: self.min_offset_align,
+            max_push: self.max_push,
+            size_control: self.size_control,
+            kernels: Mutex::new(HashMap::new()),
+            prebuilt: Mutex::new(restored),
+            lowerings: AtomicU64::new(0),
+            ir_hash: crate::backend::cache::hash_hex(
+                &[format!("{:?}", module.module()).as_bytes()],
+            ),
+        }))
     }
 }
 
@@ -1716,11 +1892,72 @@ const PRIVATE_BYTES_HOST: u64 = 16 << 10;
 struct VkProgram {
     inner: Arc<Inner>,
     module: Arc<VerifiedModule>,
+    /// What the kernels test at run time (checked mode, ub-traps).
+    checks: Checks,
     caps: Caps,
     min_offset_align: u64,
     max_push: u32,
     size_control: Option<(u32, u32)>,
     kernels: Mutex<HashMap<String, Result<Arc<VkKernel>, LaunchError>>>,
+    /// SPIR-V made elsewhere (a bundle) for kernels of this device, taken by their first use.
+    prebuilt: Mutex<HashMap<String, Emitted>>,
+    /// How many kernels were lowered to SPIR-V here (not taken from `prebuilt` or the cache).
+    lowerings: AtomicU64,
+    /// The module's identity in the persistent cache.
+    ir_hash: String,
+}
+
+/// The capabilities `function` is emitted with on a device of `base` capabilities that can
+/// require subgroup sizes `size_control`, and the subgroup size its pipelines require: a
+/// declared width the device can require is built natively at that size
+/// (VK_EXT_subgroup_size_control); otherwise narrow or virtual (spirv.rs).
+fn kernel_caps(
+    base: &Caps,
+    size_control: Option<(u32, u32)>,
+    function: &Function,
+) -> (Caps, Option<u32>) {
+    let w = function.attrs.wave.map_or(base.subgroup_size, |(w, _)| w);
+    let required = size_control
+        .filter(|&(lo, hi)| lo <= w && w <= hi)
+        .map(|_| w);
+    let mut caps = base.clone();
+    if let Some(r) = required {
+        caps.subgroup_size = r;
+    }
+    (caps, required)
+}
+
+/// The SPIR-V of kernel `handle` as a device of `base` capabilities (that can require
+/// subgroup sizes `size_control`) emits it, with its manifest: what `xpu build -o` bundles.
+pub fn emit_for_device(
+    module: &VerifiedModule,
+    handle: crate::ir::Handle<Function>,
+    base: &Caps,
+    size_control: Option<(u32, u32)>,
+) -> Result<(Emitted, KernelManifest), String> {
+    let function = module.function(handle);
+    let (caps, _) = kernel_caps(base, size_control, function);
+    let e = spirv::emit_kernel(module, handle, &caps).map_err(|u| u.to_string())?;
+    let m = manifest_of(function, &e);
+    Ok((e, m))
+}
+
+/// The manifest of a kernel's SPIR-V.
+fn manifest_of(function: &Function, emitted: &Emitted) -> KernelManifest {
+    let mut manifest = KernelManifest::from_kernel(function, Backend::Vulkan);
+    manifest.built_wave = Some(emitted.wave_width);
+    manifest.code_hash = Some(hash_words(&emitted.words));
+    manifest.code_bytes = Some(emitted.words.len() as u64 * 4);
+    manifest.native_ops = emitted
+        .capabilities
+        .iter()
+        .map(|c| NativeOp {
+            op: "spirv-capability".into(),
+            instruction: c.clone(),
+            tier: "native".into(),
+        })
+        .collect();
+    manifest
 }
 
 impl VkProgram {
@@ -1737,20 +1974,7 @@ impl VkProgram {
             .module
             .kernel(name)
             .ok_or_else(|| no_code("the program has no kernel of that name".into()))?;
-        // A declared width the device can require as its subgroup size is built natively at
-        // that size (VK_EXT_subgroup_size_control); otherwise narrow or virtual (spirv.rs).
-        let w = function
-            .attrs
-            .wave
-            .map_or(self.caps.subgroup_size, |(w, _)| w);
-        let required = self
-            .size_control
-            .filter(|&(lo, hi)| lo <= w && w <= hi)
-            .map(|_| w);
-        let mut caps = self.caps.clone();
-        if let Some(r) = required {
-            caps.subgroup_size = r;
-        }
+        let (caps, required) = kernel_caps(&self.caps, self.size_control, function);
         // Private arrays the device cannot hold are refused before any pipeline is made:
         // `[u32; 4294967295]` crashed lavapipe's compiler in vkCreateComputePipelines.
         let limit = if caps.clamp_indices {
@@ -1759,8 +1983,41 @@ impl VkProgram {
             common::PRIVATE_BYTES_GPU
         };
         common::check_private(name, &self.module, function, limit, "the Vulkan backend")?;
-        let emitted = spirv::emit_kernel(&self.module, handle, &caps)
-            .map_err(|u| refusal(u.to_string(), true))?;
+        let prebuilt = self.prebuilt.lock().remove(name);
+        // Code with checks has its own cache entry.
+        let checks = format!("{:?}", self.checks);
+        let mut key_parts: Vec<&[u8]> = vec![self.ir_hash.as_bytes(), name.as_bytes()];
+        if self.checks.any() {
+            key_parts.push(checks.as_bytes());
+        }
+        let hash = crate::backend::cache::hash_hex(&key_parts);
+        let cache = &self.inner.cache;
+        let key = &self.inner.cache_key;
+        // A cached module that does not restore (another layout, damaged) is a miss, and the
+        // lowering below replaces it.
+        // Code with checks carries its check sites, which the cache does not store: it is
+        // lowered in every process.
+        let cached = || {
+            if self.checks.any() {
+                return None;
+            }
+            let (payload, _) = cache.get(key, &hash, "spv")?;
+            let (code, layout) = stored::unpack(&payload)?;
+            stored::restore(code, layout, function).ok()
+        };
+        let emitted = match prebuilt.or_else(cached) {
+            Some(e) => e,
+            None => {
+                self.lowerings
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let e = spirv::emit_kernel_checked(&self.module, handle, &caps, self.checks)
+                    .map_err(|u| refusal(u.to_string(), true))?;
+                if !self.checks.any() {
+                    cache.put(key, &hash, "spv", stored::pack(&e));
+                }
+                e
+            }
+        };
         if emitted.push_bytes > self.max_push {
             return Err(refusal(format!(
                 "unsupported on this Vulkan device: {} bytes of arguments exceed its {}-byte push constants",
@@ -1796,563 +2053,8 @@ impl ProgramImpl for VkProgram {
             .ok()
             .map(|k| k.manifest().clone())
     }
-}
 
-/// One kernel's shader module, layouts and specialised pipelines.
-struct VkKernel {
-    inner: Arc<Inner>,
-    name: String,
-    emitted: Emitted,
-    manifest: KernelManifest,
-    /// The shader, layouts and pipelines, shared with every launch not yet retired: a
-    /// command buffer recorded (or submitted) before the kernel is dropped still names them.
-    objects: Arc<KernelObjects>,
-    bindings: u32,
-    /// The buffers are pushed into the command buffer (`VK_KHR_push_descriptor`, at most
-    /// `maxPushDescriptors` of them) rather than bound through a set from a per-launch pool.
-    push_descriptors: bool,
-    min_offset_align: u64,
-    params: Vec<String>,
-    /// The subgroup size the pipeline requires, where the device allows requiring one.
-    required_subgroup: Option<u32>,
-    /// The loop-limit status buffer (`Emitted::loop_status`), locked by a launch until it has
-    /// read the flag back, and the driver's limit.
-    loop_status: Option<(Mutex<Staging>, u32)>,
-}
-
-/// A kernel's Vulkan objects. Each launch's keep list holds an `Arc` of them until its
-/// submission retires, so dropping a `Program` (or kernel) while a launch is recorded or in
-/// flight destroys nothing the command buffer uses; the last owner destroys them.
-struct KernelObjects {
-    inner: Arc<Inner>,
-    shader: vk::ShaderModule,
-    set_layout: vk::DescriptorSetLayout,
-    layout: vk::PipelineLayout,
-    /// Pipelines by (block, dynamic shared elements).
-    pipelines: Mutex<HashMap<([u32; 3], u32), vk::Pipeline>>,
-}
-
-// SAFETY: Vulkan handles are integers; pipelines are created under the mutex.
-unsafe impl Send for KernelObjects {}
-// SAFETY: as above; nothing is mutated through a shared reference but under the mutex.
-unsafe impl Sync for KernelObjects {}
-
-impl Drop for KernelObjects {
-    fn drop(&mut self) {
-        // SAFETY: the last owner: every launch that used these objects has retired (its keep
-        // list held an owner), so no pending command buffer names them.
-        unsafe {
-            for (_, p) in self.pipelines.lock().drain() {
-                self.inner.device.destroy_pipeline(p, None);
-            }
-            self.inner.device.destroy_pipeline_layout(self.layout, None);
-            self.inner
-                .device
-                .destroy_descriptor_set_layout(self.set_layout, None);
-            self.inner.device.destroy_shader_module(self.shader, None);
-        }
-    }
-}
-
-/// A stable hash of the SPIR-V words (FNV-1a), the manifest's code hash.
-fn hash_words(words: &[u32]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for w in words {
-        for b in w.to_le_bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    h
-}
-
-impl VkKernel {
-    fn new(
-        inner: &Arc<Inner>,
-        name: &str,
-        function: &Function,
-        emitted: Emitted,
-        min_offset_align: u64,
-        required_subgroup: Option<u32>,
-        loop_limit: Option<u32>,
-    ) -> Result<VkKernel, DeviceError> {
-        let dev = &inner.device;
-        let bindings = emitted
-            .slots
-            .iter()
-            .filter(|s| matches!(s, ParamSlot::Buffer { .. }))
-            .count() as u32
-            + emitted.loop_status.is_some() as u32;
-        let loop_status = match (emitted.loop_status, loop_limit) {
-            (Some(_), Some(limit)) => Some((
-                Mutex::new(Staging::with_usage(
-                    inner,
-                    8,
-                    vk::BufferUsageFlags::STORAGE_BUFFER,
-                )?),
-                limit,
-            )),
-            _ => None,
-        };
-        // SAFETY: valid create infos on a live device; destroyed in Drop.
-        unsafe {
-            let shader = dev
-                .create_shader_module(
-                    &vk::ShaderModuleCreateInfo::default().code(&emitted.words),
-                    None,
-                )
-                .map_err(|e| vk_err("vkCreateShaderModule", e))?;
-            let binds: Vec<_> = (0..bindings)
-                .map(|b| {
-                    vk::DescriptorSetLayoutBinding::default()
-                        .binding(b)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .descriptor_count(1)
-                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                })
-                .collect();
-            let push_descriptors = bindings > 0
-                && inner
-                    .push_descriptor
-                    .as_ref()
-                    .is_some_and(|&(_, max)| bindings <= max);
-            let mut set_info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&binds);
-            if push_descriptors {
-                set_info = set_info.flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR);
-            }
-            let set_layout = dev
-                .create_descriptor_set_layout(&set_info, None)
-                .map_err(|e| vk_err("vkCreateDescriptorSetLayout", e))?;
-            let ranges = [vk::PushConstantRange {
-                stage_flags: vk::ShaderStageFlags::COMPUTE,
-                offset: 0,
-                size: emitted.push_bytes,
-            }];
-            let layouts = [set_layout];
-            let mut li = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
-            if emitted.push_bytes > 0 {
-                li = li.push_constant_ranges(&ranges);
-            }
-            let layout = dev
-                .create_pipeline_layout(&li, None)
-                .map_err(|e| vk_err("vkCreatePipelineLayout", e))?;
-            let mut manifest = KernelManifest::from_kernel(function, Backend::Vulkan);
-            manifest.built_wave = Some(emitted.wave_width);
-            manifest.code_hash = Some(hash_words(&emitted.words));
-            manifest.code_bytes = Some(emitted.words.len() as u64 * 4);
-            manifest.native_ops = emitted
-                .capabilities
-                .iter()
-                .map(|c| NativeOp {
-                    op: "spirv-capability".into(),
-                    instruction: c.clone(),
-                    tier: "native".into(),
-                })
-                .collect();
-            Ok(VkKernel {
-                inner: inner.clone(),
-                name: name.to_string(),
-                emitted,
-                manifest,
-                objects: Arc::new(KernelObjects {
-                    inner: inner.clone(),
-                    shader,
-                    set_layout,
-                    layout,
-                    pipelines: Mutex::new(HashMap::new()),
-                }),
-                bindings,
-                push_descriptors,
-                min_offset_align,
-                params: function.params.iter().map(|p| p.name.clone()).collect(),
-                required_subgroup,
-                loop_status,
-            })
-        }
-    }
-
-    fn pipeline(&self, block: [u32; 3], shared_len: u32) -> Result<vk::Pipeline, DeviceError> {
-        let mut map = self.objects.pipelines.lock();
-        if let Some(&p) = map.get(&(block, shared_len)) {
-            return Ok(p);
-        }
-        let data: Vec<u8> = [block[0], block[1], block[2], shared_len]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        let entries: Vec<_> = (0..4u32)
-            .map(|i| vk::SpecializationMapEntry {
-                constant_id: i,
-                offset: i * 4,
-                size: 4,
-            })
-            .collect();
-        let spec = vk::SpecializationInfo::default()
-            .map_entries(&entries)
-            .data(&data);
-        let entry = std::ffi::CString::new(self.emitted.entry.clone()).expect("sanitised name");
-        let mut required = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
-            .required_subgroup_size(self.required_subgroup.unwrap_or(0));
-        let mut stage = vk::PipelineShaderStageCreateInfo::default()
-            .stage(vk::ShaderStageFlags::COMPUTE)
-            .module(self.objects.shader)
-            .name(&entry)
-            .specialization_info(&spec);
-        if self.required_subgroup.is_some() {
-            stage = stage.push_next(&mut required);
-        }
-        let mut info = vk::ComputePipelineCreateInfo::default()
-            .stage(stage)
-            .layout(self.objects.layout);
-        if self.inner.exec_stats.is_some() {
-            info = info.flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
-        }
-        // SAFETY: valid create info; the pipeline is destroyed with the kernel.
-        let p = unsafe {
-            self.inner
-                .device
-                .create_compute_pipelines(self.inner.pipeline_cache, &[info], None)
-        }
-        .map_err(|(_, e)| vk_err("vkCreateComputePipelines", e))?[0];
-        if let Some(stats) = &self.inner.exec_stats {
-            print_pipeline_stats(stats, p, &self.name, block);
-        }
-        map.insert((block, shared_len), p);
-        Ok(p)
-    }
-}
-
-/// `XPU_VK_PIPELINE_STATS=1`: the driver's statistics of a pipeline, one line on stderr.
-fn print_pipeline_stats(
-    stats: &ash::khr::pipeline_executable_properties::Device,
-    pipeline: vk::Pipeline,
-    kernel: &str,
-    block: [u32; 3],
-) {
-    let info = vk::PipelineInfoKHR::default().pipeline(pipeline);
-    // SAFETY: a live pipeline created with CAPTURE_STATISTICS.
-    let Ok(executables) = (unsafe { stats.get_pipeline_executable_properties(&info) }) else {
-        return;
-    };
-    for index in 0..executables.len() as u32 {
-        let exe = vk::PipelineExecutableInfoKHR::default()
-            .pipeline(pipeline)
-            .executable_index(index);
-        // SAFETY: as above, with an index below the count the driver gave.
-        let Ok(list) = (unsafe { stats.get_pipeline_executable_statistics(&exe) }) else {
-            continue;
-        };
-        let items: Vec<String> = list
-            .iter()
-            .map(|st| {
-                let name = st
-                    .name_as_c_str()
-                    .map_or("?".into(), |n| n.to_string_lossy());
-                // SAFETY: the union member is the one `format` names.
-                let value = unsafe {
-                    match st.format {
-                        vk::PipelineExecutableStatisticFormatKHR::BOOL32 => {
-                            (st.value.b32 != 0).to_string()
-                        }
-                        vk::PipelineExecutableStatisticFormatKHR::INT64 => st.value.i64.to_string(),
-                        vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => {
-                            st.value.f64.to_string()
-                        }
-                        _ => st.value.u64.to_string(),
-                    }
-                };
-                format!("{name}={value}")
-            })
-            .collect();
-        eprintln!(
-            "vulkan pipeline {kernel} block {block:?}: {}",
-            items.join(", ")
-        );
-    }
-}
-
-/// A value's bytes as its push-constant carrier expects them.
-fn carrier_bytes(v: &HostValue, carrier: crate::ir::ElemType) -> Vec<u8> {
-    let from = v.ty().scalar;
-    let mut out = Vec::new();
-    for &bits in v.lanes() {
-        let wide: u64 = match (from, carrier.scalar) {
-            (a, b) if a == b => bits,
-            (Scalar::F16, Scalar::F32) => {
-                half::f16::from_bits(bits as u16).to_f32().to_bits() as u64
-            }
-            (Scalar::I8, _) => bits as u8 as i8 as i32 as u32 as u64,
-            (Scalar::I16, _) => bits as u16 as i16 as i32 as u32 as u64,
-            _ => bits,
-        };
-        out.extend_from_slice(&wide.to_le_bytes()[..carrier.scalar.size() as usize]);
-    }
-    out
-}
-
-impl KernelImpl for VkKernel {
-    fn manifest(&self) -> &KernelManifest {
-        &self.manifest
-    }
-
-    fn launch(
-        &self,
-        stream: &dyn StreamImpl,
-        launch: &Launch,
-        args: &[DeviceArg],
-    ) -> Result<(), LaunchError> {
-        let started = std::time::Instant::now();
-        let device_err = |e: DeviceError| LaunchError::Device {
-            kernel: self.name.clone(),
-            message: e.to_string(),
-        };
-        let s = stream.as_any().downcast_ref::<VkStream>().ok_or_else(|| {
-            LaunchError::ForeignObject {
-                kernel: self.name.clone(),
-                what: "the stream".into(),
-            }
-        })?;
-        // Wave verbs work on subgroups, which hold consecutive linear local ids only when the
-        // block is 1-D or its rows fill whole subgroups (lavapipe packs each row separately).
-        let mut steps = Steps::start(self.inner.trace);
-        let sg = self.emitted.subgroup_size.max(1);
-        if self.emitted.uses_wave_verbs
-            && (launch.block[1] > 1 || launch.block[2] > 1)
-            && launch.block[0] % sg != 0
-        {
-            return Err(LaunchError::WaveWidth {
-                kernel: self.name.clone(),
-                declared: self.emitted.wave_width,
-                reason: format!(
-                    "unsupported on this Vulkan device: wave verbs in a {}x{}x{} block whose rows \
-                     do not fill subgroups of {sg}",
-                    launch.block[0], launch.block[1], launch.block[2]
-                ),
-            });
-        }
-        let mut push = vec![0u8; self.emitted.push_bytes as usize];
-        let mut writes: Vec<(u32, vk::Buffer, u64, u64)> = Vec::new();
-        let mut keep: Vec<Keep> = Vec::new();
-        let mut dummy = None;
-        for (i, (slot, arg)) in self.emitted.slots.iter().zip(args).enumerate() {
-            match (slot, arg) {
-                (
-                    ParamSlot::Buffer {
-                        binding,
-                        len_offset,
-                    },
-                    DeviceArg::Buffer(b),
-                ) => {
-                    let mem = memory_of(&b.memory).map_err(device_err)?;
-                    if b.offset as u64 % self.min_offset_align != 0 {
-                        return Err(LaunchError::UnbindableView {
-                            kernel: self.name.clone(),
-                            param: self.params[i].clone(),
-                            offset: b.offset as u64,
-                            align: self.min_offset_align,
-                        });
-                    }
-                    let count = (b.len / b.elem.size().max(1) as usize) as u32;
-                    push[*len_offset as usize..*len_offset as usize + 4]
-                        .copy_from_slice(&count.to_le_bytes());
-                    if b.len == 0 {
-                        // Vulkan binds no empty range: a small scratch buffer stands in (the
-                        // kernel sees length 0 and may not touch it).
-                        if dummy.is_none() {
-                            let (buf, m) = self
-                                .inner
-                                .buffer(
-                                    16,
-                                    vk::BufferUsageFlags::STORAGE_BUFFER,
-                                    vk::MemoryPropertyFlags::DEVICE_LOCAL,
-                                )
-                                .map_err(device_err)?;
-                            dummy = Some(Arc::new(VkMemory {
-                                inner: self.inner.clone(),
-                                buffer: buf,
-                                memory: m,
-                                size: 16,
-                            }));
-                        }
-                        let d = dummy.as_ref().expect("made above");
-                        writes.push((*binding, d.buffer, 0, 16));
-                        keep.push(Box::new(d.clone()));
-                    } else {
-                        writes.push((*binding, mem.buffer, b.offset as u64, b.len as u64));
-                    }
-                    keep.push(Box::new(b.memory.clone()));
-                }
-                (ParamSlot::Value { offset, carrier }, DeviceArg::Value(v)) => {
-                    let bytes = carrier_bytes(v, *carrier);
-                    push[*offset as usize..*offset as usize + bytes.len()].copy_from_slice(&bytes);
-                }
-                _ => {
-                    return Err(LaunchError::Device {
-                        kernel: self.name.clone(),
-                        message: format!("argument {i} does not match the kernel's layout"),
-                    })
-                }
-            }
-        }
-        // The loop-limit probe's status buffer: flag 0, probe bound 2 (spirv.rs). Held until
-        // the launch has completed and the flag is read back.
-        let status = match (&self.loop_status, self.emitted.loop_status) {
-            (Some((buffer, limit)), Some(binding)) => {
-                let guard = buffer.lock();
-                guard
-                    .with_map(|m| {
-                        m[..4].copy_from_slice(&0u32.to_le_bytes());
-                        m[4..8].copy_from_slice(&2u32.to_le_bytes());
-                    })
-                    .map_err(device_err)?;
-                writes.push((binding, guard.buffer, 0, 8));
-                Some((guard, *limit))
-            }
-            _ => None,
-        };
-        let args_us = steps.lap();
-        let shared_len = match self.emitted.dynamic_shared_elem {
-            Some(size) => (launch.shared_bytes / size.max(1)).max(1),
-            None => 1,
-        };
-        let pipeline = self
-            .pipeline(launch.block, shared_len)
-            .map_err(device_err)?;
-        let pipeline_us = steps.lap();
-        let dev = &self.inner.device;
-        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = writes
-            .iter()
-            .map(|&(_, buffer, offset, range)| {
-                [vk::DescriptorBufferInfo {
-                    buffer,
-                    offset,
-                    range,
-                }]
-            })
-            .collect();
-        // The writes name no set: pushed as they are, or aimed at the per-launch set.
-        let ws: Vec<vk::WriteDescriptorSet> = writes
-            .iter()
-            .zip(&infos)
-            .map(|(&(binding, ..), info)| {
-                vk::WriteDescriptorSet::default()
-                    .dst_binding(binding)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(info)
-            })
-            .collect();
-        // Without push descriptors: one small descriptor pool per launch, destroyed when the
-        // launch completes.
-        let set = if self.bindings > 0 && !self.push_descriptors {
-            let sizes = [vk::DescriptorPoolSize {
-                ty: vk::DescriptorType::STORAGE_BUFFER,
-                descriptor_count: self.bindings,
-            }];
-            // SAFETY: valid create/alloc infos; the pool is kept until completion.
-            unsafe {
-                let pool = dev
-                    .create_descriptor_pool(
-                        &vk::DescriptorPoolCreateInfo::default()
-                            .max_sets(1)
-                            .pool_sizes(&sizes),
-                        None,
-                    )
-                    .map_err(|e| device_err(vk_err("vkCreateDescriptorPool", e)))?;
-                keep.push(Box::new(DescriptorPool {
-                    inner: self.inner.clone(),
-                    pool,
-                }));
-                let layouts = [self.objects.set_layout];
-                let set = dev
-                    .allocate_descriptor_sets(
-                        &vk::DescriptorSetAllocateInfo::default()
-                            .descriptor_pool(pool)
-                            .set_layouts(&layouts),
-                    )
-                    .map_err(|e| device_err(vk_err("vkAllocateDescriptorSets", e)))?[0];
-                let ws: Vec<_> = ws.iter().map(|w| w.dst_set(set)).collect();
-                dev.update_descriptor_sets(&ws, &[]);
-                Some(set)
-            }
-        } else {
-            None
-        };
-        let descriptors_us = steps.lap();
-        let layout = self.objects.layout;
-        let grid = launch.grid;
-        // The pipeline and layouts stay alive until this launch retires.
-        keep.push(Box::new(self.objects.clone()));
-        let pusher = match (&self.inner.push_descriptor, self.push_descriptors) {
-            (Some((p, _)), true) => Some(p),
-            _ => None,
-        };
-        let r = s.record(keep, |cb| {
-            // SAFETY: `cb` is recording; every object it names is kept alive until done.
-            unsafe {
-                dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
-                if let Some(set) = set {
-                    dev.cmd_bind_descriptor_sets(
-                        cb,
-                        vk::PipelineBindPoint::COMPUTE,
-                        layout,
-                        0,
-                        &[set],
-                        &[],
-                    );
-                }
-                if let Some(p) = pusher {
-                    p.cmd_push_descriptor_set(cb, vk::PipelineBindPoint::COMPUTE, layout, 0, &ws);
-                }
-                if !push.is_empty() {
-                    dev.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, &push);
-                }
-                dev.cmd_dispatch(cb, grid[0], grid[1], grid[2]);
-            }
-        });
-        if self.inner.trace {
-            let record_us = steps.lap();
-            eprintln!(
-                "xpu-vk launch {} grid {grid:?} block {:?}: args {args_us:.1} us, pipeline \
-                 {pipeline_us:.1} us, descriptors {descriptors_us:.1} us ({}), record \
-                 {record_us:.1} us, total {:.1} us",
-                self.name,
-                launch.block,
-                if self.push_descriptors {
-                    "pushed"
-                } else {
-                    "pool"
-                },
-                args_us + pipeline_us + descriptors_us + record_us
-            );
-        }
-        r.map_err(device_err)?;
-        // A deadline: the launch is submitted and waited for with it as the timeout. A kernel
-        // cannot be cancelled here; past the deadline it is reported and left to finish (the
-        // stream's next wait or sync waits for it, and the device stays usable).
-        if let Some(deadline) = launch.deadline {
-            let until = started.checked_add(deadline).unwrap_or(started);
-            if !s.core.wait_last_until(until).map_err(device_err)? {
-                return Err(LaunchError::Deadline {
-                    kernel: self.name.clone(),
-                    deadline,
-                    cancelled: false,
-                });
-            }
-        }
-        // On a driver that limits loops, a kernel with a loop is waited for and its status read:
-        // a loop the driver cut short fails the launch rather than leaving wrong results.
-        if let Some((guard, limit)) = status {
-            s.sync().map_err(device_err)?;
-            let flag = guard
-                .with_map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]))
-                .map_err(device_err)?;
-            if flag != 0 {
-                return Err(LaunchError::LoopLimit {
-                    kernel: self.name.clone(),
-                    limit,
-                });
-            }
-        }
-        Ok(())
+    fn lowerings(&self) -> Option<u64> {
+        Some(self.lowerings.load(std::sync::atomic::Ordering::Relaxed))
     }
 }

@@ -587,7 +587,7 @@ impl Walk<'_, '_> {
             Expr::Compose { parts, .. } => all(self, parts),
             Expr::Splat { value, .. } => all(self, &[*value]),
             Expr::Extract { vector, .. } | Expr::Swizzle { vector, .. } => all(self, &[*vector]),
-            Expr::Math { args, .. } => all(self, args),
+            Expr::Math { args, .. } | Expr::Bits { args, .. } => all(self, args),
             Expr::Index { base, index } | Expr::VLoad { base, index, .. } => {
                 let i = self.expr(*index);
                 match base {
@@ -630,6 +630,19 @@ impl Walk<'_, '_> {
                 }
                 if let Some(c) = compare {
                     self.expr(*c);
+                }
+                self.expr(*value);
+                Class::Varying
+            }
+            Expr::AtomicLoad { place, .. } => {
+                if let Place::Element { index, .. } = place {
+                    self.expr(*index);
+                }
+                Class::Varying
+            }
+            Expr::AtomicStore { place, value, .. } => {
+                if let Place::Element { index, .. } = place {
+                    self.expr(*index);
                 }
                 self.expr(*value);
                 Class::Varying

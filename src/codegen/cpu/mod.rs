@@ -205,6 +205,16 @@ pub fn host_simd_width() -> u32 {
     4
 }
 
+/// FNV-1a over `bytes`: a stable 64-bit hash (the same function as the Vulkan backend's).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
 fn host_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -233,6 +243,8 @@ pub struct CompiledKernel {
     pub sites: Vec<Site>,
     pub compile_time: Duration,
     pub code_bytes: u64,
+    /// FNV-1a of the machine code: the manifest's code hash.
+    pub code_hash: u64,
     /// Built with [`Config::streaming`] on, into code that differs for it.
     pub streaming: bool,
     /// Code built with [`Config::streaming`] would differ from this.
@@ -286,6 +298,7 @@ pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> C
         whole_waves: false,
         fma: host_fma(),
         streaming: false,
+        ub_traps: true,
     }
 }
 
@@ -385,6 +398,10 @@ impl CompiledKernel {
             .compiled_code()
             .map(|c| c.code_info().total_size as u64)
             .unwrap_or(0);
+        let code_hash = ctx
+            .compiled_code()
+            .map(|c| fnv1a(c.code_buffer()))
+            .unwrap_or(0);
         if diag.time {
             eprintln!(
                 "jit {}: lowering {:?}, codegen {:?}, {} IR instructions, {} code bytes",
@@ -422,6 +439,7 @@ impl CompiledKernel {
             sites,
             compile_time: t0.elapsed(),
             code_bytes,
+            code_hash,
             streaming: cfg.streaming && lowered.can_stream,
             can_stream: lowered.can_stream,
         })

@@ -504,7 +504,13 @@ impl LoweringTarget for Amdgpu {
         };
         // Without a bound LLVM budgets for 1024 work-items (the part's ceiling, §3.4).
         let max_threads = bounds.max_threads.unwrap_or(1024).clamp(1, 1024);
-        if bounds.max_threads.is_some() {
+        if bounds.pinned.is_some() {
+            // The pinned block (§3.4): exactly this many work-items per workgroup.
+            attr(
+                "amdgpu-flat-work-group-size",
+                &format!("{max_threads},{max_threads}"),
+            );
+        } else if bounds.max_threads.is_some() {
             attr("amdgpu-flat-work-group-size", &format!("1,{max_threads}"));
         }
         if let Some(blocks) = bounds.min_resident {

@@ -23,6 +23,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             return self.err(codes::INPUT, "an atomic on a private array");
         }
         let (ptr, elem) = self.element_ptr(*base, *index)?;
+        // Checked mode: out of bounds, the atomic acts on scratch and yields 0.
+        let ok = self.last_ok.take();
         let cmp = match compare {
             Some(c) => Some(self.value(c)?),
             None => None,
@@ -86,6 +88,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 AtomicOp::Or => R::LLVMAtomicRMWBinOpOr,
                 AtomicOp::Xor => R::LLVMAtomicRMWBinOpXor,
                 AtomicOp::Exchange => R::LLVMAtomicRMWBinOpXchg,
+                // CUDA's atomicInc/atomicDec exactly (`atom.inc`/`atom.dec` on NVPTX).
+                AtomicOp::Inc => R::LLVMAtomicRMWBinOpUIncWrap,
+                AtomicOp::Dec => R::LLVMAtomicRMWBinOpUDecWrap,
                 AtomicOp::CompareExchange => unreachable!("handled above"),
             };
             // SAFETY: ptr points to an element of v's type; the op suits the type.
@@ -106,6 +111,6 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         ) {
             self.t.fence(self.cx, scope)?;
         }
-        Ok(out)
+        self.zero_unless(out, ok)
     }
 }

@@ -148,8 +148,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             }
             Expr::Index { base, index } => {
                 let (ptr, elem) = self.element_ptr(*base, *index)?;
+                let ok = self.last_ok.take();
                 let align = natural_align(elem.size()).max(natural_align(elem.scalar.size()));
-                self.load_elem(ptr, elem, align)?
+                let v = self.load_elem(ptr, elem, align)?;
+                self.zero_unless(v, ok)?
             }
             Expr::Len(i) => match self.params.get(*i as usize) {
                 Some(ParamVal::Buffer { len, .. }) => (*len).into(),
@@ -179,6 +181,29 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let ty = self.ty(e)?;
                 self.math(*fun, ty, &vals)?
             }
+            Expr::AtomicLoad { order, place } => {
+                match self.atomic_access(*order, &place.clone(), None)? {
+                    Some(v) => v,
+                    None => return self.err(codes::INPUT, "an atomic load without a value"),
+                }
+            }
+            Expr::AtomicStore {
+                order,
+                place,
+                value,
+            } => {
+                let (order, place, value) = (*order, *place, *value);
+                self.atomic_access(order, &place, Some(value))?;
+                return Ok(None);
+            }
+            Expr::Bits { op, args } => {
+                let mut vals = Vec::new();
+                for a in args.clone() {
+                    vals.push(self.value(a)?);
+                }
+                let s = self.ty(e)?.scalar().unwrap_or(Scalar::Bool);
+                self.bits(*op, s, &vals)?
+            }
             Expr::Atomic {
                 op,
                 order,
@@ -203,7 +228,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 lanes,
                 align,
             } => {
-                let (ptr, elem) = self.vector_ptr(*base, *index)?;
+                let (ptr, elem) = self.vector_ptr(*base, *index, *lanes as u32, *align)?;
+                let ok = self.last_ok.take();
                 let a = self.vector_align(*base, *index, elem.scalar, *lanes as u32, *align);
                 let st = mem_scalar_type(self.cx, elem.scalar);
                 let v = self.b().build_load(vector_of(st, *lanes as u32), ptr, "")?;
@@ -211,6 +237,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     i.set_alignment(a)
                         .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
                 }
+                let v = self.zero_unless(v, ok)?;
                 self.mem_to_value(v, elem.scalar)?
             }
             Expr::MatrixFill {

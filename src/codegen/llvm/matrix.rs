@@ -150,7 +150,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             for j in 0..cols as u32 {
                 let idx = self.sw_index(offset, stride, i, j)?;
                 let ptr = self.scalar_ptr(base, idx)?;
+                let (ptr, ok) = self.checked_ptr(base, ptr, idx, 1)?;
                 let v = self.load_elem(ptr, elem, elem.scalar.size())?;
+                let v = self.zero_unless(v, ok)?;
                 agg = self
                     .b()
                     .build_insert_value(agg, v, i * cols as u32 + j, "")?
@@ -285,6 +287,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             for j in 0..cols as u32 {
                 let idx = self.sw_index(offset, stride, i, j)?;
                 let ptr = self.scalar_ptr(base, idx)?;
+                let (ptr, _) = self.checked_ptr(base, ptr, idx, 1)?;
                 let v = self.b().build_extract_value(agg, i * cols as u32 + j, "")?;
                 let st = self.b().build_store(ptr, self.value_to_mem(v, scalar)?)?;
                 st.set_alignment(scalar.size())

@@ -67,18 +67,29 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 *x = (*x).max(a);
             }
         }
+        // Checked mode: out of bounds, the scratch area instead (`checked.rs`).
+        let (p, ok) = self.checked_ptr(base, p, i, 1)?;
+        self.last_ok = ok;
         Ok((p, elem))
     }
 
-    /// The address of scalar `index` of a scalar `base` (vload/vstore).
+    /// The address of scalar `index` of a scalar `base` (vload/vstore of `lanes`), with the
+    /// `align` statement's trap under ub-traps and the bounds test in checked mode
+    /// (`checked.rs`; the test's outcome in `last_ok`).
     pub(super) fn vector_ptr(
         &mut self,
         base: Base,
         index: ExprId,
+        lanes: u32,
+        stated: Option<u8>,
     ) -> LResult<(PointerValue<'ctx>, ElemType)> {
         let (_, elem) = self.base_info(base)?;
         let i = self.value(index)?.into_int_value();
-        Ok((self.scalar_ptr(base, i)?, elem))
+        let i = self.align_trap(index, i, elem.scalar, stated)?;
+        let p = self.scalar_ptr(base, i)?;
+        let (p, ok) = self.checked_ptr(base, p, i, lanes)?;
+        self.last_ok = ok;
+        Ok((p, elem))
     }
 
     /// The alignment of a `lanes`-wide access at scalar `index`: the larger of what the

@@ -26,6 +26,9 @@
 
 pub mod amdgpu;
 mod atomic;
+mod atomic_access;
+mod bits;
+mod checked;
 #[cfg(feature = "hip")]
 pub mod codeobj;
 mod expr;
@@ -38,11 +41,13 @@ mod stmt;
 pub mod target;
 mod wave;
 
+use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
-    self, AtomicOp, Base, BinaryOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType, Expr,
-    ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
+    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType,
+    Expr, ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
     ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, WaveOp,
 };
+pub use checked::REPORT_SYMBOL;
 use inkwell::basic_block::BasicBlock;
 use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
@@ -136,6 +141,10 @@ pub struct Cx<'ctx> {
     /// Every cooperative-matrix fragment takes the portable software tier (`matrix.rs`),
     /// because some fragment type of the module has no native lowering on this target.
     pub software_matrices: std::cell::Cell<bool>,
+    /// What the code tests at run time (checked mode, ub-traps: [`checked`]).
+    pub checks: Checks,
+    /// The check sites emitted so far, module-wide (a report names one by index).
+    pub sites: std::cell::RefCell<Vec<CheckSite>>,
 }
 
 impl<'ctx> Cx<'ctx> {
@@ -222,6 +231,11 @@ pub struct KernelAbi {
     pub bounds: KernelBounds,
     /// The `@wave(N)` declaration, if any.
     pub declared_wave: Option<u32>,
+    /// The code writes the report global ([`checked::REPORT_SYMBOL`]): the launch clears it
+    /// before and reads it after.
+    pub report: bool,
+    /// The check sites the report names by index (the module's, shared by its kernels).
+    pub sites: Vec<CheckSite>,
 }
 
 /// A kernel to lower: an IR kernel, or a template with its arguments.
@@ -278,6 +292,8 @@ pub struct Options {
     pub opt_level: u8,
     /// Keep the optimised LLVM IR text in [`Lowered::llvm_ir`].
     pub keep_llvm_ir: bool,
+    /// Checked mode and ub-traps (`crate::codegen::checks`); none by default.
+    pub checks: Checks,
 }
 
 impl Default for Options {
@@ -285,6 +301,7 @@ impl Default for Options {
         Options {
             opt_level: 3,
             keep_llvm_ir: false,
+            checks: Checks::default(),
         }
     }
 }
@@ -353,6 +370,8 @@ pub fn lower(
         module: context.create_module("xpu"),
         builder: context.create_builder(),
         software_matrices: std::cell::Cell::new(false),
+        checks: opts.checks,
+        sites: std::cell::RefCell::new(Vec::new()),
     };
     let triple = TargetTriple::create(target.triple());
     cx.module.set_triple(&triple);
@@ -448,6 +467,11 @@ pub fn lower(
             .map_err(|e| named(e, &name))?;
         abis.push(abi);
     }
+    let report = cx.module.get_global(REPORT_SYMBOL).is_some();
+    for abi in &mut abis {
+        abi.report = report;
+        abi.sites = cx.sites.borrow().clone();
+    }
 
     if let Err(e) = cx.module.verify() {
         return internal(format!("LLVM rejected the module: {}", e.to_string()));
@@ -470,7 +494,7 @@ pub fn lower(
             )
         })?;
     Ok(Lowered {
-        code: buf.as_slice().to_vec(),
+        code: target.finish(buf.as_slice().to_vec()),
         kernels: abis,
         cpu: target.cpu(),
         llvm_ir,
@@ -753,6 +777,14 @@ fn lower_kernel<'ctx>(
         bounds.min_resident = eval(o.min_resident)?;
         bounds.max_registers = eval(o.max_registers)?;
     }
+    if let Some((block, _)) = f.attrs.block {
+        bounds.pinned = Some(block);
+        let volume = block.iter().map(|&d| d as u64).product::<u64>();
+        bounds.max_threads = bounds
+            .max_threads
+            .or(u32::try_from(volume).ok())
+            .map(|t| t.min(volume as u32));
+    }
 
     let info = lower_function(cx, target, module, f, args, llfn, helpers, Some(symbol))?;
     target.finish_kernel(cx, llfn, &bounds)?;
@@ -773,6 +805,8 @@ fn lower_kernel<'ctx>(
         wave_width: target.wave_width(),
         bounds,
         declared_wave,
+        report: false,
+        sites: Vec::new(),
     })
 }
 
@@ -851,6 +885,9 @@ struct FnCx<'a, 'ctx> {
     /// frame's code); and a helper's return value on its way out. Made on first use.
     escape_slot: Option<PointerValue<'ctx>>,
     return_slot: Option<PointerValue<'ctx>>,
+    /// The outcome of the last checked access's bounds test (`checked.rs`), taken by the
+    /// load or atomic that follows it.
+    last_ok: Option<inkwell::values::IntValue<'ctx>>,
 }
 
 /// Whether `f`, or a helper it reaches, uses a wave verb. A call through a tag counts if any
@@ -936,6 +973,7 @@ fn lower_function<'ctx>(
         syncs: Vec::new(),
         escape_slot: None,
         return_slot: None,
+        last_ok: None,
     };
     if fx.sync_waves {
         // The escape slot starts clear on every call.
@@ -1059,45 +1097,10 @@ fn int_pred(op: BinaryOp, signed: bool) -> IntPredicate {
     }
 }
 
-/// The largest power of two (up to 2^16) that provably divides the value of `e`, from its
-/// own arithmetic: literals, products, sums and left shifts by constants.
+/// The largest power of two (up to 2^16) that provably divides the value of `e`
+/// ([`crate::codegen::checks::known_multiple`], the proof ub-traps share).
 fn known_multiple(f: &Function, e: ExprId, args: &[u32], depth: u32) -> u64 {
-    const CAP: u64 = 1 << 16;
-    if depth > 64 {
-        return 1;
-    }
-    let Some(x) = f.exprs.try_get(e) else {
-        return 1;
-    };
-    let pow2 = |v: u64| {
-        if v == 0 {
-            CAP
-        } else {
-            (1u64 << v.trailing_zeros().min(16)).min(CAP)
-        }
-    };
-    match x {
-        Expr::Literal(Literal::Int { bits, .. }) => pow2(*bits),
-        Expr::TemplateParam(i) => args.get(*i as usize).map_or(1, |v| pow2(*v as u64)),
-        Expr::Binary { op, lhs, rhs } => {
-            let a = known_multiple(f, *lhs, args, depth + 1);
-            let b = known_multiple(f, *rhs, args, depth + 1);
-            match op {
-                BinaryOp::Mul => (a * b).min(CAP),
-                BinaryOp::Add | BinaryOp::Sub => a.min(b),
-                BinaryOp::BitAnd => a.max(b),
-                BinaryOp::Shl => match f.exprs.try_get(*rhs) {
-                    Some(Expr::Literal(Literal::Int { bits, .. })) if *bits < 16 => {
-                        (a << bits).min(CAP)
-                    }
-                    _ => a,
-                },
-                _ => 1,
-            }
-        }
-        Expr::Cast { arg, .. } => known_multiple(f, *arg, args, depth + 1),
-        _ => 1,
-    }
+    crate::codegen::checks::known_multiple(f, e, args, depth)
 }
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {

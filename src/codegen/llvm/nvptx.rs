@@ -74,6 +74,40 @@ impl Nvptx {
     }
 }
 
+/// `ptx` with every integer `abs.s16/s32/s64` written as a compare and select. ptxas (CUDA
+/// 13, sm_90), and the NVIDIA Vulkan driver's compiler for GLSL.std.450's `SAbs`, take an
+/// integer `abs` as non-negative: `(abs(x) as u64) as f32` of `i32::MIN`, whose wrapped
+/// `abs` is `i32::MIN`, became the signed conversion `-2147483648.0` instead of
+/// `1.8446744e19` (found by the differential fuzzer on the H200). LLVM folds every
+/// select form of `abs` back into `llvm.abs`, so the rewrite happens on the PTX it emits;
+/// ptxas reads the select as written (checked in SASS: `I2F.U64` stays unsigned).
+pub fn without_integer_abs(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 64);
+    for line in ptx.split_inclusive('\n') {
+        let body = line.trim_start();
+        let width = ["16", "32", "64"]
+            .into_iter()
+            .find(|w| body.starts_with(&format!("abs.s{w}")));
+        let operands = width.and_then(|w| {
+            let rest = body[format!("abs.s{w}").len()..].trim();
+            let rest = rest.strip_suffix(';')?;
+            let (dst, src) = rest.split_once(',')?;
+            Some((w, dst.trim(), src.trim()))
+        });
+        match operands {
+            Some((w, dst, src)) => {
+                let indent = &line[..line.len() - body.len()];
+                out.push_str(&format!(
+                    "{indent}{{ .reg .pred %abs_p; .reg .b{w} %abs_t; setp.lt.s{w} %abs_p, {src}, 0; \
+                     neg.s{w} %abs_t, {src}; selp.b{w} {dst}, %abs_t, {src}, %abs_p; }}\n"
+                ));
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
 fn dim_name(d: usize) -> &'static str {
     ["x", "y", "z"][d.min(2)]
 }
@@ -97,6 +131,13 @@ impl LoweringTarget for Nvptx {
 
     fn wave_width(&self) -> u32 {
         32
+    }
+
+    fn finish(&self, code: Vec<u8>) -> Vec<u8> {
+        match String::from_utf8(code) {
+            Ok(ptx) => without_integer_abs(&ptx).into_bytes(),
+            Err(e) => e.into_bytes(),
+        }
     }
 
     fn global_space(&self) -> AddressSpace {
@@ -394,7 +435,12 @@ impl LoweringTarget for Nvptx {
                 .map_err(|e| LowerError::new(super::codes::LLVM, e.to_string()))
         };
         annotate("kernel", 1)?;
-        if let Some(t) = bounds.max_threads {
+        if let Some([x, y, z]) = bounds.pinned {
+            // The pinned block (§3.4): ptxas budgets registers for exactly this many threads.
+            annotate("reqntidx", x)?;
+            annotate("reqntidy", y)?;
+            annotate("reqntidz", z)?;
+        } else if let Some(t) = bounds.max_threads {
             annotate("maxntidx", t)?;
         }
         if let Some(m) = bounds.min_resident {
@@ -421,5 +467,18 @@ mod tests {
         assert_eq!(Nvptx::new(100).cpu(), "sm_90");
         assert_eq!(Nvptx::new(88).cpu(), "sm_87");
         assert_eq!(Nvptx::new(90).features(), "+ptx78");
+    }
+
+    #[test]
+    fn integer_abs_becomes_a_select_and_float_abs_stays() {
+        let ptx = "\tabs.s32 \t%r7, %r2;\n\tabs.f32 \t%f1, %f2;\n\tabs.s64 %rd3, %rd1;\n";
+        let got = super::without_integer_abs(ptx);
+        assert_eq!(
+            got,
+            "\t{ .reg .pred %abs_p; .reg .b32 %abs_t; setp.lt.s32 %abs_p, %r2, 0; neg.s32 %abs_t, %r2; selp.b32 %r7, %abs_t, %r2, %abs_p; }\n\
+             \tabs.f32 \t%f1, %f2;\n\
+             { .reg .pred %abs_p; .reg .b64 %abs_t; setp.lt.s64 %abs_p, %rd1, 0; neg.s64 %abs_t, %rd1; selp.b64 %rd3, %abs_t, %rd1, %abs_p; }\n"
+                .replace("\n{", "\n\t{")
+        );
     }
 }

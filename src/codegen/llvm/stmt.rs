@@ -119,7 +119,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let v = self.value(*value)?;
                 let vty = self.ty(*value)?;
                 let lanes = vty.lanes().unwrap_or(1) as u32;
-                let (ptr, elem) = self.vector_ptr(*base, *index)?;
+                let (ptr, elem) = self.vector_ptr(*base, *index, lanes, *align)?;
+                self.last_ok = None;
                 let a = self.vector_align(*base, *index, elem.scalar, lanes, *align);
                 let st = self
                     .b()
@@ -180,6 +181,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             Place::Element { base, index } => {
                 // Index first, then value: the printed source's order (`b[i] = v`).
                 let (ptr, elem) = self.element_ptr(*base, *index)?;
+                self.last_ok = None;
                 let v = self.value(value)?;
                 let st = self
                     .b()

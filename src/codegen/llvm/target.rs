@@ -50,6 +50,10 @@ pub struct KernelBounds {
     pub max_threads: Option<u32>,
     pub min_resident: Option<u32>,
     pub max_registers: Option<u32>,
+    /// `@block(X, Y, Z)`: the one block the kernel is launched with (contract §3.4), lowered
+    /// as `.reqntid` on NVPTX and `amdgpu-flat-work-group-size = V,V` on AMDGPU. With it,
+    /// `max_threads` is the block's volume unless the kernel declares its own ceiling.
+    pub pinned: Option<[u32; 3]>,
 }
 
 /// What a target lowers a kernel for. Each method gets the emission context positioned
@@ -66,6 +70,11 @@ pub trait LoweringTarget {
     /// What LLVM emits: assembly text (PTX) or an object (AMDGPU).
     fn file_type(&self) -> FileType {
         FileType::Assembly
+    }
+    /// The emitted code, rewritten where the target's own assembler is known to mistranslate
+    /// an instruction LLVM chose (a peephole over PTX text on NVPTX); unchanged by default.
+    fn finish(&self, code: Vec<u8>) -> Vec<u8> {
+        code
     }
     /// The wave width kernels are built at; `Group.width()` folds to it.
     fn wave_width(&self) -> u32;

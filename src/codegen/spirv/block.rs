@@ -166,10 +166,12 @@ impl Em<'_> {
     }
 
     pub(super) fn stmt(&mut self, s: &Stmt) -> R<()> {
+        let line = std::mem::replace(&mut self.cur_line, s.span.line);
         let roots = s.kind.value_roots();
         self.prefetch(&roots)?;
         let r = self.stmt_body(s);
         self.prefetched.clear();
+        self.cur_line = line;
         r
     }
 
@@ -311,7 +313,10 @@ impl Em<'_> {
                 );
             }
             StmtKind::VStore {
-                base, index, value, ..
+                base,
+                index,
+                value,
+                align,
             } => {
                 let i = self.expr_u32(*index)?;
                 let fh = self.frame().func;
@@ -322,6 +327,7 @@ impl Em<'_> {
                     Some(Type::Scalar(s)) => (s, 1),
                     _ => return refuse("vstore of a non-vector value"),
                 };
+                let i = self.align_trap(*index, i, s, *align);
                 let se = ElemType::scalar(s);
                 for k in 0..n {
                     let lane = if n == 1 {

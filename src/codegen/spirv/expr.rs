@@ -130,6 +130,16 @@ impl Em<'_> {
             self.dispatch(*tag, args, None)?;
             return Ok(());
         }
+        if let Expr::AtomicStore {
+            order,
+            place,
+            value,
+        } = expr
+        {
+            let (order, place, value) = (*order, *place, *value);
+            self.atomic_access(order, place, Some(value), None)?;
+            return Ok(());
+        }
         self.expr(e)?;
         Ok(())
     }
@@ -350,6 +360,14 @@ impl Em<'_> {
                     .expect("a typed dispatch yields a value")
             }
             Expr::Math { fun, args } => self.math(fun, &args, ty)?,
+            Expr::Bits { op, args } => self.bits(op, &args)?,
+            Expr::AtomicLoad { order, place } => {
+                match self.atomic_access(order, place, None, ty)? {
+                    Some(v) => v,
+                    None => return refuse("an atomic load without a value"),
+                }
+            }
+            Expr::AtomicStore { .. } => return refuse("atomic_store used as a value"),
             Expr::Atomic {
                 op,
                 order,
@@ -359,10 +377,14 @@ impl Em<'_> {
             } => self.atomic(op, order, place, value, compare)?,
             Expr::Wave { op, args } => self.wave(op, &args, ty)?,
             Expr::VLoad {
-                base, index, lanes, ..
+                base,
+                index,
+                lanes,
+                align,
             } => {
                 let i = self.expr_u32(index)?;
                 let elem = self.base_elem(base)?;
+                let i = self.align_trap(index, i, elem.scalar, align);
                 let se = ElemType::scalar(elem.scalar);
                 let u = self.u32t();
                 let mut vs = Vec::new();
@@ -951,7 +973,16 @@ impl Em<'_> {
                 } else if s.is_float() {
                     g(self, glsl::FABS, &vs)
                 } else if s.is_signed() {
-                    g(self, glsl::SABS, &vs)
+                    // Not GLSL.std.450's SAbs: the NVIDIA driver's compiler takes its result
+                    // as non-negative, so `(abs(x) as u64) as f32` of `i32::MIN` became a
+                    // signed conversion (H200, driver 580; the same fault as ptxas's
+                    // `abs.s32`, see codegen/llvm/nvptx.rs). `x < 0 ? 0 - x : x` wraps at
+                    // `MIN` and is read as written.
+                    let zero = self.const_of(s, lanes, 0)?;
+                    let neg = self.opi(Op::ISub, t, &[zero, vs[0]]);
+                    let bty = self.bool_of(t);
+                    let below = self.opi(Op::SLessThan, bty, &[vs[0], zero]);
+                    self.opi(Op::Select, t, &[below, neg, vs[0]])
                 } else {
                     vs[0]
                 }

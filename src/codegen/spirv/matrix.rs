@@ -52,7 +52,9 @@ impl Em<'_> {
         let cols = cols as u32;
         self.counted_loop(rows as u32 * cols, |em, e| {
             let at = em.tile_index(e, cols, off, st);
-            let x = em.load_elem(base, ElemType::scalar(scalar), at)?;
+            // Not bounds-checked in checked mode: a checked access inside this loop hung
+            // lavapipe (docs/checked-mode.md).
+            let x = em.load_elem_raw(base, ElemType::scalar(scalar), at)?;
             let p = em.opi(Op::AccessChain, pt, &[var, e]);
             em.store(p, x);
             Ok(())
@@ -80,7 +82,7 @@ impl Em<'_> {
             let at = em.tile_index(e, cols, off, st);
             let p = em.opi(Op::AccessChain, pt, &[var, e]);
             let x = em.load(et, p);
-            em.store_elem(base, ElemType::scalar(scalar), at, x)
+            em.store_elem_raw(base, ElemType::scalar(scalar), at, x)
         })
     }
 

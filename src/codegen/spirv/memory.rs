@@ -147,8 +147,17 @@ impl Em<'_> {
         }
     }
 
-    /// Element `index` of `base`, whose elements are `elem` (for `vload`, the scalar).
+    /// Element `index` of `base`, whose elements are `elem` (for `vload`, the scalar); in
+    /// checked mode 0 where `index` is out of bounds (reported, `checked.rs`).
     pub(super) fn load_elem(&mut self, base: Base, elem: ElemType, index: Word) -> R<Word> {
+        if !self.checks.bounds {
+            return self.load_elem_raw(base, elem, index);
+        }
+        let t = self.elem_ty(elem)?;
+        self.checked_value(base, index, t, |em| em.load_elem_raw(base, elem, index))
+    }
+
+    pub(super) fn load_elem_raw(&mut self, base: Base, elem: ElemType, index: Word) -> R<Word> {
         match base {
             Base::Param(p) => {
                 let mut lanes = Vec::new();
@@ -185,7 +194,21 @@ impl Em<'_> {
         }
     }
 
+    /// Stores `value` at element `index` of `base`; in checked mode skipped where `index` is
+    /// out of bounds (reported, `checked.rs`).
     pub(super) fn store_elem(
+        &mut self,
+        base: Base,
+        elem: ElemType,
+        index: Word,
+        value: Word,
+    ) -> R<()> {
+        self.checked_effect(base, index, |em| {
+            em.store_elem_raw(base, elem, index, value)
+        })
+    }
+
+    pub(super) fn store_elem_raw(
         &mut self,
         base: Base,
         elem: ElemType,

@@ -45,10 +45,11 @@
 //! Refused by name: virtual-wave verbs the workgroup cannot meet together, and any construct
 //! the device's features do not cover.
 
+use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
-    AtomicOp, Base, BinaryOp, Builtin, Dim, ElemType, Expr, ExprId, FenceScope, Function, Handle,
-    Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Stmt, StmtKind, Type,
-    UnaryOp, VerifiedModule, WaveOp,
+    AtomicOp, Base, BinaryOp, BitOp, Builtin, Dim, ElemType, Expr, ExprId, FenceScope, Function,
+    Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Stmt, StmtKind,
+    Type, UnaryOp, VerifiedModule, WaveOp,
 };
 use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
 use rspirv::spirv::{self, Capability, Op, StorageClass, Word};
@@ -58,7 +59,10 @@ use std::collections::{BTreeSet, HashMap};
 #[path = "math.rs"]
 mod math;
 
+mod atomic_access;
+mod bits;
 mod block;
+mod checked;
 mod decl;
 mod expr;
 mod loop_limit;
@@ -139,11 +143,11 @@ pub struct Caps {
     /// right. f64 `Trunc` and `RoundEven` are then built from `Floor`/`Ceil` and exact
     /// arithmetic, and f64 `FRem` from those.
     pub f64_rounding_from_floor: bool,
-    /// Mesa 22.3's lavapipe starts a subgroup float sum (`OpGroupNonUniformFAdd`: reduce and
-    /// both scans) from +0.0 even under `SignedZeroInfNanPreserve`, so a sum of -0.0s reads
-    /// +0.0 where IEEE arithmetic and the interpreter give -0.0 (found by the differential
-    /// fuzzer: `wave_inclusive_scan_sum(-0.0)`). Such sums are then corrected
-    /// (`Em::negative_zero_sum`).
+    /// The driver starts a subgroup float sum (`OpGroupNonUniformFAdd`: reduce and both
+    /// scans) from +0.0 even under `SignedZeroInfNanPreserve`, so a sum of -0.0s reads +0.0
+    /// where IEEE arithmetic and the interpreter give -0.0 (found by the differential fuzzer:
+    /// `wave_inclusive_scan_sum(-0.0)`; Mesa 22.3's lavapipe and NVIDIA's driver 580 on the
+    /// H200 both do). Such sums are then corrected (`Em::negative_zero_sum`).
     pub float_sum_from_positive_zero: bool,
 }
 
@@ -246,6 +250,11 @@ pub struct Emitted {
     /// the bound of the probe loop (2). `None` when the kernel has no probe (no loop, or a
     /// device without a limiter).
     pub loop_status: Option<u32>,
+    /// The binding of the checks' report buffer (`crate::codegen::checks`, after the
+    /// loop-limit status buffer's), where the kernel was built with checks that emitted code.
+    pub report: Option<u32>,
+    /// The check sites a report names by index.
+    pub sites: Vec<CheckSite>,
 }
 
 /// How a kernel's waves (width W) map onto the device's subgroups (size S), §3.2.
@@ -279,11 +288,22 @@ impl std::fmt::Display for WaveMode {
 pub const SPEC_BLOCK: [u32; 3] = [0, 1, 2];
 pub const SPEC_SHARED_LEN: u32 = 3;
 
-/// Emits `kernel` of `module` for a device offering `caps`.
+/// Emits `kernel` of `module` for a device offering `caps`, with no checks.
 pub fn emit_kernel(
     module: &VerifiedModule,
     kernel: Handle<Function>,
     caps: &Caps,
+) -> Result<Emitted, Unsupported> {
+    emit_kernel_checked(module, kernel, caps, Checks::default())
+}
+
+/// [`emit_kernel`] with `checks`: checked mode (bounds) and ub-traps (`align` statements),
+/// reporting into a storage buffer at [`Emitted::report`].
+pub fn emit_kernel_checked(
+    module: &VerifiedModule,
+    kernel: Handle<Function>,
+    caps: &Caps,
+    checks: Checks,
 ) -> Result<Emitted, Unsupported> {
     let f = module.function(kernel);
     let s = caps.subgroup_size.max(1);
@@ -299,6 +319,7 @@ pub fn emit_kernel(
         std::cmp::Ordering::Greater => WaveMode::Virtual { slots: w / s },
     };
     let mut em = Em::new(module, caps);
+    em.checks = checks;
     em.wave_w = w;
     em.mode = mode;
     em.emit_entry(kernel)
@@ -417,6 +438,14 @@ struct Em<'a> {
     vw_words: u32,
     /// The `Private` table of 2/π pieces the f64 `sin`/`cos` reduction reads (0 until used).
     pio2_table: Option<Word>,
+    /// What the kernel tests at run time (checked mode, ub-traps).
+    checks: Checks,
+    /// The report buffer's variable, once a check needs it (its binding is decorated last).
+    report_var: Option<Word>,
+    /// The check sites emitted so far.
+    sites: Vec<CheckSite>,
+    /// The source line of the statement being emitted (a check site's line).
+    cur_line: u32,
 }
 
 fn ids(ws: &[Word]) -> Vec<Operand> {
@@ -428,7 +457,6 @@ mod glsl {
     pub const ROUND_EVEN: u32 = 2;
     pub const TRUNC: u32 = 3;
     pub const FABS: u32 = 4;
-    pub const SABS: u32 = 5;
     pub const FSIGN: u32 = 6;
     pub const FLOOR: u32 = 8;
     pub const CEIL: u32 = 9;
@@ -514,6 +542,10 @@ impl<'a> Em<'a> {
             vw_scratch: 0,
             vw_words: 0,
             pio2_table: None,
+            checks: Checks::default(),
+            report_var: None,
+            sites: Vec::new(),
+            cur_line: 0,
         }
     }
 
@@ -974,11 +1006,13 @@ impl<'a> Em<'a> {
     fn emit_entry(&mut self, kh: Handle<Function>) -> R<Emitted> {
         self.cap(Capability::Shader);
         let f = self.m.function(kh);
-        // Workgroup size from spec constants 0..2.
+        // Workgroup size from spec constants 0..2; a pinned block (`@block`, §3.4) is their
+        // default, so the module states the one workgroup size it is built for.
+        let pinned = f.attrs.block.map_or([1, 1, 1], |(b, _)| b);
         let u = self.u32t();
         let mut parts = Vec::new();
         for (d, id) in SPEC_BLOCK.iter().enumerate() {
-            let c = self.b.spec_constant_bit32(u, 1);
+            let c = self.b.spec_constant_bit32(u, pinned[d]);
             self.b.decorate(
                 c,
                 spirv::Decoration::SpecId,
@@ -1080,6 +1114,15 @@ impl<'a> Em<'a> {
         }
         let push_bytes = self.push_bytes;
         let loop_status = self.loop_status.map(|_| self.status_binding());
+        let report = self.report_var.map(|var| {
+            let binding = self.status_binding() + loop_status.is_some() as u32;
+            self.b.decorate(
+                var,
+                spirv::Decoration::Binding,
+                vec![Operand::LiteralBit32(binding)],
+            );
+            binding
+        });
         let module = std::mem::replace(&mut self.b, Builder::new()).module();
         use rspirv::binary::Assemble;
         Ok(Emitted {
@@ -1094,6 +1137,8 @@ impl<'a> Em<'a> {
             wave_mode: self.mode,
             uses_wave_verbs: self.uses_wave_verbs,
             loop_status,
+            report,
+            sites: std::mem::take(&mut self.sites),
         })
     }
 }

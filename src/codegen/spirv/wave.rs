@@ -27,6 +27,26 @@ impl Em<'_> {
             None => None,
         };
         let v = self.expr(value)?;
+        if !self.checks.bounds {
+            return self.atomic_at(op, order, base, s, i, v, cmp);
+        }
+        // Checked mode: the atomic runs only in bounds; its value is 0 elsewhere.
+        let t = self.scalar_ty(s)?;
+        self.checked_value(base, i, t, |em| em.atomic_at(op, order, base, s, i, v, cmp))
+    }
+
+    /// The atomic `op` on element `i` of `base` (scalar `s`), operands evaluated.
+    #[allow(clippy::too_many_arguments)]
+    fn atomic_at(
+        &mut self,
+        op: AtomicOp,
+        order: MemoryOrder,
+        base: Base,
+        s: Scalar,
+        i: Word,
+        v: Word,
+        cmp: Option<Word>,
+    ) -> R<Word> {
         let (ptr, st, stored, scope, storage_bits) = match base {
             Base::Param(p) => {
                 let (ptr, st, ss) = self.buffer_ptr(p, i);
@@ -52,19 +72,17 @@ impl Em<'_> {
         let scope_c = self.cu32(scope);
         let sem = self.cu32(sem_bits);
         let t = self.scalar_ty(s)?;
-        if s.is_float() {
-            if op != AtomicOp::Add {
-                return refuse(format!("{} on a float", op.name()));
-            }
-            // A compare-exchange loop on the element's bits (floats are stored as integers).
+        if s == Scalar::F16 {
+            return refuse("f16 atomics (Vulkan has no 16-bit atomics)");
+        }
+        if s.is_float() || matches!(op, AtomicOp::Inc | AtomicOp::Dec) {
+            // A compare-exchange loop on the element's bits (floats are stored as integers):
+            // float add/min/max and CUDA's wrapping inc/dec, which SPIR-V lacks.
+            // The canonical form: the value a failed exchange saw is the next iteration's
+            // expected value (a phi in the header), so the element is loaded once.
             let (header, body, cont, merge) = (self.b.id(), self.b.id(), self.b.id(), self.b.id());
-            self.branch(header);
-            self.block(header);
-            self.loop_header(merge, cont);
-            self.branch(body);
-            self.block(body);
             let relaxed = self.cu32(0);
-            let old = self.op(
+            let first = self.op(
                 Op::AtomicLoad,
                 st,
                 vec![
@@ -73,9 +91,58 @@ impl Em<'_> {
                     Operand::IdMemorySemantics(relaxed),
                 ],
             );
-            let oldf = self.opi(Op::Bitcast, t, &[old]);
-            let sum = self.fop(Op::FAdd, t, &[oldf, v]);
-            let new = self.opi(Op::Bitcast, st, &[sum]);
+            let entry = self.cur_label;
+            let old = self.b.id();
+            let got_id = self.b.id();
+            self.branch(header);
+            self.block(header);
+            self.b
+                .insert_into_block(
+                    InsertPoint::End,
+                    Instruction::new(
+                        Op::Phi,
+                        Some(st),
+                        Some(old),
+                        ids(&[first, entry, got_id, cont]),
+                    ),
+                )
+                .map_err(|e| Unsupported(format!("SPIR-V builder: {e:?}")))?;
+            self.loop_header(merge, cont);
+            self.branch(body);
+            self.block(body);
+            let bt = self.boolt();
+            let oldf = if s.is_float() {
+                self.opi(Op::Bitcast, t, &[old])
+            } else {
+                old
+            };
+            let sum = match op {
+                AtomicOp::Min | AtomicOp::Max if s.is_float() => {
+                    self.fminmax(s, 1, op == AtomicOp::Min, t, bt, oldf, v)?
+                }
+                AtomicOp::Inc => {
+                    let ge = self.opi(Op::UGreaterThanEqual, bt, &[oldf, v]);
+                    let one = self.konst(t, 1);
+                    let up = self.opi(Op::IAdd, t, &[oldf, one]);
+                    let zero = self.konst(t, 0);
+                    self.opi(Op::Select, t, &[ge, zero, up])
+                }
+                AtomicOp::Dec => {
+                    let zero = self.konst(t, 0);
+                    let z = self.opi(Op::IEqual, bt, &[oldf, zero]);
+                    let gt = self.opi(Op::UGreaterThan, bt, &[oldf, v]);
+                    let wrap = self.opi(Op::LogicalOr, bt, &[z, gt]);
+                    let one = self.konst(t, 1);
+                    let down = self.opi(Op::ISub, t, &[oldf, one]);
+                    self.opi(Op::Select, t, &[wrap, v, down])
+                }
+                _ => self.fop(Op::FAdd, t, &[oldf, v]),
+            };
+            let new = if s.is_float() {
+                self.opi(Op::Bitcast, st, &[sum])
+            } else {
+                sum
+            };
             let neq_sem = self.cu32(
                 sem_bits & !(SEM_RELEASE | SEM_ACQ_REL)
                     | if sem_bits & SEM_ACQ_REL != 0 {
@@ -84,20 +151,25 @@ impl Em<'_> {
                         0
                     },
             );
-            let got = self.op(
-                Op::AtomicCompareExchange,
-                st,
-                vec![
-                    Operand::IdRef(ptr),
-                    Operand::IdScope(scope_c),
-                    Operand::IdMemorySemantics(sem),
-                    Operand::IdMemorySemantics(neq_sem),
-                    Operand::IdRef(new),
-                    Operand::IdRef(old),
-                ],
-            );
-            let bt = self.boolt();
-            let ok = self.opi(Op::IEqual, bt, &[got, old]);
+            self.b
+                .insert_into_block(
+                    InsertPoint::End,
+                    Instruction::new(
+                        Op::AtomicCompareExchange,
+                        Some(st),
+                        Some(got_id),
+                        vec![
+                            Operand::IdRef(ptr),
+                            Operand::IdScope(scope_c),
+                            Operand::IdMemorySemantics(sem),
+                            Operand::IdMemorySemantics(neq_sem),
+                            Operand::IdRef(new),
+                            Operand::IdRef(old),
+                        ],
+                    ),
+                )
+                .map_err(|e| Unsupported(format!("SPIR-V builder: {e:?}")))?;
+            let ok = self.opi(Op::IEqual, bt, &[got_id, old]);
             self.branch_cond(ok, merge, cont);
             self.block(cont);
             self.branch(header);
@@ -116,6 +188,7 @@ impl Em<'_> {
             AtomicOp::Or => Op::AtomicOr,
             AtomicOp::Xor => Op::AtomicXor,
             AtomicOp::Exchange => Op::AtomicExchange,
+            AtomicOp::Inc | AtomicOp::Dec => unreachable!("a compare-exchange loop above"),
             AtomicOp::CompareExchange => {
                 let neq = sem_bits & !(SEM_RELEASE | SEM_ACQ_REL)
                     | if sem_bits & SEM_ACQ_REL != 0 {

@@ -133,7 +133,8 @@ impl Em<'_> {
             | Expr::Splat { .. }
             | Expr::Extract { .. }
             | Expr::Swizzle { .. }
-            | Expr::Math { .. } => ex.operands().into_iter().all(|o| self.is_uniform(o)),
+            | Expr::Math { .. }
+            | Expr::Bits { .. } => ex.operands().into_iter().all(|o| self.is_uniform(o)),
             _ => false,
         }
     }

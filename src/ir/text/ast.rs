@@ -217,6 +217,17 @@ pub enum Item {
     TagSet(TagSet),
     Function(Function),
     Run(RunSpec),
+    Family(Family),
+}
+
+/// `family NAME = Template(key = expr, ...);` (see `crate::ir::family`).
+#[derive(Clone, Debug)]
+pub struct Family {
+    pub name: String,
+    pub template: String,
+    pub template_span: Span,
+    pub keys: Vec<(String, Span, Expr)>,
+    pub span: Span,
 }
 
 impl Expr {

@@ -20,9 +20,9 @@ use super::lexer::Number;
 use super::{codes, infer_literal, is_builtin_function, is_reserved, literal, scalar_of};
 use crate::ir::typeck;
 use crate::ir::{
-    Access, AtomicOp, Attributes, Base, BinaryOp, Block, Builtin, ConstBinOp, ConstExpr, ConstUnOp,
-    Diagnostic, Dim, ElemType, Expr, ExprId, FenceScope, Function, FunctionKind, Handle, Len,
-    Literal, Local, LoopKind, MathFn, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp,
+    Access, AtomicOp, Attributes, Base, BinaryOp, BitOp, Block, Builtin, ConstBinOp, ConstExpr,
+    ConstUnOp, Diagnostic, Dim, ElemType, Expr, ExprId, FenceScope, Function, FunctionKind, Handle,
+    Len, Literal, Local, LoopKind, MathFn, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp,
     Scalar, SharedDecl, Span, Stmt, TagSet, TemplateInfo, Type, UnaryOp, Unlowered, WaveOp,
 };
 use std::collections::HashMap;
@@ -81,6 +81,9 @@ pub fn is_flex(e: &ast::Expr) -> bool {
                 pos.len() == 3 && is_flex(pos[1]) && is_flex(pos[2])
             } else if MathFn::from_name(name).is_some() {
                 !pos.is_empty() && pos.iter().all(|a| is_flex(a))
+            } else if let Some(op) = BitOp::from_name(name) {
+                let mut values = (0..pos.len()).filter(|&i| !op.is_amount(i)).peekable();
+                values.peek().is_some() && values.all(|i| is_flex(pos[i]))
             } else {
                 false
             }
@@ -274,6 +277,12 @@ impl Lowerer<'_> {
                     }
                 }
                 self.module.tag_sets[set].members = members;
+            }
+        }
+        // Families: their keys are constant expressions over the template's parameters.
+        for item in items {
+            if let ast::Item::Family(f) = item {
+                self.family(f);
             }
         }
         // Pass 4: bodies.
@@ -490,6 +499,32 @@ impl Lowerer<'_> {
                     }
                     out.occupancy = Some(occ);
                 }
+                "block" => {
+                    if out.block.is_some() {
+                        self.error(codes::ATTRIBUTE, a.span, "`@block` given twice");
+                    }
+                    let mut dims = [1u32; 3];
+                    let ok = (1..=3).contains(&a.args.len())
+                        && a.args.iter().enumerate().all(|(d, arg)| match arg {
+                            ast::AttrArg::Pos(e) => match self.u32_of(e) {
+                                Some(n) => {
+                                    dims[d] = n;
+                                    true
+                                }
+                                None => false,
+                            },
+                            _ => false,
+                        });
+                    if ok {
+                        out.block = Some((dims, a.span));
+                    } else {
+                        self.error(
+                            codes::ATTRIBUTE,
+                            a.span,
+                            "`@block` takes one to three sizes: `@block(256)`, `@block(16, 16)`",
+                        );
+                    }
+                }
                 "unlowered" => {
                     let mut backend = None;
                     let mut tracked = None;
@@ -574,7 +609,7 @@ impl Lowerer<'_> {
                 other => self.error(
                     codes::ATTRIBUTE,
                     a.span,
-                    format!("unknown attribute `@{other}` (wave, occupancy, unlowered, unbounded)"),
+                    format!("unknown attribute `@{other}` (wave, occupancy, block, unlowered, unbounded)"),
                 ),
             }
         }
@@ -603,6 +638,50 @@ impl Lowerer<'_> {
                 None
             }
         }
+    }
+
+    /// A family declaration (`crate::ir::family`): each key lowered into the family's own
+    /// constant arena over the template's parameters. A family over something that is not a
+    /// template keeps no keys; the verifier reports it (`XPU-S001`).
+    fn family(&mut self, f: &ast::Family) {
+        use crate::ir::family::{codes as fcodes, FamilyDecl, FamilyKey};
+        let params = self
+            .fn_names
+            .get(&f.template)
+            .and_then(|&h| self.module.functions[h].template.as_ref())
+            .map(|t| t.params.clone());
+        let mut decl = FamilyDecl {
+            name: f.name.clone(),
+            template: f.template.clone(),
+            keys: Vec::new(),
+            consts: Default::default(),
+            span: f.span,
+        };
+        if let Some(params) = params {
+            let mut scratch = Function::new(f.name.clone(), crate::ir::FunctionKind::Kernel);
+            scratch.template = Some(TemplateInfo {
+                params,
+                requires: Vec::new(),
+                instantiate: Vec::new(),
+                max: None,
+            });
+            for (key, span, e) in &f.keys {
+                let Some(k) = FamilyKey::from_name(key) else {
+                    let known: Vec<&str> = FamilyKey::ALL.iter().map(|k| k.name()).collect();
+                    self.error(
+                        fcodes::BAD_KEY,
+                        *span,
+                        format!("unknown family key `{key}` (expected {})", known.join(", ")),
+                    );
+                    continue;
+                };
+                if let Ok(h) = self.const_expr(&mut scratch, e) {
+                    decl.keys.push((k, h, *span));
+                }
+            }
+            decl.consts = scratch.consts;
+        }
+        self.module.families.push(decl);
     }
 
     /// A constant expression over the function's template parameters.
@@ -1631,6 +1710,12 @@ impl Lowerer<'_> {
         if let Some(op) = AtomicOp::from_name(name) {
             return self.atomic(cx, op, &pos, span);
         }
+        if let Some(op) = BitOp::from_name(name) {
+            return self.bits(cx, op, &pos, expect);
+        }
+        if matches!(name, "atomic_load" | "atomic_store") {
+            return self.atomic_access(cx, name == "atomic_store", &pos, span);
+        }
         if let Some(op) = wave_op(name) {
             let mut out = Vec::new();
             let mut ok = true;
@@ -1771,6 +1856,87 @@ impl Lowerer<'_> {
             })
             .collect();
         ids.into_iter().collect()
+    }
+
+    /// A bit operation: the value arguments are peers typed by the context, the amounts `u32`.
+    fn bits(
+        &mut self,
+        cx: &mut FnCx,
+        op: BitOp,
+        pos: &[&ast::Expr],
+        expect: Option<Scalar>,
+    ) -> LResult<Expr> {
+        let values: Vec<&ast::Expr> = (0..pos.len())
+            .filter(|&i| !op.is_amount(i))
+            .map(|i| pos[i])
+            .collect();
+        let mut typed = self.peers(cx, &values, expect)?.into_iter();
+        let mut args = Vec::with_capacity(pos.len());
+        let mut ok = true;
+        for (i, a) in pos.iter().enumerate() {
+            if op.is_amount(i) {
+                match self.expr(cx, a, Some(Scalar::U32)) {
+                    Ok(id) => args.push(id),
+                    Err(()) => ok = false,
+                }
+            } else if let Some(id) = typed.next() {
+                args.push(id);
+            }
+        }
+        if !ok {
+            return Err(());
+        }
+        Ok(Expr::Bits { op, args })
+    }
+
+    /// `atomic_load(b[i] [, order])` or `atomic_store(b[i], value [, order])`.
+    fn atomic_access(
+        &mut self,
+        cx: &mut FnCx,
+        store: bool,
+        pos: &[&ast::Expr],
+        span: Span,
+    ) -> LResult<Expr> {
+        let needed = if store { 2 } else { 1 };
+        let name = if store { "atomic_store" } else { "atomic_load" };
+        let order = match pos.len() {
+            n if n == needed => MemoryOrder::Relaxed,
+            n if n == needed + 1 => match &pos[needed].kind {
+                ExprKind::Name(n) if MemoryOrder::from_name(n).is_some() => {
+                    MemoryOrder::from_name(n).unwrap_or(MemoryOrder::Relaxed)
+                }
+                _ => {
+                    self.error(
+                        codes::ATOMIC_ORDER,
+                        pos[needed].span,
+                        "expected a memory order: relaxed, acquire, release, acq_rel, seq_cst",
+                    );
+                    return Err(());
+                }
+            },
+            _ => {
+                self.error(
+                    codes::ATOMIC_ORDER,
+                    span,
+                    format!(
+                        "`{name}` takes {needed} argument{} and an optional memory order",
+                        if store { "s" } else { "" }
+                    ),
+                );
+                return Err(());
+            }
+        };
+        let place = self.place(cx, pos[0])?;
+        if !store {
+            return Ok(Expr::AtomicLoad { order, place });
+        }
+        let elem = scalar_of(typeck::place_type(&self.module, &cx.func, &place));
+        let value = self.expr(cx, pos[1], elem)?;
+        Ok(Expr::AtomicStore {
+            order,
+            place,
+            value,
+        })
     }
 
     fn atomic(

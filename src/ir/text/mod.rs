@@ -63,6 +63,9 @@ pub mod codes {
     pub const MISPLACED: &str = "XPU-P018";
     /// A `let` or `for` without a type whose type cannot be inferred.
     pub const INFER: &str = "XPU-P019";
+    /// `atomic_load`/`atomic_store` with the wrong number of arguments, or a last argument
+    /// that is not a memory order (issue #23).
+    pub const ATOMIC_ORDER: &str = "XPU-P020";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.
@@ -170,6 +173,8 @@ pub fn is_reserved(name: &str) -> bool {
 pub fn is_builtin_function(name: &str) -> bool {
     MathFn::from_name(name).is_some()
         || crate::ir::AtomicOp::from_name(name).is_some()
+        || crate::ir::BitOp::from_name(name).is_some()
+        || matches!(name, "atomic_load" | "atomic_store")
         || lower::wave_op(name).is_some()
         || parser::GENERIC_CALLS.contains(&name)
         || matches!(

@@ -345,7 +345,7 @@ impl Parser {
             let starts_item = matches!(
                 self.tok(),
                 Tok::Punct("@") | Tok::Kw("kernel" | "device" | "tagset" | "run")
-            );
+            ) || matches!(self.tok(), Tok::Ident(s) if s == "family");
             if depth <= 0 && starts_item && self.pos != start {
                 return;
             }
@@ -384,11 +384,40 @@ impl Parser {
             }
             Tok::Kw("tagset") => self.tagset().map(Item::TagSet),
             Tok::Kw("run") => self.run_block().map(Item::Run),
+            Tok::Ident(s) if s == "family" => self.family().map(Item::Family),
             _ => {
-                self.expected("`kernel`, `device fn`, `tagset` or `run`");
+                self.expected("`kernel`, `device fn`, `tagset`, `family` or `run`");
                 Err(())
             }
         }
+    }
+
+    /// `family NAME = Template(key = expr, ...);` (`family` is a word only here).
+    fn family(&mut self) -> PResult<Family> {
+        let span = self.span();
+        self.bump();
+        let (name, _) = self.name("a family name")?;
+        self.expect("=")?;
+        let (template, template_span) = self.ident("a kernel template name")?;
+        self.expect("(")?;
+        let mut keys = Vec::new();
+        while !self.at(")") {
+            let (key, kspan) = self.ident("a family key")?;
+            self.expect("=")?;
+            keys.push((key, kspan, self.expr()?));
+            if !self.eat(",") {
+                break;
+            }
+        }
+        self.expect(")")?;
+        self.expect(";")?;
+        Ok(Family {
+            name,
+            template,
+            template_span,
+            keys,
+            span,
+        })
     }
 
     fn tagset(&mut self) -> PResult<TagSet> {

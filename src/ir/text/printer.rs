@@ -51,7 +51,44 @@ pub fn print(module: &Module) -> String {
         }
         FnPrinter::new(module, f).function(&mut out);
     }
+    for fam in &module.families {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        family(&mut out, module, fam);
+    }
     out
+}
+
+/// `family NAME = Template(key = expr, ...);` with the keys in canonical order.
+fn family(out: &mut String, module: &Module, fam: &crate::ir::family::FamilyDecl) {
+    let params = module
+        .function(&fam.template)
+        .and_then(|h| module.functions[h].template.as_ref())
+        .map(|t| t.params.clone())
+        .unwrap_or_default();
+    let mut scratch = Function::new(fam.name.clone(), crate::ir::FunctionKind::Kernel);
+    scratch.template = Some(crate::ir::TemplateInfo {
+        params,
+        requires: Vec::new(),
+        instantiate: Vec::new(),
+        max: None,
+    });
+    scratch.consts = fam.consts.clone();
+    let p = FnPrinter::new(module, &scratch);
+    let mut keys = fam.keys.clone();
+    keys.sort_by_key(|(k, _, _)| *k);
+    let keys: Vec<String> = keys
+        .iter()
+        .map(|(k, h, _)| format!("{} = {}", k.name(), p.cexpr(*h, 0, 0).0))
+        .collect();
+    let _ = writeln!(
+        out,
+        "family {} = {}({});",
+        fam.name,
+        fam.template,
+        keys.join(", ")
+    );
 }
 
 /// The canonical text of a test file: the module, then its run blocks.
@@ -522,6 +559,13 @@ impl<'m> FnPrinter<'m> {
             }
             let _ = writeln!(out, "@occupancy({})", parts.join(", "));
         }
+        if let Some(([x, y, z], _)) = a.block {
+            let _ = match (y, z) {
+                (1, 1) => writeln!(out, "@block({x})"),
+                (_, 1) => writeln!(out, "@block({x}, {y})"),
+                _ => writeln!(out, "@block({x}, {y}, {z})"),
+            };
+        }
         for u in &a.unlowered {
             let mut parts = vec![
                 format!("backend = {}", quote(&u.backend)),
@@ -823,6 +867,8 @@ impl<'m> FnPrinter<'m> {
         let same_shallow = match (x, y) {
             (Expr::Literal(p), Expr::Literal(q)) => lit_eq(p, q),
             (Expr::Atomic { .. }, _) | (_, Expr::Atomic { .. }) => false,
+            (Expr::AtomicLoad { .. }, _) | (_, Expr::AtomicLoad { .. }) => false,
+            (Expr::AtomicStore { .. }, _) | (_, Expr::AtomicStore { .. }) => false,
             (Expr::Call { .. }, _) | (_, Expr::Call { .. }) => false,
             (Expr::Dispatch { .. }, _) | (_, Expr::Dispatch { .. }) => false,
             _ => {
@@ -853,9 +899,9 @@ impl<'m> FnPrinter<'m> {
                             *vector = zero
                         }
                         Expr::Index { index, .. } | Expr::VLoad { index, .. } => *index = zero,
-                        Expr::Math { args, .. } | Expr::Wave { args, .. } => {
-                            args.iter_mut().for_each(|p| *p = zero)
-                        }
+                        Expr::Math { args, .. }
+                        | Expr::Wave { args, .. }
+                        | Expr::Bits { args, .. } => args.iter_mut().for_each(|p| *p = zero),
                         Expr::MatrixLoad { offset, stride, .. } => {
                             *offset = zero;
                             *stride = zero;
@@ -932,6 +978,17 @@ impl<'m> FnPrinter<'m> {
             Expr::Math { args, .. } => {
                 let first = self.flexible_ty(*args.first()?, depth + 1)?;
                 args[1..]
+                    .iter()
+                    .all(|a| self.flexible_ty(*a, depth + 1) == Some(first))
+                    .then_some(first)
+            }
+            Expr::Bits { op, args } => {
+                let values: Vec<ExprId> = (0..args.len())
+                    .filter(|&i| !op.is_amount(i))
+                    .map(|i| args[i])
+                    .collect();
+                let first = self.flexible_ty(*values.first()?, depth + 1)?;
+                values[1..]
                     .iter()
                     .all(|a| self.flexible_ty(*a, depth + 1) == Some(first))
                     .then_some(first)
@@ -1230,6 +1287,23 @@ impl<'m> FnPrinter<'m> {
                 let texts = self.peers(a, group, force, depth);
                 post(format!("{}({})", fun.name(), texts.join(", ")))
             }
+            Expr::Bits { op, args: a } => {
+                let values: Vec<ExprId> = (0..a.len())
+                    .filter(|&i| !op.is_amount(i))
+                    .map(|i| a[i])
+                    .collect();
+                let mut texts = self.peers(&values, group, force, depth).into_iter();
+                let parts: Vec<String> = (0..a.len())
+                    .map(|i| {
+                        if op.is_amount(i) {
+                            self.expr(a[i], u32c, depth).0
+                        } else {
+                            texts.next().unwrap_or_default()
+                        }
+                    })
+                    .collect();
+                post(format!("{}({})", op.name(), parts.join(", ")))
+            }
             Expr::Atomic {
                 op,
                 order,
@@ -1247,6 +1321,25 @@ impl<'m> FnPrinter<'m> {
                     parts.push(order.name().into());
                 }
                 post(format!("{}({})", op.name(), parts.join(", ")))
+            }
+            Expr::AtomicLoad { order, place } => {
+                let mut parts = vec![self.place(place)];
+                if *order != MemoryOrder::Relaxed {
+                    parts.push(order.name().into());
+                }
+                post(format!("atomic_load({})", parts.join(", ")))
+            }
+            Expr::AtomicStore {
+                order,
+                place,
+                value,
+            } => {
+                let el = Ctx::Expect(scalar_of(typeck::place_type(self.m, self.f, place)));
+                let mut parts = vec![self.place(place), self.expr(*value, el, depth).0];
+                if *order != MemoryOrder::Relaxed {
+                    parts.push(order.name().into());
+                }
+                post(format!("atomic_store({})", parts.join(", ")))
             }
             Expr::Wave { op, args: a } => post(format!(
                 "{}({})",
@@ -1404,7 +1497,9 @@ impl Sim<'_, '_> {
                     Expr::Index { base, .. }
                     | Expr::VLoad { base, .. }
                     | Expr::MatrixLoad { base, .. } => self.base(*base),
-                    Expr::Atomic { place, .. } => {
+                    Expr::Atomic { place, .. }
+                    | Expr::AtomicLoad { place, .. }
+                    | Expr::AtomicStore { place, .. } => {
                         if let Place::Local(l) | Place::Lane { local: l, .. } = place {
                             self.refer(Ent::Local(l.index()));
                         }

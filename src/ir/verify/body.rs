@@ -241,7 +241,9 @@ impl Walker<'_, '_> {
                 Expr::Index { base, .. }
                 | Expr::VLoad { base, .. }
                 | Expr::MatrixLoad { base, .. } => self.use_base(*base, span),
-                Expr::Atomic { place, .. } => self.place_scope(place, span),
+                Expr::Atomic { place, .. }
+                | Expr::AtomicLoad { place, .. }
+                | Expr::AtomicStore { place, .. } => self.place_scope(place, span),
                 _ => {}
             }
             expr.for_each_operand(|op| stack.push(op));

@@ -92,6 +92,10 @@ pub const WAVE_ATTR: &str = "XPU-V058";
 pub const OCCUPANCY: &str = "XPU-V059";
 /// `@unlowered` naming a backend other than `cpu`, `cuda`, `hip`, `vulkan`.
 pub const UNLOWERED_BACKEND: &str = "XPU-V060";
+/// `@block(...)` with a zero dimension, or a volume past 2^31 work-items.
+pub const BLOCK_ATTR: &str = "XPU-G001";
+/// `@block(...)` larger than the kernel's own `@occupancy(max_threads = N)`.
+pub const BLOCK_OVER_CEILING: &str = "XPU-G002";
 /// A function nested deeper than `MAX_CALL_DEPTH` (1024) with its helper calls inlined (a
 /// chain of helpers too long), reported at a kernel or a helper nothing calls.
 pub const CALL_DEPTH: &str = "XPU-V061";
@@ -113,3 +117,13 @@ pub const CONST_EVAL: &str = "XPU-V073";
 pub const NOT_TEMPLATE: &str = "XPU-V074";
 /// An instance that fails a `requires` clause (the contract's code, kept verbatim).
 pub const TEMPLATE_REQUIREMENT: &str = "CAJETA_ERROR_TEMPLATE_REQUIREMENT";
+
+// Issue #23 (device subset: bit operations, atomics, sub-wave tiles): XPU-V080..XPU-V089.
+
+/// A bit operation (`popcount`, `clz`, `ctz`, `bit_reverse`, `rotate_left/right`,
+/// `bitfield_extract/insert`, `mul_hi`) with the wrong number of arguments, a value that is
+/// not an integer scalar, values of different types, or an amount that is not `u32`.
+pub const BITS: &str = "XPU-V080";
+/// `atomic_load` with order `release` or `acq_rel`, or `atomic_store` with `acquire` or
+/// `acq_rel`.
+pub const ATOMIC_ORDER: &str = "XPU-V081";

@@ -244,6 +244,9 @@ fn attributes(f: &Function, sink: &mut Sink) {
         if let Some(o) = &a.occupancy {
             spans.push(("@occupancy", o.span));
         }
+        if let Some((_, s)) = a.block {
+            spans.push(("@block", s));
+        }
         for u in &a.unlowered {
             spans.push(("@unlowered", u.span));
         }
@@ -290,6 +293,34 @@ fn attributes(f: &Function, sink: &mut Sink) {
             let what = format!("@occupancy {name}");
             if constant(f, h, &what, o.span, sink) == Some(0) {
                 sink.at(f, codes::OCCUPANCY, o.span, format!("{what} is 0"));
+            }
+        }
+    }
+    if let Some((dims, span)) = a.block {
+        let volume: u64 = dims.iter().map(|&d| d as u64).product();
+        if dims.contains(&0) || volume > 1 << 31 {
+            sink.at(
+                f,
+                codes::BLOCK_ATTR,
+                span,
+                format!("@block{dims:?} has a zero dimension or more than 2^31 work-items"),
+            );
+        } else if let Some(max) = a
+            .occupancy
+            .as_ref()
+            .and_then(|o| o.max_threads)
+            .and_then(|h| template::eval_const(f, h, None).ok())
+        {
+            if volume > max as u64 {
+                sink.at(
+                    f,
+                    codes::BLOCK_OVER_CEILING,
+                    span,
+                    format!(
+                        "@block{dims:?} has {volume} work-items, more than the kernel's \
+                         @occupancy(max_threads = {max})"
+                    ),
+                );
             }
         }
     }

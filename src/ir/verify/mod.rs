@@ -216,6 +216,9 @@ impl Sink {
 pub fn verify(module: Module) -> Result<VerifiedModule, Diagnostics> {
     let mut sink = Sink::default();
     items::check(&module, &mut sink);
+    for (code, span, message) in crate::ir::family::check(&module) {
+        sink.push(code, span, message);
+    }
     let mut types = Vec::with_capacity(module.functions.len());
     let mut broken = Vec::with_capacity(module.functions.len());
     for (_, f) in module.functions.iter() {

@@ -1325,8 +1325,10 @@ def example_matmul():
 
 # The kernels ported from public suites (tests/filetests/suites/) have their models in suites.py.
 from suites import CASES as SUITE_CASES  # noqa: E402
+from ops import CASES as OPS_CASES  # noqa: E402
 
 CASES += SUITE_CASES
+CASES += OPS_CASES
 
 
 def main():

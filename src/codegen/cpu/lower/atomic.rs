@@ -57,27 +57,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                 AtomicOp::CompareExchange => {
                     return me.b.ins().atomic_cas(flags, addr, c.expect("expected"), x);
                 }
+                // Below, by a compare-and-swap loop.
+                AtomicOp::Inc | AtomicOp::Dec => AtomicRmwOp::Xchg,
             };
-            if s == Scalar::F32 {
-                // f32 add: a compare-and-swap loop on the bits.
-                let head = me.b.create_block();
-                let done = me.b.create_block();
-                me.b.append_block_param(head, types::I32);
-                me.b.append_block_param(done, types::I32);
-                let old0 = me.b.ins().atomic_load(types::I32, flags, addr);
-                me.b.ins().jump(head, &[old0.into()]);
-                me.b.switch_to_block(head);
-                let old = me.b.block_params(head)[0];
-                let of = me.b.ins().bitcast(types::F32, le(), old);
-                let nf = me.b.ins().fadd(of, x);
-                let ni = me.b.ins().bitcast(types::I32, le(), nf);
-                let seen = me.b.ins().atomic_cas(flags, addr, old, ni);
-                let ok = me.b.ins().icmp(IntCC::Equal, seen, old);
-                me.b.ins()
-                    .brif(ok, done, &[old.into()], head, &[seen.into()]);
-                me.b.switch_to_block(done);
-                let r = me.b.block_params(done)[0];
-                return me.b.ins().bitcast(types::F32, le(), r);
+            if s.is_float() || matches!(op, AtomicOp::Inc | AtomicOp::Dec) {
+                return me.cas_loop(op, s, flags, addr, x);
             }
             me.b.ins().atomic_rmw(t, flags, aop, addr, x)
         };
@@ -107,5 +91,73 @@ impl<'a, 'm> Lower<'a, 'm> {
             outs.push(self.b.block_params(join)[0]);
         }
         Ok(Val::V(self.pack_lanes(s, &outs)))
+    }
+
+    /// An atomic that Cranelift has no instruction for, as a compare-and-swap loop on the
+    /// element's bits: float `add`/`min`/`max` (the operators of `docs/semantics.md`) and
+    /// CUDA's wrapping `inc`/`dec`. Yields the old value.
+    fn cas_loop(
+        &mut self,
+        op: AtomicOp,
+        s: Scalar,
+        flags: MemFlagsData,
+        addr: Value,
+        x: Value,
+    ) -> Value {
+        let it = match s.bits() {
+            16 => types::I16,
+            32 => types::I32,
+            _ => types::I64,
+        };
+        // f16 lanes are already their bits; f32 and f64 are bitcast.
+        let cast = matches!(s, Scalar::F32 | Scalar::F64);
+        let head = self.b.create_block();
+        let done = self.b.create_block();
+        self.b.append_block_param(head, it);
+        self.b.append_block_param(done, it);
+        let old0 = self.b.ins().atomic_load(it, flags, addr);
+        self.b.ins().jump(head, &[old0.into()]);
+        self.b.switch_to_block(head);
+        let old = self.b.block_params(head)[0];
+        let of = if cast {
+            self.b.ins().bitcast(uty(s), le(), old)
+        } else {
+            old
+        };
+        let nf = match op {
+            AtomicOp::Min if s.is_float() => self.scalar_math(MathFn::Min, s, &[of, x]),
+            AtomicOp::Max if s.is_float() => self.scalar_math(MathFn::Max, s, &[of, x]),
+            AtomicOp::Inc => {
+                let ge = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, of, x);
+                let up = self.b.ins().iadd_imm_s(of, 1);
+                let zero = self.b.ins().iconst(it, 0);
+                self.b.ins().select(ge, zero, up)
+            }
+            AtomicOp::Dec => {
+                let z = self.b.ins().icmp_imm_s(IntCC::Equal, of, 0);
+                let gt = self.b.ins().icmp(IntCC::UnsignedGreaterThan, of, x);
+                let wrap = self.b.ins().bor(z, gt);
+                let down = self.b.ins().iadd_imm_s(of, -1);
+                self.b.ins().select(wrap, x, down)
+            }
+            _ => self.scalar_bin(BinaryOp::Add, s, of, x),
+        };
+        let ni = if cast {
+            self.b.ins().bitcast(it, le(), nf)
+        } else {
+            nf
+        };
+        let seen = self.b.ins().atomic_cas(flags, addr, old, ni);
+        let ok = self.b.ins().icmp(IntCC::Equal, seen, old);
+        self.b
+            .ins()
+            .brif(ok, done, &[old.into()], head, &[seen.into()]);
+        self.b.switch_to_block(done);
+        let r = self.b.block_params(done)[0];
+        if cast {
+            self.b.ins().bitcast(uty(s), le(), r)
+        } else {
+            r
+        }
     }
 }

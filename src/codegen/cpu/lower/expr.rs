@@ -185,7 +185,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             } => {
                 let i = self.expr(*index)?.vals().remove(0);
                 let s = scalar_of(ty);
-                self.check_align(&i, s, *align, span);
+                self.check_align(*index, &i, s, *align, span);
                 Ev::Vals(self.load_elem(*base, &i, span, *lanes as u32)?)
             }
             Expr::Len(i) => {
@@ -211,6 +211,24 @@ impl<'a, 'm> Lower<'a, 'm> {
                     out.push(self.math(*fun, s, &ops));
                 }
                 Ev::Vals(out)
+            }
+            Expr::AtomicLoad { place, .. } => {
+                let s = scalar_of(ty);
+                let v = self.atomic_access(place, None, s, span)?;
+                Ev::Vals(v.into_iter().collect())
+            }
+            Expr::AtomicStore { place, value, .. } => {
+                let s = scalar_of(self.ty(*value));
+                self.atomic_access(place, Some(*value), s, span)?;
+                Ev::Void
+            }
+            Expr::Bits { op, args } => {
+                let vs: Vec<Val> = self
+                    .eval_ops(args)?
+                    .into_iter()
+                    .map(|ev| ev.vals().remove(0))
+                    .collect();
+                Ev::Vals(vec![self.bits(*op, scalar_of(ty), &vs)])
             }
             Expr::Atomic {
                 op,

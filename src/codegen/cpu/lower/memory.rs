@@ -706,9 +706,22 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
     }
 
-    pub(super) fn check_align(&mut self, idx: &Val, s: Scalar, align: Option<u8>, span: Span) {
+    /// ub-traps (`Config::ub_traps`): tests `align = a` at scalar index `idx` (the value of
+    /// `index`) unless the proof confirms it (`checks::align_confirmed`, no code then). A
+    /// broken statement stops the launch with `XPU-L010` naming its line and the index.
+    pub(super) fn check_align(
+        &mut self,
+        index: ExprId,
+        idx: &Val,
+        s: Scalar,
+        align: Option<u8>,
+        span: Span,
+    ) {
         let Some(a) = align else { return };
-        if a <= 1 {
+        if a <= 1
+            || !self.cfg.ub_traps
+            || crate::codegen::checks::align_confirmed(self.frame().f, index, &[], s, a)
+        {
             return;
         }
         let site = self.add_site(span, format!("align = {a}"));
@@ -745,7 +758,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let idx = ops.next().map(Ev::vals).unwrap_or_default().remove(0);
         let v = ops.next().map(Ev::vals).unwrap_or_default();
         let s = scalar_of(self.ty(value));
-        self.check_align(&idx, s, align, span);
+        self.check_align(index, &idx, s, align, span);
         // Component j at scalar index i + j.
         let n = v.len() as u32;
         let (_, len, _, what, _) = self.object(base);

@@ -20,6 +20,8 @@
 //! branch; divergent control flow runs under lane masks (see the module docs of `jit`).
 
 mod atomic;
+mod atomic_access;
+mod bits;
 mod call;
 mod driver;
 mod expr;
@@ -32,9 +34,9 @@ use super::analysis::{self, Analysis, Analyzer, Class, GeometryClass};
 use super::lanes::{chunks, per_chunk, uty, vty, Val};
 use super::{ctx_off, err, stream, JitError, Site};
 use crate::ir::{
-    AtomicOp, Base, BinaryOp, Builtin, ElemType, Expr, ExprId, Function, Handle, Len, Literal,
-    Local, LoopKind, MathFn, Module, Place, ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp,
-    WaveOp,
+    AtomicOp, Base, BinaryOp, BitOp, Builtin, ElemType, Expr, ExprId, Function, Handle, Len,
+    Literal, Local, LoopKind, MathFn, Module, Place, ReduceOp, Scalar, Span, Stmt, StmtKind, Type,
+    UnaryOp, WaveOp,
 };
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -62,6 +64,9 @@ pub struct Config {
     /// The launch sweeps more memory than the caches hold: the flat loop prefetches its read
     /// streams and stores outputs it never reads non-temporally ([`super::stream`]).
     pub streaming: bool,
+    /// ub-traps (contract §2.3): `align = N` statements the proof does not confirm are tested
+    /// (`XPU-L010`); off, a statement is accepted and the same elements are read.
+    pub ub_traps: bool,
 }
 
 /// What the lowering learned about the kernel, for the runtime.
@@ -826,10 +831,15 @@ fn streamable(f: &Function) -> bool {
         })
     }
     !fence(&f.body)
-        && !f
-            .exprs
-            .iter()
-            .any(|(_, e)| matches!(e, Expr::Atomic { .. } | Expr::MatrixLoad { .. }))
+        && !f.exprs.iter().any(|(_, e)| {
+            matches!(
+                e,
+                Expr::Atomic { .. }
+                    | Expr::AtomicLoad { .. }
+                    | Expr::AtomicStore { .. }
+                    | Expr::MatrixLoad { .. }
+            )
+        })
 }
 
 /// Whether `f` reads buffer parameter `p` anywhere.
@@ -838,6 +848,14 @@ fn reads_buffer(f: &Function, p: u32) -> bool {
         Expr::Index { base, .. } | Expr::VLoad { base, .. } | Expr::MatrixLoad { base, .. } => {
             *base == Base::Param(p)
         }
+        Expr::AtomicLoad {
+            place: Place::Element { base, .. },
+            ..
+        }
+        | Expr::AtomicStore {
+            place: Place::Element { base, .. },
+            ..
+        } => *base == Base::Param(p),
         _ => false,
     })
 }
@@ -860,7 +878,11 @@ fn pure_expr(f: &Function, e: ExprId) -> bool {
         };
         if matches!(
             x,
-            Expr::Call { .. } | Expr::Dispatch { .. } | Expr::Atomic { .. }
+            Expr::Call { .. }
+                | Expr::Dispatch { .. }
+                | Expr::Atomic { .. }
+                | Expr::AtomicLoad { .. }
+                | Expr::AtomicStore { .. }
         ) {
             return false;
         }
