@@ -1,5 +1,5 @@
 //! What an embedder touches (issue 22): the REPL driven through a pipe, `--json` on `check`,
-//! `run` and `bench` parsed back against docs/json.md, shell completions, the interpreter's
+//! `run`, `build`, `bench` and `devices` parsed back against docs/json.md (and docs/gates.md), shell completions, the interpreter's
 //! options from `Device`/`Launch`, run-time error sites, and the builder's spans and
 //! sequential `if`.
 
@@ -146,6 +146,9 @@ oob<<<1, 8>>>(y)
 :ir oob
 :asm oob clif
 :asm oob spirv
+:asm oob
+:asm oob amdgpu
+:asm oob ptx
 :manifest oob
 :nope
 :quit
@@ -165,6 +168,32 @@ print y
         "Cranelift IR: {out}"
     );
     assert!(out.contains("OpEntryPoint GLCompute"), "SPIR-V: {out}");
+    // On the interpreter `:asm K` shows what it runs: the kernel's IR (a second copy of it).
+    assert_eq!(
+        out.matches("kernel oob(y: buf<f32, rw>) {").count(),
+        2,
+        "`:ir` and `:asm` on interp: {out}"
+    );
+    // AMDGPU assembly and PTX, each when the build has its LLVM target, else a coded refusal.
+    if cfg!(feature = "hip") {
+        assert!(
+            out.contains("; gfx90a wave64") && out.contains(".amdgcn_target"),
+            "AMDGPU: {out}"
+        );
+    } else {
+        assert!(
+            err.contains("error[XPU-Q010]: AMDGPU assembly needs a build with the `hip` feature"),
+            "{err}"
+        );
+    }
+    if cfg!(feature = "cuda") {
+        assert!(out.contains(".visible .entry oob"), "PTX: {out}");
+    } else {
+        assert!(
+            err.contains("error[XPU-Q010]: PTX needs a build with the `cuda` feature"),
+            "{err}"
+        );
+    }
     assert!(out.contains("manifest oob on interp:"), "{out}");
     assert!(err.contains("error[XPU-Q001]"), "{err}");
     // `:quit` ends the script: what follows is not evaluated.
@@ -467,4 +496,150 @@ mod builder {
         );
         assert!(text.matches("if ").count() == 3, "{text}");
     }
+}
+
+/// The text of `doc` (a file under docs/) from the heading line starting `heading` to the next
+/// heading of the same or a higher level.
+fn doc_section(doc: &str, heading: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(doc);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let level = heading.chars().take_while(|&c| c == '#').count();
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(heading));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("{doc} has no `{heading}` section"));
+    let mut out = vec![first];
+    for l in lines {
+        let hashes = l.chars().take_while(|&c| c == '#').count();
+        if hashes > 0 && hashes <= level && l[hashes..].starts_with(' ') {
+            break;
+        }
+        out.push(l);
+    }
+    out.join("\n")
+}
+
+/// Every word (letters, digits, `_`, `-`) inside backticks in `text` (`{a, b}` inside one
+/// pair gives `a` and `b`).
+fn backticked(text: &str) -> std::collections::BTreeSet<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .flat_map(|inside| {
+            inside
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The names in the first column of the section's tables (backticked), less the header row.
+fn table_fields(section: &str) -> std::collections::BTreeSet<String> {
+    section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| backticked(l.split('|').nth(1).unwrap_or("")))
+        .collect()
+}
+
+fn keys(v: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    v.as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn devices_json_has_the_documented_fields_for_every_device() {
+    let section = doc_section("json.md", "## `xpu devices --json`");
+    let documented = table_fields(&section);
+    let named = backticked(&section);
+    let out = xpu().args(["devices", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    let devices = doc.as_array().unwrap();
+    let backends: Vec<&str> = devices
+        .iter()
+        .map(|d| d["backend"].as_str().unwrap())
+        .collect();
+    assert!(
+        backends.contains(&"interp"),
+        "the interpreter is always present: {backends:?}"
+    );
+    for d in devices {
+        // The table lists exactly the fields printed.
+        assert_eq!(keys(d), documented, "{d}");
+        assert!(named.contains(d["backend"].as_str().unwrap()), "{d}");
+        assert!(d["device_key"].as_str().is_some_and(|k| !k.is_empty()));
+        for (feature, support) in d["supports"].as_object().unwrap() {
+            assert!(named.contains(feature), "undocumented feature {feature}");
+            assert!(
+                support.is_null()
+                    || ["native", "emulated", "no"].contains(&support.as_str().unwrap()),
+                "{feature}: {support}"
+            );
+        }
+        for dims in ["max_block_dims", "max_grid_dims"] {
+            let v = &d[dims];
+            assert!(
+                v.is_null() || v.as_array().is_some_and(|a| a.len() == 3),
+                "{dims}: {v}"
+            );
+        }
+        let c = &d["calibration"];
+        if !c.is_null() {
+            for k in keys(c) {
+                assert!(named.contains(&k), "undocumented calibration field {k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn build_json_prints_only_documented_fields() {
+    let section = doc_section("gates.md", "## `--json`");
+    let named = backticked(&section);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = xpu()
+        .args(["build", "--backends", "cpu,vulkan", "--json"])
+        .arg(root.join("tests/filetests/gates/escapes.xk"))
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(
+        out.status.code(),
+        Some(if doc["failed"] == true { 1 } else { 0 }),
+        "{doc}"
+    );
+    assert_eq!(
+        keys(&doc),
+        ["failed", "kernels", "lines", "summary"]
+            .map(String::from)
+            .into()
+    );
+    let kernels = doc["kernels"].as_array().unwrap();
+    assert!(!kernels.is_empty(), "{doc}");
+    let mut seen = std::collections::BTreeSet::new();
+    for k in kernels {
+        seen.extend(keys(k));
+        seen.extend(keys(&k["manifest"]));
+        assert!(named.contains(k["backend"].as_str().unwrap()), "{k}");
+        assert!(named.contains(k["format"].as_str().unwrap()), "{k}");
+    }
+    for l in doc["lines"].as_array().unwrap() {
+        seen.extend(keys(l));
+        assert!(named.contains(l["level"].as_str().unwrap()), "{l}");
+    }
+    let undocumented: Vec<&String> = seen.iter().filter(|k| !named.contains(*k)).collect();
+    assert!(
+        undocumented.is_empty(),
+        "fields docs/gates.md does not name: {undocumented:?}"
+    );
 }

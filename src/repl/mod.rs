@@ -799,15 +799,8 @@ impl Session {
                         Backend::Cpu => "clif".into(),
                         Backend::Vulkan => "spirv".into(),
                         Backend::Cuda => "ptx".into(),
-                        b => {
-                            return Err(ReplError::new(
-                                codes::ASM,
-                                format!(
-                                    "the {} backend has no machine code to show; name a target: `:asm {kernel} clif|spirv|ptx`",
-                                    b.name()
-                                ),
-                            ))
-                        }
+                        Backend::Hip => "amdgpu".into(),
+                        Backend::Interp => "ir".into(),
                     },
                 };
                 let module = self.module()?.clone();
@@ -1161,7 +1154,7 @@ Commands:
   :time LAUNCH                   launch and print the time it took on each backend
   :manifest K                    the kernel's manifest on each backend
   :ir K                          the kernel in canonical text
-  :asm K [clif|spirv|ptx]        device code (default: the backend's own)
+  :asm K [clif|spirv|ptx|amdgpu|ir]  device code (default: the backend's own)
   :save FILE                     write the session as a kernel file with run blocks
   :list                          definitions, buffers and backends
   :help, :quit

@@ -241,7 +241,13 @@ pub fn asm(
             Ok(disassemble_spirv(&emitted.words))
         }
         "ptx" | "cuda" => ptx(module, handle, kernel),
-        other => Err(format!("`{other}`: the targets are clif, spirv and ptx")),
+        "amdgpu" | "hip" | "gcn" => amdgpu(module, handle, kernel),
+        // The interpreter runs the verified IR itself: its "device code" is the kernel's IR.
+        "ir" | "interp" => function_text(module.module(), kernel)
+            .ok_or_else(|| format!("no kernel named `{kernel}`")),
+        other => Err(format!(
+            "`{other}`: the targets are clif, spirv, ptx, amdgpu and ir"
+        )),
     }
 }
 
@@ -270,6 +276,41 @@ fn ptx(
     _: &str,
 ) -> Result<String, String> {
     Err("PTX needs a build with the `cuda` feature (`cargo build --features cuda`)".into())
+}
+
+#[cfg(feature = "hip")]
+fn amdgpu(
+    module: &VerifiedModule,
+    handle: crate::ir::Handle<crate::ir::Function>,
+    kernel: &str,
+) -> Result<String, String> {
+    use crate::codegen::llvm::codeobj::{self, BuildOptions};
+    use crate::codegen::llvm::{amdgpu::Amdgpu, KernelRef};
+    let target = Amdgpu::new("gfx90a").ok_or("LLVM has no gfx90a target")?;
+    let opts = BuildOptions {
+        assembly: true,
+        ..Default::default()
+    };
+    let objects = codeobj::build(module.module(), &[KernelRef::plain(handle)], &target, &opts)
+        .map_err(|e| format!("the AMDGPU lowering refused `{kernel}`: {e}"))?;
+    let mut text = String::new();
+    for o in &objects {
+        text.push_str(&format!("; {} wave{}\n", o.arch, o.wave));
+        text.push_str(o.assembly.as_deref().unwrap_or("; (no assembly)\n"));
+    }
+    Ok(text)
+}
+
+#[cfg(not(feature = "hip"))]
+fn amdgpu(
+    _: &VerifiedModule,
+    _: crate::ir::Handle<crate::ir::Function>,
+    _: &str,
+) -> Result<String, String> {
+    Err(
+        "AMDGPU assembly needs a build with the `hip` feature (`cargo build --features hip`)"
+            .into(),
+    )
 }
 
 /// SPIR-V words as text: `spirv-dis` when it is installed, else rspirv's disassembler.
