@@ -61,7 +61,7 @@
 //! | `cuda` | NVIDIA GPUs through the CUDA driver, PTX from LLVM 19 (needs `llvm-19-dev`); `:asm K ptx` in the REPL |
 //! | `hip` | AMD GPUs through HIP, code objects from LLVM 19 |
 //! | `vulkan` | accepted for symmetry; Vulkan is always built |
-//! | `fuzz` | [`fuzz::strategy`]: the kernel generator as `proptest` strategies (the generator, [`fuzz::compare`] and [`fuzz::minimise`] need no feature) |
+//! | `fuzz` | `fuzz::strategy`: the kernel generator as `proptest` strategies (the generator, [`fuzz::compare`] and [`fuzz::minimise`] need no feature) |
 //!
 //! # Layout
 //!
@@ -80,7 +80,7 @@
 //! | [`record`] | launch records, their replay through the interpreter, the census |
 //! | [`runtime`] | what a program touches: `Device`, `Program`, `Kernel`, buffers, streams, timers |
 //! | [`tune`] | the reconciliation: shape families, the filter, the measured choice, stores, routes |
-//! | [`filetest`], [`bench`], [`fuzz`], [`repl`], [`cli`] | the kernel-file runner, the benchmarks, the fuzzing kit, the REPL session, the command |
+//! | [`filetest`], [`bench`](mod@bench), [`fuzz`], [`repl`], [`cli`] | the kernel-file runner, the benchmarks, the fuzzing kit, the REPL session, the command |
 
 pub mod backend;
 pub mod bench;

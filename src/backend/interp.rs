@@ -5,7 +5,7 @@
 //! fresh memory is undefined (and 0xFF-filled under `CAJETA_XPU_POISON=1`), uploads and kernel
 //! stores define it, and a kernel reading an undefined byte is reported. Streams execute
 //! eagerly. A launch copies each buffer view (bytes and mask) into an
-//! [`interp::Buffer`](crate::interp::Buffer), runs [`interp::launch_handle`], and copies the
+//! [`crate::interp::Buffer`], runs [`interp::launch_handle`], and copies the
 //! views of read-write parameters back — also after undefined behaviour, which leaves memory
 //! as it was when the launch stopped, as a device would.
 //!

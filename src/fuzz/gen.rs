@@ -5,7 +5,7 @@
 //! float reductions (CPU corpora only), atomics, scattered stores, random geometry and
 //! `@wave`), every generated value folded into an output buffer, and its inputs. The one
 //! copy: the project's fuzz tests (`tests/cpu.rs`) and the proptest strategies of
-//! [`super::strategy`] use it.
+//! `super::strategy` (feature `fuzz`) use it.
 //!
 //! The kernel's parameters are `out_i: buf<i32, rw>, out_f: buf<f32, rw>, out_l: buf<u64,
 //! rw>, cnt: buf<u32, rw>, in_i: buf<i32>, in_f: buf<f32>, n: u32`; [`Case::run_spec`] is the

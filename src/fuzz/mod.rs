@@ -2,7 +2,7 @@
 //! that an outside crate can fuzz the backends (`examples/fuzz_interp.rs`).
 //!
 //! - [`gen`]: the seeded kernel generator (one copy; the project's fuzz tests use it).
-//! - [`strategy`] (feature `fuzz`): the generator as `proptest` strategies, and random
+//! - `strategy` (feature `fuzz`): the generator as `proptest` strategies, and random
 //!   launch geometry.
 //! - [`compare`]: runs a launch on each backend and on the interpreter and reports the first
 //!   disagreement as a kernel file ([`Disagreement::file`]).

@@ -240,7 +240,7 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn emulated_on_host(&self) -> bool {
         false
     }
-    /// Whether large launches of eligible kernels should run coarsened ([`coarse`]): GPUs,
+    /// Whether large launches of eligible kernels should run coarsened ([`coarse`](crate::runtime::coarse)): GPUs,
     /// whose one-element-per-work-item kernels leave memory bandwidth unused.
     fn coarsens(&self) -> bool {
         false

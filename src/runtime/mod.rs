@@ -2,6 +2,8 @@
 //! checks, picks the kernel's variant, hands it to the backend), [`KernelBuffer`],
 //! [`KernelStream`]/[`Event`], [`KernelTimer`], and the coarsening policy.
 
+#![warn(missing_docs)]
+
 pub mod buffer;
 pub mod bundle;
 pub mod coarse;

@@ -16,6 +16,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A stream of one device. Cheap to clone; clones are the same stream.
+///
+/// ```
+/// use xpu::{Backend, Device, KernelStream};
+///
+/// let device = Device::open(Backend::Interp).unwrap();
+/// let stream = KernelStream::current(&device);
+/// assert!(stream.device() == &device);
+/// let before = stream.record().unwrap();
+/// // ... launches on `stream` ...
+/// let after = stream.record().unwrap();
+/// stream.sync().unwrap();
+/// assert!(after.is_complete());
+/// let _elapsed = after.elapsed_since(&before); // None where the backend does not time events
+/// ```
 #[derive(Clone)]
 pub struct KernelStream {
     device: Device,
@@ -67,6 +81,7 @@ impl KernelStream {
         })
     }
 
+    /// The device the stream belongs to.
     pub fn device(&self) -> &Device {
         &self.device
     }
@@ -169,6 +184,7 @@ impl std::fmt::Debug for Event {
 }
 
 impl Event {
+    /// Whether the work before the event has completed (without waiting).
     pub fn is_complete(&self) -> bool {
         self.imp.is_complete()
     }
@@ -186,6 +202,7 @@ impl Event {
         self.imp.elapsed_since(earlier.imp.as_ref())
     }
 
+    /// The backend's side of the event.
     pub fn implementation(&self) -> &Arc<dyn EventImpl> {
         &self.imp
     }
