@@ -85,6 +85,9 @@
 pub mod backend;
 pub mod bench;
 pub mod bundle;
+/// The `xpu` command line (`src/main.rs` calls [`cli::main`]). Hidden: the binary's internals,
+/// not an API; programs use the library's types, and scripts the command's `--json`.
+#[doc(hidden)]
 pub mod cli;
 pub mod codegen;
 pub mod config;

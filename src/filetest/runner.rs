@@ -47,6 +47,7 @@ use std::sync::Arc;
 /// How a case ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// Every expectation held.
     Pass,
     /// Failed, with the detail printed beneath the case's line.
     Fail(String),
@@ -65,6 +66,7 @@ pub struct Case {
     pub kernel: String,
     /// The backend's name, or `-` for a file-level failure.
     pub backend: String,
+    /// How it ended.
     pub outcome: Outcome,
 }
 
@@ -116,12 +118,16 @@ impl fmt::Display for Case {
 /// Counts of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// Cases that passed.
     pub passed: usize,
+    /// Cases that failed.
     pub failed: usize,
+    /// Cases skipped (nothing in them applies to the backend).
     pub skipped: usize,
 }
 
 impl Summary {
+    /// Counts one case.
     pub fn add(&mut self, case: &Case) {
         match case.outcome {
             Outcome::Pass => self.passed += 1,
@@ -208,6 +214,7 @@ impl Runner {
         self
     }
 
+    /// The devices the runner runs cases on.
     pub fn devices(&self) -> &[Device] {
         &self.devices
     }

@@ -11,13 +11,12 @@
 //! rw>, cnt: buf<u32, rw>, in_i: buf<i32>, in_f: buf<f32>, n: u32`; [`Case::run_spec`] is the
 //! launch with every output compared against the interpreter.
 
-#![allow(missing_docs)]
-
 use std::fmt::Write as _;
 
-/// splitmix64, for reproducible programs from one seed.
+/// splitmix64, for reproducible programs from one seed (the field is the state).
 pub struct Rng(pub u64);
 impl Rng {
+    /// The next 64 random bits.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -26,12 +25,15 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
+    /// A number in `0..n` (`0` when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+    /// True `percent` times in 100.
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
+    /// One element of `xs` (which must not be empty).
     pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len() as u64) as usize]
     }
@@ -726,7 +728,9 @@ impl Gen {
 pub struct Case {
     /// The kernel file's text (helpers, a tag set, kernel `k`), without a run block.
     pub src: String,
+    /// Workgroups in the grid (x).
     pub grid: u32,
+    /// The block's x dimension.
     pub block: u32,
     /// The block's y dimension.
     pub by: u32,

@@ -22,6 +22,8 @@
 //! }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod gen;
 #[cfg(feature = "fuzz")]
 pub mod strategy;
@@ -38,7 +40,10 @@ use std::sync::Arc;
 pub enum Verdict {
     /// Every backend that ran the launch agreed with the interpreter; `skipped` names those
     /// that could not run it (a capability or limit they lack), with the reason.
-    Agree { skipped: Vec<(Backend, String)> },
+    Agree {
+        /// The backends that could not run the launch, each with the reason.
+        skipped: Vec<(Backend, String)>,
+    },
     /// The interpreter gives the launch no meaning (undefined behaviour, a construct it
     /// refuses): nothing to compare, with its report.
     Undefined(String),
@@ -47,6 +52,7 @@ pub enum Verdict {
 /// The first backend that disagreed with the interpreter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Disagreement {
+    /// The backend that disagreed.
     pub backend: Backend,
     /// What differed (the first mismatching index, or the backend's error).
     pub detail: String,

@@ -42,6 +42,8 @@
 //! the single judge, and its diagnostics name the function when a node has no span (give
 //! spans with [`FunctionBuilder::at`]).
 
+#![warn(missing_docs)]
+
 use super::{
     Access, AtomicOp, Attributes, Base, BinaryOp, BitOp, Block, Builtin, ConstExpr, Dim, ElemType,
     Expr, ExprId, FenceScope, Function, FunctionKind, Handle, Len, Literal, Local, LoopKind,
@@ -96,6 +98,7 @@ pub struct ModuleBuilder {
 }
 
 impl ModuleBuilder {
+    /// An empty module.
     pub fn new() -> Self {
         Self::default()
     }
@@ -152,6 +155,7 @@ impl ModuleBuilder {
         &self.module
     }
 
+    /// The module built (unverified: [`Module::verify`] judges it).
     pub fn finish(self) -> Module {
         self.module
     }
@@ -331,6 +335,7 @@ impl FunctionBuilder {
         self.func.span = Span::new(line, col);
     }
 
+    /// Appends a parameter of `ty` (scalar, vector or tag) and returns its handle.
     pub fn param(&mut self, name: &str, ty: Type) -> ParamRef {
         self.func.params.push(Param {
             name: name.to_string(),
@@ -351,6 +356,7 @@ impl FunctionBuilder {
         )
     }
 
+    /// Sets the return type (device functions; kernels return nothing).
     pub fn returns(&mut self, ty: Type) {
         self.func.ret = Some(ty);
     }
@@ -380,6 +386,7 @@ impl FunctionBuilder {
         self.func.consts.append(e)
     }
 
+    /// The function's attributes, for the ones without a setter of their own.
     pub fn attrs_mut(&mut self) -> &mut Attributes {
         &mut self.func.attrs
     }
@@ -414,20 +421,24 @@ impl FunctionBuilder {
         });
     }
 
+    /// The template parameters and instantiations, when the function is a template.
     pub fn template_mut(&mut self) -> Option<&mut TemplateInfo> {
         self.func.template.as_mut()
     }
 
     // ----- expressions -----
 
+    /// Adds any expression (at the current span) and returns its handle.
     pub fn expr(&mut self, e: Expr) -> Value {
         Value(self.func.add_expr(e, self.span))
     }
 
+    /// A literal.
     pub fn lit(&mut self, l: Literal) -> Value {
         self.expr(Expr::Literal(l))
     }
 
+    /// A `bool` literal.
     pub fn bool_(&mut self, b: bool) -> Value {
         self.lit(Literal::Bool(b))
     }
@@ -437,18 +448,22 @@ impl FunctionBuilder {
         self.lit(Literal::int(v, ty))
     }
 
+    /// A `u32` literal.
     pub fn u32(&mut self, v: u32) -> Value {
         self.int(i128::from(v), Scalar::U32)
     }
 
+    /// An `i32` literal.
     pub fn i32(&mut self, v: i32) -> Value {
         self.int(i128::from(v), Scalar::I32)
     }
 
+    /// A float literal of type `ty` (`f16`, `f32` or `f64`).
     pub fn float(&mut self, v: f64, ty: Scalar) -> Value {
         self.lit(Literal::float(v, ty))
     }
 
+    /// An `f32` literal.
     pub fn f32(&mut self, v: f32) -> Value {
         self.float(f64::from(v), Scalar::F32)
     }
@@ -463,54 +478,67 @@ impl FunctionBuilder {
         self.expr(Expr::Local(l))
     }
 
+    /// The template parameter at `index` (a constant in each instance).
     pub fn template_param(&mut self, index: u32) -> Value {
         self.expr(Expr::TemplateParam(index))
     }
 
+    /// A built-in value (`global_id.x`, `wave_width`, ...).
     pub fn builtin(&mut self, b: Builtin) -> Value {
         self.expr(Expr::Builtin(b))
     }
 
+    /// `global_id.d`: the work-item's index in the whole grid.
     pub fn global_id(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::GlobalId(d))
     }
 
+    /// `local_id.d`: the work-item's index in its workgroup.
     pub fn local_id(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::LocalId(d))
     }
 
+    /// `group_id.d`: the workgroup's index in the grid.
     pub fn group_id(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::GroupId(d))
     }
 
+    /// `group_size.d`: work-items per workgroup (the launch's block).
     pub fn group_size(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::GroupSize(d))
     }
 
+    /// `num_groups.d`: workgroups in the grid.
     pub fn num_groups(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::NumGroups(d))
     }
 
+    /// `wave_width`: the width of the wave the kernel runs in.
     pub fn wave_width(&mut self) -> Value {
         self.builtin(Builtin::WaveWidth)
     }
 
+    /// `lane_id`: the work-item's lane in its wave.
     pub fn lane_id(&mut self) -> Value {
         self.builtin(Builtin::LaneId)
     }
 
+    /// A unary operation.
     pub fn unary(&mut self, op: UnaryOp, arg: Value) -> Value {
         self.expr(Expr::Unary { op, arg: arg.0 })
     }
 
+    /// `-a`.
     pub fn neg(&mut self, a: Value) -> Value {
         self.unary(UnaryOp::Neg, a)
     }
 
+    /// `!a` (logical on `bool`, bitwise on integers).
     pub fn not(&mut self, a: Value) -> Value {
         self.unary(UnaryOp::Not, a)
     }
 
+    /// A binary operation (`+`, `<`, `&&`, ...); see also the named shorthands.
     pub fn binary(&mut self, op: BinaryOp, lhs: Value, rhs: Value) -> Value {
         self.expr(Expr::Binary {
             op,
@@ -519,14 +547,18 @@ impl FunctionBuilder {
         })
     }
 
+    /// `arg as to`: a value conversion to scalar `to` (lane by lane on vectors).
     pub fn cast(&mut self, arg: Value, to: Scalar) -> Value {
         self.expr(Expr::Cast { to, arg: arg.0 })
     }
 
+    /// `bitcast<to>(arg)`: the same bits read as `to`.
     pub fn bitcast(&mut self, arg: Value, to: Type) -> Value {
         self.expr(Expr::Bitcast { to, arg: arg.0 })
     }
 
+    /// `select(cond, accept, reject)`: `accept` where `cond` holds, else `reject` (per lane
+    /// with a vector condition).
     pub fn select(&mut self, cond: Value, accept: Value, reject: Value) -> Value {
         self.expr(Expr::Select {
             cond: cond.0,
@@ -535,6 +567,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// A vector of `lanes` lanes of `scalar` from `parts` (scalars or smaller vectors).
     pub fn compose(&mut self, scalar: Scalar, lanes: u8, parts: Vec<Value>) -> Value {
         let parts = parts.into_iter().map(|p| p.0).collect();
         self.expr(Expr::Compose {
@@ -544,6 +577,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// A vector of `lanes` copies of a scalar.
     pub fn splat(&mut self, lanes: u8, value: Value) -> Value {
         self.expr(Expr::Splat {
             lanes,
@@ -551,6 +585,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// `vector.x` etc.: one lane as a scalar.
     pub fn extract(&mut self, vector: Value, lane: u8) -> Value {
         self.expr(Expr::Extract {
             vector: vector.0,
@@ -558,6 +593,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// `vector.zyx` etc.: the lanes named, in order.
     pub fn swizzle(&mut self, vector: Value, lanes: &[u8]) -> Value {
         self.expr(Expr::Swizzle {
             vector: vector.0,
@@ -578,20 +614,24 @@ impl FunctionBuilder {
         self.expr(Expr::Len(p.0))
     }
 
+    /// A call of a device function.
     pub fn call(&mut self, function: Handle<Function>, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
         self.expr(Expr::Call { function, args })
     }
 
+    /// The member at `index` of tag set `set`, as a `tag<Set>` value.
     pub fn tag(&mut self, set: Handle<TagSet>, index: u32) -> Value {
         self.expr(Expr::Tag { set, index })
     }
 
+    /// A call through a tag: the member function it names (nothing when out of range).
     pub fn dispatch(&mut self, tag: Value, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
         self.expr(Expr::Dispatch { tag: tag.0, args })
     }
 
+    /// A math function (`sqrt`, `fma`, `min`, ...).
     pub fn math(&mut self, fun: MathFn, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
         self.expr(Expr::Math { fun, args })
@@ -614,6 +654,7 @@ impl FunctionBuilder {
         self.atomic_ordered(op, MemoryOrder::Relaxed, base, index, value)
     }
 
+    /// A read-modify-write of `base[index]` with memory order `order`; yields the old value.
     pub fn atomic_ordered(
         &mut self,
         op: AtomicOp,
@@ -690,15 +731,18 @@ impl FunctionBuilder {
         })
     }
 
+    /// A wave operation (shuffles, votes, reductions, scans).
     pub fn wave(&mut self, op: WaveOp, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
         self.expr(Expr::Wave { op, args })
     }
 
+    /// A reduction over the wave (`reduce_add`, `reduce_max`, ...).
     pub fn wave_reduce(&mut self, op: ReduceOp, value: Value) -> Value {
         self.wave(WaveOp::Reduce(op), vec![value])
     }
 
+    /// `vload<lanes>(base, index, align = A)`: `lanes` consecutive elements as a vector.
     pub fn vload(
         &mut self,
         base: impl Into<Base>,
@@ -714,6 +758,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// A cooperative matrix of `role` and shape `rows` x `cols` with every element `value`.
     pub fn matrix_fill(
         &mut self,
         role: MatrixRole,
@@ -732,6 +777,8 @@ impl FunctionBuilder {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// A cooperative matrix of `role` loaded from `base` at `offset`, rows `stride` elements
+    /// apart.
     pub fn matrix_load(
         &mut self,
         role: MatrixRole,
@@ -753,6 +800,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// `matrix_mma(a, b, c)`: `a * b + c` over cooperative matrices.
     pub fn matrix_mma(&mut self, a: Value, b: Value, c: Value) -> Value {
         self.expr(Expr::MatrixMma {
             a: a.0,
@@ -898,14 +946,17 @@ impl FunctionBuilder {
         });
     }
 
+    /// `break;` or `break label;`.
     pub fn break_(&mut self, label: Option<&str>) {
         self.stmt(StmtKind::Break(label.map(str::to_string)));
     }
 
+    /// `continue;` or `continue label;`.
     pub fn continue_(&mut self, label: Option<&str>) {
         self.stmt(StmtKind::Continue(label.map(str::to_string)));
     }
 
+    /// `return;` or `return value;`.
     pub fn return_(&mut self, value: Option<Value>) {
         self.stmt(StmtKind::Return(value.map(|v| v.0)));
     }
@@ -915,14 +966,18 @@ impl FunctionBuilder {
         self.stmt(StmtKind::Expr(value.0));
     }
 
+    /// `barrier();`: every work-item of the workgroup waits, and shared memory is made
+    /// visible.
     pub fn barrier(&mut self) {
         self.stmt(StmtKind::Barrier);
     }
 
+    /// `fence(scope);`: orders this work-item's memory accesses at `scope`.
     pub fn fence(&mut self, scope: FenceScope) {
         self.stmt(StmtKind::Fence(scope));
     }
 
+    /// `vstore(base, index, value, align = A);`: a vector's lanes to consecutive elements.
     pub fn vstore(&mut self, base: impl Into<Base>, index: Value, value: Value, align: Option<u8>) {
         self.stmt(StmtKind::VStore {
             base: base.into(),
@@ -932,6 +987,7 @@ impl FunctionBuilder {
         });
     }
 
+    /// `matrix_store(value, base, offset, stride);`: a cooperative matrix to memory.
     pub fn matrix_store(
         &mut self,
         value: Value,

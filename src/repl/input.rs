@@ -16,7 +16,9 @@ pub struct Reader {
 /// A complete entry: its text and the session line it starts at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
+    /// The entry as typed, every line of it.
     pub text: String,
+    /// The session line (1-based) the entry starts at.
     pub line: usize,
 }
 
@@ -134,10 +136,15 @@ fn scan_braces(text: &str) -> (i64, bool, bool) {
 /// A launch in the short syntax: `NAME<<<GRID, BLOCK[, SHARED]>>>(ARG, ...)`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShortLaunch {
+    /// The kernel launched.
     pub kernel: String,
+    /// The grid (workgroups per dimension).
     pub grid: [u32; 3],
+    /// The block (work-items per workgroup).
     pub block: [u32; 3],
+    /// Bytes of dynamic shared memory (the optional third launch parameter).
     pub shared_bytes: u32,
+    /// The arguments, in parameter order.
     pub args: Vec<LaunchArg>,
 }
 
@@ -296,8 +303,11 @@ pub fn parse_value(text: &str) -> Option<Value> {
 /// `print NAME`, `print NAME[LO..HI]`, either followed by `as R x C`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrintSpec {
+    /// The buffer printed.
     pub name: String,
+    /// The elements `LO..HI` printed, when a range is given.
     pub range: Option<(usize, usize)>,
+    /// The `R x C` shape the elements are shown in, when one is given.
     pub shape: Option<(usize, usize)>,
 }
 

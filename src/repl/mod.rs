@@ -20,6 +20,8 @@
 //! one) on the error stream, and the session goes on. The codes are `XPU-Q001`..`XPU-Q013`
 //! ([`codes`]).
 
+#![warn(missing_docs)]
+
 pub mod input;
 mod show;
 
@@ -98,7 +100,10 @@ impl std::fmt::Display for ReplError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
     /// Read the next entry; `ok` is false when this one failed.
-    Continue { ok: bool },
+    Continue {
+        /// Whether the entry succeeded.
+        ok: bool,
+    },
     /// `:quit`.
     Quit,
 }
