@@ -42,6 +42,7 @@ pub mod codes {
     pub const LOST_BUFFER: &str = "XPU-L023";
     pub const HELD: &str = "XPU-L019";
     pub const NO_SHAPE_FITS: &str = "XPU-L025";
+    pub const DEFERRED: &str = "XPU-L026";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -615,6 +616,15 @@ pub enum LaunchError {
         problem: String,
         verdicts: String,
     },
+    /// Not launched: the deferred stream's queue failed before this launch (at the flush
+    /// this launch set off, or at an earlier one not yet acknowledged with
+    /// `KernelStream::clear_failure`); `message` is the flush's error, naming the kernel that
+    /// failed (contract §2.4, deferred streams).
+    #[error(
+        "error[{}]: kernel {kernel}: not launched: the stream's deferred launches failed: {message}",
+        codes::DEFERRED
+    )]
+    Deferred { kernel: String, message: String },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
@@ -655,6 +665,7 @@ impl LaunchError {
             LostBuffer { .. } => codes::LOST_BUFFER,
             Held { .. } => codes::HELD,
             NoShapeFits { .. } => codes::NO_SHAPE_FITS,
+            Deferred { .. } => codes::DEFERRED,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -703,6 +714,7 @@ impl LaunchError {
             | DeviceFault { kernel, .. }
             | LostBuffer { kernel, .. }
             | Held { kernel, .. }
+            | Deferred { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
             NoShapeFits { family, .. } => family,
