@@ -335,3 +335,60 @@ fn deferral_is_a_no_op_on_the_host_backends() {
         assert_eq!(s.defer_stat(), DeferStat::default());
     }
 }
+
+#[test]
+fn a_submission_past_its_deadline_is_refusal_6_cancelled_on_the_host_backends() {
+    use std::time::Duration;
+    use xpu::{KernelSubmission, Policy, Scheduler};
+    let module = std::sync::Arc::new(
+        xpu::ir::parse(
+            "kernel spin(out: buf<u32, rw>) {\n    loop {\n    }\n}\n\
+             kernel double(out: buf<u32, rw>) {\n    out[global_id.x] = global_id.x * 2;\n}\n",
+        )
+        .unwrap()
+        .verify()
+        .unwrap(),
+    );
+    for backend in [xpu::Backend::Interp, xpu::Backend::Cpu] {
+        let device = xpu::Device::open(backend).unwrap();
+        let program = device.load(module.clone()).unwrap();
+        let stream = xpu::KernelStream::create(&device).unwrap();
+        let mut out = device.upload(&[0u32; 64]).unwrap();
+        let window = Duration::from_millis(150);
+        let submission = KernelSubmission::on(&stream)
+            .policy(Policy::Latency)
+            .deadline(window)
+            .budget(Duration::from_millis(5));
+        let t0 = std::time::Instant::now();
+        let e = Scheduler::submit(
+            &program.kernel("spin").unwrap(),
+            &submission,
+            xpu::Launch::grid([2]).block([32]),
+            xpu::args![&mut out],
+        )
+        .unwrap_err();
+        let took = t0.elapsed();
+        assert_eq!(e.code(), "XPU-L018", "{backend}: {e}");
+        assert!(
+            matches!(e, xpu::LaunchError::Deadline { cancelled: true, deadline, .. } if deadline == window),
+            "{backend}: {e:?}"
+        );
+        assert!(took >= window && took < Duration::from_secs(20), "{took:?}");
+        // The stream goes on, and a submission within its window runs.
+        let ok = KernelSubmission::on(&stream).deadline(Duration::from_secs(600));
+        Scheduler::submit(
+            &program.kernel("double").unwrap(),
+            &ok,
+            xpu::Launch::grid([2]).block([32]),
+            xpu::args![&mut out],
+        )
+        .unwrap();
+        stream.sync().unwrap();
+        assert_eq!(out.download().unwrap()[63], 126);
+        let log = Scheduler::submitted();
+        assert!(log.iter().any(|s| s.kernel == "spin"
+            && s.policy == Policy::Latency
+            && s.deadline == Some(window)
+            && s.budget == Some(Duration::from_millis(5))));
+    }
+}
