@@ -339,7 +339,7 @@ fn deferral_is_a_no_op_on_the_host_backends() {
 #[test]
 fn a_submission_past_its_deadline_is_refusal_6_cancelled_on_the_host_backends() {
     use std::time::Duration;
-    use xpu::{KernelSubmission, Policy, Scheduler};
+    use xpu::runtime::{KernelSubmission, Policy, Scheduler};
     let module = std::sync::Arc::new(
         xpu::ir::parse(
             "kernel spin(out: buf<u32, rw>) {\n    loop {\n    }\n}\n\
