@@ -9,6 +9,7 @@ pub mod common;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod defer;
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod gpu_args;
 #[cfg(feature = "hip")]

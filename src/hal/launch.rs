@@ -66,6 +66,8 @@ pub mod codes {
     pub const HELD: &str = "XPU-L019";
     /// [`super::LaunchError::NoShapeFits`]: no member of a shape family fits.
     pub const NO_SHAPE_FITS: &str = "XPU-L025";
+    /// [`super::LaunchError::Deferred`]: refused because the deferred queue failed before it.
+    pub const DEFERRED: &str = "XPU-L026";
     /// [`super::LaunchError::Undefinable`]: the interpreter cannot define the kernel.
     pub const UNDEFINABLE: &str = "XPU-REF01";
     /// [`super::LaunchError::Undefined`]: the interpreter observed undefined behaviour.
@@ -775,6 +777,20 @@ pub enum LaunchError {
         /// Each candidate's pruning rule, need and limit, in words.
         verdicts: String,
     },
+    /// Not launched: the deferred stream's queue failed before this launch (at the flush
+    /// this launch set off, or at an earlier one not yet acknowledged with
+    /// `KernelStream::clear_failure`); `message` is the flush's error, naming the kernel that
+    /// failed (contract §2.4, deferred streams).
+    #[error(
+        "error[{}]: kernel {kernel}: not launched: the stream's deferred launches failed: {message}",
+        codes::DEFERRED
+    )]
+    Deferred {
+        /// The kernel not launched.
+        kernel: String,
+        /// The failed flush's error.
+        message: String,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable {
@@ -828,6 +844,7 @@ impl LaunchError {
             LostBuffer { .. } => codes::LOST_BUFFER,
             Held { .. } => codes::HELD,
             NoShapeFits { .. } => codes::NO_SHAPE_FITS,
+            Deferred { .. } => codes::DEFERRED,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -876,6 +893,7 @@ impl LaunchError {
             | DeviceFault { kernel, .. }
             | LostBuffer { kernel, .. }
             | Held { kernel, .. }
+            | Deferred { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
             NoShapeFits { family, .. } => family,

@@ -9,9 +9,11 @@ pub mod bundle;
 pub mod coarse;
 pub mod device;
 pub mod stream;
+pub mod submit;
 pub mod timer;
 
 pub use buffer::KernelBuffer;
 pub use device::{Device, Kernel, Program};
 pub use stream::{Event, KernelStream};
+pub use submit::{KernelSubmission, Policy, Scheduler};
 pub use timer::KernelTimer;
