@@ -264,6 +264,28 @@ impl Em<'_> {
                 let t = self.value_ty(ty.unwrap_or(to))?;
                 self.opi(Op::Bitcast, t, &[a])
             }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => {
+                // A selection construct and a phi: only the taken arm runs.
+                let c = self.expr(cond)?;
+                let t = self.value_ty(ty.unwrap_or(Type::U32))?;
+                let (tb, eb, m) = (self.b.id(), self.b.id(), self.b.id());
+                self.sel_merge(m);
+                self.branch_cond(c, tb, eb);
+                self.block(tb);
+                let a = self.expr(accept)?;
+                let a_end = self.cur_label;
+                self.branch(m);
+                self.block(eb);
+                let r = self.expr(reject)?;
+                let r_end = self.cur_label;
+                self.branch(m);
+                self.block(m);
+                self.op(Op::Phi, t, ids(&[a, a_end, r, r_end]))
+            }
             Expr::Select {
                 cond,
                 accept,
