@@ -239,6 +239,17 @@ impl Gen {
                 let from = *self.rng.pick(&TYPES);
                 format!("({} as {ty})", self.expr(from, d))
             }
+            4 if self.rng.chance(40) => {
+                // An `if` expression: only the taken arm runs (its lanes alone meet a wave
+                // verb there, so no shuffles in it).
+                let c = self.expr("bool", d);
+                let top = self.top_level;
+                self.top_level = false;
+                let a = self.expr(ty, d);
+                let b = self.expr(ty, d);
+                self.top_level = top;
+                format!("(if {c} {{ {a} }} else {{ {b} }})")
+            }
             4 => format!(
                 "select({}, {}, {})",
                 self.expr("bool", d),
@@ -446,6 +457,12 @@ impl Gen {
                 }
                 self.fold(&name, ty);
             }
+            7 if self.rng.chance(25) => {
+                // A bare scope.
+                self.line("{");
+                self.nested(|g| g.stmts(3));
+                self.line("}");
+            }
             7 | 8 => {
                 let c = if self.rng.chance(30) {
                     self.bounds_cond()
@@ -468,17 +485,33 @@ impl Gen {
                     (_, false) => "(gid % 5u32)".to_string(),
                     (_, true) => "(lane_id % 5u32)".to_string(),
                 };
+                // The plain form, a signed loop counting down by a step of 1 to 3, or a C
+                // `for (v = 4 * bound; v > 0; v >>= 1)`.
+                let (header, vty) = match self.rng.below(4) {
+                    0 => {
+                        let k = 1 + self.rng.below(3);
+                        (
+                            format!("for {var}: i32 in ({bound} as i32)..-1i32 step -{k}i32"),
+                            "i32",
+                        )
+                    }
+                    1 => (
+                        format!("for {var}: u32 = {bound} * 4u32; {var} > 0u32; {var} >>= 1u32"),
+                        "u32",
+                    ),
+                    _ => (format!("for {var}: u32 in 0u32..{bound}"), "u32"),
+                };
                 let label = if self.rng.chance(30) {
                     let l = self.fresh("l");
-                    self.line(&format!("'{l}: for {var}: u32 in 0u32..{bound} {{"));
+                    self.line(&format!("'{l}: {header} {{"));
                     Some(l)
                 } else {
-                    self.line(&format!("for {var}: u32 in 0u32..{bound} {{"));
+                    self.line(&format!("{header} {{"));
                     None
                 };
                 self.loop_depth += 1;
                 self.labels.push(label.clone().unwrap_or_default());
-                self.vars.push((var, "u32", false));
+                self.vars.push((var, vty, false));
                 self.nested(|g| {
                     g.stmts(3);
                     if g.rng.chance(40) {

@@ -381,6 +381,34 @@ impl FunctionBuilder {
         })
     }
 
+    /// Gives the private or shared array `base` the multi-dimensional shape `dims` (lengths
+    /// outermost first; their product is its element count): it prints as `[[E; C]; R]`,
+    /// indexed `a[i][j]` (see [`Self::index_nd`]).
+    pub fn array_dims(&mut self, base: Base, dims: &[u32]) {
+        self.func.array_dims.push((base, dims.to_vec()));
+    }
+
+    /// The row-major element index of subscripts `subs` (outermost first) of an array of
+    /// lengths `dims`: `(i0 * d1 + i1) * d2 + i2 ...`, as the parser builds `a[i0][i1][i2]`.
+    pub fn index_nd(&mut self, dims: &[u32], subs: Vec<Value>) -> Value {
+        let mut subs = subs.into_iter().enumerate();
+        let Some((_, mut acc)) = subs.next() else {
+            return self.lit(Literal::Int {
+                bits: 0,
+                ty: Scalar::U32,
+            });
+        };
+        for (k, i) in subs {
+            let d = self.lit(Literal::Int {
+                bits: u64::from(dims[k]),
+                ty: Scalar::U32,
+            });
+            let m = self.binary(BinaryOp::Mul, acc, d);
+            acc = self.binary(BinaryOp::Add, m, i);
+        }
+        acc
+    }
+
     /// A constant expression (array lengths, attribute arguments, `requires`).
     pub fn const_expr(&mut self, e: ConstExpr) -> Handle<ConstExpr> {
         self.func.consts.append(e)
@@ -561,6 +589,15 @@ impl FunctionBuilder {
     /// with a vector condition).
     pub fn select(&mut self, cond: Value, accept: Value, reject: Value) -> Value {
         self.expr(Expr::Select {
+            cond: cond.0,
+            accept: accept.0,
+            reject: reject.0,
+        })
+    }
+
+    /// `if cond { accept } else { reject }`: only the arm `cond` picks is evaluated.
+    pub fn if_else(&mut self, cond: Value, accept: Value, reject: Value) -> Value {
+        self.expr(Expr::IfElse {
             cond: cond.0,
             accept: accept.0,
             reject: reject.0,
@@ -933,6 +970,38 @@ impl FunctionBuilder {
         };
         self.looped(label, kind, |b| body(b, var));
         var
+    }
+
+    /// `'label: for name: ty = init; cond; name = update { body }`; `header` builds the
+    /// condition and the update from the variable, and the body gets it too.
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_cond(
+        &mut self,
+        label: Option<&str>,
+        name: &str,
+        ty: Type,
+        init: Value,
+        header: impl FnOnce(&mut Self, Handle<Local>) -> (Value, Value),
+        body: impl FnOnce(&mut Self, Handle<Local>),
+    ) -> Handle<Local> {
+        let var = self.local(name, ty);
+        let (cond, update) = header(self, var);
+        let kind = LoopKind::Cond {
+            var,
+            init: init.0,
+            cond: cond.0,
+            update: update.0,
+        };
+        self.looped(label, kind, |b| body(b, var));
+        var
+    }
+
+    /// `{ body }`: a bare scope.
+    pub fn scope(&mut self, body: impl FnOnce(&mut Self)) {
+        let span = self.span;
+        let block = self.nested(body);
+        self.span = span;
+        self.stmt(StmtKind::Block(block));
     }
 
     fn looped(&mut self, label: Option<&str>, kind: LoopKind, body: impl FnOnce(&mut Self)) {

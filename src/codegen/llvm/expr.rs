@@ -91,6 +91,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let r = self.value(*reject)?;
                 self.select(c, a, r)?
             }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => self.if_else(*cond, *accept, *reject)?,
             Expr::Compose {
                 scalar,
                 lanes,
@@ -440,6 +445,44 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         // By zero: quotient 0, remainder the dividend.
         let by_zero = if div { zero } else { a };
         self.select(is_zero, by_zero, q)
+    }
+
+    /// `if cond { accept } else { reject }`: a branch and a phi, only the taken arm
+    /// evaluated; lanes reconverge at the merge like an `if` statement's.
+    pub(super) fn if_else(
+        &mut self,
+        cond: ExprId,
+        accept: ExprId,
+        reject: ExprId,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        let ctx = self.cx.context;
+        let c = self.value(cond)?.into_int_value();
+        let sync = self.converge_begin()?;
+        let then_bb = ctx.append_basic_block(self.llfn, "ifx.then");
+        let else_bb = ctx.append_basic_block(self.llfn, "ifx.else");
+        let merge = ctx.append_basic_block(self.llfn, "ifx.end");
+        self.b().build_conditional_branch(c, then_bb, else_bb)?;
+        self.enter_sync(sync, merge);
+        self.b().position_at_end(then_bb);
+        let a = self.value(accept);
+        let a_end = self.b().get_insert_block().expect("positioned");
+        if a.is_ok() {
+            self.b().build_unconditional_branch(merge)?;
+        }
+        self.b().position_at_end(else_bb);
+        let r = self.value(reject);
+        let r_end = self.b().get_insert_block().expect("positioned");
+        if r.is_ok() {
+            self.b().build_unconditional_branch(merge)?;
+        }
+        self.leave_sync(sync);
+        let (a, r) = (a?, r?);
+        self.b().position_at_end(merge);
+        let phi = self.b().build_phi(a.get_type(), "")?;
+        phi.add_incoming(&[(&a, a_end), (&r, r_end)]);
+        let v = phi.as_basic_value();
+        self.converge_end(sync)?;
+        Ok(v)
     }
 
     pub(super) fn short_circuit(

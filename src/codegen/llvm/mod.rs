@@ -934,6 +934,7 @@ fn escapes(stmts: &[Stmt], inner: &mut Vec<Option<String>>, returns_escape: bool
             inner.pop();
             e
         }
+        StmtKind::Block(b) => escapes(b, inner, returns_escape),
         _ => false,
     })
 }

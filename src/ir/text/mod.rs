@@ -66,6 +66,11 @@ pub mod codes {
     /// `atomic_load`/`atomic_store` with the wrong number of arguments, or a last argument
     /// that is not a memory order (issue #23).
     pub const ATOMIC_ORDER: &str = "XPU-P020";
+    /// The update of a `for var = init; cond; update` loop assigns something other than `var`.
+    pub const FOR_UPDATE: &str = "XPU-P030";
+    /// A multi-dimensional array with a length that is not an integer literal, or indexed
+    /// with fewer subscripts than it has dimensions.
+    pub const DIMS: &str = "XPU-P031";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.

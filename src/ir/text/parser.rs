@@ -683,6 +683,7 @@ impl Parser {
                 }
             }
             Tok::Kw("if") => return self.if_stmt(),
+            Tok::Punct("{") => StmtKind::Block(self.block()?),
             Tok::Label(l) => {
                 self.bump();
                 self.expect(":")?;
@@ -783,6 +784,39 @@ impl Parser {
         })
     }
 
+    /// `if c { a } else { b }` in an expression; `else if` chains.
+    fn if_expr(&mut self) -> PResult<Expr> {
+        let span = self.expect_kw("if")?;
+        self.enter()?;
+        let r = self.if_expr_rest(span);
+        self.leave();
+        r
+    }
+
+    fn if_expr_rest(&mut self, span: Span) -> PResult<Expr> {
+        let cond = self.expr()?;
+        self.expect("{")?;
+        let accept = self.expr()?;
+        self.expect("}")?;
+        if !self.eat_kw("else") {
+            self.expected("`else`: an `if` expression has two arms");
+            return Err(());
+        }
+        let reject = if self.at_kw("if") {
+            self.if_expr()?
+        } else {
+            self.expect("{")?;
+            let r = self.expr()?;
+            self.expect("}")?;
+            r
+        };
+        let e = Expr::new(
+            ExprKind::IfElse(Box::new(cond), Box::new(accept), Box::new(reject)),
+            span,
+        );
+        self.check_depth(e)
+    }
+
     fn loop_stmt(&mut self, label: Option<(String, Span)>, span: Span) -> PResult<Stmt> {
         let kind = if self.eat_kw("loop") {
             LoopKind::Infinite
@@ -795,6 +829,41 @@ impl Parser {
             } else {
                 None
             };
+            if self.eat("=") {
+                let init = self.expr()?;
+                self.expect(";")?;
+                let cond = self.expr()?;
+                self.expect(";")?;
+                let update_place = self.expr()?;
+                let update_op = match self.tok() {
+                    Tok::Punct("=") => None,
+                    Tok::Punct(p) if compound_op(p).is_some() => compound_op(p),
+                    _ => {
+                        self.expected("an assignment to the loop variable (`i = ...`, `i >>= 1`)");
+                        return Err(());
+                    }
+                };
+                self.bump();
+                let update_value = self.expr()?;
+                let body = self.block()?;
+                return Ok(Stmt {
+                    kind: StmtKind::Loop {
+                        label,
+                        kind: LoopKind::Cond {
+                            var,
+                            var_span,
+                            ty,
+                            init,
+                            cond,
+                            update_place,
+                            update_op,
+                            update_value,
+                        },
+                        body,
+                    },
+                    span,
+                });
+            }
             self.expect_kw("in")?;
             let start = self.expr()?;
             self.expect("..")?;
@@ -1066,6 +1135,7 @@ impl Parser {
                 self.expect(")")?;
                 Ok(e)
             }
+            Tok::Kw("if") => self.if_expr(),
             Tok::Ident(name) => {
                 self.bump();
                 if self.eat("::") {
