@@ -2604,6 +2604,26 @@ kernel k(y: buf<f32, rw>, x: buf<f32>, n: u32) {
         let _ = Backend::Cpu;
     }
 
+    /// `xpu bench cpu --json`'s report: every kernel measured, and its JSON reads back.
+    #[test]
+    fn the_cpu_bench_report_parses_back_from_json() {
+        let report = xpu::bench::suite::cpu(xpu::bench::suite::Sizes::quick()).unwrap();
+        let kernels: Vec<&str> = report.entries.iter().map(|e| e.kernel.as_str()).collect();
+        assert_eq!(
+            kernels,
+            ["triad", "saxpy", "sgemm", "wave_reduce", "mandelbrot"]
+        );
+        assert!(report.entries.iter().all(|e| e.value > 0.0), "{report:?}");
+        let json = serde_json::to_string_pretty(&vec![report.clone()]).unwrap();
+        let back: Vec<xpu::bench::suite::DeviceReport> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, vec![report]);
+        let path = std::env::temp_dir().join(format!("xpu-roofline-{}.svg", std::process::id()));
+        xpu::bench::suite::plot(&back, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("triad"), "{svg}");
+        let _ = std::fs::remove_file(&path);
+    }
+
     /// Resident memory in bytes (`/proc/self/statm`), where the OS reports it.
     fn rss() -> Option<u64> {
         let text = std::fs::read_to_string("/proc/self/statm").ok()?;
