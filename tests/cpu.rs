@@ -2561,7 +2561,8 @@ kernel k(y: buf<f32, rw>, x: buf<f32>, n: u32) {
             assert_eq!(program.lowerings(), Some(0), "kernel() compiles nothing");
             assert_eq!(kernel.manifest().code_bytes, None);
             assert_eq!(cpu.code_memory(), Some(0));
-            let n = block.iter().product::<u32>();
+            // The kernel indexes by global_id.x: a block's x extent of elements.
+            let n = block[0];
             let mut y = cpu.upload(&vec![0f32; n as usize]).unwrap();
             let x = cpu.upload(&vec![2f32; n as usize]).unwrap();
             kernel
