@@ -26,6 +26,7 @@
 //! | `XPU_HIP_ARCH` | a `gfx` name | the device's | HIP |
 //! | `XPU_LLD` | a file | `ld.lld-19`, `ld.lld` on `PATH` | AMDGPU code objects |
 //! | `XPU_PTXAS` | a file, or `off` | the `nvidia-cuda-nvcc` wheel, `PATH` | PTX footprints |
+//! | `CC` | a C compiler | `gcc` | `xpu bench cpu` (its C + OpenMP peers) |
 //! | `XPU_SHOW_PTX` | `0`, `1` | `0` | LLVM unit tests |
 //! | `CAJETA_XPU_RECORD` | a folder | none | launch records (`record`) |
 //! | `CAJETA_XPU_RECORD_BUDGET` | bytes, with `K`/`M`/`G` (binary) | `1G` | launch records |
@@ -129,6 +130,8 @@ pub struct Config {
     pub cache_dir: Option<PathBuf>,
     /// `XPU_CACHE_MAX_MB` in bytes: the disk cache's size cap.
     pub cache_max_bytes: Setting<u64>,
+    /// `CC`: the C compiler of the benchmarks' C peers (`None`: `gcc`).
+    pub cc: Option<String>,
     /// `XPU_HIP_LIB`.
     pub hip_lib: Setting<Option<String>>,
     /// `XPU_HIP_ARCH`.
@@ -252,6 +255,9 @@ impl Config {
             vk_pipeline_stats: flag("XPU_VK_PIPELINE_STATS", false),
             vk_trace: flag("XPU_VK_TRACE", false),
             cache_dir,
+            cc: lookup("CC")
+                .and_then(|c| c.into_string().ok())
+                .filter(|c| !c.is_empty()),
             cache_max_bytes: text("XPU_CACHE_MAX_MB").and_then(|v| match v {
                 None => Ok(1024 << 20),
                 Some(s) => s

@@ -167,10 +167,25 @@ fn kernels_on(
     Ok(out)
 }
 
-/// Measures both benchmarks on the Vulkan device (and on CUDA when present).
-pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, Vec<Row>), String> {
+/// The elements a one-dimensional launch of `block`-wide workgroups covers on `device` at
+/// most: `elems`, or fewer where the device's grid is smaller (lavapipe allows 65,535
+/// workgroups per dimension: 256M floats in blocks of 256 would need 2^20).
+pub fn fit_elems(device: &Device, elems: usize, block: u32) -> usize {
+    let max_groups = device
+        .facts()
+        .max_grid_dims
+        .map_or(u32::MAX, |d| d[0])
+        .max(1) as usize;
+    elems.min(max_groups * block.max(1) as usize)
+}
+
+/// Measures both benchmarks on the Vulkan device (and on CUDA when present), at `elems` or
+/// the most the Vulkan device's grid covers ([`fit_elems`]); the elements measured are
+/// returned beside the rows.
+pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, usize, Vec<Row>), String> {
     let vk = Device::open(Backend::Vulkan).map_err(|e| e.to_string())?;
     let name = vk.facts().name.clone().unwrap_or_else(|| "unnamed".into());
+    let elems = fit_elems(&vk, elems, block);
     let v = kernels_on(&vk, elems, block, reps)?;
     drop(vk);
     let cuda = match Device::open(Backend::Cuda) {
@@ -187,6 +202,7 @@ pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, Vec<Row
     let pick = |t: &Times| if on_device { t.best() } else { t.host };
     Ok((
         name,
+        elems,
         (0..NAMES.len())
             .map(|i| Row {
                 name: NAMES[i].0,
@@ -236,11 +252,18 @@ pub fn json(name: &str, elems: usize, block: u32, reps: usize, rows: &[Row]) -> 
 /// when no Vulkan device runs it.
 pub fn run(elems: usize, block: u32, reps: usize, json_out: bool) -> std::process::ExitCode {
     match measure(elems, block, reps) {
-        Ok((name, rows)) if json_out => {
-            println!("{}", json(&name, elems, block, reps, &rows));
+        Ok((name, measured, rows)) if json_out => {
+            println!("{}", json(&name, measured, block, reps, &rows));
             std::process::ExitCode::SUCCESS
         }
-        Ok((name, rows)) => {
+        Ok((name, measured, rows)) => {
+            if measured < elems {
+                println!(
+                    "{elems} floats need more workgroups than the device's grid allows: \
+                     measured at {measured}"
+                );
+            }
+            let elems = measured;
             let how = if rows.iter().all(|r| r.timed_on_device) {
                 "device-timed (timestamp queries / CUDA events)"
             } else {

@@ -1,3 +1,7 @@
+//! `xpu bench [cpu|vulkan|cuda|all]`: the CPU and Vulkan suites with their peers, the ratio
+//! table, `--json` and the `--plot` roofline are [`crate::bench::suite`]; `xpu bench
+//! first-result` is [`crate::bench::first`].
+//!
 //! `xpu bench cuda`: GPU benchmarks runnable from the stripped `xpu` binary alone (the GPU
 //! machine has no Rust). Each figure is a median of timed rounds on device events, printed
 //! beside a peer measured in the same run:
@@ -20,7 +24,9 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// The backend to benchmark (`cuda`).
+    /// What to benchmark: `cpu`, `vulkan`, `cuda`, `all` (every backend present), or
+    /// `first-result` (the time from IR to a first result).
+    #[arg(default_value = "all")]
     pub backend: String,
     /// Elements of the streaming benchmarks.
     #[arg(long, default_value_t = 256 << 20)]
@@ -40,6 +46,23 @@ pub struct BenchArgs {
     /// Only the launch-cost and deferred-stream rows (no streaming kernels, no sgemm).
     #[arg(long)]
     pub launch_only: bool,
+    /// Draw each kernel on its device's roofline into this SVG file (`cpu`, `vulkan`, `all`).
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
+    /// Small sizes (`cpu`, `vulkan`, `all`): a quick check that every figure is measured.
+    #[arg(long)]
+    pub quick: bool,
+    /// `first-result`: the backends measured (comma-separated; default interp,cpu and cuda
+    /// where this binary has it).
+    #[arg(long, value_delimiter = ',')]
+    pub on: Vec<String>,
+    /// `first-result`: distinct kernels measured.
+    #[arg(long, default_value_t = 200)]
+    pub kernels: usize,
+    /// `first-result`: the first kernel's constant (another offset gives other kernels, so a
+    /// warm disk cache can be told from a cold one).
+    #[arg(long, default_value_t = 0)]
+    pub offset: u32,
 }
 
 /// The kernels beside the shared streaming ones (`bench_data::STREAMING_KERNELS`), in the
@@ -95,12 +118,63 @@ fn kernels_source() -> String {
 }
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
-    if args.backend == "vulkan" {
+    if args.backend == "first-result" {
+        let names: Vec<String> = if args.on.is_empty() {
+            let mut v = vec!["interp".to_string(), "cpu".to_string()];
+            if cfg!(feature = "cuda") {
+                v.push("cuda".into());
+            }
+            v
+        } else {
+            args.on.clone()
+        };
+        let mut backends = Vec::new();
+        for n in &names {
+            match crate::hal::Backend::from_name(n) {
+                Some(b) => backends.push(b),
+                None => {
+                    eprintln!("xpu bench first-result: unknown backend `{n}`");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        return crate::bench::first::run(&backends, args.kernels, args.offset, args.json);
+    }
+    // `xpu bench vulkan [--json]` alone is the Vulkan table (docs/json.md); a plot, the
+    // quick sizes or JSON of the other backends go through the suite.
+    let suite = args.plot.is_some() || args.quick || (args.json && args.backend != "vulkan");
+    if args.backend == "vulkan" && !suite {
         return crate::bench::vulkan::run(args.elems, args.block, args.reps, args.json);
+    }
+    if matches!(args.backend.as_str(), "cpu" | "vulkan" | "all") {
+        let sizes = if args.quick {
+            crate::bench::suite::Sizes::quick()
+        } else {
+            crate::bench::suite::Sizes {
+                // The CPU's default: 64M floats per array (256M is the GPUs').
+                elems: if args.backend == "cpu" {
+                    args.elems.min(64 << 20)
+                } else {
+                    args.elems
+                },
+                gemm: args.gemm.min(1024),
+                image: 2048,
+                block: args.block,
+                reps: args.reps.min(5),
+            }
+        };
+        let code = crate::bench::suite::run(&args.backend, sizes, args.json, args.plot.as_deref());
+        if args.backend == "all"
+            && cfg!(feature = "cuda")
+            && crate::runtime::device::Device::open(crate::hal::Backend::Cuda).is_ok()
+        {
+            return imp::run(args);
+        }
+        return code;
     }
     if args.backend != "cuda" {
         eprintln!(
-            "xpu bench: only `cuda` is benchmarked here (got `{}`)",
+            "xpu bench: `{}` is not one of cpu, vulkan, cuda, all, first-result",
             args.backend
         );
         return ExitCode::from(2);

@@ -47,7 +47,8 @@ enum Command {
     Fmt { file: PathBuf },
     /// Execute the run blocks of kernel files and compare with their expectations.
     Run(run::RunArgs),
-    /// GPU benchmarks against peers measured in the same run (`xpu bench cuda`).
+    /// Benchmarks against the peers that are the limit, measured in the same run (`xpu bench
+    /// cpu|vulkan|cuda|all [--json] [--plot FILE.svg]`, `xpu bench first-result`).
     Bench(bench::BenchArgs),
     /// Lower files' kernels for the declared backends and apply the build gates
     /// (`--backends cpu,cuda,amdgpu,vulkan`), or report one backend's footprint (`--backend`).
