@@ -48,6 +48,7 @@ impl KernelSubmission {
         }
     }
 
+    /// The scheduling policy (recorded; the launch runs immediately).
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
         self
@@ -65,18 +66,22 @@ impl KernelSubmission {
         self
     }
 
+    /// The stream the launch goes on.
     pub fn stream(&self) -> &KernelStream {
         &self.stream
     }
 
+    /// The policy given.
     pub fn policy_of(&self) -> Policy {
         self.policy
     }
 
+    /// The deadline window given, if any.
     pub fn deadline_of(&self) -> Option<Duration> {
         self.deadline
     }
 
+    /// The budget given, if any.
     pub fn budget_of(&self) -> Option<Duration> {
         self.budget
     }
@@ -85,9 +90,13 @@ impl KernelSubmission {
 /// One submission as the scheduler recorded it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Submitted {
+    /// The kernel launched.
     pub kernel: String,
+    /// Its policy.
     pub policy: Policy,
+    /// Its deadline window.
     pub deadline: Option<Duration>,
+    /// Its budget.
     pub budget: Option<Duration>,
 }
 
