@@ -32,6 +32,7 @@
 //! | `CAJETA_XPU_CONFORMANCE` | a folder | none | record, then replay at exit |
 //! | `CAJETA_PROFILER` | `0`, `1` | `0` | the profiler (`profile`) |
 //! | `CAJETA_PROFILER_OUT` | a file | `xpu-trace.json` | the profiler's trace |
+//! | `XPU_CUPTI` | a file | searched | the profiler's CUPTI library (`backend::cupti`) |
 
 use std::ffi::OsString;
 use std::fmt;
@@ -150,6 +151,8 @@ pub struct Config {
     pub profiler: Setting<bool>,
     /// `CAJETA_PROFILER_OUT`: where the trace goes.
     pub profiler_out: PathBuf,
+    /// `XPU_CUPTI`: the CUPTI library the profiler loads on CUDA (searched when unset).
+    pub cupti: Option<PathBuf>,
 }
 
 /// The default of `CAJETA_XPU_RECORD_BUDGET`: 1 GiB.
@@ -276,6 +279,7 @@ impl Config {
             conformance: path("CAJETA_XPU_CONFORMANCE"),
             profiler: flag("CAJETA_PROFILER", false),
             profiler_out: path("CAJETA_PROFILER_OUT").unwrap_or_else(|| "xpu-trace.json".into()),
+            cupti: path("XPU_CUPTI"),
         }
     }
 }
