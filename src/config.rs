@@ -30,6 +30,7 @@
 //! | `CAJETA_XPU_RECORD` | a folder | none | launch records (`record`) |
 //! | `CAJETA_XPU_RECORD_BUDGET` | bytes, with `K`/`M`/`G` (binary) | `1G` | launch records |
 //! | `CAJETA_XPU_CONFORMANCE` | a folder | none | record, then replay at exit |
+//! | `CAJETA_XPU_DEFER` | `0`, `all` | unset: `KernelStream::set_deferred` decides | CUDA streams (`docs/deferred-streams.md`) |
 //! | `CAJETA_PROFILER` | `0`, `1` | `0` | the profiler (`profile`) |
 //! | `CAJETA_PROFILER_OUT` | a file | `xpu-trace.json` | the profiler's trace |
 //! | `XPU_CUPTI` | a file | searched | the profiler's CUPTI library (`backend::cupti`) |
@@ -149,6 +150,8 @@ pub struct Config {
     pub conformance: Option<PathBuf>,
     /// `CAJETA_PROFILER`: capture spans for a trace.
     pub profiler: Setting<bool>,
+    /// `CAJETA_XPU_DEFER`: whether streams defer their launches (contract §2.4).
+    pub defer: Setting<DeferSetting>,
     /// `CAJETA_PROFILER_OUT`: where the trace goes.
     pub profiler_out: PathBuf,
     /// `XPU_CUPTI`: the CUPTI library the profiler loads on CUDA (searched when unset).
@@ -278,9 +281,35 @@ impl Config {
             }),
             conformance: path("CAJETA_XPU_CONFORMANCE"),
             profiler: flag("CAJETA_PROFILER", false),
+            defer: text("CAJETA_XPU_DEFER").and_then(|v| parse_defer(v.as_deref())),
             profiler_out: path("CAJETA_PROFILER_OUT").unwrap_or_else(|| "xpu-trace.json".into()),
             cupti: path("XPU_CUPTI"),
         }
+    }
+}
+
+/// `CAJETA_XPU_DEFER` (contract §2.4, deferred streams).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeferSetting {
+    /// Unset: each stream defers once `KernelStream::set_deferred(true)` asks.
+    ByStream,
+    /// `0`: no stream ever defers (`set_deferred(true)` is ignored).
+    Never,
+    /// `all`: every stream defers from its first launch.
+    All,
+}
+
+/// `0`, `all`, or unset.
+pub fn parse_defer(value: Option<&str>) -> Setting<DeferSetting> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(DeferSetting::ByStream),
+        Some("0") => Ok(DeferSetting::Never),
+        Some("all") => Ok(DeferSetting::All),
+        Some(other) => Err(BadValue {
+            var: "CAJETA_XPU_DEFER",
+            value: other.to_string(),
+            expected: "one of 0, all",
+        }),
     }
 }
 

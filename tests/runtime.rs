@@ -5,6 +5,9 @@
 //! statuses and backend selection, through the binary.
 
 use std::process::Command;
+
+#[path = "runtime/defer.rs"]
+mod defer;
 use std::sync::Arc;
 use xpu::backend::interp::InterpDevice;
 use xpu::hal::launch::{codes, Launch};

@@ -2,4 +2,6 @@
 //! and the CUDA backend ([`vulkan`]), and the data they share ([`data`]).
 
 pub mod data;
+#[cfg(feature = "cuda")]
+pub mod defer;
 pub mod vulkan;

@@ -202,9 +202,44 @@ pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, Vec<Row
     ))
 }
 
-/// `xpu bench vulkan`: prints the table; exit 0, or 2 when no Vulkan device runs it.
-pub fn run(elems: usize, block: u32, reps: usize) -> std::process::ExitCode {
+/// The measurements as one JSON object (docs/json.md): `backend`, `device`, `elems`,
+/// `block`, `reps`, and `rows`, each with the fields of [`Row`] (`cuda_ms` null when absent)
+/// and `gbps` (GB/s of `vulkan_ms`).
+pub fn json(name: &str, elems: usize, block: u32, reps: usize, rows: &[Row]) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "name": r.name,
+                "bytes": r.bytes,
+                "vulkan_ms": r.vulkan_ms,
+                "vulkan_host_ms": r.vulkan_host_ms,
+                "vulkan_cold_ms": r.vulkan_cold_ms,
+                "copy_ms": r.copy_ms,
+                "cuda_ms": r.cuda_ms,
+                "timed_on_device": r.timed_on_device,
+                "gbps": r.bytes / (r.vulkan_ms * 1e6),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "backend": "vulkan",
+        "device": name,
+        "elems": elems,
+        "block": block,
+        "reps": reps,
+        "rows": rows,
+    })
+}
+
+/// `xpu bench vulkan`: prints the table (or, with `json`, [`json`]'s object); exit 0, or 2
+/// when no Vulkan device runs it.
+pub fn run(elems: usize, block: u32, reps: usize, json_out: bool) -> std::process::ExitCode {
     match measure(elems, block, reps) {
+        Ok((name, rows)) if json_out => {
+            println!("{}", json(&name, elems, block, reps, &rows));
+            std::process::ExitCode::SUCCESS
+        }
         Ok((name, rows)) => {
             let how = if rows.iter().all(|r| r.timed_on_device) {
                 "device-timed (timestamp queries / CUDA events)"
@@ -250,6 +285,12 @@ pub fn run(elems: usize, block: u32, reps: usize) -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
+            if json_out {
+                println!(
+                    "{}",
+                    serde_json::json!({"backend": "vulkan", "error": e.to_string()})
+                );
+            }
             eprintln!("xpu bench vulkan: {e}");
             std::process::ExitCode::from(2)
         }

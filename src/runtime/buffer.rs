@@ -32,6 +32,7 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
 /// # Safety
 /// As for [`Element`].
 pub unsafe trait ScalarElement: Element {
+    /// The element type as the IR names it.
     const SCALAR: Scalar;
 }
 
@@ -126,6 +127,7 @@ impl RawBuffer {
         })
     }
 
+    /// The device the buffer lives on.
     pub fn device(&self) -> &Device {
         &self.device
     }
@@ -140,6 +142,7 @@ impl RawBuffer {
         self.offset
     }
 
+    /// The view's length in bytes.
     pub fn byte_len(&self) -> usize {
         self.len
     }
@@ -286,6 +289,19 @@ impl<T: Element> PendingDownload<T> {
 }
 
 /// A typed device buffer of `T` elements (contract §2.2's `KernelBuffer<T>`).
+///
+/// ```
+/// use xpu::{Backend, Device, KernelBuffer};
+///
+/// let device = Device::open(Backend::Interp).unwrap();
+/// let mut b = KernelBuffer::from_slice(&device, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+/// assert_eq!(b.len(), 4);
+/// b.upload(&[5.0, 6.0, 7.0, 8.0]).unwrap();
+/// // A slice is a view of the same memory; a view reinterprets the bytes.
+/// let tail = b.slice(2..).unwrap();
+/// assert_eq!(tail.download().unwrap(), vec![7.0, 8.0]);
+/// assert_eq!(b.word_view().unwrap().download().unwrap()[0], 5.0f32.to_bits());
+/// ```
 pub struct KernelBuffer<T: Element> {
     raw: RawBuffer,
     _elem: PhantomData<T>,
@@ -359,10 +375,12 @@ impl<T: Element> KernelBuffer<T> {
         self.raw.len / std::mem::size_of::<T>()
     }
 
+    /// Whether the buffer has no elements.
     pub fn is_empty(&self) -> bool {
         self.raw.len == 0
     }
 
+    /// The buffer's length in bytes.
     pub fn byte_len(&self) -> usize {
         self.raw.len
     }
@@ -372,10 +390,12 @@ impl<T: Element> KernelBuffer<T> {
         self.raw.offset
     }
 
+    /// The device the buffer lives on.
     pub fn device(&self) -> &Device {
         &self.raw.device
     }
 
+    /// The untyped view of the same memory.
     pub fn raw(&self) -> &RawBuffer {
         &self.raw
     }

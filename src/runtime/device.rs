@@ -3,7 +3,7 @@
 //! [`Kernel`]; a launch checks, picks the kernel's variant and hands it to the backend).
 //!
 //! This is the one file that names every backend: adding one is a folder under
-//! `src/backend/` implementing the `hal` seam and an arm in [`open_backend`].
+//! `src/backend/` implementing the `hal` seam and an arm in `open_backend`.
 
 #[cfg(feature = "cuda")]
 use crate::backend::cuda;
@@ -40,6 +40,17 @@ type LoadedProgram = (
 
 /// A handle to one backend's device: `Send + Sync`, cheap to clone; clones are the same
 /// device.
+///
+/// ```
+/// use xpu::{Backend, Device};
+///
+/// // The interpreter is always present; `Device::current()` picks the best device here.
+/// let device = Device::open(Backend::Interp).unwrap();
+/// assert_eq!(device.backend(), Backend::Interp);
+/// assert!(Device::available().contains(&Backend::Interp));
+/// let buffer = device.upload(&[1u32, 2, 3]).unwrap();
+/// assert_eq!(buffer.download().unwrap(), vec![1, 2, 3]);
+/// ```
 #[derive(Clone)]
 pub struct Device {
     inner: Arc<DeviceInner>,
@@ -119,6 +130,14 @@ impl Device {
         Ok(device)
     }
 
+    /// A fresh interpreter device (not the shared one [`Device::open`] gives) whose every
+    /// launch starts from `options`: races allowed by buffer or shared-array name, a shuffle
+    /// seed, a step budget, a wave width, checks off. A launch's own
+    /// [`Launch::interp`](crate::hal::launch::Launch::interp) and wave win.
+    pub fn interp_with(options: crate::interp::Options) -> Device {
+        Device::from_impl(Arc::new(interp::InterpDevice::with_options(options)))
+    }
+
     /// Every backend compiled into this build and present on this machine, in selection order
     /// followed by the interpreter.
     pub fn available() -> Vec<Backend> {
@@ -163,10 +182,12 @@ impl Device {
         CURRENT.get_or_init(select).backend()
     }
 
+    /// The backend this device belongs to.
     pub fn backend(&self) -> Backend {
         self.inner.imp.backend()
     }
 
+    /// What the device reports about itself: geometry, limits, features (contract §5.2).
     pub fn facts(&self) -> &DeviceFacts {
         self.inner.imp.facts()
     }
@@ -400,6 +421,7 @@ fn default_device() -> Device {
 
 /// What [`Device::load`] accepts: a verified module, owned or shared.
 pub trait IntoSharedModule {
+    /// The module behind a shared handle (no copy when it already is one).
     fn into_shared(self) -> Arc<VerifiedModule>;
 }
 impl IntoSharedModule for Arc<VerifiedModule> {
@@ -430,6 +452,19 @@ struct CoarseVariants {
 }
 
 /// A verified module loaded on a device.
+///
+/// ```
+/// use xpu::{Backend, Device};
+///
+/// let module = xpu::ir::parse("kernel zero(a: buf<u32, rw>) { a[global_id.x] = 0; }")
+///     .unwrap()
+///     .verify()
+///     .unwrap();
+/// let program = Device::open(Backend::Interp).unwrap().load(module).unwrap();
+/// assert!(program.kernel("zero").is_ok());
+/// // A name the module does not define is refused with a coded error.
+/// assert_eq!(program.kernel("nope").unwrap_err().code(), "XPU-L001");
+/// ```
 #[derive(Clone)]
 pub struct Program {
     device: Device,
@@ -441,10 +476,12 @@ pub struct Program {
 }
 
 impl Program {
+    /// The device the program is loaded on.
     pub fn device(&self) -> &Device {
         &self.device
     }
 
+    /// The verified module the program was loaded from.
     pub fn module(&self) -> &Arc<VerifiedModule> {
         &self.module
     }
@@ -569,6 +606,28 @@ impl Program {
 }
 
 /// One kernel of a [`Program`], ready to launch.
+///
+/// ```
+/// use xpu::{args, Backend, Device, KernelStream, Launch};
+///
+/// let module = xpu::ir::parse("kernel fill(a: buf<u32, rw>, v: u32) { a[global_id.x] = v; }")
+///     .unwrap()
+///     .verify()
+///     .unwrap();
+/// let device = Device::open(Backend::Interp).unwrap();
+/// let kernel = device.load(module).unwrap().kernel("fill").unwrap();
+/// assert_eq!(kernel.name(), "fill");
+/// let mut a = device.alloc::<u32>(8).unwrap();
+/// let stream = KernelStream::current(&device);
+/// kernel
+///     .launch(&stream, Launch::grid(2).block(4), args![&mut a, 7u32])
+///     .unwrap();
+/// stream.sync().unwrap();
+/// assert_eq!(a.download().unwrap(), vec![7; 8]);
+/// // A wrong argument list is refused before anything runs.
+/// let e = kernel.launch(&stream, Launch::grid(1).block(1), args![&mut a]).unwrap_err();
+/// assert_eq!(e.code(), "XPU-L002");
+/// ```
 #[derive(Clone)]
 pub struct Kernel {
     name: String,
@@ -592,10 +651,12 @@ impl fmt::Debug for Program {
 }
 
 impl Kernel {
+    /// The kernel's name in its module.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// What the backend built for the kernel: registers, shared memory, waves, code hash.
     pub fn manifest(&self) -> &KernelManifest {
         self.imp.manifest()
     }
@@ -612,6 +673,7 @@ impl Kernel {
         self.program.module.function(self.handle)
     }
 
+    /// The program the kernel belongs to.
     pub fn program(&self) -> &Program {
         &self.program
     }

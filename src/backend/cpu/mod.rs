@@ -228,7 +228,7 @@ fn spec_block(block: [u32; 3]) -> [u32; 3] {
 
 /// The block a kernel's first code is built at, and whether its waves are all full: its
 /// pinned block (`@block`, contract §3.4: the work-item loop runs a constant trip count), else
-/// [`PROBE_BLOCK`].
+/// `PROBE_BLOCK`.
 pub fn probe_block(kernel: &Function, wave: u32) -> ([u32; 3], bool) {
     match kernel.attrs.block {
         Some((b, _)) => (b, b.iter().product::<u32>() % wave.max(1) == 0),

@@ -1164,6 +1164,9 @@ impl Parser {
             wave: None,
             ulps: 0,
             deadline: None,
+            allow_races: false,
+            shuffle_seed: None,
+            max_steps: None,
             args: Vec::new(),
             expects: Vec::new(),
             span,
@@ -1200,6 +1203,9 @@ impl Parser {
                 "wave" => "wave",
                 "ulps" => "ulps",
                 "deadline" => "deadline",
+                "allow_races" => "allow_races",
+                "shuffle" => "shuffle",
+                "max_steps" => "max_steps",
                 "arg" => "arg",
                 _ => "",
             },
@@ -1207,7 +1213,7 @@ impl Parser {
         };
         if key.is_empty() {
             self.expected(
-                "`grid`, `block`, `shared`, `wave`, `ulps`, `deadline`, `arg` or `expect`",
+                "`grid`, `block`, `shared`, `wave`, `ulps`, `deadline`, `allow_races`, `shuffle`, `max_steps`, `arg` or `expect`",
             );
             return Err(());
         }
@@ -1282,6 +1288,11 @@ impl Parser {
             return Err(());
         }
         seen.push(key);
+        if key == "allow_races" {
+            spec.allow_races = true;
+            self.expect(";")?;
+            return Ok(());
+        }
         self.expect("=")?;
         match key {
             "grid" | "block" => {
@@ -1313,6 +1324,26 @@ impl Parser {
             }
             "shared" => spec.shared_bytes = self.u32_lit("a byte count")?.0,
             "wave" => spec.wave = Some(self.u32_lit("a wave width")?.0),
+            "shuffle" | "max_steps" => {
+                let vspan = self.span();
+                let v = match self.value()? {
+                    Value::Int(i) => u64::try_from(i).ok(),
+                    _ => None,
+                };
+                let Some(v) = v else {
+                    self.error(
+                        codes::RUN,
+                        vspan,
+                        format!("`{key}` takes an integer from 0 to 2^64 - 1"),
+                    );
+                    return Err(());
+                };
+                if key == "shuffle" {
+                    spec.shuffle_seed = Some(v);
+                } else {
+                    spec.max_steps = Some(v);
+                }
+            }
             "deadline" => {
                 let vspan = self.span();
                 let secs = match self.value()? {

@@ -183,6 +183,15 @@ fn run_block(out: &mut String, r: &RunSpec) {
             crate::deadline::format_seconds(d)
         );
     }
+    if r.allow_races {
+        out.push_str("    allow_races;\n");
+    }
+    if let Some(s) = r.shuffle_seed {
+        let _ = writeln!(out, "    shuffle = {s};");
+    }
+    if let Some(s) = r.max_steps {
+        let _ = writeln!(out, "    max_steps = {s};");
+    }
     for a in &r.args {
         let _ = writeln!(out, "    arg {} = {};", a.name, init(&a.init));
     }
