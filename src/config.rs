@@ -34,6 +34,7 @@
 //! | `CAJETA_XPU_DEFER` | `0`, `all` | unset: `KernelStream::set_deferred` decides | CUDA streams (`docs/deferred-streams.md`) |
 //! | `CAJETA_PROFILER` | `0`, `1` | `0` | the profiler (`profile`) |
 //! | `CAJETA_PROFILER_OUT` | a file | `xpu-trace.json` | the profiler's trace |
+//! | `XPU_CUPTI` | a file | searched | the profiler's CUPTI library (`backend::cupti`) |
 
 use std::ffi::OsString;
 use std::fmt;
@@ -156,6 +157,8 @@ pub struct Config {
     pub defer: Setting<DeferSetting>,
     /// `CAJETA_PROFILER_OUT`: where the trace goes.
     pub profiler_out: PathBuf,
+    /// `XPU_CUPTI`: the CUPTI library the profiler loads on CUDA (searched when unset).
+    pub cupti: Option<PathBuf>,
 }
 
 /// The default of `CAJETA_XPU_RECORD_BUDGET`: 1 GiB.
@@ -286,6 +289,7 @@ impl Config {
             profiler: flag("CAJETA_PROFILER", false),
             defer: text("CAJETA_XPU_DEFER").and_then(|v| parse_defer(v.as_deref())),
             profiler_out: path("CAJETA_PROFILER_OUT").unwrap_or_else(|| "xpu-trace.json".into()),
+            cupti: path("XPU_CUPTI"),
         }
     }
 }

@@ -267,6 +267,8 @@ impl CudaDevice {
             .map_err(|e| driver_err("cuDevicePrimaryCtxRetain", e))?;
         let ctx = Arc::new(Ctx::new(ctx, dev));
         ctx.bind()?;
+        // With the profiler armed, CUPTI (where present) times launches on the device.
+        super::cupti::start();
         let attr = |a: sys::CUdevice_attribute| -> Option<i64> {
             // SAFETY: `dev` is valid; the attribute is one the driver defines.
             unsafe { result::device::get_attribute(dev, a) }
@@ -600,6 +602,14 @@ impl DeviceImpl for CudaDevice {
 
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Event
+    }
+
+    fn profile_begin(&self) -> Option<u64> {
+        super::cupti::begin()
+    }
+
+    fn profile_end(&self, id: u64) {
+        super::cupti::end(id)
     }
 }
 

@@ -274,6 +274,16 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Host
     }
+    /// With the profiler armed, just before a launch: the id under which the vendor's tracer
+    /// (CUPTI on CUDA) will report the launch's dispatch record to
+    /// `profile::device_record`, or `None` where no tracer is active (then events time it).
+    fn profile_begin(&self) -> Option<u64> {
+        None
+    }
+    /// The launch that [`DeviceImpl::profile_begin`] answered `id` for has been handed over.
+    fn profile_end(&self, id: u64) {
+        let _ = id;
+    }
     /// Whether this is a GPU API implemented in software on the host CPU (a Vulkan
     /// `PhysicalDeviceType::CPU` device such as lavapipe). Selection prefers the CPU backend
     /// to such a device; naming it explicitly still gets it.

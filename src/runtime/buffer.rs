@@ -183,7 +183,7 @@ impl RawBuffer {
                 what: format!("{} bytes into a view of {}", data.len(), self.len),
             });
         }
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let result = self.device.implementation().write(
             stream.implementation().as_ref(),
             &self.memory,
@@ -195,11 +195,11 @@ impl RawBuffer {
     }
 
     /// A host span of a copy, when the profiler is armed.
-    fn copy_span(&self, name: &str, start: u64, bytes: usize) {
+    fn copy_span(&self, name: &'static str, start: crate::profile::Stamp, bytes: usize) {
         if crate::profile::armed() {
-            crate::profile::host_span(
+            crate::profile::host_span_named(
                 crate::profile::Kind::Copy,
-                name,
+                crate::profile::Name::Static(name),
                 start,
                 crate::profile::Args {
                     backend: self.device.backend().name(),
@@ -213,7 +213,7 @@ impl RawBuffer {
     /// Enqueues on `stream` a copy of the whole view to the host.
     pub fn read_async(&self, stream: &KernelStream) -> Result<Box<dyn ReadTicket>, DeviceError> {
         self.check_stream(stream)?;
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let result = self.device.implementation().read(
             stream.implementation().as_ref(),
             &self.memory,
@@ -234,7 +234,7 @@ impl RawBuffer {
     /// The view's bytes, after the work enqueued on this thread's default stream.
     pub fn read(&self) -> Result<Vec<u8>, DeviceError> {
         let stream = KernelStream::current(&self.device);
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let bytes = self.read_async(&stream)?.wait();
         if crate::record::armed() || crate::profile::armed() {
             // The download waited for everything before it on the stream.
@@ -260,7 +260,7 @@ impl RawBuffer {
                 what: format!("a copy of {} bytes into a view of {}", src.len, self.len),
             });
         }
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let result = self.device.implementation().copy(
             stream.implementation().as_ref(),
             &src.memory,

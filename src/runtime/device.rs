@@ -97,6 +97,17 @@ impl Device {
     /// Wraps a backend implementation in a new device handle (tests and out-of-tree backends;
     /// [`Device::open`] is the usual way).
     pub fn from_impl(imp: Arc<dyn DeviceImpl>) -> Device {
+        if crate::profile::armed() {
+            // What times this backend's device spans, unless the backend said (CUPTI).
+            let backend = imp.backend();
+            let source = match (backend, imp.timer_tier()) {
+                (Backend::Interp | Backend::Cpu, _) => "host (the launch runs inside the call)",
+                (Backend::Vulkan, TimerTier::Event) => "timestamps (vkCmdWriteTimestamp)",
+                (_, TimerTier::Event) => "events",
+                _ => "host (submit to complete)",
+            };
+            crate::profile::note_device_source(backend.name(), source);
+        }
         Device {
             inner: Arc::new(DeviceInner {
                 id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
@@ -516,7 +527,7 @@ impl Program {
                 tracked: tracked.to_string(),
             });
         }
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let imp = self.imp.kernel(name, function)?;
         if crate::profile::armed() {
             let backend = self.device.backend();
@@ -536,6 +547,7 @@ impl Program {
             program: self.clone(),
             handle,
             imp,
+            profile_name: std::sync::OnceLock::new(),
         })
     }
 
@@ -622,6 +634,8 @@ pub struct Kernel {
     program: Program,
     handle: Handle<Function>,
     imp: Arc<dyn KernelImpl>,
+    /// The name interned for the profiler, at the first profiled launch.
+    profile_name: std::sync::OnceLock<crate::profile::Name>,
 }
 
 impl fmt::Debug for Kernel {
@@ -747,6 +761,13 @@ impl Kernel {
             None
         };
         let profiling = crate::profile::armed();
+        if !profiling {
+            let result = self.launch_bound(stream, launch, bound);
+            if let Some(pre) = pre {
+                crate::record::capture::after(pre, result.is_ok());
+            }
+            return result;
+        }
         let bytes: u64 = bound
             .iter()
             .map(|a| match a {
@@ -755,53 +776,63 @@ impl Kernel {
             })
             .sum();
         let eager = matches!(device.backend(), Backend::Interp | Backend::Cpu);
-        // Device-event brackets (CUDA, HIP events; Vulkan timestamp writes in the command
-        // buffer) around the launch, where the backend's events carry device time.
-        let bracket =
-            if profiling && !eager && device.implementation().timer_tier() == TimerTier::Event {
-                stream.implementation().record().ok()
-            } else {
-                None
-            };
-        let start = crate::profile::now_ns();
+        // Where the backend has a vendor tracer (CUPTI on CUDA), its dispatch record times the
+        // launch; otherwise device-event brackets (CUDA, HIP events; Vulkan timestamp writes in
+        // the command buffer) where the backend's events carry device time.
+        let record_id = if eager {
+            None
+        } else {
+            device.implementation().profile_begin()
+        };
+        let bracket = if record_id.is_none()
+            && !eager
+            && device.implementation().timer_tier() == TimerTier::Event
+        {
+            stream.implementation().record().ok()
+        } else {
+            None
+        };
+        let start = crate::profile::stamp();
         let result = self.launch_bound(stream, launch, bound);
+        let end = crate::profile::stamp();
+        if let Some(id) = record_id {
+            device.implementation().profile_end(id);
+        }
         let bracket = bracket.and_then(|b| Some((b, stream.implementation().record().ok()?)));
-        if profiling {
-            let backend = device.backend();
-            let args = || crate::profile::Args {
-                backend: backend.name(),
+        let timing = if result.is_err() {
+            crate::profile::DeviceTiming::None
+        } else if eager {
+            // Host streams run the launch inside the call: submit to complete is exact.
+            crate::profile::DeviceTiming::Exact
+        } else if let Some(id) = record_id {
+            crate::profile::DeviceTiming::Record(id)
+        } else {
+            crate::profile::DeviceTiming::Pending(bracket.map(|(before, after)| {
+                let clock: crate::profile::DeviceClock = Box::new(move || {
+                    after
+                        .elapsed_since(before.as_ref())
+                        .map(|d| d.as_nanos() as u64)
+                });
+                (crate::profile::Tier::Event, clock)
+            }))
+        };
+        let name = *self
+            .profile_name
+            .get_or_init(|| crate::profile::intern(&self.name));
+        crate::profile::launch_span(
+            name,
+            stream.profile_key(),
+            start,
+            end,
+            crate::profile::Args {
+                backend: device.backend().name(),
                 grid: Some(launch.grid),
                 block: Some(launch.block),
                 bytes: Some(bytes),
                 stage: None,
-            };
-            let end = crate::profile::now_ns();
-            crate::profile::host_span(crate::profile::Kind::Launch, &self.name, start, args());
-            if result.is_ok() {
-                let key = stream.profile_key();
-                if eager {
-                    // Host streams run the launch inside the call: submit to complete is exact.
-                    crate::profile::device_span(
-                        key,
-                        &self.name,
-                        start,
-                        end,
-                        crate::profile::Tier::Host,
-                        args(),
-                    );
-                } else {
-                    let clock = bracket.map(|(before, after)| {
-                        let clock: crate::profile::DeviceClock = Box::new(move || {
-                            after
-                                .elapsed_since(before.as_ref())
-                                .map(|d| d.as_nanos() as u64)
-                        });
-                        (crate::profile::Tier::Event, clock)
-                    });
-                    crate::profile::pend_device_span(key, &self.name, start, args(), clock);
-                }
-            }
-        }
+            },
+            timing,
+        );
         if let Some(pre) = pre {
             crate::record::capture::after(pre, result.is_ok());
         }

@@ -97,7 +97,7 @@ impl KernelStream {
         if !crate::record::armed() && !crate::profile::armed() {
             return self.imp.sync();
         }
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let result = self.imp.sync();
         self.drained(start, result.is_ok());
         result
@@ -105,11 +105,11 @@ impl KernelStream {
 
     /// The stream has drained (a sync returned, or a download on it completed) with recording
     /// or profiling on: what waited for that is resolved, and `start` begins the sync's span.
-    pub(crate) fn drained(&self, start: u64, ok: bool) {
+    pub(crate) fn drained(&self, start: crate::profile::Stamp, ok: bool) {
         if crate::profile::armed() {
-            crate::profile::host_span(
+            crate::profile::host_span_named(
                 crate::profile::Kind::Sync,
-                "sync",
+                crate::profile::Name::Static("sync"),
                 start,
                 crate::profile::Args {
                     backend: self.device.backend().name(),
@@ -117,7 +117,7 @@ impl KernelStream {
                 },
             );
             if ok {
-                crate::profile::stream_completed(self.profile_key());
+                crate::profile::stream_completed(self.profile_key(), start);
             }
         }
         if ok && crate::record::armed() {
@@ -125,18 +125,10 @@ impl KernelStream {
         }
     }
 
-    /// The key of this stream's track in a profile (unique while the stream lives), with the
-    /// track named after the first use.
+    /// The key of this stream's track in a profile (unique while the stream lives; the trace
+    /// names the track after the backend and the key).
     pub(crate) fn profile_key(&self) -> u64 {
-        let key = Arc::as_ptr(&self.imp) as *const () as usize as u64;
-        crate::profile::name_stream(key, || {
-            format!(
-                "{} stream {:#x}",
-                self.device.backend().name(),
-                key & 0xffff_ffff
-            )
-        });
-        key
+        Arc::as_ptr(&self.imp) as *const () as usize as u64
     }
 
     /// An event that completes when everything enqueued so far has.
