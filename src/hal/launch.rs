@@ -28,6 +28,9 @@ pub mod codes {
     pub const SHARED_MEMORY: &str = "XPU-L006";
     pub const WAVE_WIDTH: &str = "XPU-L007";
     pub const PINNED_BLOCK: &str = "XPU-L008";
+    /// A block that leaves a partial wave, for a kernel whose software matrix tiles are
+    /// distributed over whole waves (contract §3.3).
+    pub const PARTIAL_WAVE: &str = "XPU-N01";
     pub const MISALIGNED_BASE: &str = "XPU-L009";
     pub const BROKEN_ALIGN: &str = "XPU-L010";
     pub const SCALAR_TWIN: &str = "XPU-L011";
@@ -479,6 +482,18 @@ pub enum LaunchError {
         pinned: [u32; 3],
         got: [u32; 3],
     },
+    /// The kernel's cooperative-matrix tiles are distributed over the lanes of whole waves
+    /// (the software tier, contract §3.3) and the block leaves a partial wave.
+    #[error(
+        "error[{}]: kernel {kernel}: block {block:?} ({threads} work-items) leaves a partial wave of {wave}: its cooperative matrices are distributed software tiles, which need whole waves (CAJETA_GPU_MATRIX_DIST=off replicates them)",
+        codes::PARTIAL_WAVE
+    )]
+    PartialWave {
+        kernel: String,
+        block: [u32; 3],
+        threads: u64,
+        wave: u32,
+    },
     /// A buffer view whose base is not aligned to what the kernel's accesses need.
     #[error("error[{}]: kernel {kernel}: buffer {param} starts at byte {offset}, not a multiple of {align}", codes::MISALIGNED_BASE)]
     MisalignedBase {
@@ -641,6 +656,7 @@ impl LaunchError {
             SharedMemory { .. } => codes::SHARED_MEMORY,
             WaveWidth { .. } => codes::WAVE_WIDTH,
             PinnedBlock { .. } => codes::PINNED_BLOCK,
+            PartialWave { .. } => codes::PARTIAL_WAVE,
             MisalignedBase { .. } => codes::MISALIGNED_BASE,
             BrokenAlign { .. } => codes::BROKEN_ALIGN,
             ScalarTwin { .. } => codes::SCALAR_TWIN,
@@ -690,6 +706,7 @@ impl LaunchError {
             | SharedMemory { kernel, .. }
             | WaveWidth { kernel, .. }
             | PinnedBlock { kernel, .. }
+            | PartialWave { kernel, .. }
             | MisalignedBase { kernel, .. }
             | BrokenAlign { kernel, .. }
             | ScalarTwin { kernel, .. }
@@ -848,6 +865,21 @@ pub fn check(
                 kernel: kernel_name(),
                 pinned,
                 got: launch.block,
+            });
+        }
+    }
+    // Distributed software matrix tiles exchange shares among every lane of a wave.
+    if let Some(wave) = manifest.built_wave.filter(|&w| w > 1) {
+        let distributed = manifest
+            .native_ops
+            .iter()
+            .any(|o| o.tier == crate::hal::manifest::TIER_DISTRIBUTED);
+        if distributed && threads % wave as u64 != 0 {
+            return Err(LaunchError::PartialWave {
+                kernel: kernel_name(),
+                block: launch.block,
+                threads,
+                wave,
             });
         }
     }

@@ -248,6 +248,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 value,
             } => {
                 let v = self.value(*value)?;
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Fill, *role, *scalar, *rows, *cols, 0, *scalar);
                 if self.cx.software_matrices.get() {
                     self.sw_fill(*scalar, *rows, *cols, v)?
                 } else {
@@ -269,6 +271,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 if matches!(base, Base::Local(_)) {
                     return self.err(codes::UNSUPPORTED, "matrix_load from a private array");
                 }
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Load, *role, *scalar, *rows, *cols, 0, *scalar);
                 if self.cx.software_matrices.get() {
                     self.sw_load(*scalar, *rows, *cols, *base, off, st)?
                 } else {
@@ -295,6 +299,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let av = self.value(*a)?;
                 let bv = self.value(*b)?;
                 let cv = self.value(*c)?;
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Mma, ir::MatrixRole::Acc, ab, rows, cols, inner, acc);
                 if self.cx.software_matrices.get() {
                     self.sw_mma((ab, rows, inner), (acc, cols), av, bv, cv)?
                 } else {
