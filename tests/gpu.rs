@@ -222,7 +222,7 @@ fn distributed_software_tiles_do_not_spill_on_sm_90() {
             (&repl, llvm::TIER_REPLICATED),
         ] {
             let ops = &out.matrix_ops;
-            assert_eq!(ops.len(), 4, "{ty}: {ops:?}");
+            assert_eq!(ops.len(), 5, "{ty}: {ops:?}");
             assert!(ops.iter().all(|o| o.tier == tier), "{ty}: {ops:?}");
             assert!(
                 ops.iter()
