@@ -33,6 +33,8 @@
 //! | `CAJETA_XPU_CONFORMANCE` | a folder | none | record, then replay at exit |
 //! | `CAJETA_XPU_DEFER` | `0`, `all` | unset: `KernelStream::set_deferred` decides | CUDA streams (`docs/deferred-streams.md`) |
 //! | `CAJETA_PROFILER` | `0`, `1` | `0` | the profiler (`profile`) |
+//! | `CAJETA_GPU_MATRIX_IMPL` | `software`, `native` | by type and shape | CUDA and HIP kernels (the cooperative-matrix tier, forced) |
+//! | `CAJETA_GPU_MATRIX_DIST` | `0`/`off`, `1`/`on` | `1` | CUDA and HIP kernels (software matrix tiles distributed, or replicated) |
 //! | `CAJETA_PROFILER_OUT` | a file | `xpu-trace.json` | the profiler's trace |
 //! | `XPU_CUPTI` | a file | searched | the profiler's CUPTI library (`backend::cupti`) |
 
@@ -155,6 +157,12 @@ pub struct Config {
     pub profiler: Setting<bool>,
     /// `CAJETA_XPU_DEFER`: whether streams defer their launches (contract §2.4).
     pub defer: Setting<DeferSetting>,
+    /// `CAJETA_GPU_MATRIX_DIST`: the software tier's cooperative-matrix tiles are distributed
+    /// over the wave's lanes (default) or, `off`, replicated in every lane (the control).
+    pub matrix_dist: Setting<bool>,
+    /// `CAJETA_GPU_MATRIX_IMPL`: the cooperative-matrix tier forced for a sweep (contract
+    /// §3.1, §3.3); `None` lets the type and shape decide.
+    pub matrix_impl: Setting<Option<ForcedTier>>,
     /// `CAJETA_PROFILER_OUT`: where the trace goes.
     pub profiler_out: PathBuf,
     /// `XPU_CUPTI`: the CUPTI library the profiler loads on CUDA (searched when unset).
@@ -288,6 +296,11 @@ impl Config {
             conformance: path("CAJETA_XPU_CONFORMANCE"),
             profiler: flag("CAJETA_PROFILER", false),
             defer: text("CAJETA_XPU_DEFER").and_then(|v| parse_defer(v.as_deref())),
+            matrix_dist: flag("CAJETA_GPU_MATRIX_DIST", true),
+            matrix_impl: text("CAJETA_GPU_MATRIX_IMPL").and_then(|v| {
+                v.map(|s| parse_tier("CAJETA_GPU_MATRIX_IMPL", &s))
+                    .transpose()
+            }),
             profiler_out: path("CAJETA_PROFILER_OUT").unwrap_or_else(|| "xpu-trace.json".into()),
             cupti: path("XPU_CUPTI"),
         }
@@ -328,6 +341,27 @@ fn parse_flag(var: &'static str, value: Option<&str>, default: bool) -> Setting<
             var,
             value: other.to_string(),
             expected: "one of 0, 1",
+        }),
+    }
+}
+
+/// A feature's tier forced by `CAJETA_GPU_<FEATURE>_IMPL` (contract §3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForcedTier {
+    /// The portable software lowering, even where a native instruction exists.
+    Software,
+    /// The native instruction; a kernel that has none is refused by name.
+    Native,
+}
+
+fn parse_tier(var: &'static str, value: &str) -> Setting<ForcedTier> {
+    match value {
+        "software" => Ok(ForcedTier::Software),
+        "native" => Ok(ForcedTier::Native),
+        other => Err(BadValue {
+            var,
+            value: other.to_string(),
+            expected: "one of software, native",
         }),
     }
 }

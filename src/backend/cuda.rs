@@ -27,7 +27,7 @@ use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi, ParamAbi};
 use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
-use crate::hal::manifest::KernelManifest;
+use crate::hal::manifest::{KernelManifest, NativeOp};
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
     Prebuilt, ProgramImpl, ReadTicket, StreamImpl, TimerTier,
@@ -913,6 +913,23 @@ impl CudaProgram {
         if self.checks.any() {
             key.push(checks.as_bytes());
         }
+        // `CAJETA_GPU_MATRIX_DIST=off`: replicated software tiles, code of their own.
+        let dist = crate::config::get()
+            .matrix_dist
+            .clone()
+            .map_err(|e| e.to_string())?;
+        if !dist {
+            key.push(b"matrix-replicated");
+        }
+        // `CAJETA_GPU_MATRIX_IMPL`: a forced tier, code of its own.
+        let matrix_impl = crate::config::get()
+            .matrix_impl
+            .clone()
+            .map_err(|e| e.to_string())?;
+        let forced = matrix_impl.map(|t| format!("matrix-impl-{t:?}"));
+        if let Some(f) = &forced {
+            key.push(f.as_bytes());
+        }
         let hash = hash_hex(&key);
         // A bundle's PTX is code without checks: taken only when none are asked for.
         let bundled = self
@@ -938,10 +955,10 @@ impl CudaProgram {
                                     CodeSource::Disk
                                 },
                             )),
-                            None => self.lower(handle, &target, &hash),
+                            None => self.lower(handle, &target, &hash, (dist, matrix_impl)),
                         }
                     }
-                    None => self.lower(handle, &target, &hash),
+                    None => self.lower(handle, &target, &hash, (dist, matrix_impl)),
                 })?;
         let code_time = t0.elapsed();
         let t1 = Instant::now();
@@ -972,6 +989,7 @@ impl CudaProgram {
             manifest.static_shared_bytes = Some(s as u64);
         }
         manifest.built_wave = Some(32);
+        manifest.native_ops = matrix_from_header(&ptx);
         if let Some((store, load)) = self.spills(&hash, &ptx, &abi.symbol, &target) {
             manifest.spill_store_bytes = Some(store);
             manifest.spill_load_bytes = Some(load);
@@ -1020,6 +1038,7 @@ impl CudaProgram {
         handle: crate::ir::Handle<Function>,
         target: &Nvptx,
         hash: &str,
+        (matrix_dist, matrix_impl): (bool, Option<crate::config::ForcedTier>),
     ) -> Result<(String, KernelAbi, CodeSource), String> {
         self.lowerings
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -1029,6 +1048,8 @@ impl CudaProgram {
             target,
             &llvm::Options {
                 checks: self.checks,
+                matrix_dist,
+                matrix_impl,
                 ..llvm::Options::default()
             },
         )
@@ -1038,7 +1059,12 @@ impl CudaProgram {
             .into_iter()
             .next()
             .ok_or("the lowering produced no kernel")?;
-        let ptx = format!("{}{}", abi_header(&abi), String::from_utf8_lossy(&out.code));
+        let ptx = format!(
+            "{}{}{}",
+            abi_header(&abi),
+            matrix_header(&out.matrix_ops),
+            String::from_utf8_lossy(&out.code)
+        );
         self.cache
             .put(&self.key, hash, "ptx", ptx.clone().into_bytes());
         Ok((ptx, abi, CodeSource::Lowered))
@@ -1092,6 +1118,42 @@ pub fn abi_header(abi: &KernelAbi) -> String {
         ));
     }
     format!("{}{checks}", abi_line(abi))
+}
+
+/// The cooperative-matrix operations of a kernel's code (its manifest's native operations,
+/// contract §3.3, §4) as header lines after [`abi_header`]'s:
+/// `// xpu-matrix <tier>|<op>|<instruction>`.
+pub fn matrix_header(ops: &[llvm::MatrixOp]) -> String {
+    ops.iter()
+        .map(|o| format!("// xpu-matrix {}|{}|{}\n", o.tier, o.op, o.instruction))
+        .collect()
+}
+
+/// The manifest's native operations from the header [`matrix_header`] wrote.
+pub fn matrix_from_header(ptx: &str) -> Vec<NativeOp> {
+    ptx.lines()
+        .take_while(|l| l.starts_with("// xpu-"))
+        .filter_map(|l| l.strip_prefix("// xpu-matrix "))
+        .filter_map(|l| {
+            let mut it = l.splitn(3, '|');
+            Some(NativeOp {
+                tier: it.next()?.to_string(),
+                op: it.next()?.to_string(),
+                instruction: it.next()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A kernel's manifest's native operations, as the lowering recorded them.
+pub fn native_ops(ops: &[llvm::MatrixOp]) -> Vec<NativeOp> {
+    ops.iter()
+        .map(|o| NativeOp {
+            op: o.op.clone(),
+            instruction: o.instruction.clone(),
+            tier: o.tier.to_string(),
+        })
+        .collect()
 }
 
 fn abi_line(abi: &KernelAbi) -> String {

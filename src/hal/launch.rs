@@ -38,6 +38,9 @@ pub mod codes {
     pub const WAVE_WIDTH: &str = "XPU-L007";
     /// [`super::LaunchError::PinnedBlock`]: a block other than the pinned one.
     pub const PINNED_BLOCK: &str = "XPU-L008";
+    /// A block that leaves a partial wave, for a kernel whose software matrix tiles are
+    /// distributed over whole waves (contract §3.3).
+    pub const PARTIAL_WAVE: &str = "XPU-N01";
     /// [`super::LaunchError::MisalignedBase`]: a view's base misaligned for the kernel.
     pub const MISALIGNED_BASE: &str = "XPU-L009";
     /// [`super::LaunchError::BrokenAlign`]: a stated `align` broken (ub-traps).
@@ -587,6 +590,22 @@ pub enum LaunchError {
         /// The launch's block.
         got: [u32; 3],
     },
+    /// The kernel's cooperative-matrix tiles are distributed over the lanes of whole waves
+    /// (the software tier, contract §3.3) and the block leaves a partial wave.
+    #[error(
+        "error[{}]: kernel {kernel}: block {block:?} ({threads} work-items) leaves a partial wave of {wave}: its cooperative matrices are distributed software tiles, which need whole waves (CAJETA_GPU_MATRIX_DIST=off replicates them)",
+        codes::PARTIAL_WAVE
+    )]
+    PartialWave {
+        /// The kernel the launch named.
+        kernel: String,
+        /// The block asked for.
+        block: [u32; 3],
+        /// Its work-items.
+        threads: u64,
+        /// The wave width the tiles are distributed over.
+        wave: u32,
+    },
     /// A buffer view whose base is not aligned to what the kernel's accesses need.
     #[error("error[{}]: kernel {kernel}: buffer {param} starts at byte {offset}, not a multiple of {align}", codes::MISALIGNED_BASE)]
     MisalignedBase {
@@ -830,6 +849,7 @@ impl LaunchError {
             SharedMemory { .. } => codes::SHARED_MEMORY,
             WaveWidth { .. } => codes::WAVE_WIDTH,
             PinnedBlock { .. } => codes::PINNED_BLOCK,
+            PartialWave { .. } => codes::PARTIAL_WAVE,
             MisalignedBase { .. } => codes::MISALIGNED_BASE,
             BrokenAlign { .. } => codes::BROKEN_ALIGN,
             ScalarTwin { .. } => codes::SCALAR_TWIN,
@@ -880,6 +900,7 @@ impl LaunchError {
             | SharedMemory { kernel, .. }
             | WaveWidth { kernel, .. }
             | PinnedBlock { kernel, .. }
+            | PartialWave { kernel, .. }
             | MisalignedBase { kernel, .. }
             | BrokenAlign { kernel, .. }
             | ScalarTwin { kernel, .. }
@@ -1089,6 +1110,21 @@ pub fn check(
                 kernel: kernel_name(),
                 pinned,
                 got: launch.block,
+            });
+        }
+    }
+    // Distributed software matrix tiles exchange shares among every lane of a wave.
+    if let Some(wave) = manifest.built_wave.filter(|&w| w > 1) {
+        let distributed = manifest
+            .native_ops
+            .iter()
+            .any(|o| o.tier == crate::hal::manifest::TIER_DISTRIBUTED);
+        if distributed && threads % wave as u64 != 0 {
+            return Err(LaunchError::PartialWave {
+                kernel: kernel_name(),
+                block: launch.block,
+                threads,
+                wave,
             });
         }
     }

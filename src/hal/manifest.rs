@@ -27,6 +27,10 @@ pub struct NativeOp {
     pub tier: String,
 }
 
+/// The tier of a cooperative-matrix operation whose tile each lane holds a share of (§3.3):
+/// a launch of such a kernel needs whole waves.
+pub const TIER_DISTRIBUTED: &str = "software-distributed";
+
 /// The manifest of one kernel on one backend (contract §4).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KernelManifest {

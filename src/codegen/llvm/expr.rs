@@ -253,6 +253,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 value,
             } => {
                 let v = self.value(*value)?;
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Fill, *role, *scalar, *rows, *cols, 0, *scalar);
                 if self.cx.software_matrices.get() {
                     self.sw_fill(*scalar, *rows, *cols, v)?
                 } else {
@@ -274,6 +276,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 if matches!(base, Base::Local(_)) {
                     return self.err(codes::UNSUPPORTED, "matrix_load from a private array");
                 }
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Load, *role, *scalar, *rows, *cols, 0, *scalar);
                 if self.cx.software_matrices.get() {
                     self.sw_load(*scalar, *rows, *cols, *base, off, st)?
                 } else {
@@ -300,6 +304,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let av = self.value(*a)?;
                 let bv = self.value(*b)?;
                 let cv = self.value(*c)?;
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Mma, ir::MatrixRole::Acc, ab, rows, cols, inner, acc);
                 if self.cx.software_matrices.get() {
                     self.sw_mma((ab, rows, inner), (acc, cols), av, bv, cv)?
                 } else {

@@ -144,6 +144,15 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 };
                 let off = self.value(*offset)?.into_int_value();
                 let stride = self.value(*stride)?.into_int_value();
+                self.note_matrix(
+                    super::matrix::Verb::Store,
+                    ir::MatrixRole::Acc,
+                    scalar,
+                    rows,
+                    cols,
+                    0,
+                    scalar,
+                );
                 if self.cx.software_matrices.get() {
                     self.sw_store(scalar, v, *base, off, stride, rows, cols)?;
                 } else {
