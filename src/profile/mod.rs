@@ -223,8 +223,10 @@ thread_local! {
     static LOCAL: Cell<*const Local> = const { Cell::new(std::ptr::null()) };
 }
 
+/// Name to id, and id to name.
+type Interned = (HashMap<String, u32>, Vec<String>);
 /// Interned names.
-static NAMES: Mutex<Option<(HashMap<String, u32>, Vec<String>)>> = Mutex::new(None);
+static NAMES: Mutex<Option<Interned>> = Mutex::new(None);
 
 /// Names of device streams' tracks, by stream key.
 static STREAMS: Mutex<Option<HashMap<u64, String>>> = Mutex::new(None);

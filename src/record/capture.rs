@@ -19,14 +19,19 @@ struct Recorder {
     /// The devices recorded (by id); `None`: every device.
     devices: Mutex<Option<HashSet<u64>>>,
     tx: Mutex<Option<Sender<Msg>>>,
-    thread: Mutex<Option<JoinHandle<(RecordSummary, Option<String>)>>>,
+    thread: Mutex<Option<JoinHandle<WriterResult>>>,
     seq: AtomicU64,
 }
+
+/// What the writer thread ends with: its summary and the first error it met.
+type WriterResult = (RecordSummary, Option<String>);
+/// Modules sent to the writer: by `Arc` address, the module and its hash.
+type SentModules = HashMap<usize, (Arc<VerifiedModule>, Arc<str>)>;
 
 static RECORDER: RwLock<Option<Arc<Recorder>>> = RwLock::new(None);
 /// Modules already sent to the writer, by the address of their `Arc` (kept alive here so the
 /// address is not reused), with their hash.
-static MODULES: Mutex<Option<HashMap<usize, (Arc<VerifiedModule>, Arc<str>)>>> = Mutex::new(None);
+static MODULES: Mutex<Option<SentModules>> = Mutex::new(None);
 /// Launches on asynchronous streams whose buffers are downloaded at the stream's next sync.
 static PENDING: Mutex<Option<HashMap<usize, Vec<Pending>>>> = Mutex::new(None);
 
