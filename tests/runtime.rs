@@ -8,6 +8,8 @@ use std::process::Command;
 
 #[path = "runtime/defer.rs"]
 mod defer;
+#[path = "runtime/launch.rs"]
+mod launch;
 use std::sync::Arc;
 use xpu::backend::interp::InterpDevice;
 use xpu::hal::launch::{codes, Launch};

@@ -21,6 +21,7 @@
 
 use crate::backend::cache::{hash_hex, CodeCache, DeviceKey, Hit};
 use crate::backend::common;
+use crate::backend::deadlines::{Completion, Deadlines, Finish};
 use crate::codegen::checks::{CheckSite, Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::target::LoweringTarget;
 use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi, ParamAbi};
@@ -82,11 +83,17 @@ pub fn driver_version() -> Option<i32> {
 /// stream makes a new handle on first use; a kernel loads its PTX again.
 struct Ctx {
     ctx: Mutex<sys::CUcontext>,
+    /// A number unique to this context record in the process: with the epoch, the key under
+    /// which a thread remembers having made it current ([`Ctx::bind`], no lock taken).
+    uid: u64,
     dev: sys::CUdevice,
     /// The current epoch: 0 at open, one more after each fault.
     epoch: std::sync::atomic::AtomicU64,
     /// The kernel launched last: the one a fault is reported against.
     last_kernel: Mutex<Arc<str>>,
+    /// The address of `last_kernel`'s name: a launch of the same kernel again sees it
+    /// unchanged and takes no lock ([`Ctx::note_launched`]).
+    last_kernel_at: std::sync::atomic::AtomicUsize,
     /// Per ended epoch, the kernel whose fault ended it.
     faults: Mutex<Vec<String>>,
 }
@@ -125,27 +132,46 @@ thread_local! {
 
 impl Ctx {
     fn new(ctx: sys::CUcontext, dev: sys::CUdevice) -> Ctx {
+        static NEXT_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ctx {
             ctx: Mutex::new(ctx),
+            uid: NEXT_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             dev,
             epoch: std::sync::atomic::AtomicU64::new(0),
             last_kernel: Mutex::new(Arc::from("")),
+            last_kernel_at: std::sync::atomic::AtomicUsize::new(0),
             faults: Mutex::new(Vec::new()),
         }
     }
 
     fn bind(&self) -> Result<(), DeviceError> {
-        let c = *self.ctx.lock();
         // The launch path binds before every call: a thread that bound this context in this
-        // epoch already has it current (only this backend makes contexts current).
-        let key = (c as usize, self.epoch());
+        // epoch already has it current (only this backend makes contexts current), and finds
+        // that out without the lock (a recreated context is a new epoch).
+        let key = (self.uid as usize, self.epoch());
         if BOUND.with(|b| b.get()) == key {
             return Ok(());
         }
+        let c = *self.ctx.lock();
+        let key = (self.uid as usize, self.epoch());
         // SAFETY: the context was retained in `CudaDevice::open` and lives as long as self.
         unsafe { result::ctx::set_current(c) }.map_err(|e| driver_err("cuCtxSetCurrent", e))?;
         BOUND.with(|b| b.set(key));
         Ok(())
+    }
+
+    /// Notes `name` as the kernel launched last (a fault seen from now on is its). The same
+    /// kernel again changes nothing and takes no lock: the address of the name held in
+    /// `last_kernel` cannot be another name's while it is held there.
+    fn note_launched(&self, name: &Arc<str>) {
+        use std::sync::atomic::Ordering;
+        let at = Arc::as_ptr(name) as *const u8 as usize;
+        if self.last_kernel_at.load(Ordering::Acquire) == at {
+            return;
+        }
+        let mut last = self.last_kernel.lock();
+        *last = name.clone();
+        self.last_kernel_at.store(at, Ordering::Release);
     }
 
     fn epoch(&self) -> u64 {
@@ -511,6 +537,9 @@ impl DeviceImpl for CudaDevice {
             unsafe { result::stream::synchronize(h) }
                 .map_err(|e| self.ctx.device_err("cuStreamSynchronize", e))?;
         }
+        // A host read is an observable point for deadlines too (after the copy, the work
+        // before it has finished).
+        s.settle_deadlines()?;
         Ok(Box::new(common::Ready(data)))
     }
 
@@ -555,6 +584,8 @@ impl DeviceImpl for CudaDevice {
             stream: Mutex::new((stream, self.ctx.epoch())),
             deferring: std::sync::atomic::AtomicBool::new(all),
             defer: Mutex::new(graph::StreamDefer::new(all, self.ctx.epoch())),
+            deadlines: Mutex::new(Deadlines::new()),
+            clock: Mutex::new((std::ptr::null_mut(), u64::MAX)),
         }))
     }
 
@@ -661,6 +692,13 @@ pub struct CudaStream {
     deferring: std::sync::atomic::AtomicBool,
     /// The queue, the sequences seen, their graphs, and a failed flush.
     defer: Mutex<graph::StreamDefer>,
+    /// The launches with deadlines not yet settled ([`crate::backend::deadlines`]): each
+    /// is checked at the stream's next observable point.
+    deadlines: Mutex<Deadlines>,
+    /// An idle stream of this stream's own on which a launch with a deadline records its
+    /// submission event (so that the event completes at once and timestamps the
+    /// submission), and the context epoch it was made in; made at the first such launch.
+    clock: Mutex<(sys::CUstream, u64)>,
 }
 
 // SAFETY: CUDA streams may be used from any thread of the process (with the context bound).
@@ -671,6 +709,53 @@ impl CudaStream {
     /// The current handle (for benchmarks that launch directly); see [`CudaStream::handle`].
     pub fn raw(&self) -> sys::CUstream {
         self.stream.lock().0
+    }
+
+    /// Settles the stream's deadlines at an observable point: the first launch that missed
+    /// its deadline is this point's error, `XPU-L018` (the kernel was left to finish).
+    fn settle_deadlines(&self) -> Result<(), DeviceError> {
+        let mut book = self.deadlines.lock();
+        if book.is_empty() {
+            return Ok(());
+        }
+        match book.settle(Instant::now()) {
+            Some(m) => Err(DeviceError::Deadline {
+                what: m.describe(),
+                kernel: m.kernel,
+                deadline: m.deadline,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The clock stream ([`CudaStream::clock`]), made on first use in each context epoch.
+    fn clock_handle(&self) -> Result<sys::CUstream, DeviceError> {
+        let mut c = self.clock.lock();
+        let epoch = self.ctx.epoch();
+        if c.1 != epoch {
+            let fresh =
+                result::stream::create(result::stream::StreamKind::NonBlocking).map_err(|e| {
+                    self.ctx
+                        .device_err("cuStreamCreate (the deadline clock)", e)
+                })?;
+            *c = (fresh, epoch);
+        }
+        Ok(c.0)
+    }
+
+    /// A timing event recorded on `stream` now.
+    fn event_on(&self, stream: sys::CUstream) -> Result<CudaEvent, DeviceError> {
+        let event = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map_err(|e| self.ctx.device_err("cuEventCreate", e))?;
+        let ev = CudaEvent {
+            ctx: self.ctx.clone(),
+            event,
+            epoch: self.ctx.epoch(),
+        };
+        // SAFETY: live event and stream of one context.
+        unsafe { result::event::record(event, stream) }
+            .map_err(|e| self.ctx.device_err("cuEventRecord", e))?;
+        Ok(ev)
     }
 
     /// The handle, with the context bound; a stream of a lost context is made again.
@@ -693,6 +778,14 @@ impl Drop for CudaStream {
         // no one left to see it).
         let _ = self.flush();
         self.defer.lock().forget();
+        self.deadlines.lock().clear();
+        let (clock, clock_epoch) = *self.clock.lock();
+        if !clock.is_null() && self.ctx.lost(clock_epoch).is_none() && self.ctx.bind().is_ok() {
+            // SAFETY: made in `clock_handle`, destroyed once; only events were recorded on it.
+            unsafe {
+                let _ = result::stream::destroy(clock);
+            }
+        }
         let (stream, epoch) = *self.stream.lock();
         if self.ctx.lost(epoch).is_none() && self.ctx.bind().is_ok() {
             // SAFETY: created in `create_stream` (or `handle`), destroyed once; pending work
@@ -711,23 +804,16 @@ impl StreamImpl for CudaStream {
         let h = self.handle()?;
         // SAFETY: a live stream.
         unsafe { result::stream::synchronize(h) }
-            .map_err(|e| self.ctx.device_err("cuStreamSynchronize", e))
+            .map_err(|e| self.ctx.device_err("cuStreamSynchronize", e))?;
+        // Everything enqueued has finished: every deadline is settled here.
+        self.settle_deadlines()
     }
 
     fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError> {
         self.flush()?;
+        self.settle_deadlines()?;
         let h = self.handle()?;
-        let event = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-            .map_err(|e| self.ctx.device_err("cuEventCreate", e))?;
-        let ev = CudaEvent {
-            ctx: self.ctx.clone(),
-            event,
-            epoch: self.ctx.epoch(),
-        };
-        // SAFETY: live event and stream of one context.
-        unsafe { result::event::record(event, h) }
-            .map_err(|e| self.ctx.device_err("cuEventRecord", e))?;
-        Ok(Arc::new(ev))
+        Ok(Arc::new(self.event_on(h)?))
     }
 
     fn wait_for(&self, event: &dyn EventImpl) -> Result<(), DeviceError> {
@@ -740,6 +826,7 @@ impl StreamImpl for CudaStream {
             return Err(DeviceError::Lost { kernel });
         }
         self.flush()?;
+        self.settle_deadlines()?;
         let h = self.handle()?;
         // SAFETY: live stream and event.
         unsafe {
@@ -1416,7 +1503,7 @@ impl CudaKernel {
         })
         .map_err(|e| self.fail("cuLaunchKernel", e))?;
         // A fault seen from now on is this kernel's (or one launched after it).
-        *self.ctx.last_kernel.lock() = self.name.clone();
+        self.ctx.note_launched(&self.name);
         Ok(report)
     }
 
@@ -1477,7 +1564,6 @@ impl CudaKernel {
         words: &[u64],
         sizes: &[u32],
     ) -> Result<(), LaunchError> {
-        let started = std::time::Instant::now();
         let name = &self.manifest.kernel;
         let device_fail = |e: DeviceError| match e {
             DeviceError::DeviceFault { kernel, message } => {
@@ -1486,6 +1572,17 @@ impl CudaKernel {
             e => self.dev_err(e.to_string()),
         };
         let stream_h = s.handle().map_err(device_fail)?;
+        // A deadline: an event on the stream's idle clock stream timestamps the submission
+        // (it completes at once), and one recorded after the kernel its completion; the
+        // stream's next observable point compares the two against the window. A kernel
+        // cannot be cancelled: one past its deadline is reported there and left to finish.
+        let submitted = match launch.deadline {
+            Some(_) => {
+                let clock = s.clock_handle().map_err(device_fail)?;
+                Some((Instant::now(), s.event_on(clock).map_err(device_fail)?))
+            }
+            None => None,
+        };
         let report = self.enqueue(
             stream_h,
             launch.grid,
@@ -1494,30 +1591,14 @@ impl CudaKernel {
             words,
             sizes,
         )?;
-        // A deadline: poll the stream until it drains or the deadline passes. A kernel cannot
-        // be cancelled; past the deadline it is reported and left to finish (the next sync
-        // waits for it, and the context stays usable).
-        if let Some(deadline) = launch.deadline {
-            let until = started.checked_add(deadline).unwrap_or(started);
-            let mut nap = Duration::from_micros(20);
-            loop {
-                // SAFETY: a live stream of the bound context.
-                match unsafe { sys::cuStreamQuery(stream_h) } {
-                    sys::CUresult::CUDA_SUCCESS => break,
-                    sys::CUresult::CUDA_ERROR_NOT_READY => {}
-                    e => return Err(self.fail("cuStreamQuery", result::DriverError(e))),
-                }
-                let now = std::time::Instant::now();
-                if now >= until {
-                    return Err(LaunchError::Deadline {
-                        kernel: name.clone(),
-                        deadline,
-                        cancelled: false,
-                    });
-                }
-                std::thread::sleep(nap.min(until - now));
-                nap = (nap * 2).min(Duration::from_millis(2));
-            }
+        if let (Some(deadline), Some((at, start))) = (launch.deadline, submitted) {
+            let end = s.event_on(stream_h).map_err(device_fail)?;
+            s.deadlines.lock().push(
+                self.name.clone(),
+                at,
+                deadline,
+                Box::new(DeadlineEvents { start, end }),
+            );
         }
         // Checks: the launch waits for the kernel and reads its report (docs/checked-mode.md).
         if let Some(report) = report {
@@ -1541,6 +1622,28 @@ impl CudaKernel {
             }
         }
         Ok(())
+    }
+}
+
+/// The two events of a launch with a deadline ([`CudaKernel::launch_direct`]): its
+/// submission, timestamped on an idle stream, and its completion.
+struct DeadlineEvents {
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+impl Completion for DeadlineEvents {
+    fn poll(&self) -> Finish {
+        // Events of a lost context: the fault was reported on its own; nothing to say here.
+        if self.end.ctx.lost(self.end.epoch).is_some() || self.end.ctx.bind().is_err() {
+            return Finish::Done(None);
+        }
+        // SAFETY: a live event of the bound context.
+        match unsafe { sys::cuEventQuery(self.end.event) } {
+            sys::CUresult::CUDA_ERROR_NOT_READY => Finish::Pending,
+            sys::CUresult::CUDA_SUCCESS => Finish::Done(self.end.elapsed_since(&self.start)),
+            _ => Finish::Done(None),
+        }
     }
 }
 

@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cupti;
+pub mod deadlines;
 pub mod defer;
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod gpu_args;

@@ -3,6 +3,7 @@
 //! result ([`first`]).
 
 pub mod data;
+pub mod deadline;
 #[cfg(feature = "cuda")]
 pub mod defer;
 pub mod first;

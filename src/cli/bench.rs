@@ -313,26 +313,64 @@ mod imp {
             )?;
         }
 
-        // Host launch cost.
+        // Host launch cost: both paths warmed up, then measured in alternating rounds (so
+        // that clock ramps and background noise fall on both), the median of each reported.
+        // "Throughput": 20,000 launches back to back and a sync, what a launch loop sees
+        // (the driver's queue fills, so the device's pace shows). "Host": only the time in
+        // the launch calls, in batches of 256 with a sync between batches (the queue never
+        // fills), the host cost the launch path adds.
         let mut mc = RawBuffer::alloc_with(&device, 64 * 64 * 4, Init::Any).map_err(e)?;
         let tl = Launch::grid([1]).block([32]);
-        let launches = 20_000;
-        let t0 = Instant::now();
-        for _ in 0..launches {
-            let args = [buf_mut(&mut mc), u32::MAX.into()];
-            touch.launch(&stream, tl, args).map_err(|e| e.to_string())?;
+        let mut bare = Bare::new(&cx, mc.memory())?;
+        let mut ours = |n: usize| -> Result<(), String> {
+            for _ in 0..n {
+                let args = [buf_mut(&mut mc), u32::MAX.into()];
+                touch.launch(&stream, tl, args).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        };
+        let sync = || stream.sync().map_err(|e| e.to_string());
+        let (launches, batch, rounds) = (20_000, 256, cx.reps.clamp(3, 9));
+        timed_launches(2_000, None, &mut ours, &sync)?;
+        timed_launches(2_000, None, &mut |n| bare.launch(n), &sync)?;
+        let (mut ours_t, mut bare_t, mut ours_h, mut bare_h) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..rounds {
+            ours_t.push(timed_launches(launches, None, &mut ours, &sync)?);
+            bare_t.push(timed_launches(
+                launches,
+                None,
+                &mut |n| bare.launch(n),
+                &sync,
+            )?);
+            ours_h.push(timed_launches(launches, Some(batch), &mut ours, &sync)?);
+            bare_h.push(timed_launches(
+                launches,
+                Some(batch),
+                &mut |n| bare.launch(n),
+                &sync,
+            )?);
         }
-        stream.sync().map_err(e)?;
-        let ours = t0.elapsed().as_secs_f64() / launches as f64;
-        let bare = bare_launch_cost(&cx, mc.memory(), launches)?;
+        drop(bare);
+        let (ours_t, bare_t) = (median(ours_t), median(bare_t));
+        let (ours_h, bare_h) = (median(ours_h), median(bare_h));
         rows.push((
-            "launch, xpu (us)".into(),
-            ours * 1e6,
-            format!("{:.2}x bare", ours / bare),
+            "launch host, xpu (us)".into(),
+            ours_h * 1e6,
+            format!("{:.3}x bare", ours_h / bare_h),
         ));
         rows.push((
-            "launch, bare cuLaunchKernel (us)".into(),
-            bare * 1e6,
+            "launch host, bare cuLaunchKernel (us)".into(),
+            bare_h * 1e6,
+            "peer".into(),
+        ));
+        rows.push((
+            "launch throughput, xpu (us)".into(),
+            ours_t * 1e6,
+            format!("{:.3}x bare", ours_t / bare_t),
+        ));
+        rows.push((
+            "launch throughput, bare cuLaunchKernel (us)".into(),
+            bare_t * 1e6,
             "peer".into(),
         ));
 
@@ -406,6 +444,10 @@ mod imp {
         let faulty = KernelStream::create(&device).map_err(e)?;
         faulty.set_deferred(true).map_err(e)?;
         let flush_line = d::driver_error_at_flush(&device, &saxpy, &heavy, &faulty)?;
+        // Refusal 6 on the GPU: a spin of 2^28 dependent steps (about a second) against a
+        // 20 ms deadline.
+        let deadline_lines =
+            crate::bench::deadline::check(&device, 1 << 28, Duration::from_millis(20))?;
 
         if args.json {
             // The measures by name, beside `device` (and `backend`, docs/json.md).
@@ -416,6 +458,7 @@ mod imp {
                 doc.insert(k.clone(), serde_json::json!((v * 1e4).round() / 1e4));
             }
             doc.insert("driver error at flush".into(), flush_line.clone().into());
+            doc.insert("deadline".into(), deadline_lines.clone().into());
             println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         } else {
             println!("xpu bench cuda on {name} (median of {} rounds)", cx.reps);
@@ -427,6 +470,9 @@ mod imp {
                 println!("{k:<46} {v:>12.3}  {r}");
             }
             println!("driver error at flush: {flush_line}");
+            for l in &deadline_lines {
+                println!("deadline: {l}");
+            }
         }
         let _ = cx.dev;
         Ok(())
@@ -535,65 +581,119 @@ mod imp {
         d.as_secs_f64() * 1e3
     }
 
-    /// Seconds per launch of the same PTX through `cuLaunchKernel` with parameters packed
-    /// once, as a bare `cudarc` program would.
-    fn bare_launch_cost(
-        cx: &Ctx<'_>,
-        mem: &Arc<dyn DeviceMemory>,
-        launches: usize,
+    /// Seconds per launch of `n` launches made by `launch(k)` (`k` launches per call): all
+    /// back to back and then `sync`, timed together; or, with `batch`, in batches of that many
+    /// with a sync after each, only the launch calls timed.
+    fn timed_launches(
+        n: usize,
+        batch: Option<usize>,
+        launch: &mut dyn FnMut(usize) -> Result<(), String>,
+        sync: &dyn Fn() -> Result<(), String>,
     ) -> Result<f64, String> {
-        use cudarc::driver::result;
-        let module =
-            crate::ir::parse(&super::kernels_source()).map_err(|e| e.render("bench.xk"))?;
-        let touch = module.function("touch").ok_or("no touch kernel")?;
-        let ptx = crate::codegen::llvm::lower(
-            &module,
-            &[crate::codegen::llvm::KernelRef::plain(touch)],
-            &crate::codegen::llvm::nvptx::Nvptx::new(cx.dev.arch()),
-            &Default::default(),
-        )
-        .map_err(|e| e.to_string())?;
-        let mut image = ptx.code.clone();
-        image.push(0);
-        // SAFETY: NUL-terminated PTX; the module lives until the end of this function.
-        let module = unsafe { result::module::load_data(image.as_ptr() as *const _) }
-            .map_err(|e| format!("{e:?}"))?;
-        // SAFETY: a live module with entry `touch`.
-        let f = unsafe {
-            result::module::get_function(module, std::ffi::CString::new("touch").unwrap())
+        let Some(batch) = batch else {
+            let t0 = Instant::now();
+            launch(n)?;
+            sync()?;
+            return Ok(t0.elapsed().as_secs_f64() / n as f64);
+        };
+        let (mut host, mut done) = (Duration::ZERO, 0);
+        while done < n {
+            let k = batch.min(n - done);
+            let t0 = Instant::now();
+            launch(k)?;
+            host += t0.elapsed();
+            sync()?;
+            done += k;
         }
-        .map_err(|e| format!("{e:?}"))?;
-        let m = mem
-            .as_any()
-            .downcast_ref::<crate::backend::cuda::CudaMemory>()
-            .ok_or("foreign memory")?;
-        let mut p0 = m.device_ptr();
-        let mut p1 = (mem.size() / 4) as u32;
-        let mut p2 = u32::MAX;
-        let mut params = [
-            &mut p0 as *mut u64 as *mut std::ffi::c_void,
-            &mut p1 as *mut u32 as *mut std::ffi::c_void,
-            &mut p2 as *mut u32 as *mut std::ffi::c_void,
-        ];
-        let s = cx
-            .stream
-            .as_any()
-            .downcast_ref::<crate::backend::cuda::CudaStream>()
-            .ok_or("foreign stream")?
-            .raw();
-        let t0 = Instant::now();
-        for _ in 0..launches {
-            // SAFETY: parameters match the kernel's (ptr, len, n); all outlive the launches,
-            // which complete before the stream sync below.
-            unsafe { result::launch_kernel(f, (1, 1, 1), (32, 1, 1), 0, s, &mut params) }
+        Ok(host.as_secs_f64() / n as f64)
+    }
+
+    /// The same PTX as the `touch` kernel launched through `cuLaunchKernel` with parameters
+    /// packed once, as a bare `cudarc` program would.
+    struct Bare {
+        module: cudarc::driver::sys::CUmodule,
+        f: cudarc::driver::sys::CUfunction,
+        stream: cudarc::driver::sys::CUstream,
+        /// The parameter values (ptr, len, n), boxed so that their addresses stay put.
+        values: Box<(u64, u32, u32)>,
+    }
+
+    impl Bare {
+        fn new(cx: &Ctx<'_>, mem: &Arc<dyn DeviceMemory>) -> Result<Bare, String> {
+            use cudarc::driver::result;
+            let module =
+                crate::ir::parse(&super::kernels_source()).map_err(|e| e.render("bench.xk"))?;
+            let touch = module.function("touch").ok_or("no touch kernel")?;
+            let ptx = crate::codegen::llvm::lower(
+                &module,
+                &[crate::codegen::llvm::KernelRef::plain(touch)],
+                &crate::codegen::llvm::nvptx::Nvptx::new(cx.dev.arch()),
+                &Default::default(),
+            )
+            .map_err(|e| e.to_string())?;
+            let mut image = ptx.code.clone();
+            image.push(0);
+            // SAFETY: NUL-terminated PTX; the module is unloaded in `Drop`.
+            let module = unsafe { result::module::load_data(image.as_ptr() as *const _) }
                 .map_err(|e| format!("{e:?}"))?;
+            // SAFETY: a live module with entry `touch`.
+            let f = unsafe {
+                result::module::get_function(module, std::ffi::CString::new("touch").unwrap())
+            }
+            .map_err(|e| format!("{e:?}"))?;
+            let m = mem
+                .as_any()
+                .downcast_ref::<crate::backend::cuda::CudaMemory>()
+                .ok_or("foreign memory")?;
+            let stream = cx
+                .stream
+                .as_any()
+                .downcast_ref::<crate::backend::cuda::CudaStream>()
+                .ok_or("foreign stream")?
+                .raw();
+            Ok(Bare {
+                module,
+                f,
+                stream,
+                values: Box::new((m.device_ptr(), (mem.size() / 4) as u32, u32::MAX)),
+            })
         }
-        cx.stream.sync().map_err(|e| e.to_string())?;
-        let t = t0.elapsed().as_secs_f64() / launches as f64;
-        // SAFETY: no launch of this module is pending after the sync.
-        unsafe {
-            let _ = result::module::unload(module);
+
+        /// `n` launches, back to back.
+        fn launch(&mut self, n: usize) -> Result<(), String> {
+            let v = &mut *self.values;
+            let mut params = [
+                &mut v.0 as *mut u64 as *mut std::ffi::c_void,
+                &mut v.1 as *mut u32 as *mut std::ffi::c_void,
+                &mut v.2 as *mut u32 as *mut std::ffi::c_void,
+            ];
+            for _ in 0..n {
+                // SAFETY: parameters match the kernel's (ptr, len, n) and outlive the calls
+                // (the driver copies them); the buffer outlives the launches, which complete
+                // before the caller's sync.
+                unsafe {
+                    cudarc::driver::result::launch_kernel(
+                        self.f,
+                        (1, 1, 1),
+                        (32, 1, 1),
+                        0,
+                        self.stream,
+                        &mut params,
+                    )
+                }
+                .map_err(|e| format!("{e:?}"))?;
+            }
+            Ok(())
         }
-        Ok(t)
+    }
+
+    impl Drop for Bare {
+        fn drop(&mut self) {
+            // SAFETY: callers sync the stream after every launch; no launch of this module
+            // is pending.
+            unsafe {
+                let _ = cudarc::driver::result::module::unload(self.module);
+            }
+        }
     }
 }

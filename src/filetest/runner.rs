@@ -782,6 +782,14 @@ fn launch_spec(
             DeviceError::DeviceFault { kernel, message } => {
                 LaunchError::DeviceFault { kernel, message }
             }
+            // A missed deadline seen at the sync (a GPU reports it there) is refusal 6.
+            DeviceError::Deadline {
+                kernel, deadline, ..
+            } => LaunchError::Deadline {
+                kernel,
+                deadline,
+                cancelled: false,
+            },
             e => LaunchError::Device {
                 kernel: spec.kernel.clone(),
                 message: e.to_string(),

@@ -134,8 +134,10 @@ pub struct Launch {
     pub wave: Option<u32>,
     /// How long the launch may run (contract §2.4, refusal 6). The interpreter and the CPU
     /// cancel a launch that runs past it ([`LaunchError::Deadline`]); GPU backends, which
-    /// cannot cancel a kernel, report it when it passes and leave the kernel to finish.
-    /// `None` (the default): no limit.
+    /// cannot cancel a kernel, report it and leave the kernel to finish (CUDA at the
+    /// stream's next sync, host read or event record/wait, as
+    /// [`DeviceError::Deadline`](crate::hal::DeviceError::Deadline)). `None` (the default):
+    /// no limit.
     pub deadline: Option<Duration>,
     /// The interpreter's options for this launch (other backends ignore them): see
     /// [`InterpLaunch`].

@@ -119,6 +119,24 @@ pub enum DeviceError {
         codes::AFTER_FAILED_FLUSH
     )]
     AfterFailedFlush { kernel: String, error: String },
+    /// A launch on this stream missed its deadline (refusal 6, contract §2.4), seen at this
+    /// observable point (a sync, a host read, an event record or wait) on a GPU, whose
+    /// kernels cannot be cancelled: the kernel was left to finish, and the device and the
+    /// stream go on (the operation itself completed).
+    #[error(
+        "error[{}]: kernel {kernel}: missed its deadline of {} s: {what}; a GPU kernel cannot \
+         be cancelled, so it was left to finish, and the device goes on",
+        super::launch::codes::DEADLINE,
+        crate::deadline::format_seconds(*.deadline)
+    )]
+    Deadline {
+        /// The kernel of the launch that missed it.
+        kernel: String,
+        /// Its deadline window.
+        deadline: Duration,
+        /// When its work finished, or that it had not ([`crate::backend::deadlines::Missed::describe`]).
+        what: String,
+    },
     /// A malformed environment value the operation needed.
     #[error("{0}")]
     Config(#[from] crate::config::BadValue),
@@ -141,6 +159,7 @@ impl DeviceError {
             DeviceError::DeviceFault { .. } => codes::DEVICE_FAULT,
             DeviceError::FlushFailed { .. } => codes::FLUSH_FAILED,
             DeviceError::AfterFailedFlush { .. } => codes::AFTER_FAILED_FLUSH,
+            DeviceError::Deadline { .. } => super::launch::codes::DEADLINE,
             DeviceError::Config(_) => crate::config::BAD_VALUE,
         }
     }

@@ -70,6 +70,11 @@ impl PartialEq for Device {
 impl Eq for Device {}
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The launch path's list of bound arguments, reused from launch to launch.
+    static BOUND: std::cell::RefCell<Vec<DeviceArg>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 static OPENED: OnceLock<Mutex<HashMap<Backend, Device>>> = OnceLock::new();
 static FORCED: Mutex<Option<String>> = Mutex::new(None);
 static CURRENT: OnceLock<Device> = OnceLock::new();
@@ -708,7 +713,13 @@ impl Kernel {
             &launch,
             args,
         )?;
-        let mut bound = Vec::with_capacity(args.len());
+        // The bindings go into this thread's reused list: no allocation per launch once it
+        // has grown to the longest argument list (taken out while in use, so a launch from
+        // inside a launch's hooks gets a fresh one).
+        let mut bound = BOUND
+            .try_with(|b| std::mem::take(&mut *b.borrow_mut()))
+            .unwrap_or_default();
+        bound.clear();
         for (i, arg) in args.iter().enumerate() {
             bound.push(match arg {
                 ArgValue::Buffer(b) => {
@@ -730,10 +741,20 @@ impl Kernel {
                 ArgValue::Tag(t) => DeviceArg::Value(HostValue::from(*t)),
             });
         }
-        if crate::record::armed() || crate::profile::armed() {
-            return self.launch_observed(stream, &launch, bound);
-        }
-        self.launch_bound(stream, &launch, bound)
+        let result = if crate::record::armed() || crate::profile::armed() {
+            self.launch_observed(stream, &launch, &mut bound)
+        } else {
+            self.launch_bound(stream, &launch, &mut bound)
+        };
+        // The buffers' handles go now (the backend kept what it needs); the list is kept.
+        bound.clear();
+        let _ = BOUND.try_with(|b| {
+            let mut b = b.borrow_mut();
+            if b.capacity() < bound.capacity() {
+                *b = bound;
+            }
+        });
+        result
     }
 
     /// [`Kernel::launch`] with recording or profiling on: the launch is captured around the
@@ -742,7 +763,7 @@ impl Kernel {
         &self,
         stream: &KernelStream,
         launch: &Launch,
-        bound: Vec<DeviceArg>,
+        bound: &mut Vec<DeviceArg>,
     ) -> Result<(), LaunchError> {
         let device = &self.program.device;
         let pre = if crate::record::armed() {
@@ -755,7 +776,7 @@ impl Kernel {
                 self.function(),
                 self.imp.manifest().built_wave,
                 launch,
-                &bound,
+                bound,
             )
         } else {
             None
@@ -844,7 +865,7 @@ impl Kernel {
         &self,
         stream: &KernelStream,
         launch: &Launch,
-        mut bound: Vec<DeviceArg>,
+        bound: &mut Vec<DeviceArg>,
     ) -> Result<(), LaunchError> {
         let device = &self.program.device;
         let info = self.program.module.info(self.handle);
@@ -861,12 +882,12 @@ impl Kernel {
                 return variant.launch(
                     stream.implementation().as_ref(),
                     &coarse::launch_of(launch),
-                    &bound,
+                    bound,
                 );
             }
         }
         self.imp
-            .launch(stream.implementation().as_ref(), launch, &bound)
+            .launch(stream.implementation().as_ref(), launch, bound)
     }
 }
 

@@ -7,7 +7,9 @@
 //! is refusal 6, [`LaunchError::Deadline`] (`XPU-L018`). The interpreter and the CPU cancel it
 //! through the launch watchdog ([`crate::deadline`]), at the launch call, where their work
 //! completes; a GPU, whose kernels cannot be cancelled, reports it and leaves the kernel to
-//! finish (`cancelled: false`), and the next sync waits for it.
+//! finish: Vulkan at the launch (`cancelled: false`), CUDA at the stream's next observable
+//! point (a sync, a host read, an event record or wait) as `DeviceError::Deadline`, also
+//! `XPU-L018` ([`crate::backend::deadlines`]).
 
 use crate::hal::launch::{ArgValue, Launch, LaunchError};
 use crate::runtime::device::Kernel;

@@ -236,7 +236,7 @@ impl recognise::Recorder<CudaNode> for GraphRecorder<'_> {
             .map_err(|e| first.fail("cuGraphLaunch", e))?;
         // A fault seen from now on is reported against the sequence's last kernel.
         if let Some(last) = g.kernels.last() {
-            *self.ctx.last_kernel.lock() = last.name.clone();
+            self.ctx.note_launched(&last.name);
         }
         Ok(())
     }
