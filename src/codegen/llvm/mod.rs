@@ -45,9 +45,9 @@ mod wave;
 
 use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
-    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType,
-    Expr, ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
-    ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, WaveOp,
+    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstExpr, ElemType, Expr, ExprId, FenceScope,
+    Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Span,
+    Stmt, StmtKind, Type, UnaryOp, WaveOp,
 };
 pub use checked::REPORT_SYMBOL;
 use inkwell::basic_block::BasicBlock;
