@@ -370,10 +370,12 @@ impl CudaDevice {
         self.arch
     }
 
+    /// What this device's code is valid for (the cache's key).
     pub fn device_key(&self) -> &DeviceKey {
         &self.key
     }
 
+    /// The code cache this device uses.
     pub fn code_cache(&self) -> &Arc<CodeCache> {
         &self.cache
     }
@@ -850,8 +852,11 @@ pub enum CodeSource {
 /// cache lookup) and the driver's load took.
 #[derive(Clone, Copy, Debug)]
 pub struct FirstUse {
+    /// Where the PTX came from.
     pub source: CodeSource,
+    /// Lowering or the cache lookup.
     pub code: Duration,
+    /// The driver's load of the PTX.
     pub load: Duration,
 }
 
