@@ -144,8 +144,10 @@ pub enum DeviceError {
          recreated; allocate and upload the buffer again",
         codes::LOST
     )]
-    /// The kernel whose fault lost the context.
-    Lost { kernel: String },
+    Lost {
+        /// The kernel whose fault lost the context.
+        kernel: String,
+    },
     /// The device faulted (a sticky CUDA/HIP error) running `kernel`, the kernel launched
     /// last, and this operation saw it; the backend recreated the context, and every buffer
     /// of the lost one reports [`DeviceError::Lost`] on use.
