@@ -661,12 +661,15 @@ fn value_type<'ctx>(
 fn helper_fn_type<'ctx>(
     cx: &Cx<'ctx>,
     target: &dyn LoweringTarget,
-    _module: &ir::Module,
+    module: &ir::Module,
     f: &Function,
 ) -> LResult<inkwell::types::FunctionType<'ctx>> {
     let mut params: Vec<BasicMetadataTypeEnum> = Vec::new();
     for p in &f.params {
         params.push(value_type(cx, target, p.ty)?.into());
+    }
+    if takes_lane_mask(target, module, f) {
+        params.push(cx.context.i64_type().into());
     }
     Ok(match f.ret {
         Some(t) => value_type(cx, target, t)?.fn_type(&params, false),
@@ -928,9 +931,21 @@ struct FnCx<'a, 'ctx> {
     /// frame's code); and a helper's return value on its way out. Made on first use.
     escape_slot: Option<PointerValue<'ctx>>,
     return_slot: Option<PointerValue<'ctx>>,
+    /// On a target that tracks lanes (`LoweringTarget::tracks_lanes`), in a function that
+    /// uses wave verbs: the `i64` mask of the lanes logically running with this one. Set
+    /// at a kernel's entry from the hardware, at a helper's from its caller; narrowed by a
+    /// vote at every branch of an if, loop test, `&&`/`||` and dispatch, and set back at
+    /// the merge (without the lanes that left). Every wave verb and warp sync uses it.
+    lane_mask: Option<PointerValue<'ctx>>,
     /// The outcome of the last checked access's bounds test (`checked.rs`), taken by the
     /// load or atomic that follows it.
     last_ok: Option<inkwell::values::IntValue<'ctx>>,
+}
+
+/// Whether a helper takes its caller's logical lane mask as a last, hidden parameter: on a
+/// target that tracks lanes, when the helper (or one it reaches) uses a wave verb.
+fn takes_lane_mask(target: &dyn LoweringTarget, module: &ir::Module, f: &Function) -> bool {
+    target.tracks_lanes() && uses_waves(module, f, 0)
 }
 
 /// Whether `f`, or a helper it reaches, uses a wave verb. A call through a tag counts if any
@@ -1018,6 +1033,7 @@ fn lower_function<'ctx>(
         syncs: Vec::new(),
         escape_slot: None,
         return_slot: None,
+        lane_mask: None,
         last_ok: None,
     };
     if fx.sync_waves {
@@ -1056,6 +1072,20 @@ fn lower_function<'ctx>(
             }
             _ => fx.params.push(ParamVal::Value(v)),
         }
+    }
+    if fx.sync_waves && target.tracks_lanes() {
+        // A kernel starts with every lane of the wave that exists; a helper with its
+        // caller's lanes (the hidden last parameter, `takes_lane_mask`).
+        let mask = match kernel_symbol {
+            Some(_) => target.active_mask(cx)?,
+            None => llfn
+                .get_nth_param(i)
+                .ok_or_else(|| LowerError::new(codes::LLVM, "the lane-mask parameter"))?
+                .into_int_value(),
+        };
+        let slot = fx.entry_alloca(cx.context.i64_type().into(), "lanes")?;
+        cx.builder.build_store(slot, mask)?;
+        fx.lane_mask = Some(slot);
     }
     // Locals: one slot each in the entry block, promoted to registers by LLVM.
     for (h, l) in f.locals.iter() {
