@@ -73,11 +73,11 @@ pub struct DeviceReport {
 pub struct Sizes {
     /// Floats per array of the streaming kernels.
     pub elems: usize,
-    /// The side of the square GEMM matrices.
+    /// The side of the square GEMM matrices (rounded down to a multiple of 16).
     pub gemm: u32,
     /// Mandelbrot's width and height.
     pub image: u32,
-    /// Work-items per block.
+    /// Work-items per block of the streaming kernels.
     pub block: u32,
     /// Timed repetitions per figure (the median is reported).
     pub reps: usize,

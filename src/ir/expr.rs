@@ -594,7 +594,7 @@ pub enum Expr {
     Compose {
         /// The lane type.
         scalar: Scalar,
-        /// The lane count of the result (2, 3 or 4).
+        /// The lane count of the result (one of [`VECTOR_LANES`](crate::ir::VECTOR_LANES)).
         lanes: u8,
         /// The scalars and vectors, lowest lanes first.
         parts: Vec<ExprId>,
@@ -646,7 +646,7 @@ pub enum Expr {
     /// A call through a tag: the member the tag names. An out-of-range tag does nothing and
     /// yields the zero of the result type.
     Dispatch {
-        /// The tag (`u32`-sized value of a tag set).
+        /// The tag value (of the tag set's type).
         tag: ExprId,
         /// The arguments, passed to the member called.
         args: Vec<ExprId>,
@@ -685,7 +685,7 @@ pub enum Expr {
         base: Base,
         /// The first scalar's index (`u32`).
         index: ExprId,
-        /// The lane count (2, 3 or 4).
+        /// The lane count (one of [`VECTOR_LANES`](crate::ir::VECTOR_LANES)).
         lanes: u8,
         /// The promised alignment in bytes, if any.
         align: Option<u8>,

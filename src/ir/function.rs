@@ -67,7 +67,7 @@ pub enum ConstExpr {
 pub enum ConstUnOp {
     /// `!x`: 1 when `x` is 0, else 0.
     Not,
-    /// `-x`, wrapping.
+    /// `-x`.
     Neg,
 }
 
