@@ -151,7 +151,7 @@ pub struct Cx<'ctx> {
     pub distributed_matrices: std::cell::Cell<bool>,
     /// The cooperative-matrix operations lowered so far and their tiers.
     pub matrix_ops: std::cell::RefCell<Vec<MatrixOp>>,
-    /// What the code tests at run time (checked mode, ub-traps: [`checked`]).
+    /// What the code tests at run time (checked mode, ub-traps: `checked`).
     pub checks: Checks,
     /// The check sites emitted so far, module-wide (a report names one by index).
     pub sites: std::cell::RefCell<Vec<CheckSite>>,
