@@ -45,9 +45,9 @@ mod wave;
 
 use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
-    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType,
-    Expr, ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
-    ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, WaveOp,
+    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstExpr, ElemType, Expr, ExprId, FenceScope,
+    Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Span,
+    Stmt, StmtKind, Type, UnaryOp, WaveOp,
 };
 pub use checked::REPORT_SYMBOL;
 use inkwell::basic_block::BasicBlock;
@@ -151,7 +151,7 @@ pub struct Cx<'ctx> {
     pub distributed_matrices: std::cell::Cell<bool>,
     /// The cooperative-matrix operations lowered so far and their tiers.
     pub matrix_ops: std::cell::RefCell<Vec<MatrixOp>>,
-    /// What the code tests at run time (checked mode, ub-traps: [`checked`]).
+    /// What the code tests at run time (checked mode, ub-traps: `checked`).
     pub checks: Checks,
     /// The check sites emitted so far, module-wide (a report names one by index).
     pub sites: std::cell::RefCell<Vec<CheckSite>>,
@@ -677,45 +677,16 @@ fn helper_fn_type<'ctx>(
     })
 }
 
-/// Evaluates a constant expression over template arguments.
-pub fn const_eval(f: &Function, h: Handle<ConstExpr>, args: &[u32]) -> Option<u64> {
-    let e = f.consts.try_get(h)?;
-    Some(match e {
-        ConstExpr::Lit(v) => *v,
-        ConstExpr::Param(i) => *args.get(*i as usize)? as u64,
-        ConstExpr::Unary(op, a) => {
-            let a = const_eval(f, *a, args)?;
-            match op {
-                ConstUnOp::Not => (a == 0) as u64,
-                ConstUnOp::Neg => (a as u32).wrapping_neg() as u64,
-            }
-        }
-        ConstExpr::Binary(op, a, b) => {
-            let a = const_eval(f, *a, args)?;
-            let b = const_eval(f, *b, args)?;
-            match op {
-                ConstBinOp::Add => a.checked_add(b)?,
-                ConstBinOp::Sub => a.checked_sub(b)?,
-                ConstBinOp::Mul => a.checked_mul(b)?,
-                ConstBinOp::Div => a.checked_div(b)?,
-                ConstBinOp::Rem => a.checked_rem(b)?,
-                ConstBinOp::Eq => (a == b) as u64,
-                ConstBinOp::Ne => (a != b) as u64,
-                ConstBinOp::Lt => (a < b) as u64,
-                ConstBinOp::Le => (a <= b) as u64,
-                ConstBinOp::Gt => (a > b) as u64,
-                ConstBinOp::Ge => (a >= b) as u64,
-                ConstBinOp::And => (a != 0 && b != 0) as u64,
-                ConstBinOp::Or => (a != 0 || b != 0) as u64,
-            }
-        }
-    })
+/// The value of a constant expression of `f` instanced with template arguments `args` (the
+/// verifier's evaluator; `None` where it refuses, which the verifier has already reported).
+fn const_eval(f: &Function, h: Handle<ConstExpr>, args: &[u32]) -> Option<u32> {
+    ir::template::eval_const(f, h, Some(args)).ok()
 }
 
 fn len_of(f: &Function, len: Len, args: &[u32]) -> LResult<u32> {
     match len {
         Len::Fixed(n) => Ok(n),
-        Len::Const(h) => match const_eval(f, h, args).and_then(|v| u32::try_from(v).ok()) {
+        Len::Const(h) => match const_eval(f, h, args) {
             Some(n) => Ok(n),
             None => Err(LowerError::new(
                 codes::INPUT,
@@ -804,7 +775,7 @@ fn lower_kernel<'ctx>(
     let eval = |h: Option<Handle<ConstExpr>>| -> LResult<Option<u32>> {
         match h {
             None => Ok(None),
-            Some(h) => match const_eval(f, h, args).and_then(|v| u32::try_from(v).ok()) {
+            Some(h) => match const_eval(f, h, args) {
                 Some(v) => Ok(Some(v)),
                 None => Err(LowerError::new(
                     codes::INPUT,
