@@ -157,6 +157,7 @@ impl Runner {
             options: ProgramOptions {
                 checked: ProgramOptions::from_env()?.checked,
                 ub_traps: true,
+                print: ProgramOptions::from_env()?.print,
             },
         })
     }
@@ -213,6 +214,10 @@ impl Runner {
             };
             self.run_source(&shown, &source, &mut |case| {
                 summary.add(case);
+                // What the case's launches printed (the oracle's too), before its verdict.
+                for line in crate::hal::debug::take_printed() {
+                    writeln!(out, "  print {line}")?;
+                }
                 writeln!(out, "{case}")
             })?;
         }
@@ -1079,6 +1084,7 @@ pub fn run_command(
             r.with_deadline(deadline).with_options(ProgramOptions {
                 checked: options.checked.unwrap_or(o.checked),
                 ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
+                print: o.print,
             })
         }
         Err(e) => {

@@ -42,6 +42,7 @@ pub mod codes {
     pub const LOST_BUFFER: &str = "XPU-L023";
     pub const HELD: &str = "XPU-L019";
     pub const NO_SHAPE_FITS: &str = "XPU-L025";
+    pub const ASSERT_FAILED: &str = "XPU-L035";
     pub const UNDEFINABLE: &str = "XPU-REF01";
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
@@ -615,6 +616,21 @@ pub enum LaunchError {
         problem: String,
         verdicts: String,
     },
+    /// An `assert` in the kernel failed (issue 23 item 9): the first failure in work-item
+    /// order (docs/semantics.md, "Print and assert"), by source line and work-item.
+    #[error(
+        "error[{}]: kernel {kernel}: line {line}: assert failed in work-item ({}, {}, {}) of workgroup ({}, {}, {}): {message}",
+        codes::ASSERT_FAILED, item[0], item[1], item[2], group[0], group[1], group[2]
+    )]
+    AssertFailed {
+        kernel: String,
+        line: u32,
+        /// The workgroup's id.
+        group: [u32; 3],
+        /// The work-item's local id in its workgroup.
+        item: [u32; 3],
+        message: String,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable { kernel: String, message: String },
@@ -657,6 +673,7 @@ impl LaunchError {
             NoShapeFits { .. } => codes::NO_SHAPE_FITS,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
+            AssertFailed { .. } => codes::ASSERT_FAILED,
         }
     }
 
@@ -704,7 +721,8 @@ impl LaunchError {
             | LostBuffer { kernel, .. }
             | Held { kernel, .. }
             | Undefinable { kernel, .. }
-            | Undefined { kernel, .. } => kernel,
+            | Undefined { kernel, .. }
+            | AssertFailed { kernel, .. } => kernel,
             NoShapeFits { family, .. } => family,
         }
     }

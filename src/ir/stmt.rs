@@ -96,6 +96,20 @@ pub enum StmtKind {
         offset: ExprId,
         stride: ExprId,
     },
+    /// `print("fmt {}", values...)`: one line of text, each `{}` replaced by the next value
+    /// (scalars only; `{{` and `}}` are literal braces). Tagged with the kernel, the work-item
+    /// and the source line; dropped before lowering when `ProgramOptions::print` is off.
+    Print {
+        format: String,
+        args: Vec<ExprId>,
+    },
+    /// `assert(cond, "message")`: a work-item where `cond` is false records a failure and
+    /// goes on; the launch then fails with `XPU-L035` naming the first failure
+    /// (docs/semantics.md, "Print and assert").
+    Assert {
+        cond: ExprId,
+        message: String,
+    },
 }
 
 impl StmtKind {
@@ -109,6 +123,8 @@ impl StmtKind {
                 _ => vec![*value],
             },
             StmtKind::VStore { index, value, .. } => vec![*index, *value],
+            StmtKind::Print { args, .. } => args.clone(),
+            StmtKind::Assert { cond, .. } => vec![*cond],
             _ => Vec::new(),
         }
     }

@@ -130,6 +130,17 @@ pub enum StmtKind {
     Return(Option<Expr>),
     /// `fence(workgroup)` / `fence(device)`.
     Fence(String, Span),
+    /// `print("format", values...)`.
+    Print {
+        format: String,
+        format_span: Span,
+        args: Vec<Expr>,
+    },
+    /// `assert(cond, "message")`.
+    Assert {
+        cond: Expr,
+        message: String,
+    },
     /// An expression statement; `barrier()`, `vstore(..)` and `matrix_store(..)` are calls
     /// here and become their own statements in the lowering.
     Expr(Expr),

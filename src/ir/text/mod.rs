@@ -66,6 +66,9 @@ pub mod codes {
     /// `atomic_load`/`atomic_store` with the wrong number of arguments, or a last argument
     /// that is not a memory order (issue #23).
     pub const ATOMIC_ORDER: &str = "XPU-P020";
+    /// A `print` format that is malformed (a lone `{` or `}`) or whose `{}` count is not the
+    /// number of values given (issue 23 item 9).
+    pub const PRINT_FORMAT: &str = "XPU-P030";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.
