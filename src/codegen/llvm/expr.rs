@@ -453,6 +453,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let lhs_bb = self.b().get_insert_block().expect("positioned");
         let rhs_bb = ctx.append_basic_block(self.llfn, if and { "and.rhs" } else { "or.rhs" });
         let merge = ctx.append_basic_block(self.llfn, "sc.end");
+        // The lanes that evaluate the right-hand side wait for the others at the merge, as
+        // at the end of an IR `if`.
+        let sync = self.converge_begin()?;
         if and {
             self.b().build_conditional_branch(a, rhs_bb, merge)?;
         } else {
@@ -466,6 +469,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let phi = self.b().build_phi(ctx.bool_type(), "")?;
         let short = ctx.bool_type().const_int(!and as u64, false);
         phi.add_incoming(&[(&short, lhs_bb), (&b, rhs_end)]);
+        self.converge_end(sync)?;
         Ok(phi.as_basic_value())
     }
 
@@ -573,6 +577,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             cases.push((self.cx.i32(i as u64), bb, callee));
         }
         let switch_cases: Vec<_> = cases.iter().map(|(v, bb, _)| (*v, *bb)).collect();
+        // Lanes calling different members wait for each other at `end` when the function
+        // uses wave verbs, as at the end of an IR `if`: without it a wave scan after the
+        // dispatch saw each member's lanes alone on the H200 (fuzz case 961, a partial sum).
+        let sync = self.converge_begin()?;
         self.b().build_switch(t, end, &switch_cases)?;
         for (_, bb, callee) in cases {
             self.b().position_at_end(bb);
@@ -583,6 +591,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             self.b().build_unconditional_branch(end)?;
         }
         self.b().position_at_end(end);
+        self.converge_end(sync)?;
         match slot {
             Some((s, ty)) => Ok(Some(self.b().build_load(ty, s, "")?)),
             None => Ok(None),
