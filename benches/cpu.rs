@@ -1,13 +1,16 @@
 //! CPU backend throughput, with peers measured in the same run.
 //!
 //! `cargo bench --bench cpu` runs, through the public API on `Backend::Cpu`:
-//! - STREAM triad `a = b + s*c` and saxpy on 64M floats, against a `memcpy` probe (the copy
-//!   bandwidth of this machine) and the same loops in Rust with rayon;
+//! - STREAM triad `a = b + s*c` and saxpy on 64M floats, against STREAM itself in C with
+//!   OpenMP on the same threads (`benches/peers/stream/stream.c`, built here with
+//!   `gcc -O3 -march=native -fopenmp`; the best of plain and non-temporal stores: the `STREAM`
+//!   column) and the same loops in Rust with rayon;
 //! - a 16×16-tiled SGEMM at 1024³ (shared memory, barriers);
 //! - a wave reduction (`wave_reduce_sum`, one partial per wave) over 64M floats;
 //! - mandelbrot 2048×2048, 256 iterations;
 //!
-//! and then `benches/peers/pocl_bench.py` (PoCL 3.1's CPU device through pyopencl) on the same
+//! the compute kernels beside the same kernels in C with OpenMP built by gcc
+//! (`benches/peers/omp/compute.c`, the `gcc` column), and then `benches/peers/pocl_bench.py` (PoCL 3.1's CPU device through pyopencl) on the same
 //! kernels and sizes, if it runs here, and prints a ratio table, plus our JIT compile time
 //! against PoCL's build time. Medians over `--reps` runs after one warm-up.
 //!
@@ -205,7 +208,8 @@ struct Row {
     unit: &'static str,
     ours: f64,
     compile_ms: f64,
-    memcpy: Option<f64>,
+    stream: Option<f64>,
+    gcc: Option<f64>,
     rayon: Option<f64>,
     pocl: Option<f64>,
     pocl_build_ms: Option<f64>,
@@ -257,12 +261,35 @@ fn main() {
         o.reps
     );
 
-    // memcpy probe: bytes moved per second (read + write) by a plain copy.
-    let src = vec![1.0f32; stream_n];
-    let mut dst = vec![0.0f32; stream_n];
-    let t = time(o.reps, || dst.copy_from_slice(&src));
-    let memcpy_gbps = (stream_n * 8) as f64 / t.as_secs_f64() / 1e9;
-    drop(dst);
+    // STREAM in C + OpenMP on the same threads: the bandwidth limit.
+    let stream_figs = match xpu::bench::peers::stream(stream_n, o.reps, threads) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("STREAM peer not run: {e}");
+            Vec::new()
+        }
+    };
+    for f in &stream_figs {
+        println!(
+            "STREAM {} ({} stores): {:.2} GB/s",
+            f.kernel,
+            if f.nt == Some(true) {
+                "non-temporal"
+            } else {
+                "plain"
+            },
+            f.rate
+        );
+    }
+    let stream_best = |k: &str| xpu::bench::peers::best(&stream_figs, k);
+    let wave = cpu.facts().wave_width.unwrap_or(1);
+    let gcc = |k: &str, size: usize| match xpu::bench::peers::gcc(k, size, o.reps, threads, wave) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            println!("gcc peer of {k} not run: {e}");
+            None
+        }
+    };
 
     // STREAM triad: 3 arrays of 4 bytes move per element.
     if o.runs("triad") {
@@ -300,7 +327,8 @@ fn main() {
             unit: "GB/s",
             ours,
             compile_ms,
-            memcpy: Some(memcpy_gbps),
+            stream: stream_best("triad"),
+            gcc: None,
             rayon: Some((stream_n * 12) as f64 / tr.as_secs_f64() / 1e9),
             pocl: None,
             pocl_build_ms: None,
@@ -339,7 +367,8 @@ fn main() {
             unit: "GB/s",
             ours,
             compile_ms,
-            memcpy: Some(memcpy_gbps),
+            stream: stream_best("saxpy"),
+            gcc: None,
             rayon: Some((stream_n * 12) as f64 / tr.as_secs_f64() / 1e9),
             pocl: None,
             pocl_build_ms: None,
@@ -379,7 +408,8 @@ fn main() {
             unit: "GFLOP/s",
             ours: 2.0 * (n as f64).powi(3) / t.as_secs_f64() / 1e9,
             compile_ms,
-            memcpy: None,
+            stream: None,
+            gcc: gcc("sgemm", n as usize),
             rayon: None,
             pocl: None,
             pocl_build_ms: None,
@@ -415,7 +445,8 @@ fn main() {
             unit: "GB/s",
             ours: (stream_n * 4) as f64 / t.as_secs_f64() / 1e9,
             compile_ms,
-            memcpy: Some(memcpy_gbps),
+            stream: None,
+            gcc: gcc("wave_reduce", stream_n),
             rayon: Some((stream_n * 4) as f64 / tr.as_secs_f64() / 1e9),
             pocl: None,
             pocl_build_ms: None,
@@ -445,7 +476,8 @@ fn main() {
             unit: "Mpixel/s",
             ours: (mw * mh) as f64 / t.as_secs_f64() / 1e6,
             compile_ms,
-            memcpy: None,
+            stream: None,
+            gcc: gcc("mandelbrot", mw as usize),
             rayon: None,
             pocl: None,
             pocl_build_ms: None,
@@ -458,14 +490,16 @@ fn main() {
 
     println!();
     println!(
-        "{:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "{:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
         "kernel",
         "unit",
         "xpu cpu",
-        "memcpy",
+        "STREAM",
+        "gcc",
         "rayon",
         "PoCL",
-        "/memcpy",
+        "/STREAM",
+        "/gcc",
         "/rayon",
         "/PoCL",
         "JIT ms",
@@ -476,14 +510,16 @@ fn main() {
         |ours: f64, peer: Option<f64>| peer.map_or("-".into(), |p| format!("{:.2}x", ours / p));
     for r in &rows {
         println!(
-            "{:<12} {:>6} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>8}",
+            "{:<12} {:>6} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>8}",
             r.name,
             r.unit,
             r.ours,
-            f(r.memcpy),
+            f(r.stream),
+            f(r.gcc),
             f(r.rayon),
             f(r.pocl),
-            ratio(r.ours, r.memcpy),
+            ratio(r.ours, r.stream),
+            ratio(r.ours, r.gcc),
             ratio(r.ours, r.rayon),
             ratio(r.ours, r.pocl),
             r.compile_ms,

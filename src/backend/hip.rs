@@ -681,6 +681,14 @@ impl HipProgram {
             .kernel(name)
             .ok_or_else(|| format!("no kernel `{name}` in the module"))?;
         let target = Amdgpu::new(&self.arch).ok_or("unknown processor")?;
+        let matrix_dist = crate::config::get()
+            .matrix_dist
+            .clone()
+            .map_err(|e| e.to_string())?;
+        let matrix_impl = crate::config::get()
+            .matrix_impl
+            .clone()
+            .map_err(|e| e.to_string())?;
         let objs = codeobj::build(
             self.module.module(),
             &[KernelRef::plain(handle)],
@@ -688,6 +696,8 @@ impl HipProgram {
             &BuildOptions {
                 lower: crate::codegen::llvm::Options {
                     checks: self.checks,
+                    matrix_dist,
+                    matrix_impl,
                     ..Default::default()
                 },
                 ..BuildOptions::default()

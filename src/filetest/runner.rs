@@ -47,6 +47,7 @@ use std::sync::Arc;
 /// How a case ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// Every expectation held.
     Pass,
     /// Failed, with the detail printed beneath the case's line.
     Fail(String),
@@ -65,7 +66,30 @@ pub struct Case {
     pub kernel: String,
     /// The backend's name, or `-` for a file-level failure.
     pub backend: String,
+    /// How it ended.
     pub outcome: Outcome,
+}
+
+impl Case {
+    /// The case as JSON (docs/json.md): `file`, `line`, `kernel`, `backend`, `outcome`
+    /// (`pass`, `fail`, `skip`) and `detail` (a failure's detail or a skip's reason, else
+    /// null).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (outcome, detail) = match &self.outcome {
+            Outcome::Pass => ("pass", None),
+            Outcome::Fail(d) => ("fail", Some(d.as_str())),
+            Outcome::Skip(d) => ("skip", Some(d.as_str())),
+        };
+        serde_json::json!({
+            "type": "case",
+            "file": self.file,
+            "line": self.line,
+            "kernel": self.kernel,
+            "backend": self.backend,
+            "outcome": outcome,
+            "detail": detail,
+        })
+    }
 }
 
 impl fmt::Display for Case {
@@ -94,12 +118,16 @@ impl fmt::Display for Case {
 /// Counts of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// Cases that passed.
     pub passed: usize,
+    /// Cases that failed.
     pub failed: usize,
+    /// Cases skipped (nothing in them applies to the backend).
     pub skipped: usize,
 }
 
 impl Summary {
+    /// Counts one case.
     pub fn add(&mut self, case: &Case) {
         match case.outcome {
             Outcome::Pass => self.passed += 1,
@@ -170,6 +198,17 @@ impl Runner {
         self
     }
 
+    /// Applies what `xpu run --checked` and `--ub-traps` ask for; an option left `None` keeps
+    /// the runner's default.
+    pub fn with_run_options(self, options: RunOptions) -> Runner {
+        let o = self.options;
+        self.with_options(ProgramOptions {
+            checked: options.checked.unwrap_or(o.checked),
+            ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
+            ..o
+        })
+    }
+
     /// Sets the deadline of every case whose run block names none (`xpu run --deadline`;
     /// `None`, the default here: no limit).
     pub fn with_deadline(mut self, deadline: Option<std::time::Duration>) -> Runner {
@@ -177,6 +216,7 @@ impl Runner {
         self
     }
 
+    /// The devices the runner runs cases on.
     pub fn devices(&self) -> &[Device] {
         &self.devices
     }
@@ -194,25 +234,7 @@ impl Runner {
         }
         let mut summary = Summary::default();
         for file in files {
-            let source = std::fs::read(&file)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
-            let shown = file.display().to_string();
-            let source = match String::from_utf8(source) {
-                Ok(s) => s,
-                Err(_) => {
-                    let case = Case {
-                        file: shown,
-                        line: 1,
-                        kernel: "-".into(),
-                        backend: "-".into(),
-                        outcome: Outcome::Fail("the file is not UTF-8".into()),
-                    };
-                    writeln!(out, "{case}")?;
-                    summary.add(&case);
-                    continue;
-                }
-            };
-            self.run_source(&shown, &source, &mut |case| {
+            self.run_file(&file, &mut |case| {
                 summary.add(case);
                 // What the case's launches printed (the oracle's too), before its verdict.
                 for line in crate::hal::debug::take_printed() {
@@ -223,6 +245,29 @@ impl Runner {
         }
         writeln!(out, "{}", summary.closing_line())?;
         Ok(summary)
+    }
+
+    /// Runs the run blocks of the file at `file`, calling `report` with each case as it
+    /// completes. An unreadable file is an I/O error; one that is not UTF-8 or does not parse
+    /// is a failed case.
+    pub fn run_file(
+        &self,
+        file: &std::path::Path,
+        report: &mut dyn FnMut(&Case) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let source = std::fs::read(file)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
+        let shown = file.display().to_string();
+        match String::from_utf8(source) {
+            Ok(source) => self.run_source(&shown, &source, report),
+            Err(_) => report(&Case {
+                file: shown,
+                line: 1,
+                kernel: "-".into(),
+                backend: "-".into(),
+                outcome: Outcome::Fail("the file is not UTF-8".into()),
+            }),
+        }
     }
 
     /// Runs the run blocks of one file's `source`, calling `report` with each case as it
@@ -728,6 +773,11 @@ fn launch_spec(
         .shared_bytes(spec.shared_bytes);
     launch.wave = wave;
     launch.deadline = spec.deadline;
+    launch.interp = crate::hal::launch::InterpLaunch {
+        allow_races: spec.allow_races,
+        shuffle_seed: spec.shuffle_seed,
+        max_steps: spec.max_steps,
+    };
     let stream = KernelStream::current(device);
     kernel
         .launch(&stream, launch, &mut args)
@@ -1079,14 +1129,7 @@ pub fn run_command(
         }
     };
     let runner = match Runner::new(devices) {
-        Ok(r) => {
-            let o = r.options;
-            r.with_deadline(deadline).with_options(ProgramOptions {
-                checked: options.checked.unwrap_or(o.checked),
-                ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
-                print: o.print,
-            })
-        }
+        Ok(r) => r.with_deadline(deadline).with_run_options(options),
         Err(e) => {
             eprintln!("xpu run: {e}");
             return 2;
@@ -1107,7 +1150,9 @@ pub fn run_command(
 /// ub-traps on and checked mode as `CAJETA_XPU_CHECKED` says).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunOptions {
+    /// Checked mode on or off (`--checked`).
     pub checked: Option<bool>,
+    /// Unconfirmed `align = N` statements tested or not (`--ub-traps on|off`).
     pub ub_traps: Option<bool>,
 }
 

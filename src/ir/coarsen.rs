@@ -227,6 +227,7 @@ fn check_block(block: &[Stmt]) -> Result<(), Ineligible> {
             StmtKind::MatrixStore { .. } => return Err("uses matrix fragments"),
             // Their records name the work-item, which coarsening changes.
             StmtKind::Print { .. } | StmtKind::Assert { .. } => return Err("has print or assert"),
+            StmtKind::Block(_) => return Err("has a bare `{ }` block"),
             StmtKind::If {
                 then_block,
                 else_block,
@@ -728,6 +729,7 @@ impl Pass<'_> {
             | StmtKind::Fence(_)
             | StmtKind::Print { .. }
             | StmtKind::Assert { .. }
+            | StmtKind::Block(_)
             | StmtKind::MatrixStore { .. } => unreachable!("refused by `eligible`"),
         }
     }

@@ -3,7 +3,7 @@
 //! `ProgramOptions::print` is off (so they cost nothing then).
 //!
 //! A format is text with `{}` placeholders, one per value; `{{` and `}}` stand for literal
-//! braces; any other `{` or `}` is an error (`XPU-P030` in the text format, `XPU-V110` in a
+//! braces; any other `{` or `}` is an error (`XPU-P032` in the text format, `XPU-V110` in a
 //! module built in Rust).
 //!
 //! # The buffer

@@ -91,6 +91,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let r = self.value(*reject)?;
                 self.select(c, a, r)?
             }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => self.if_else(*cond, *accept, *reject)?,
             Expr::Compose {
                 scalar,
                 lanes,
@@ -248,6 +253,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 value,
             } => {
                 let v = self.value(*value)?;
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Fill, *role, *scalar, *rows, *cols, 0, *scalar);
                 if self.cx.software_matrices.get() {
                     self.sw_fill(*scalar, *rows, *cols, v)?
                 } else {
@@ -269,6 +276,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 if matches!(base, Base::Local(_)) {
                     return self.err(codes::UNSUPPORTED, "matrix_load from a private array");
                 }
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Load, *role, *scalar, *rows, *cols, 0, *scalar);
                 if self.cx.software_matrices.get() {
                     self.sw_load(*scalar, *rows, *cols, *base, off, st)?
                 } else {
@@ -295,6 +304,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let av = self.value(*a)?;
                 let bv = self.value(*b)?;
                 let cv = self.value(*c)?;
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Mma, ir::MatrixRole::Acc, ab, rows, cols, inner, acc);
                 if self.cx.software_matrices.get() {
                     self.sw_mma((ab, rows, inner), (acc, cols), av, bv, cv)?
                 } else {
@@ -440,6 +451,44 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         // By zero: quotient 0, remainder the dividend.
         let by_zero = if div { zero } else { a };
         self.select(is_zero, by_zero, q)
+    }
+
+    /// `if cond { accept } else { reject }`: a branch and a phi, only the taken arm
+    /// evaluated; lanes reconverge at the merge like an `if` statement's.
+    pub(super) fn if_else(
+        &mut self,
+        cond: ExprId,
+        accept: ExprId,
+        reject: ExprId,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        let ctx = self.cx.context;
+        let c = self.value(cond)?.into_int_value();
+        let sync = self.converge_begin()?;
+        let then_bb = ctx.append_basic_block(self.llfn, "ifx.then");
+        let else_bb = ctx.append_basic_block(self.llfn, "ifx.else");
+        let merge = ctx.append_basic_block(self.llfn, "ifx.end");
+        self.b().build_conditional_branch(c, then_bb, else_bb)?;
+        self.enter_sync(sync, merge);
+        self.b().position_at_end(then_bb);
+        let a = self.value(accept);
+        let a_end = self.b().get_insert_block().expect("positioned");
+        if a.is_ok() {
+            self.b().build_unconditional_branch(merge)?;
+        }
+        self.b().position_at_end(else_bb);
+        let r = self.value(reject);
+        let r_end = self.b().get_insert_block().expect("positioned");
+        if r.is_ok() {
+            self.b().build_unconditional_branch(merge)?;
+        }
+        self.leave_sync(sync);
+        let (a, r) = (a?, r?);
+        self.b().position_at_end(merge);
+        let phi = self.b().build_phi(a.get_type(), "")?;
+        phi.add_incoming(&[(&a, a_end), (&r, r_end)]);
+        let v = phi.as_basic_value();
+        self.converge_end(sync)?;
+        Ok(v)
     }
 
     pub(super) fn short_circuit(
