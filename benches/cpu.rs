@@ -24,81 +24,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use xpu::{args, Backend, Device, KernelStream, Launch};
 
-const TRIAD: &str = r#"
-kernel triad(n: u32, s: f32, a: buf<f32, rw>, b: buf<f32>, c: buf<f32>) {
-    let i: u32 = global_id.x;
-    if i < n {
-        a[i] = b[i] + s * c[i];
-    }
-}
-"#;
-
-const SAXPY: &str = r#"
-kernel saxpy(n: u32, a: f32, x: buf<f32>, y: buf<f32, rw>) {
-    let i: u32 = global_id.x;
-    if i < n {
-        y[i] = a * x[i] + y[i];
-    }
-}
-"#;
-
-const SGEMM: &str = r#"
-kernel sgemm(n: u32, a: buf<f32>, b: buf<f32>, c: buf<f32, rw>) {
-    shared ta: [f32; 256];
-    shared tb: [f32; 256];
-    let tx: u32 = local_id.x;
-    let ty: u32 = local_id.y;
-    let row: u32 = group_id.y * 16 + ty;
-    let col: u32 = group_id.x * 16 + tx;
-    let acc: f32 = 0.0;
-    for t: u32 in 0..n / 16 {
-        ta[ty * 16 + tx] = a[row * n + t * 16 + tx];
-        tb[ty * 16 + tx] = b[(t * 16 + ty) * n + col];
-        barrier();
-        for k: u32 in 0..16 {
-            acc = acc + ta[ty * 16 + k] * tb[k * 16 + tx];
-        }
-        barrier();
-    }
-    c[row * n + col] = acc;
-}
-"#;
-
-const WAVE_REDUCE: &str = r#"
-kernel wave_reduce(n: u32, inp: buf<f32>, partial: buf<f32, rw>) {
-    let i: u32 = global_id.x;
-    let v: f32 = 0.0;
-    if i < n {
-        v = inp[i];
-    }
-    let s: f32 = wave_reduce_sum(v);
-    if lane_id == 0 {
-        partial[i / wave_width] = s;
-    }
-}
-"#;
-
-const MANDELBROT: &str = r#"
-kernel mandelbrot(width: u32, height: u32, max_iter: u32, out: buf<u32, rw>) {
-    let px: u32 = global_id.x;
-    let py: u32 = global_id.y;
-    if px < width && py < height {
-        let cr: f32 = -2.0 + 3.0 * (px as f32) / (width as f32);
-        let ci: f32 = -1.5 + 3.0 * (py as f32) / (height as f32);
-        let zr: f32 = 0.0;
-        let zi: f32 = 0.0;
-        let it: u32 = 0;
-        while it < max_iter && zr * zr + zi * zi <= 4.0 {
-            let t: f32 = zr * zr - zi * zi + cr;
-            zi = 2.0 * zr * zi + ci;
-            zr = t;
-            it += 1;
-        }
-        out[py * width + px] = it;
-    }
-}
-"#;
-
 struct Opts {
     quick: bool,
     reps: usize,
@@ -215,6 +140,9 @@ struct Row {
     pocl_build_ms: Option<f64>,
 }
 
+/// The kernels, the same text `xpu bench cpu` runs.
+use xpu::bench::suite::CPU_KERNELS;
+
 fn load(cpu: &Device, src: &str, name: &str) -> (xpu::Kernel, f64) {
     let m = xpu::ir::parse(src)
         .expect("parse")
@@ -294,7 +222,7 @@ fn main() {
     // STREAM triad: 3 arrays of 4 bytes move per element.
     if o.runs("triad") {
         let n = stream_n as u32;
-        let (k, compile_ms) = load(&cpu, TRIAD, "triad");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "triad");
         let b = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let c = cpu.upload(&vec![2.0f32; stream_n]).unwrap();
         let mut a = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
@@ -338,7 +266,7 @@ fn main() {
     // saxpy: 12 bytes per element.
     if o.runs("saxpy") {
         let n = stream_n as u32;
-        let (k, compile_ms) = load(&cpu, SAXPY, "saxpy");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "saxpy");
         let x = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let mut y = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
         let groups = n.div_ceil(o.block);
@@ -379,7 +307,7 @@ fn main() {
     if o.runs("sgemm") {
         let n = sgemm_n;
         let nn = (n * n) as usize;
-        let (k, compile_ms) = load(&cpu, SGEMM, "sgemm");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "sgemm");
         let ha: Vec<f32> = (0..nn).map(|i| (i % 7) as f32 * 0.25).collect();
         let hb: Vec<f32> = (0..nn).map(|i| (i % 5) as f32 * 0.5).collect();
         let a = cpu.upload(&ha).unwrap();
@@ -419,7 +347,7 @@ fn main() {
     // Wave reduction: 4 bytes read per element.
     if o.runs("wave_reduce") {
         let n = stream_n as u32;
-        let (k, compile_ms) = load(&cpu, WAVE_REDUCE, "wave_reduce");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "wave_reduce");
         let wave = k.manifest().built_wave.unwrap_or(1) as usize;
         let inp = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let mut partial = cpu.upload(&vec![0.0f32; stream_n.div_ceil(wave)]).unwrap();
@@ -455,7 +383,7 @@ fn main() {
 
     // Mandelbrot: pixels per second (in millions).
     if o.runs("mandelbrot") {
-        let (k, compile_ms) = load(&cpu, MANDELBROT, "mandelbrot");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "mandelbrot");
         let mut out = cpu.upload(&vec![0u32; (mw * mh) as usize]).unwrap();
         let t = time(o.reps.min(3), || {
             k.launch(

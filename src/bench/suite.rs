@@ -101,7 +101,9 @@ fn time(reps: usize, mut f: impl FnMut() -> Result<(), String>) -> Result<Durati
     Ok(median(v))
 }
 
-const CPU_KERNELS: &str = r#"
+/// The CPU benchmark's kernels (triad, saxpy, a 16×16-tiled sgemm, the wave reduction,
+/// Mandelbrot), shared with `benches/cpu.rs`.
+pub const CPU_KERNELS: &str = r#"
 kernel triad(n: u32, s: f32, a: buf<f32, rw>, b: buf<f32>, c: buf<f32>) {
     let i: u32 = global_id.x;
     if i < n {
