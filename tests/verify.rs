@@ -1774,6 +1774,8 @@ fn v110_v111_v112_print_and_assert() {
         "kernel k(n: u32) {\n    assert(n > 0, \"m\");\n    print(\"{}\", n);\n}\n"
     )
     .is_empty());
+}
+
 /// Issue 23 item 6: bare scopes, counting-down and C-style `for` loops, `if` expressions.
 mod flow {
     use xpu::ir::builder::ModuleBuilder;
