@@ -785,8 +785,8 @@ fn force_selects_before_the_first_touch() {
     assert_eq!(Device::current().unwrap(), current);
 }
 
-/// `print` and `assert` inside a kernel (issue 23 item 9) on the interpreter, the CPU and
-/// Vulkan (where a device is present): the lines, tagged and in work-item order, agree with
+/// `print` and `assert` inside a kernel (issue 23 item 9) on the interpreter, the CPU,
+/// Vulkan, CUDA and HIP (each where a device is present): the lines, tagged and in work-item order, agree with
 /// each other and with values computed here; a failed assert is `XPU-L035` naming the first
 /// failure in work-item order; `ProgramOptions::print` off drops both.
 mod print_assert {
@@ -817,7 +817,7 @@ device fn note(x: u32) {
 "#;
 
     fn devices() -> Vec<Device> {
-        [Backend::Interp, Backend::Cpu, Backend::Vulkan]
+        Backend::ALL
             .into_iter()
             .filter_map(|b| Device::open(b).ok())
             .collect()

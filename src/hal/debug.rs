@@ -54,6 +54,25 @@ pub fn finish_bytes(
     finish(kernel, &words, sites, grid, block)
 }
 
+/// A launch's buffer read from device memory through `read(first, dst)`, a completed copy of
+/// `dst.len()` words from buffer word `first`: the two cursors first, then only the words they
+/// claim (clamped to their regions), so a launch that printed little copies little. Words
+/// not read stay 0, which [`decode`] never reaches.
+pub fn read_back<E>(mut read: impl FnMut(u32, &mut [u32]) -> Result<(), E>) -> Result<Vec<u32>, E> {
+    let mut words = vec![0u32; BUFFER_WORDS as usize];
+    read(0, &mut words[..HEADER_WORDS as usize])?;
+    let regions = [
+        (HEADER_WORDS, words[0].min(PRINT_REGION_WORDS)),
+        (ASSERT_BASE, words[1].min(ASSERT_REGION_WORDS)),
+    ];
+    for (first, len) in regions {
+        if len > 0 {
+            read(first, &mut words[first as usize..(first + len) as usize])?;
+        }
+    }
+    Ok(words)
+}
+
 /// Appends `lines` to the process-wide sink.
 pub fn emit(lines: Vec<PrintLine>) {
     if lines.is_empty() {
@@ -124,6 +143,77 @@ mod tests {
             "{t}"
         );
         assert!(!d.dropped);
+    }
+
+    #[test]
+    fn read_back_copies_the_cursors_then_only_the_claimed_words() {
+        let sites = vec![
+            DebugSite {
+                line: 2,
+                kind: SiteKind::Print {
+                    format: "{}".into(),
+                    args: vec![Scalar::U32],
+                },
+            },
+            DebugSite {
+                line: 5,
+                kind: SiteKind::Assert {
+                    message: "m".into(),
+                },
+            },
+        ];
+        let mut device = HostBuffer::default();
+        device.print(0, 0, 3, &[11]);
+        device.print(0, 0, 1, &[22]);
+        device.assert_failed(1, 0, 2);
+        // Junk past the cursors, which a launch never wrote: never copied.
+        device.words[HEADER_WORDS as usize + 20] = 0xdead;
+        let mut copies = Vec::new();
+        let words = read_back(|first, dst: &mut [u32]| {
+            copies.push((first, dst.len()));
+            let f = first as usize;
+            dst.copy_from_slice(&device.words[f..f + dst.len()]);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(
+            copies,
+            vec![(0, 2), (HEADER_WORDS, 10), (ASSERT_BASE, 3)],
+            "the cursors, 2 print records of 5 words, 1 assert record"
+        );
+        assert_eq!(words[HEADER_WORDS as usize + 20], 0);
+        let d = decode("k", &words, &sites, [1, 1, 1], [4, 1, 1]);
+        let texts: Vec<_> = d.lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["22", "11"], "work-item 1 before work-item 3");
+        assert_eq!(d.failed.unwrap().item, [2, 0, 0]);
+        // A cursor past its region (records dropped) reads the region's words only.
+        let mut full = HostBuffer::default();
+        full.words[0] = PRINT_REGION_WORDS + 40;
+        let mut copies = Vec::new();
+        read_back(|first, dst: &mut [u32]| {
+            copies.push((first, dst.len()));
+            let f = first as usize;
+            dst.copy_from_slice(&full.words[f..f + dst.len()]);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(
+            copies,
+            vec![(0, 2), (HEADER_WORDS, PRINT_REGION_WORDS as usize)]
+        );
+        // A clear buffer reads its cursors only.
+        let clear = HostBuffer::default();
+        let mut copies = Vec::new();
+        read_back(|first, dst: &mut [u32]| {
+            copies.push((first, dst.len()));
+            let f = first as usize;
+            dst.copy_from_slice(&clear.words[f..f + dst.len()]);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(copies, vec![(0, 2)]);
+        // A failed copy is the caller's error.
+        assert_eq!(read_back(|_, _: &mut [u32]| Err("gone")), Err("gone"));
     }
 
     #[test]

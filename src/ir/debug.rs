@@ -148,6 +148,74 @@ pub struct DebugSite {
 }
 
 impl DebugSite {
+    /// The site as one line of text, which [`DebugSite::from_line`] reads back (cached device
+    /// code carries its sites so): `<line> assert <message>` or
+    /// `<line> print <types> <format>`, `types` the values' scalar names joined by `,` (`-`
+    /// for none), the text with its backslashes, line feeds and carriage returns escaped.
+    pub fn to_line(&self) -> String {
+        fn esc(t: &str) -> String {
+            t.replace('\\', "\\\\")
+                .replace('\n', "\\n")
+                .replace('\r', "\\r")
+        }
+        match &self.kind {
+            SiteKind::Assert { message } => format!("{} assert {}", self.line, esc(message)),
+            SiteKind::Print { format, args } => {
+                let types = if args.is_empty() {
+                    "-".to_string()
+                } else {
+                    args.iter().map(|s| s.name()).collect::<Vec<_>>().join(",")
+                };
+                format!("{} print {types} {}", self.line, esc(format))
+            }
+        }
+    }
+
+    /// A site back from [`DebugSite::to_line`]'s text; `None` for text it did not write.
+    pub fn from_line(text: &str) -> Option<DebugSite> {
+        fn unesc(t: &str) -> Option<String> {
+            let mut out = String::new();
+            let mut it = t.chars();
+            while let Some(c) = it.next() {
+                if c != '\\' {
+                    out.push(c);
+                    continue;
+                }
+                out.push(match it.next()? {
+                    '\\' => '\\',
+                    'n' => '\n',
+                    'r' => '\r',
+                    _ => return None,
+                });
+            }
+            Some(out)
+        }
+        let (line, rest) = text.split_once(' ')?;
+        let line = line.parse().ok()?;
+        let (what, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+        let kind = match what {
+            "assert" => SiteKind::Assert {
+                message: unesc(rest)?,
+            },
+            "print" => {
+                let (types, format) = rest.split_once(' ').unwrap_or((rest, ""));
+                let args = match types {
+                    "-" => Vec::new(),
+                    t => t
+                        .split(',')
+                        .map(Scalar::from_name)
+                        .collect::<Option<Vec<_>>>()?,
+                };
+                SiteKind::Print {
+                    format: unesc(format)?,
+                    args,
+                }
+            }
+            _ => return None,
+        };
+        Some(DebugSite { line, kind })
+    }
+
     /// The words of this site's record.
     pub fn record_words(&self) -> u32 {
         match &self.kind {
@@ -399,5 +467,39 @@ mod tests {
         assert!(placeholders("a { b").is_err());
         assert!(placeholders("a } b").is_err());
         assert!(placeholders("{x}").is_err());
+    }
+
+    #[test]
+    fn sites_round_trip_through_their_line() {
+        let sites = [
+            DebugSite {
+                line: 7,
+                kind: SiteKind::Print {
+                    format: "a\\b {} \n{{}} x ".into(),
+                    args: vec![Scalar::I8, Scalar::F16, Scalar::Bool],
+                },
+            },
+            DebugSite {
+                line: 1,
+                kind: SiteKind::Print {
+                    format: String::new(),
+                    args: vec![],
+                },
+            },
+            DebugSite {
+                line: 12,
+                kind: SiteKind::Assert {
+                    message: "i < n\r\nsecond line".into(),
+                },
+            },
+        ];
+        for s in &sites {
+            let l = s.to_line();
+            assert!(!l.contains('\n') && !l.contains('\r'), "{l}");
+            assert_eq!(DebugSite::from_line(&l).as_ref(), Some(s), "{l}");
+        }
+        assert_eq!(DebugSite::from_line("x print - y"), None);
+        assert_eq!(DebugSite::from_line("3 print q8 {}"), None);
+        assert_eq!(DebugSite::from_line("3 assert bad\\q"), None);
     }
 }

@@ -111,11 +111,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             }
             StmtKind::Barrier => self.t.barrier(self.cx)?,
             StmtKind::Fence(scope) => self.t.fence(self.cx, *scope)?,
-            // Lowered by the interpreter, the CPU and SPIR-V only (issue 23 item 9); loading
-            // with `ProgramOptions::print` off (`CAJETA_XPU_PRINT=0`) drops them.
-            StmtKind::Print { .. } | StmtKind::Assert { .. } => return unsupported(
-                "print and assert on NVPTX and AMDGPU (load with CAJETA_XPU_PRINT=0 to drop them)",
-            ),
+            StmtKind::Print { .. } | StmtKind::Assert { .. } => self.debug_stmt(&s.kind)?,
             StmtKind::VStore {
                 base,
                 index,
