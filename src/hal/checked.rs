@@ -27,7 +27,9 @@ use crate::hal::launch::LaunchError;
 /// launch of a kernel with `print` or `assert`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProgramOptions {
+    /// Checked mode: every access is bounds-checked (`XPU-L013`).
     pub checked: bool,
+    /// ub-traps: unproven `align = N` statements are tested (`XPU-L010`).
     pub ub_traps: bool,
     pub print: bool,
 }

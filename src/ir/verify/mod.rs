@@ -51,6 +51,7 @@ impl VerifiedModule {
         &self.module
     }
 
+    /// The module, giving up the verifier's facts.
     pub fn into_module(self) -> Module {
         self.module
     }
@@ -67,6 +68,7 @@ impl VerifiedModule {
         Some(m)
     }
 
+    /// The function behind `handle`.
     pub fn function(&self, handle: Handle<Function>) -> &Function {
         &self.module.functions[handle]
     }
