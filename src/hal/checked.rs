@@ -31,6 +31,7 @@ pub struct ProgramOptions {
     pub checked: bool,
     /// ub-traps: unproven `align = N` statements are tested (`XPU-L010`).
     pub ub_traps: bool,
+    /// `print` and `assert` run (on by default); off, they are dropped before lowering.
     pub print: bool,
 }
 

@@ -31,7 +31,9 @@ pub const MAX_PRINT_VALUES: usize = 8;
 /// One piece of a format: literal text, or the place of the next value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Piece {
+    /// Literal text (braces unescaped).
     Text(String),
+    /// A `{}`: the next value.
     Value,
 }
 
@@ -131,10 +133,14 @@ pub const ASSERT_BASE: u32 = HEADER_WORDS + PRINT_REGION_WORDS;
 pub enum SiteKind {
     /// `print(format, values)`: the values' scalar types.
     Print {
+        /// The format as written.
         format: String,
+        /// The values' scalar types, in order.
         args: Vec<Scalar>,
     },
+    /// `assert(cond, message)`.
     Assert {
+        /// The assert's message.
         message: String,
     },
 }
@@ -143,7 +149,9 @@ pub enum SiteKind {
 /// record's site word. A helper inlined twice has two sites.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DebugSite {
+    /// The statement's source line.
     pub line: u32,
+    /// A `print` (its format and types) or an `assert` (its message).
     pub kind: SiteKind,
 }
 
@@ -228,12 +236,15 @@ impl DebugSite {
 /// One printed line: the kernel, the `print`'s source line, the work-item and the text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrintLine {
+    /// The kernel launched.
     pub kernel: String,
+    /// The `print`'s source line.
     pub line: u32,
     /// The workgroup's id.
     pub group: [u32; 3],
     /// The work-item's local id.
     pub item: [u32; 3],
+    /// The format with its values in place.
     pub text: String,
 }
 
@@ -295,15 +306,20 @@ pub fn render(format: &str, types: &[Scalar], values: &[u64]) -> String {
 /// A failed `assert`: its line, workgroup, work-item and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssertFailure {
+    /// The assert's source line.
     pub line: u32,
+    /// The workgroup's id.
     pub group: [u32; 3],
+    /// The work-item's local id.
     pub item: [u32; 3],
+    /// The assert's message.
     pub message: String,
 }
 
 /// What a launch's buffer held.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decoded {
+    /// The printed lines, in work-item order.
     pub lines: Vec<PrintLine>,
     /// The first failed assert in work-item order.
     pub failed: Option<AssertFailure>,
@@ -401,6 +417,7 @@ pub fn dropped_note(kernel: &str) -> PrintLine {
 /// CPU's records take this path.
 #[derive(Clone, Debug)]
 pub struct HostBuffer {
+    /// The buffer's [`BUFFER_WORDS`] words.
     pub words: Vec<u32>,
 }
 

@@ -148,14 +148,18 @@ pub enum StmtKind {
     /// (scalars only; `{{` and `}}` are literal braces). Tagged with the kernel, the work-item
     /// and the source line; dropped before lowering when `ProgramOptions::print` is off.
     Print {
+        /// The format, its `{}` one per value.
         format: String,
+        /// The values, scalars.
         args: Vec<ExprId>,
     },
     /// `assert(cond, "message")`: a work-item where `cond` is false records a failure and
     /// goes on; the launch then fails with `XPU-L035` naming the first failure
     /// (docs/semantics.md, "Print and assert").
     Assert {
+        /// The condition, a `bool`.
         cond: ExprId,
+        /// What the failure says.
         message: String,
     },
 }
