@@ -111,6 +111,9 @@ pub struct Config {
     /// `CAJETA_XPU_UB_TRAPS`: unconfirmed `align` statements are tested (default: on in debug
     /// builds of the library).
     pub ub_traps: Setting<bool>,
+    /// `CAJETA_XPU_PRINT`: kernels' `print` and `assert` statements run (default on); off,
+    /// they are dropped before lowering.
+    pub print: Setting<bool>,
     /// `CAJETA_XPU_COARSEN`.
     pub coarsen: Setting<Mode>,
     /// `CAJETA_XPU_CPU_STREAMING`.
@@ -232,6 +235,7 @@ impl Config {
             poison: flag("CAJETA_XPU_POISON", false),
             checked: flag("CAJETA_XPU_CHECKED", false),
             ub_traps: flag("CAJETA_XPU_UB_TRAPS", cfg!(debug_assertions)),
+            print: flag("CAJETA_XPU_PRINT", true),
             coarsen: mode("CAJETA_XPU_COARSEN"),
             cpu_streaming: mode("CAJETA_XPU_CPU_STREAMING"),
             cpu_workers: text("CAJETA_XPU_CPU_WORKERS").and_then(|v| {

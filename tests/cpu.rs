@@ -187,6 +187,7 @@ fn ub_corpus_never_crashes() {
         let traps = xpu::ProgramOptions {
             checked: false,
             ub_traps: true,
+            ..Default::default()
         };
         let pc = cpu.load_with(m.clone(), traps).unwrap();
         let pi = interp.load(m).unwrap();
@@ -1611,6 +1612,7 @@ mod ub_traps {
         let on = ProgramOptions {
             checked: false,
             ub_traps: true,
+            ..Default::default()
         };
         let e = run(on, 2).0.unwrap_err();
         assert_eq!(e.code(), "XPU-L010", "{e}");
@@ -1628,6 +1630,7 @@ mod ub_traps {
         let off = ProgramOptions {
             checked: false,
             ub_traps: false,
+            ..Default::default()
         };
         assert_eq!(run(off, 2), (Ok(()), vec![2, 6, 10, 14]));
     }

@@ -353,3 +353,37 @@ fn device_refusals_are_skips_and_kernel_refusals_failures() {
         println!("no device here reports a grid limit: nothing to check");
     }
 }
+
+/// `xpu run` shows what each case's launches printed (issue 23 item 9) before the case's
+/// verdict: the same lines, in the same order, on every backend present.
+#[test]
+fn xpu_run_shows_the_printed_lines_the_same_on_every_backend() {
+    let file = "tests/filetests/debug/print.xk";
+    let lines = |backend: &str| -> Vec<String> {
+        let o = run_with(backend, &[file], &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((o.passed, o.failed), (1, 0), "{backend}: {}", o.report);
+        o.report
+            .lines()
+            .filter(|l| l.starts_with("  print "))
+            .map(String::from)
+            .collect()
+    };
+    let want = lines("interp");
+    // 32 work-items: each prints once in the kernel and once in the helper; 8 hold a
+    // negative value; the loop prints `i % 3` times (31 in all).
+    assert_eq!(want.len(), 32 + 32 + 8 + 31, "{want:#?}");
+    assert_eq!(
+        want[0],
+        "  print [print_types:15 group 0,0,0 item 0,0,0] i=0 s=-9 h=0.5 d=0.16666666666666666 w=7 k=-5000000000"
+    );
+    assert_eq!(
+        want[1],
+        "  print [print_types:26 group 0,0,0 item 0,0,0] twice 0"
+    );
+    for backend in Device::available() {
+        if backend == xpu::Backend::Interp {
+            continue;
+        }
+        assert_eq!(lines(backend.name()), want, "{backend}");
+    }
+}

@@ -1332,3 +1332,147 @@ mod gates {
         );
     }
 }
+
+// ---- `print` and `assert` on NVPTX and AMDGPU (issue 23 item 9) ---------------------------
+
+mod print_assert {
+    use super::*;
+    use xpu::ir::debug::{DebugSite, SiteKind, BUFFER_WORDS};
+    use xpu::ir::Scalar;
+
+    const SRC: &str = "kernel k(out: buf<u32, rw>, x: buf<f32>) {\n    let i: u32 = global_id.x;\n    print(\"i={} x={} neg={}\", i, x[i], x[i] < 0.0);\n    assert(i < 100, \"i in range\");\n    out[i] = twice(i);\n}\n\ndevice fn twice(a: u32) -> u32 {\n    print(\"twice {} {}\", a as i8, a as f64);\n    return a * 2;\n}\n";
+    const PLAIN: &str =
+        "kernel k(out: buf<u32, rw>) {\n    let i: u32 = global_id.x;\n    out[i] = i;\n}\n";
+
+    fn lower(src: &str) -> llvm::Lowered {
+        let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+        let (h, _) = vm.kernels().next().unwrap();
+        llvm::lower(
+            vm.module(),
+            &[KernelRef::plain(h)],
+            &Nvptx::new(90),
+            &Default::default(),
+        )
+        .unwrap()
+    }
+
+    fn sites() -> Vec<DebugSite> {
+        vec![
+            DebugSite {
+                line: 9,
+                kind: SiteKind::Print {
+                    format: "twice {} {}".into(),
+                    args: vec![Scalar::I8, Scalar::F64],
+                },
+            },
+            DebugSite {
+                line: 3,
+                kind: SiteKind::Print {
+                    format: "i={} x={} neg={}".into(),
+                    args: vec![Scalar::U32, Scalar::F32, Scalar::Bool],
+                },
+            },
+            DebugSite {
+                line: 4,
+                kind: SiteKind::Assert {
+                    message: "i in range".into(),
+                },
+            },
+        ]
+    }
+
+    /// The records go to the module's debug buffer by atomic adds on its cursors, not through
+    /// `vprintf`; the sites (the helper's first: helpers are lowered before kernels) are in
+    /// the ABI; code without either statement is unchanged and has no buffer.
+    #[test]
+    fn ptx_writes_records_into_the_debug_buffer() {
+        let out = lower(SRC);
+        let ptx = out.text();
+        assert!(
+            ptx.contains(&format!(
+                ".visible .global .align 16 .b8 xpu_debug[{}]",
+                BUFFER_WORDS * 4
+            )),
+            "{ptx}"
+        );
+        assert_eq!(
+            ptx.matches("atom.global.add.u32").count(),
+            3,
+            "one claim per statement: {ptx}"
+        );
+        assert!(!ptx.contains("vprintf"), "{ptx}");
+        let k = &out.kernels[0];
+        assert!(k.debug);
+        assert_eq!(k.debug_sites, sites());
+        assert!(!k.report, "print is not a check");
+        let plain = lower(PLAIN);
+        assert!(!plain.text().contains("xpu_debug"));
+        assert!(!plain.kernels[0].debug && plain.kernels[0].debug_sites.is_empty());
+        if ptxas::find().is_some() {
+            let r = ptxas::assemble(&ptx, "sm_90").unwrap_or_else(|e| panic!("{e}\n{ptx}"));
+            let f = r.function(&k.symbol).expect("a ptxas -v record");
+            assert_eq!(f.spill_store_bytes, Some(0), "{f:?}");
+        } else {
+            skip("print_assert (assembling)", "ptxas not found");
+        }
+    }
+
+    /// The PTX a cached kernel carries names its sites, so that a launch from the cache
+    /// decodes the records as one from a fresh lowering does.
+    #[test]
+    fn the_cached_header_carries_the_sites() {
+        let out = lower(SRC);
+        let header = xpu::backend::cuda::abi_header(&out.kernels[0]);
+        assert!(header.contains("// xpu-debug\n"), "{header}");
+        let back: Vec<DebugSite> = header
+            .lines()
+            .filter_map(|l| l.strip_prefix("// xpu-debug-site "))
+            .map(|l| DebugSite::from_line(l).unwrap())
+            .collect();
+        assert_eq!(back, sites());
+    }
+
+    #[cfg(feature = "hip")]
+    #[test]
+    fn amdgpu_code_objects_hold_the_debug_buffer() {
+        use xpu::codegen::llvm::amdgpu::Amdgpu;
+        use xpu::codegen::llvm::codeobj::{self, BuildOptions};
+        let vm = xpu::ir::parse(SRC).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        let opts = llvm::Options {
+            keep_llvm_ir: true,
+            ..Default::default()
+        };
+        let target = Amdgpu::new("gfx90a").unwrap();
+        let ir = llvm::lower(vm.module(), &refs, &target, &opts)
+            .unwrap()
+            .llvm_ir
+            .unwrap();
+        assert!(
+            ir.contains(&format!(
+                "@xpu_debug = addrspace(1) global [{BUFFER_WORDS} x i32] zeroinitializer, align 16"
+            )),
+            "{ir}"
+        );
+        assert_eq!(
+            ir.matches("atomicrmw add ptr addrspace(1)").count(),
+            3,
+            "{ir}"
+        );
+        let objs = codeobj::build(vm.module(), &refs, &target, &BuildOptions::default()).unwrap();
+        let k = &objs[0].kernels[0];
+        assert!(k.abi.debug);
+        assert_eq!(k.abi.debug_sites, sites());
+        match &objs[0].code {
+            Some(code) => {
+                assert!(
+                    code.windows(9).any(|w| w == b"xpu_debug"),
+                    "the linked object names the buffer's symbol"
+                );
+                // Zero-initialised: the megabyte is not in the file.
+                assert!(code.len() < 512 * 1024, "{} bytes", code.len());
+            }
+            None => skip("print_assert (amdgpu linking)", "ld.lld not found"),
+        }
+    }
+}

@@ -786,3 +786,165 @@ fn force_selects_before_the_first_touch() {
     assert!(e.to_string().contains("already selected"), "{e}");
     assert_eq!(Device::current().unwrap(), current);
 }
+
+/// `print` and `assert` inside a kernel (issue 23 item 9) on the interpreter, the CPU,
+/// Vulkan, CUDA and HIP (each where a device is present): the lines, tagged and in work-item order, agree with
+/// each other and with values computed here; a failed assert is `XPU-L035` naming the first
+/// failure in work-item order; `ProgramOptions::print` off drops both.
+mod print_assert {
+    use super::*;
+    use xpu::hal::debug::take_printed_by;
+
+    const SRC: &str = r#"
+kernel dbg_print(out: buf<i32, rw>, scale: f32) {
+    let i: u32 = global_id.x;
+    let v: i32 = (i as i32) - 3;
+    out[i] = v;
+    if i % 2 == 1 {
+        print("i={} v={} half={} odd={}", i, v, (i as f32) * scale, i % 2 == 1);
+    }
+    print("{{end}} {}", local_id.x);
+    note(i);
+}
+
+kernel dbg_assert(out: buf<u32, rw>) {
+    let i: u32 = global_id.x;
+    out[i] = i * 2;
+    assert(i != 5 && i != 9, "i must not be 5 or 9");
+}
+
+device fn note(x: u32) {
+    print("note {}", x * 10);
+}
+"#;
+
+    fn devices() -> Vec<Device> {
+        Backend::ALL
+            .into_iter()
+            .filter_map(|b| Device::open(b).ok())
+            .collect()
+    }
+
+    fn module() -> Arc<VerifiedModule> {
+        Arc::new(xpu::ir::verify(xpu::ir::parse(SRC).unwrap()).unwrap())
+    }
+
+    /// The lines `dbg_print` prints over 2 workgroups of 4: work-item order, each work-item's
+    /// lines in program order.
+    fn expected() -> Vec<String> {
+        let mut out = Vec::new();
+        for i in 0u32..8 {
+            let (g, l) = (i / 4, i % 4);
+            if i % 2 == 1 {
+                out.push(format!(
+                    "[dbg_print:7 group {g},0,0 item {l},0,0] i={i} v={} half={:?} odd=true",
+                    i as i32 - 3,
+                    i as f32 * 0.5
+                ));
+            }
+            out.push(format!(
+                "[dbg_print:9 group {g},0,0 item {l},0,0] {{end}} {l}"
+            ));
+            // The helper's `print`, by its own line.
+            out.push(format!(
+                "[dbg_print:20 group {g},0,0 item {l},0,0] note {}",
+                i * 10
+            ));
+        }
+        out
+    }
+
+    #[test]
+    fn lines_are_tagged_and_in_work_item_order_on_every_backend() {
+        for device in devices() {
+            let name = device.backend().name();
+            let program = device.load(module()).unwrap();
+            let mut out = device.upload(&[0i32; 8]).unwrap();
+            let stream = KernelStream::current(&device);
+            // Printing is per launch: drain what another test's launch of this kernel left.
+            let _ = take_printed_by("dbg_print");
+            program
+                .kernel("dbg_print")
+                .unwrap()
+                .launch(
+                    &stream,
+                    Launch::grid([2]).block([4]),
+                    args![&mut out, 0.5f32],
+                )
+                .unwrap();
+            stream.sync().unwrap();
+            let lines: Vec<String> = take_printed_by("dbg_print")
+                .iter()
+                .map(|l| l.to_string())
+                .collect();
+            assert_eq!(lines, expected(), "{name}");
+            let mut host = vec![0i32; 8];
+            out.download_into(&mut host).unwrap();
+            assert_eq!(host, (0..8).map(|i| i - 3).collect::<Vec<i32>>(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_failed_assert_names_the_first_work_item_and_the_launch_runs_to_its_end() {
+        for device in devices() {
+            let name = device.backend().name();
+            let program = device.load(module()).unwrap();
+            let mut out = device.upload(&[0u32; 12]).unwrap();
+            let stream = KernelStream::current(&device);
+            let e = program
+                .kernel("dbg_assert")
+                .unwrap()
+                .launch(&stream, Launch::grid([3]).block([4]), args![&mut out])
+                .unwrap_err();
+            assert_eq!(e.code(), "XPU-L035", "{name}: {e}");
+            match &e {
+                LaunchError::AssertFailed {
+                    kernel,
+                    line,
+                    group,
+                    item,
+                    message,
+                } => {
+                    assert_eq!(
+                        (kernel.as_str(), *line, *group, *item, message.as_str()),
+                        (
+                            "dbg_assert",
+                            16,
+                            [1, 0, 0],
+                            [1, 0, 0],
+                            "i must not be 5 or 9"
+                        ),
+                        "{name}"
+                    );
+                }
+                other => panic!("{name}: {other}"),
+            }
+            let mut host = vec![0u32; 12];
+            out.download_into(&mut host).unwrap();
+            assert_eq!(host, (0..12).map(|i| i * 2).collect::<Vec<u32>>(), "{name}");
+        }
+    }
+
+    #[test]
+    fn print_off_drops_the_statements() {
+        let off = xpu::ProgramOptions {
+            print: false,
+            ..Default::default()
+        };
+        for device in devices() {
+            let name = device.backend().name();
+            let program = device.load_with(module(), off).unwrap();
+            let mut out = device.upload(&[0u32; 12]).unwrap();
+            let stream = KernelStream::current(&device);
+            program
+                .kernel("dbg_assert")
+                .unwrap()
+                .launch(&stream, Launch::grid([3]).block([4]), args![&mut out])
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            stream.sync().unwrap();
+            let mut host = vec![0u32; 12];
+            out.download_into(&mut host).unwrap();
+            assert_eq!(host, (0..12).map(|i| i * 2).collect::<Vec<u32>>(), "{name}");
+        }
+    }
+}

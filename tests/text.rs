@@ -2348,3 +2348,34 @@ fn a_keyword_where_a_name_is_declared_is_named_as_a_keyword() {
         assert!(m.contains("keyword") && m.contains("cannot be a name"), "{m}");
     }
 }
+
+// ---- print and assert (issue 23 item 9) ----
+
+#[test]
+fn print_and_assert_are_canonical() {
+    canonical(
+        "kernel dbg(out: buf<f32, rw>, n: u32) {
+    let i: u32 = global_id.x;
+    print(\"i={} n={} {{braces}}\", i, n);
+    print(\"no values\\n\");
+    print(\"{} {}\", out[i] * 2.0, i < n);
+    assert(i < n && n > 0, \"i in \\\"range\\\"\");
+}
+",
+    );
+}
+
+#[test]
+fn print_formats_are_checked_in_the_text() {
+    assert_eq!(
+        errors("kernel k(n: u32) {\n    print(\"{} {}\", n);\n}\n"),
+        vec!["2:11 XPU-P032"]
+    );
+    assert_eq!(
+        errors("kernel k(n: u32) {\n    print(\"a { b\", n);\n}\n"),
+        vec!["2:11 XPU-P032"]
+    );
+    // The format must be a string, the message too.
+    assert!(errors("kernel k(n: u32) {\n    print(n);\n}\n")[0].ends_with("XPU-P003"));
+    assert!(errors("kernel k(n: u32) {\n    assert(n < 1, n);\n}\n")[0].ends_with("XPU-P003"));
+}

@@ -1731,6 +1731,51 @@ fn every_error_code_is_unique_and_documented() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Parses and verifies `src`, giving the codes of its problems.
+fn text_codes(src: &str) -> Vec<&'static str> {
+    let m = xpu::ir::parse(src).unwrap();
+    problems(m).into_iter().map(|(c, _, _)| c).collect()
+}
+
+#[test]
+fn v110_v111_v112_print_and_assert() {
+    // V110: a module built in Rust with a format whose `{}` count differs, or malformed.
+    let src = "kernel k(n: u32) {\n    print(\"{}\", n);\n}\n";
+    for (format, want) in [("{} {}", true), ("a {", true), ("{}", false)] {
+        let mut m = xpu::ir::parse(src).unwrap();
+        let h = m.function("k").unwrap();
+        if let StmtKind::Print { format: f, .. } = &mut m.functions[h].body[0].kind {
+            *f = format.to_string();
+        }
+        let got = problems(m);
+        assert_eq!(
+            got.iter().any(|p| p.0 == codes::PRINT_FORMAT),
+            want,
+            "{format}: {got:?}"
+        );
+    }
+    // V111: a vector value; nine values.
+    assert_eq!(
+        text_codes("kernel k(v: vec4<f32>) {\n    print(\"{}\", v);\n}\n"),
+        vec![codes::PRINT_VALUE]
+    );
+    assert_eq!(
+        text_codes(
+            "kernel k(n: u32) {\n    print(\"{}{}{}{}{}{}{}{}{}\", n, n, n, n, n, n, n, n, n);\n}\n"
+        ),
+        vec![codes::PRINT_VALUE]
+    );
+    // V112: a condition that is not bool.
+    assert_eq!(
+        text_codes("kernel k(n: u32) {\n    assert(n, \"m\");\n}\n"),
+        vec![codes::ASSERT_COND]
+    );
+    assert!(text_codes(
+        "kernel k(n: u32) {\n    assert(n > 0, \"m\");\n    print(\"{}\", n);\n}\n"
+    )
+    .is_empty());
+}
+
 /// Issue 23 item 6: bare scopes, counting-down and C-style `for` loops, `if` expressions.
 mod flow {
     use xpu::ir::builder::ModuleBuilder;

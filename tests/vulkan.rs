@@ -1600,6 +1600,7 @@ kernel priv(out: buf<u32, rw>) {
         let options = ProgramOptions {
             checked: false,
             ub_traps: false,
+            ..Default::default()
         };
         let p = load(&device, OOB, options);
         // lavapipe's robust buffer access drops the stray store; the launch is not refused.
@@ -1635,6 +1636,7 @@ kernel priv(out: buf<u32, rw>) {
         let traps = ProgramOptions {
             checked: false,
             ub_traps: true,
+            ..Default::default()
         };
         let (r, out) = run(traps, 2);
         let e = r.unwrap_err();
@@ -1655,6 +1657,7 @@ kernel priv(out: buf<u32, rw>) {
         let none = ProgramOptions {
             checked: false,
             ub_traps: false,
+            ..Default::default()
         };
         let (r, _) = run(none, 2);
         r.unwrap();

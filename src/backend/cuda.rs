@@ -1098,6 +1098,7 @@ impl CudaProgram {
             loaded: Mutex::new(loaded),
             abi,
             manifest,
+            debug_lock: Mutex::new(()),
         })
     }
 
@@ -1196,7 +1197,9 @@ impl ProgramImpl for CudaProgram {
 
 /// The ABI facts the PTX alone does not carry, as a comment line at the top of cached PTX:
 /// `// xpu-abi <symbol> <static shared> <dynamic elem or -> <base align per param,...>`,
-/// then, for code with checks, `// xpu-report` and one `// xpu-site <line> <what>` per site.
+/// then, for code with checks, `// xpu-report` and one `// xpu-site <line> <what>` per site,
+/// and for code with `print` or `assert`, `// xpu-debug` and one `// xpu-debug-site <site>` per
+/// site ([`crate::ir::debug::DebugSite::to_line`]).
 pub fn abi_header(abi: &KernelAbi) -> String {
     let mut checks = String::new();
     if abi.report {
@@ -1208,6 +1211,12 @@ pub fn abi_header(abi: &KernelAbi) -> String {
             site.line,
             site.what.replace('\n', " ")
         ));
+    }
+    if abi.debug {
+        checks.push_str("// xpu-debug\n");
+    }
+    for site in &abi.debug_sites {
+        checks.push_str(&format!("// xpu-debug-site {}\n", site.to_line()));
     }
     format!("{}{checks}", abi_line(abi))
 }
@@ -1301,9 +1310,15 @@ fn abi_from_header(ptx: &str) -> Option<KernelAbi> {
     };
     let mut report = false;
     let mut sites = Vec::new();
+    let mut debug = false;
+    let mut debug_sites = Vec::new();
     for l in ptx.lines().skip(1) {
         if l == "// xpu-report" {
             report = true;
+        } else if l == "// xpu-debug" {
+            debug = true;
+        } else if let Some(rest) = l.strip_prefix("// xpu-debug-site ") {
+            debug_sites.push(crate::ir::debug::DebugSite::from_line(rest)?);
         } else if let Some(rest) = l.strip_prefix("// xpu-site ") {
             let (line, what) = rest.split_once(' ').unwrap_or((rest, ""));
             sites.push(CheckSite {
@@ -1325,6 +1340,8 @@ fn abi_from_header(ptx: &str) -> Option<KernelAbi> {
         declared_wave: None,
         report,
         sites,
+        debug,
+        debug_sites,
     })
 }
 
@@ -1343,6 +1360,9 @@ pub struct CudaKernel {
     loaded: Mutex<Loaded>,
     abi: KernelAbi,
     manifest: KernelManifest,
+    /// Held by a launch of a kernel with `print` or `assert` from clearing the debug buffer
+    /// until it has read it back (the buffer is the module's, one for every launch).
+    debug_lock: Mutex<()>,
 }
 
 /// A kernel's PTX loaded in one context epoch.
@@ -1351,6 +1371,8 @@ struct Loaded {
     func: sys::CUfunction,
     /// The checks' report global (`llvm::REPORT_SYMBOL`), where the code has one.
     report: Option<sys::CUdeviceptr>,
+    /// The `print`/`assert` buffer global (`llvm::DEBUG_SYMBOL`), where the code has one.
+    debug: Option<sys::CUdeviceptr>,
     /// The dynamic shared bytes the function is opted in to.
     max_dynamic: u32,
     epoch: u64,
@@ -1392,10 +1414,25 @@ impl Loaded {
         } else {
             None
         };
+        // The `print`/`assert` buffer, where the code writes one.
+        let debug = if abi.debug {
+            let sym =
+                std::ffi::CString::new(llvm::DEBUG_SYMBOL).map_err(|e| unload(e.to_string()))?;
+            // SAFETY: a live module; `sym` names a global of `BUFFER_WORDS` u32s.
+            let (ptr, bytes) = unsafe { result::module::get_global(module, sym) }
+                .map_err(|e| unload(format!("cuModuleGetGlobal({}): {e:?}", llvm::DEBUG_SYMBOL)))?;
+            if bytes < crate::hal::debug::BUFFER_WORDS as usize * 4 {
+                return Err(unload(format!("the debug buffer global has {bytes} bytes")));
+            }
+            Some(ptr)
+        } else {
+            None
+        };
         Ok(Loaded {
             module,
             func,
             report,
+            debug,
             max_dynamic: 0,
             epoch,
         })
@@ -1449,10 +1486,7 @@ impl CudaKernel {
     /// The function in the current epoch (loaded again after a fault), opted in to
     /// `dynamic` bytes of shared memory where it needs more than the default 48 KB; the
     /// report global where the code has one.
-    fn prepare(
-        &self,
-        dynamic: u32,
-    ) -> Result<(sys::CUfunction, Option<sys::CUdeviceptr>), LaunchError> {
+    fn prepare(&self, dynamic: u32) -> Result<(sys::CUfunction, Globals), LaunchError> {
         let mut loaded = self.loaded.lock();
         // A context recreated after a fault: the PTX is loaded in it again.
         if loaded.epoch != self.ctx.epoch() {
@@ -1471,12 +1505,19 @@ impl CudaKernel {
             .map_err(|e| self.fail(&format!("opting in to {dynamic} bytes of shared memory"), e))?;
             l.max_dynamic = dynamic;
         }
-        Ok((l.func, l.report))
+        Ok((
+            l.func,
+            Globals {
+                report: l.report,
+                debug: l.debug,
+            },
+        ))
     }
 
     /// Enqueues the kernel on `stream_h` with packed parameters (`words`, `sizes` as
     /// [`crate::backend::gpu_args::pack_into`] makes them); the report global where the code
-    /// has one (cleared on the stream before the kernel).
+    /// has one (cleared on the stream before the kernel), and the debug buffer where it has
+    /// one (its cursors cleared so).
     fn enqueue(
         &self,
         stream_h: sys::CUstream,
@@ -1485,9 +1526,16 @@ impl CudaKernel {
         dynamic: u32,
         words: &[u64],
         sizes: &[u32],
-    ) -> Result<Option<sys::CUdeviceptr>, LaunchError> {
-        let (func, report) = self.prepare(dynamic)?;
-        if let Some(report) = report {
+    ) -> Result<Globals, LaunchError> {
+        let (func, globals) = self.prepare(dynamic)?;
+        if let Some(debug) = globals.debug {
+            // SAFETY: the debug global's first words are its cursors; ordered on the stream.
+            check(unsafe {
+                sys::cuMemsetD32Async(debug, 0, crate::hal::debug::HEADER_WORDS as usize, stream_h)
+            })
+            .map_err(|e| self.fail("cuMemsetD32Async (the debug buffer)", e))?;
+        }
+        if let Some(report) = globals.report {
             // SAFETY: the report global holds REPORT_WORDS u32s; ordered on the stream.
             check(unsafe { sys::cuMemsetD32Async(report, 0, REPORT_WORDS, stream_h) })
                 .map_err(|e| self.fail("cuMemsetD32Async (the report)", e))?;
@@ -1509,7 +1557,7 @@ impl CudaKernel {
         .map_err(|e| self.fail("cuLaunchKernel", e))?;
         // A fault seen from now on is this kernel's (or one launched after it).
         self.ctx.note_launched(&self.name);
-        Ok(report)
+        Ok(globals)
     }
 
     /// The argument list's shape, shared by every launch of the kernel.
@@ -1542,7 +1590,8 @@ impl CudaKernel {
         let traits = LaunchTraits {
             args: args.len(),
             arg_bytes: words.len() * 8,
-            checked: self.abi.report,
+            // A launch that reads back a report or `print` records is never deferred.
+            checked: self.abi.report || self.abi.debug,
             deadline: launch.deadline.is_some(),
             // No argument of this IR is a buffer array, a texture or an image.
             buffer_array: false,
@@ -1588,7 +1637,8 @@ impl CudaKernel {
             }
             None => None,
         };
-        let report = self.enqueue(
+        let _debug = self.abi.debug.then(|| self.debug_lock.lock());
+        let Globals { report, debug } = self.enqueue(
             stream_h,
             launch.grid,
             launch.block,
@@ -1603,6 +1653,36 @@ impl CudaKernel {
                 at,
                 deadline,
                 Box::new(DeadlineEvents { start, end }),
+            );
+        }
+        // `print` and `assert`: the launch waits for the kernel and reads the records back; the
+        // lines go to the sink, a failed assert is the launch's refusal (`XPU-L035`) unless a
+        // check's (below) is.
+        let mut printed = Ok(());
+        if let Some(debug) = debug {
+            let words = crate::hal::debug::read_back(|first, dst: &mut [u32]| {
+                // SAFETY: a live stream; `first + dst.len()` words lie inside the global
+                // (`read_back` clamps them to its regions); `dst` outlives the copy, which
+                // the synchronisation completes.
+                check(unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(
+                        dst.as_mut_ptr() as *mut c_void,
+                        debug + first as u64 * 4,
+                        dst.len() * 4,
+                        stream_h,
+                    )
+                })
+                .map_err(|e| self.fail("cuMemcpyDtoHAsync (the debug buffer)", e))?;
+                // SAFETY: a live stream of the bound context.
+                unsafe { result::stream::synchronize(stream_h) }
+                    .map_err(|e| self.fail("cuStreamSynchronize", e))
+            })?;
+            printed = crate::hal::debug::finish(
+                name,
+                &words,
+                &self.abi.debug_sites,
+                launch.grid,
+                launch.block,
             );
         }
         // Checks: the launch waits for the kernel and reads its report (docs/checked-mode.md).
@@ -1626,7 +1706,7 @@ impl CudaKernel {
                 return Err(e);
             }
         }
-        Ok(())
+        printed
     }
 }
 
@@ -1650,6 +1730,14 @@ impl Completion for DeadlineEvents {
             _ => Finish::Done(None),
         }
     }
+}
+
+/// The module globals a launch clears before the kernel and reads after it.
+struct Globals {
+    /// The checks' report (`llvm::REPORT_SYMBOL`).
+    report: Option<sys::CUdeviceptr>,
+    /// The `print`/`assert` buffer (`llvm::DEBUG_SYMBOL`).
+    debug: Option<sys::CUdeviceptr>,
 }
 
 /// A driver status as a result.
@@ -1798,10 +1886,21 @@ mod tests {
                 line: 7,
                 what: "buffer x".into(),
             }],
+            debug: true,
+            debug_sites: vec![crate::ir::debug::DebugSite {
+                line: 9,
+                kind: crate::ir::debug::SiteKind::Print {
+                    format: "x={}\nnext".into(),
+                    args: vec![crate::ir::Scalar::F32],
+                },
+            }],
         };
-        let back = abi_from_header(&abi_header(&abi)).unwrap();
+        let header = format!("{}// xpu-matrix a|b|c\n", abi_header(&abi));
+        let back = abi_from_header(&header).unwrap();
         assert!(back.report);
         assert_eq!(back.sites, abi.sites);
+        assert!(back.debug);
+        assert_eq!(back.debug_sites, abi.debug_sites);
         assert_eq!(back.symbol, "k");
         assert_eq!(back.static_shared_bytes, 1024);
         assert_eq!(back.dynamic_shared_elem, Some(4));

@@ -754,6 +754,27 @@ impl HipProgram {
         } else {
             None
         };
+        // The `print`/`assert` buffer, where the code writes one.
+        let debug = if built.abi.debug {
+            let mut ptr: Ptr = std::ptr::null_mut();
+            let mut bytes = 0usize;
+            let ds = CString::new(crate::codegen::llvm::DEBUG_SYMBOL).map_err(|e| e.to_string())?;
+            // SAFETY: a live module; out-pointers are locals.
+            let r = unsafe { (a.module_get_global)(&mut ptr, &mut bytes, module, ds.as_ptr()) };
+            if r != HIP_SUCCESS || bytes < crate::hal::debug::BUFFER_WORDS as usize * 4 {
+                // SAFETY: loaded above, unloaded once.
+                unsafe {
+                    let _ = (a.module_unload)(module);
+                }
+                return Err(format!(
+                    "hipModuleGetGlobal({}): error {r}, {bytes} bytes",
+                    crate::codegen::llvm::DEBUG_SYMBOL
+                ));
+            }
+            Some(ptr)
+        } else {
+            None
+        };
         let mut manifest = built.manifest;
         manifest.kernel = name.to_string();
         crate::hal::profile::fill_manifest(&self.arch, &mut manifest);
@@ -765,6 +786,8 @@ impl HipProgram {
             abi: built.abi,
             manifest,
             report,
+            debug,
+            debug_lock: Mutex::new(()),
         })
     }
 }
@@ -804,6 +827,11 @@ pub struct HipKernel {
     manifest: KernelManifest,
     /// The checks' report global, where the code has one.
     report: Option<Ptr>,
+    /// The `print`/`assert` buffer global, where the code has one.
+    debug: Option<Ptr>,
+    /// Held by a launch of a kernel with `print` or `assert` from clearing the debug buffer
+    /// until it has read it back (the buffer is the module's, one for every launch).
+    debug_lock: Mutex<()>,
 }
 
 // SAFETY: module and function handles may be used from any thread.
@@ -847,6 +875,7 @@ impl KernelImpl for HipKernel {
         let [bx, by, bz] = launch.block;
         let a = self.api;
         static ZERO: [u32; REPORT_WORDS] = [0; REPORT_WORDS];
+        let _debug = self.debug.map(|_| self.debug_lock.lock());
         // SAFETY: the parameters were packed per the kernel's ABI from checked arguments;
         // buffer memory is kept alive by the bindings the caller holds until the stream syncs.
         // The report global holds REPORT_WORDS u32s; `ZERO` is static.
@@ -860,6 +889,19 @@ impl KernelImpl for HipKernel {
                         report,
                         ZERO.as_ptr() as *const c_void,
                         REPORT_WORDS * 4,
+                        s.stream,
+                    ),
+                )
+                .map_err(|e| dev_err(e.to_string()))?;
+            }
+            // The debug buffer's cursors (its first HEADER_WORDS words, fewer than ZERO's).
+            if let Some(debug) = self.debug {
+                a.check(
+                    "hipMemcpyHtoDAsync (the debug buffer)",
+                    (a.memcpy_htod_async)(
+                        debug,
+                        ZERO.as_ptr() as *const c_void,
+                        crate::hal::debug::HEADER_WORDS as usize * 4,
                         s.stream,
                     ),
                 )
@@ -883,6 +925,38 @@ impl KernelImpl for HipKernel {
             )
             .map_err(|e| dev_err(e.to_string()))?;
         }
+        // `print` and `assert`: the launch waits for the kernel and reads the records back; the
+        // lines go to the sink, a failed assert is the launch's refusal (`XPU-L035`) unless a
+        // check's (below) is.
+        let mut printed = Ok(());
+        if let Some(debug) = self.debug {
+            let words = crate::hal::debug::read_back(|first, dst: &mut [u32]| {
+                // SAFETY: a live stream; `first + dst.len()` words lie inside the global
+                // (`read_back` clamps them to its regions); `dst` outlives the copy, which the
+                // synchronisation completes.
+                unsafe {
+                    a.check(
+                        "hipMemcpyDtoHAsync (the debug buffer)",
+                        (a.memcpy_dtoh_async)(
+                            dst.as_mut_ptr() as Ptr,
+                            (debug as *mut u8).add(first as usize * 4) as Ptr,
+                            dst.len() * 4,
+                            s.stream,
+                        ),
+                    )
+                    .map_err(|e| dev_err(e.to_string()))?;
+                    a.check("hipStreamSynchronize", (a.stream_synchronize)(s.stream))
+                        .map_err(|e| dev_err(e.to_string()))
+                }
+            })?;
+            printed = crate::hal::debug::finish(
+                name,
+                &words,
+                &self.abi.debug_sites,
+                launch.grid,
+                launch.block,
+            );
+        }
         // Checks: the launch waits for the kernel and reads its report (docs/checked-mode.md).
         if let Some(report) = self.report {
             let mut words = [0u32; REPORT_WORDS];
@@ -905,7 +979,7 @@ impl KernelImpl for HipKernel {
                 return Err(e);
             }
         }
-        Ok(())
+        printed
     }
 }
 

@@ -372,6 +372,17 @@ impl KernelImpl for InterpKernel {
                 alloc.set_defined_range(v.offset, v.len, &b.defined);
             }
         }
-        result.map(|_| ()).map_err(|e| self.error(e, launch))
+        let report = result.map_err(|e| self.error(e, launch))?;
+        crate::hal::debug::emit(report.printed);
+        match report.assert_failed {
+            None => Ok(()),
+            Some(f) => Err(LaunchError::AssertFailed {
+                kernel: kernel(),
+                line: f.line,
+                group: f.group,
+                item: f.item,
+                message: f.message,
+            }),
+        }
     }
 }

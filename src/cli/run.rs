@@ -116,6 +116,17 @@ pub fn run(args: &RunArgs) -> ExitCode {
         }
         let result = runner.run_file(file, &mut |case| {
             summary.add(case);
+            // What the case's launches printed (the oracle's too), before its verdict.
+            for line in crate::hal::debug::take_printed() {
+                if args.json {
+                    let j = serde_json::json!({"type": "print", "line": line.to_string()});
+                    writeln!(out, "{j}")?;
+                } else if let Some(bar) = &bar {
+                    bar.println(format!("  print {line}"));
+                } else {
+                    writeln!(out, "  print {line}")?;
+                }
+            }
             if args.json {
                 writeln!(out, "{}", case.to_json())
             } else if let Some(bar) = &bar {

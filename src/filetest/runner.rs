@@ -185,6 +185,7 @@ impl Runner {
             options: ProgramOptions {
                 checked: ProgramOptions::from_env()?.checked,
                 ub_traps: true,
+                print: ProgramOptions::from_env()?.print,
             },
         })
     }
@@ -204,6 +205,7 @@ impl Runner {
         self.with_options(ProgramOptions {
             checked: options.checked.unwrap_or(o.checked),
             ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
+            ..o
         })
     }
 
@@ -234,6 +236,10 @@ impl Runner {
         for file in files {
             self.run_file(&file, &mut |case| {
                 summary.add(case);
+                // What the case's launches printed (the oracle's too), before its verdict.
+                for line in crate::hal::debug::take_printed() {
+                    writeln!(out, "  print {line}")?;
+                }
                 writeln!(out, "{case}")
             })?;
         }

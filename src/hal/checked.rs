@@ -17,14 +17,22 @@ use crate::hal::launch::LaunchError;
 ///   (CPU, CUDA, HIP, Vulkan); a broken one is `XPU-L010` (kernel, line, index). Without it a
 ///   broken promise behaves as the device does.
 ///
+/// - `print`: the kernels' `print` and `assert` statements run (issue 23 item 9; default
+///   on). Off, they are dropped from the module before it is lowered
+///   ([`VerifiedModule::without_debug`](crate::ir::VerifiedModule::without_debug)) and cost
+///   nothing.
+///
 /// A launch of a kernel with checks waits for the kernel before it returns, so that its report
-/// is read with the launch (GPU backends; documented in docs/checked-mode.md).
+/// is read with the launch (GPU backends; documented in docs/checked-mode.md). So does a
+/// launch of a kernel with `print` or `assert`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProgramOptions {
     /// Checked mode: every access is bounds-checked (`XPU-L013`).
     pub checked: bool,
     /// ub-traps: unproven `align = N` statements are tested (`XPU-L010`).
     pub ub_traps: bool,
+    /// `print` and `assert` run (on by default); off, they are dropped before lowering.
+    pub print: bool,
 }
 
 impl Default for ProgramOptions {
@@ -34,6 +42,7 @@ impl Default for ProgramOptions {
         ProgramOptions {
             checked: false,
             ub_traps: cfg!(debug_assertions),
+            print: true,
         }
     }
 }
@@ -46,14 +55,16 @@ impl ProgramOptions {
         Ok(ProgramOptions {
             checked: c.checked.clone()?,
             ub_traps: c.ub_traps.clone()?,
+            print: c.print.clone()?,
         })
     }
 
-    /// Everything tested: checked mode and ub-traps.
+    /// Everything tested: checked mode and ub-traps (and `print` on).
     pub fn all() -> ProgramOptions {
         ProgramOptions {
             checked: true,
             ub_traps: true,
+            print: true,
         }
     }
 

@@ -71,6 +71,8 @@ pub mod codes {
     pub const NO_SHAPE_FITS: &str = "XPU-L025";
     /// [`super::LaunchError::Deferred`]: refused because the deferred queue failed before it.
     pub const DEFERRED: &str = "XPU-L026";
+    /// [`super::LaunchError::AssertFailed`]: an `assert` in the kernel failed.
+    pub const ASSERT_FAILED: &str = "XPU-L035";
     /// [`super::LaunchError::Undefinable`]: the interpreter cannot define the kernel.
     pub const UNDEFINABLE: &str = "XPU-REF01";
     /// [`super::LaunchError::Undefined`]: the interpreter observed undefined behaviour.
@@ -812,6 +814,24 @@ pub enum LaunchError {
         /// The failed flush's error.
         message: String,
     },
+    /// An `assert` in the kernel failed (issue 23 item 9): the first failure in work-item
+    /// order (docs/semantics.md, "Print and assert"), by source line and work-item.
+    #[error(
+        "error[{}]: kernel {kernel}: line {line}: assert failed in work-item ({}, {}, {}) of workgroup ({}, {}, {}): {message}",
+        codes::ASSERT_FAILED, item[0], item[1], item[2], group[0], group[1], group[2]
+    )]
+    AssertFailed {
+        /// The kernel the launch named.
+        kernel: String,
+        /// The assert's source line.
+        line: u32,
+        /// The workgroup's id.
+        group: [u32; 3],
+        /// The work-item's local id in its workgroup.
+        item: [u32; 3],
+        /// The assert's message.
+        message: String,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable {
@@ -869,6 +889,7 @@ impl LaunchError {
             Deferred { .. } => codes::DEFERRED,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
+            AssertFailed { .. } => codes::ASSERT_FAILED,
         }
     }
 
@@ -918,7 +939,8 @@ impl LaunchError {
             | Held { kernel, .. }
             | Deferred { kernel, .. }
             | Undefinable { kernel, .. }
-            | Undefined { kernel, .. } => kernel,
+            | Undefined { kernel, .. }
+            | AssertFailed { kernel, .. } => kernel,
             NoShapeFits { family, .. } => family,
         }
     }

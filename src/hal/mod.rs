@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod checked;
+pub mod debug;
 pub mod defer;
 pub mod facts;
 pub mod launch;

@@ -217,6 +217,16 @@ pub(crate) enum Inst {
     Jump {
         to: u32,
     },
+    /// `print`: a record of the values in `args` (each one slot) for debug site `site`.
+    Print {
+        site: u32,
+        args: Box<[Slot]>,
+    },
+    /// `assert`: a failure record for debug site `site` where slot `c` is false.
+    Assert {
+        site: u32,
+        c: Slot,
+    },
     JumpIf {
         c: Slot,
         to: u32,
@@ -346,6 +356,8 @@ pub(crate) struct Program {
     pub synchronises: bool,
     /// Whether it has a wave verb (the scheduler's wave pass is skipped otherwise).
     pub waves: bool,
+    /// The `print` and `assert` statements compiled, by the site number their records carry.
+    pub debug_sites: Vec<crate::ir::debug::DebugSite>,
 }
 
 /// Compiles `kernel` of `module` and every helper it reaches. `checks` adds the poison
@@ -366,6 +378,7 @@ pub(crate) fn compile(
         tag_sets: vec![Vec::new(); module.tag_sets.len()],
         barriers: false,
         waves: false,
+        debug_sites: Vec::new(),
     };
     b.func_index(kernel)?;
     let mut next = 0;
@@ -403,6 +416,7 @@ pub(crate) fn compile(
         shared,
         synchronises: b.barriers || b.waves,
         waves: b.waves,
+        debug_sites: b.debug_sites,
     })
 }
 
@@ -416,6 +430,7 @@ struct ProgBuilder<'m> {
     tag_sets: Vec<Vec<u32>>,
     barriers: bool,
     waves: bool,
+    debug_sites: Vec<crate::ir::debug::DebugSite>,
 }
 
 impl<'m> ProgBuilder<'m> {
@@ -857,6 +872,41 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
             StmtKind::Barrier => {
                 self.pb.barriers = true;
                 self.emit(Inst::Barrier { span: s.span });
+            }
+            StmtKind::Print { format, args } => {
+                let mut types = Vec::with_capacity(args.len());
+                let mut slots = Vec::with_capacity(args.len());
+                for &a in args {
+                    let (sc, n) = self.scalar_of(a)?;
+                    if n != 1 {
+                        return refuse(s.span, "print of a vector; print takes scalars");
+                    }
+                    types.push(sc);
+                    slots.push(self.expr(a)?.slot);
+                }
+                let site = self.pb.debug_sites.len() as u32;
+                self.pb.debug_sites.push(crate::ir::debug::DebugSite {
+                    line: s.span.line,
+                    kind: crate::ir::debug::SiteKind::Print {
+                        format: format.clone(),
+                        args: types,
+                    },
+                });
+                self.emit(Inst::Print {
+                    site,
+                    args: slots.into(),
+                });
+            }
+            StmtKind::Assert { cond, message } => {
+                let c = self.expr(*cond)?;
+                let site = self.pb.debug_sites.len() as u32;
+                self.pb.debug_sites.push(crate::ir::debug::DebugSite {
+                    line: s.span.line,
+                    kind: crate::ir::debug::SiteKind::Assert {
+                        message: message.clone(),
+                    },
+                });
+                self.emit(Inst::Assert { site, c: c.slot });
             }
             // Fences order nothing the interpreter could observe: it runs one work-item at a
             // time and its race rule already ignores fences (docs/semantics.md).

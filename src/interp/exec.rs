@@ -143,6 +143,9 @@ pub(crate) struct Machine<'p> {
     pub cancel: &'p std::sync::atomic::AtomicU32,
     /// The kernel frame as every work-item starts it: arguments and constants.
     pub init: Vec<u64>,
+    /// The records of `print` and failed `assert` statements (allocated only for a kernel
+    /// that has any).
+    pub debug: Option<Box<crate::ir::debug::HostBuffer>>,
 }
 
 fn block_volume(b: [u32; 3]) -> u32 {
@@ -901,6 +904,24 @@ impl<'p> Machine<'p> {
                         "`{}` ended without returning a value",
                         prog.funcs[fi as usize].name
                     )
+                }
+                Inst::Print { site, args } => {
+                    let mut vals = [0u64; crate::ir::debug::MAX_PRINT_VALUES];
+                    for (k, a) in args.iter().enumerate().take(vals.len()) {
+                        vals[k] = r!(*a);
+                    }
+                    let (g, l) = (self.group_linear, it.lid);
+                    if let Some(d) = self.debug.as_mut() {
+                        d.print(*site, g, l, &vals[..args.len().min(vals.len())]);
+                    }
+                }
+                Inst::Assert { site, c } => {
+                    if r!(*c) == 0 {
+                        let (g, l) = (self.group_linear, it.lid);
+                        if let Some(d) = self.debug.as_mut() {
+                            d.assert_failed(*site, g, l);
+                        }
+                    }
                 }
                 Inst::Barrier { .. } => {
                     pc -= 1;

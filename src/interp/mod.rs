@@ -158,7 +158,7 @@ impl PartialEq for Cancel {
 impl Eq for Cancel {}
 
 /// What a completed launch did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
     /// Work-item steps (bytecode instructions) executed, over all work-items.
     pub steps: u64,
@@ -168,6 +168,11 @@ pub struct Report {
     pub workgroups: u64,
     /// The wave width the launch ran at.
     pub wave_width: u32,
+    /// What the kernel's `print` statements printed, in work-item order (docs/semantics.md,
+    /// "Print and assert"); a note line last where records past the buffer were dropped.
+    pub printed: Vec<crate::ir::debug::PrintLine>,
+    /// The first failed `assert` in work-item order. The launch ran to its end.
+    pub assert_failed: Option<crate::ir::debug::AssertFailure>,
 }
 
 /// Runs `kernel` of `module` once over `geometry`. On undefined behaviour the launch stops at
@@ -407,6 +412,7 @@ pub fn launch_handle(
             None => &NEVER,
         },
         init,
+        debug: (!prog.debug_sites.is_empty()).then(Box::default),
     };
     let result = run_groups(&mut m, vol as u32, groups as u32, options.shuffle_seed);
     // Hand the memory back whatever happened.
@@ -416,13 +422,31 @@ pub fn launch_handle(
             region.into_buffer(b);
         }
     }
+    let decoded = m
+        .debug
+        .as_ref()
+        .map(|d| crate::ir::debug::decode(&kf.name, &d.words, &prog.debug_sites, grid, block));
     match result {
-        Ok(()) => Ok(Report {
-            steps: m.steps,
-            work_items: vol * groups,
-            workgroups: groups,
-            wave_width: wave,
-        }),
+        Ok(()) => {
+            let (printed, assert_failed) = match decoded {
+                Some(d) => {
+                    let mut lines = d.lines;
+                    if d.dropped {
+                        lines.push(crate::ir::debug::dropped_note(&kf.name));
+                    }
+                    (lines, d.failed)
+                }
+                None => (Vec::new(), None),
+            };
+            Ok(Report {
+                steps: m.steps,
+                work_items: vol * groups,
+                workgroups: groups,
+                wave_width: wave,
+                printed,
+                assert_failed,
+            })
+        }
         Err(Halt::Ub(u)) => Err(InterpError::Ub(u)),
         Err(Halt::StepLimit) => Err(InterpError::StepLimit {
             kernel: kf.name.clone(),

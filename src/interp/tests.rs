@@ -569,6 +569,8 @@ fn shuffle_from_inactive_lane_is_ub() {
         work_items: 0,
         workgroups: 0,
         wave_width: 0,
+        printed: Vec::new(),
+        assert_failed: None,
     }));
     assert_eq!(u.kind, UbKind::OutOfBounds, "{u}");
     assert_eq!(u.item.local, [1, 0, 0]);

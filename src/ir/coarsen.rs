@@ -225,6 +225,8 @@ fn check_block(block: &[Stmt]) -> Result<(), Ineligible> {
             StmtKind::Barrier => return Err("has a barrier"),
             StmtKind::Fence(_) => return Err("has a fence"),
             StmtKind::MatrixStore { .. } => return Err("uses matrix fragments"),
+            // Their records name the work-item, which coarsening changes.
+            StmtKind::Print { .. } | StmtKind::Assert { .. } => return Err("has print or assert"),
             StmtKind::Block(_) => return Err("has a bare `{ }` block"),
             StmtKind::If {
                 then_block,
@@ -725,6 +727,8 @@ impl Pass<'_> {
             | StmtKind::Continue(_)
             | StmtKind::Barrier
             | StmtKind::Fence(_)
+            | StmtKind::Print { .. }
+            | StmtKind::Assert { .. }
             | StmtKind::Block(_)
             | StmtKind::MatrixStore { .. } => unreachable!("refused by `eligible`"),
         }

@@ -10,6 +10,7 @@ mod arena;
 mod bits;
 pub mod builder;
 pub mod coarsen;
+pub mod debug;
 mod diag;
 mod expr;
 pub mod family;

@@ -144,6 +144,24 @@ pub enum StmtKind {
         /// Elements between the starts of two rows (`u32`).
         stride: ExprId,
     },
+    /// `print("fmt {}", values...)`: one line of text, each `{}` replaced by the next value
+    /// (scalars only; `{{` and `}}` are literal braces). Tagged with the kernel, the work-item
+    /// and the source line; dropped before lowering when `ProgramOptions::print` is off.
+    Print {
+        /// The format, its `{}` one per value.
+        format: String,
+        /// The values, scalars.
+        args: Vec<ExprId>,
+    },
+    /// `assert(cond, "message")`: a work-item where `cond` is false records a failure and
+    /// goes on; the launch then fails with `XPU-L035` naming the first failure
+    /// (docs/semantics.md, "Print and assert").
+    Assert {
+        /// The condition, a `bool`.
+        cond: ExprId,
+        /// What the failure says.
+        message: String,
+    },
 }
 
 impl StmtKind {
@@ -157,6 +175,8 @@ impl StmtKind {
                 _ => vec![*value],
             },
             StmtKind::VStore { index, value, .. } => vec![*index, *value],
+            StmtKind::Print { args, .. } => args.clone(),
+            StmtKind::Assert { cond, .. } => vec![*cond],
             _ => Vec::new(),
         }
     }

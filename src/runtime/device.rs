@@ -284,6 +284,11 @@ impl Device {
             self.backend().name(),
             module.kernels().map(|(_, f)| f.name.as_str()),
         );
+        // `print` off: the statements are dropped before anything is lowered.
+        let module = match options.print {
+            false => module.without_debug().map_or(module, Arc::new),
+            true => module,
+        };
         let variants = if coarse::made_at_load(self.inner.imp.as_ref()) {
             coarse::variants(&module)
         } else {

@@ -696,10 +696,17 @@ impl KernelImpl for CpuKernel {
             code = self.spec(launch.block, true)?;
         }
         let watch = crate::deadline::Watch::arm(launch.deadline);
+        // The `print`/`assert` buffer, for a kernel with either statement only.
+        let debug: Option<Vec<std::sync::atomic::AtomicU32>> =
+            (!code.debug_sites.is_empty()).then(|| {
+                (0..crate::hal::debug::BUFFER_WORDS)
+                    .map(|_| std::sync::atomic::AtomicU32::new(0))
+                    .collect()
+            });
         // SAFETY: every buffer points into an allocation locked for this call, with its
         // length in elements; the kernel's accesses are bounds-checked against it.
         let r = unsafe {
-            code.launch(
+            code.launch_debug(
                 launch.grid,
                 launch.block,
                 launch.shared_bytes,
@@ -707,11 +714,26 @@ impl KernelImpl for CpuKernel {
                 &values,
                 self.settings.cap.load(Ordering::Relaxed).max(1),
                 watch.flag(),
+                debug.as_deref(),
             )
         };
         drop(watch);
         drop(locked);
-        r.map_err(|f| self.fault(f, launch.deadline))
+        let printed = match debug {
+            Some(d) => {
+                let words: Vec<u32> = d.into_iter().map(|w| w.into_inner()).collect();
+                crate::hal::debug::finish(
+                    &code.name,
+                    &words,
+                    &code.debug_sites,
+                    launch.grid,
+                    launch.block,
+                )
+            }
+            None => Ok(()),
+        };
+        r.map_err(|f| self.fault(f, launch.deadline))?;
+        printed
     }
 }
 

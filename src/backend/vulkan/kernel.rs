@@ -26,6 +26,9 @@ pub(super) struct VkKernel {
     /// The checks' report buffer (`Emitted::report`), locked by a launch until it has read
     /// the report back.
     pub(super) report: Option<Mutex<Staging>>,
+    /// The `print`/`assert` buffer (`Emitted::debug`), locked by a launch until it has read
+    /// the records back.
+    pub(super) debug: Option<Mutex<Staging>>,
 }
 
 /// A kernel's Vulkan objects. Each launch's keep list holds an `Arc` of them until its
@@ -96,7 +99,16 @@ impl VkKernel {
             .filter(|s| matches!(s, ParamSlot::Buffer { .. }))
             .count() as u32
             + emitted.loop_status.is_some() as u32
-            + emitted.report.is_some() as u32;
+            + emitted.report.is_some() as u32
+            + emitted.debug.is_some() as u32;
+        let debug = match emitted.debug {
+            Some(_) => Some(Mutex::new(Staging::with_usage(
+                inner,
+                crate::hal::debug::BUFFER_WORDS as usize * 4,
+                vk::BufferUsageFlags::STORAGE_BUFFER,
+            )?)),
+            None => None,
+        };
         let report = match emitted.report {
             Some(_) => Some(Mutex::new(Staging::with_usage(
                 inner,
@@ -183,6 +195,7 @@ impl VkKernel {
                 required_subgroup,
                 loop_status,
                 report,
+                debug,
             })
         }
     }
@@ -465,6 +478,19 @@ impl KernelImpl for VkKernel {
             }
             _ => None,
         };
+        // The `print`/`assert` buffer: cleared, held until the launch has read it back.
+        let debug_bytes = crate::hal::debug::BUFFER_WORDS as usize * 4;
+        let debug = match (&self.debug, self.emitted.debug) {
+            (Some(buffer), Some(binding)) => {
+                let guard = buffer.lock();
+                guard
+                    .with_map(|m| m[..debug_bytes].fill(0))
+                    .map_err(device_err)?;
+                writes.push((binding, guard.buffer, 0, debug_bytes as u64));
+                Some(guard)
+            }
+            _ => None,
+        };
         let args_us = steps.lap();
         let shared_len = match self.emitted.dynamic_shared_elem {
             Some(size) => (launch.shared_bytes / size.max(1)).max(1),
@@ -608,6 +634,24 @@ impl KernelImpl for VkKernel {
                 });
             }
         }
+        // A kernel with `print` or `assert` is waited for and its records read: the lines go
+        // to the sink, a failed assert is the launch's refusal (`XPU-L035`) unless a check's
+        // (below) is.
+        let mut printed = Ok(());
+        if let Some(guard) = debug {
+            s.sync().map_err(device_err)?;
+            printed = guard
+                .with_map(|m| {
+                    crate::hal::debug::finish_bytes(
+                        &self.name,
+                        &m[..debug_bytes],
+                        &self.emitted.debug_sites,
+                        launch.grid,
+                        launch.block,
+                    )
+                })
+                .map_err(device_err)?;
+        }
         // A kernel with checks is waited for and its report read: the first failed check is
         // the launch's refusal (`XPU-L013`, `XPU-L010`).
         if let Some(guard) = report {
@@ -619,6 +663,6 @@ impl KernelImpl for VkKernel {
                 return Err(e);
             }
         }
-        Ok(())
+        printed
     }
 }

@@ -2000,8 +2000,10 @@ impl VkProgram {
         // lowering below replaces it.
         // Code with checks carries its check sites, which the cache does not store: it is
         // lowered in every process.
+        // So does code with `print` or `assert`, which carries its debug sites.
+        let uncached = self.checks.any() || crate::ir::debug::has_debug(self.module.module());
         let cached = || {
-            if self.checks.any() {
+            if uncached {
                 return None;
             }
             let (payload, _) = cache.get(key, &hash, "spv")?;
@@ -2015,7 +2017,7 @@ impl VkProgram {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let e = spirv::emit_kernel_checked(&self.module, handle, &caps, self.checks)
                     .map_err(|u| refusal(u.to_string(), true))?;
-                if !self.checks.any() {
+                if !uncached {
                     cache.put(key, &hash, "spv", stored::pack(&e));
                 }
                 e

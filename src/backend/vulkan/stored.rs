@@ -191,6 +191,9 @@ pub fn restore(code: &[u8], layout: &str, function: &Function) -> Result<Emitted
         // Code with checks is never stored (the backend lowers it in every process).
         report: None,
         sites: Vec::new(),
+        // Nor is code with `print` or `assert`.
+        debug: None,
+        debug_sites: Vec::new(),
         push_bytes: l.push_bytes,
         dynamic_shared_elem: l.dynamic_shared_elem.filter(|&e| e > 0),
         capabilities: l.capabilities,

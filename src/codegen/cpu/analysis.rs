@@ -518,6 +518,14 @@ impl Walk<'_, '_> {
                 self.expr(*offset);
                 self.expr(*stride);
             }
+            StmtKind::Print { args, .. } => {
+                for a in args {
+                    self.expr(*a);
+                }
+            }
+            StmtKind::Assert { cond, .. } => {
+                self.expr(*cond);
+            }
         }
     }
 

@@ -77,6 +77,9 @@ pub struct LaunchCtx {
     /// The launch's cancellation flag ([`crate::deadline`]), read at every loop back-edge:
     /// nonzero stops the launch with [`err::CANCELLED`].
     pub cancel: *const AtomicU32,
+    /// The launch's `print`/`assert` buffer ([`crate::ir::debug`]; `BUFFER_WORDS` words),
+    /// null for a kernel without either statement.
+    pub debug: *const AtomicU32,
 }
 
 /// Bytes of the per-worker scratch area.
@@ -100,6 +103,7 @@ pub(crate) mod ctx_off {
     pub const ERR_INDEX: i32 = offset_of!(LaunchCtx, err_index) as i32;
     pub const ERR_LEN: i32 = offset_of!(LaunchCtx, err_len) as i32;
     pub const CANCEL: i32 = offset_of!(LaunchCtx, cancel) as i32;
+    pub const DEBUG: i32 = offset_of!(LaunchCtx, debug) as i32;
 }
 
 /// Error codes the generated code records in [`LaunchCtx::err_code`].
@@ -241,6 +245,8 @@ pub struct CompiledKernel {
     pub static_shared: u64,
     pub dynamic_shared_elem: Option<u32>,
     pub sites: Vec<Site>,
+    /// The `print` and `assert` statements lowered, by the site their records carry.
+    pub debug_sites: Vec<crate::ir::debug::DebugSite>,
     pub compile_time: Duration,
     pub code_bytes: u64,
     /// FNV-1a of the machine code: the manifest's code hash.
@@ -367,6 +373,7 @@ impl CompiledKernel {
             lw.run(kernel)?
         };
         let sites = lowered.sites.clone();
+        let debug_sites = lowered.debug_sites.clone();
         let t_lower = t0.elapsed();
         if diag.dump {
             eprintln!("{}", ctx.func.display());
@@ -437,6 +444,7 @@ impl CompiledKernel {
             static_shared: lowered.static_shared,
             dynamic_shared_elem,
             sites,
+            debug_sites,
             compile_time: t0.elapsed(),
             code_bytes,
             code_hash,
@@ -486,6 +494,30 @@ impl CompiledKernel {
         workers: usize,
         cancel: &AtomicU32,
     ) -> Result<(), Fault> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.launch_debug(grid, block, shared_bytes, bufs, args, workers, cancel, None) }
+    }
+
+    /// [`CompiledKernel::launch`] with the buffer the kernel's `print` and `assert`
+    /// statements write ([`crate::ir::debug`]: at least `BUFFER_WORDS` words, zero), which a
+    /// kernel with [`CompiledKernel::debug_sites`] needs (without one its statements write
+    /// nothing).
+    ///
+    /// # Safety
+    /// As [`CompiledKernel::launch`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_debug(
+        &self,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        bufs: &[BufRef],
+        args: &[[u64; 16]],
+        workers: usize,
+        cancel: &AtomicU32,
+        debug: Option<&[AtomicU32]>,
+    ) -> Result<(), Fault> {
+        let debug = debug.filter(|d| d.len() >= crate::ir::debug::BUFFER_WORDS as usize);
         let total = grid.iter().map(|&g| g as u64).product::<u64>();
         if total == 0 {
             return Ok(());
@@ -584,6 +616,7 @@ impl CompiledKernel {
                         err_index: 0,
                         err_len: 0,
                         cancel,
+                        debug: debug.map_or(std::ptr::null(), |d| d.as_ptr()),
                     };
                     'chunks: loop {
                         if stop.load(Ordering::Relaxed) {

@@ -463,7 +463,82 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
         xpu_u64_to_f16,
         xpu_matrix_mma,
         xpu_matrix_access,
+        xpu_debug_print,
+        xpu_debug_assert,
     ]
+}
+
+// ---------------------------------------------------------------------------------------
+// `print` and `assert` records (layout: `crate::ir::debug`).
+
+fn debug_record(
+    buf: *const std::sync::atomic::AtomicU32,
+    cursor: usize,
+    region: (u32, u32),
+    words: &[u32],
+) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if buf.is_null() {
+        return;
+    }
+    let n = words.len() as u32;
+    // SAFETY: a non-null buffer holds `BUFFER_WORDS` words (`CompiledKernel::launch_debug`).
+    let at = unsafe { (*buf.add(cursor)).fetch_add(n, Relaxed) };
+    if at.saturating_add(n) <= region.1 {
+        for (j, w) in words.iter().enumerate() {
+            // SAFETY: `region.0 + at + j` is inside the region, inside the buffer.
+            unsafe { (*buf.add((region.0 + at) as usize + j)).store(*w, Relaxed) };
+        }
+    }
+}
+
+/// A `print` record: `n` values (64 bits each) at `vals`.
+///
+/// # Safety
+/// `buf` is null or holds `BUFFER_WORDS` words; `vals` holds `n` (at most 8) values.
+pub unsafe extern "C" fn xpu_debug_print(
+    buf: *const std::sync::atomic::AtomicU32,
+    site: u32,
+    group: u32,
+    item: u32,
+    vals: *const u64,
+    n: u64,
+) {
+    use crate::ir::debug::{HEADER_WORDS, MAX_PRINT_VALUES, PRINT_REGION_WORDS};
+    let n = (n as usize).min(MAX_PRINT_VALUES);
+    let mut words = [0u32; 3 + 2 * MAX_PRINT_VALUES];
+    words[..3].copy_from_slice(&[site, group, item]);
+    for k in 0..n {
+        // SAFETY: `vals` holds `n` values (the caller's contract).
+        let v = unsafe { *vals.add(k) };
+        words[3 + 2 * k] = v as u32;
+        words[4 + 2 * k] = (v >> 32) as u32;
+    }
+    debug_record(
+        buf,
+        0,
+        (HEADER_WORDS, PRINT_REGION_WORDS),
+        &words[..3 + 2 * n],
+    );
+}
+
+/// A failed-assert record.
+///
+/// # Safety
+/// `buf` is null or holds `BUFFER_WORDS` words.
+pub unsafe extern "C" fn xpu_debug_assert(
+    buf: *const std::sync::atomic::AtomicU32,
+    site: u32,
+    group: u32,
+    item: u32,
+) {
+    use crate::ir::debug::{ASSERT_BASE, ASSERT_REGION_WORDS};
+    debug_record(
+        buf,
+        1,
+        (ASSERT_BASE, ASSERT_REGION_WORDS),
+        &[site, group, item],
+    );
 }
 
 #[cfg(test)]

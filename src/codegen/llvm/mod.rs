@@ -38,6 +38,8 @@ pub use matrix::{MatrixOp, TIER_DISTRIBUTED, TIER_NATIVE, TIER_REPLICATED};
 mod matrix_dist;
 mod memory;
 pub mod nvptx;
+mod print;
+pub use print::DEBUG_SYMBOL;
 pub mod ptxas;
 mod stmt;
 pub mod target;
@@ -155,6 +157,8 @@ pub struct Cx<'ctx> {
     pub checks: Checks,
     /// The check sites emitted so far, module-wide (a report names one by index).
     pub sites: std::cell::RefCell<Vec<CheckSite>>,
+    /// The `print`/`assert` sites emitted so far, module-wide (a record names one by index).
+    pub debug_sites: std::cell::RefCell<Vec<crate::ir::debug::DebugSite>>,
 }
 
 impl<'ctx> Cx<'ctx> {
@@ -246,6 +250,11 @@ pub struct KernelAbi {
     pub report: bool,
     /// The check sites the report names by index (the module's, shared by its kernels).
     pub sites: Vec<CheckSite>,
+    /// The code writes the debug buffer global ([`DEBUG_SYMBOL`], `print` and `assert`): the
+    /// launch clears its cursors before and reads its records after.
+    pub debug: bool,
+    /// The `print`/`assert` sites the records name by index (the module's).
+    pub debug_sites: Vec<crate::ir::debug::DebugSite>,
 }
 
 /// A kernel to lower: an IR kernel, or a template with its arguments.
@@ -396,6 +405,7 @@ pub fn lower(
         matrix_ops: std::cell::RefCell::new(Vec::new()),
         checks: opts.checks,
         sites: std::cell::RefCell::new(Vec::new()),
+        debug_sites: std::cell::RefCell::new(Vec::new()),
     };
     let triple = TargetTriple::create(target.triple());
     cx.module.set_triple(&triple);
@@ -505,9 +515,12 @@ pub fn lower(
         abis.push(abi);
     }
     let report = cx.module.get_global(REPORT_SYMBOL).is_some();
+    let debug = cx.module.get_global(DEBUG_SYMBOL).is_some();
     for abi in &mut abis {
         abi.report = report;
         abi.sites = cx.sites.borrow().clone();
+        abi.debug = debug;
+        abi.debug_sites = cx.debug_sites.borrow().clone();
     }
 
     if let Err(e) = cx.module.verify() {
@@ -824,6 +837,8 @@ fn lower_kernel<'ctx>(
         declared_wave,
         report: false,
         sites: Vec::new(),
+        debug: false,
+        debug_sites: Vec::new(),
     })
 }
 

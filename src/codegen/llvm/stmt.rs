@@ -114,6 +114,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             }
             StmtKind::Barrier => self.t.barrier(self.cx)?,
             StmtKind::Fence(scope) => self.t.fence(self.cx, *scope)?,
+            StmtKind::Print { .. } | StmtKind::Assert { .. } => self.debug_stmt(&s.kind)?,
             StmtKind::VStore {
                 base,
                 index,

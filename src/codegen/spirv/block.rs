@@ -353,6 +353,7 @@ impl Em<'_> {
                 offset,
                 stride,
             } => self.matrix_store(*value, *base, *offset, *stride)?,
+            StmtKind::Print { .. } | StmtKind::Assert { .. } => self.debug_stmt(&s.kind)?,
         }
         Ok(())
     }

@@ -63,6 +63,7 @@ mod atomic_access;
 mod bits;
 mod block;
 mod checked;
+mod debug;
 mod decl;
 mod expr;
 mod loop_limit;
@@ -255,6 +256,11 @@ pub struct Emitted {
     pub report: Option<u32>,
     /// The check sites a report names by index.
     pub sites: Vec<CheckSite>,
+    /// The binding of the `print`/`assert` buffer ([`crate::ir::debug`], after the report
+    /// buffer's), where the kernel has either statement.
+    pub debug: Option<u32>,
+    /// The `print`/`assert` statements emitted, by the site their records carry.
+    pub debug_sites: Vec<crate::ir::debug::DebugSite>,
 }
 
 /// How a kernel's waves (width W) map onto the device's subgroups (size S), §3.2.
@@ -444,6 +450,9 @@ struct Em<'a> {
     report_var: Option<Word>,
     /// The check sites emitted so far.
     sites: Vec<CheckSite>,
+    /// The debug buffer's variable, once a `print` or `assert` needs it.
+    debug_var: Option<Word>,
+    debug_sites: Vec<crate::ir::debug::DebugSite>,
     /// The source line of the statement being emitted (a check site's line).
     cur_line: u32,
 }
@@ -545,6 +554,8 @@ impl<'a> Em<'a> {
             checks: Checks::default(),
             report_var: None,
             sites: Vec::new(),
+            debug_var: None,
+            debug_sites: Vec::new(),
             cur_line: 0,
         }
     }
@@ -1123,6 +1134,16 @@ impl<'a> Em<'a> {
             );
             binding
         });
+        let debug = self.debug_var.map(|var| {
+            let binding =
+                self.status_binding() + loop_status.is_some() as u32 + report.is_some() as u32;
+            self.b.decorate(
+                var,
+                spirv::Decoration::Binding,
+                vec![Operand::LiteralBit32(binding)],
+            );
+            binding
+        });
         let module = std::mem::replace(&mut self.b, Builder::new()).module();
         use rspirv::binary::Assemble;
         Ok(Emitted {
@@ -1139,6 +1160,8 @@ impl<'a> Em<'a> {
             loop_status,
             report,
             sites: std::mem::take(&mut self.sites),
+            debug,
+            debug_sites: std::mem::take(&mut self.debug_sites),
         })
     }
 }

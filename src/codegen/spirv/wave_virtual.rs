@@ -49,6 +49,8 @@ impl Em<'_> {
                 stride,
                 ..
             } => vec![*value, *offset, *stride],
+            StmtKind::Print { args, .. } => args.clone(),
+            StmtKind::Assert { cond, .. } => vec![*cond],
             StmtKind::Break(_)
             | StmtKind::Continue(_)
             | StmtKind::Barrier

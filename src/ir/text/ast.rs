@@ -132,6 +132,17 @@ pub enum StmtKind {
     Return(Option<Expr>),
     /// `fence(workgroup)` / `fence(device)`.
     Fence(String, Span),
+    /// `print("format", values...)`.
+    Print {
+        format: String,
+        format_span: Span,
+        args: Vec<Expr>,
+    },
+    /// `assert(cond, "message")`.
+    Assert {
+        cond: Expr,
+        message: String,
+    },
     /// `{ ... }`: a bare scope.
     Block(Vec<Stmt>),
     /// An expression statement; `barrier()`, `vstore(..)` and `matrix_store(..)` are calls

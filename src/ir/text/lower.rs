@@ -1283,6 +1283,41 @@ impl Lowerer<'_> {
                     return Err(());
                 }
             },
+            StmtKind::Print {
+                format,
+                format_span,
+                args,
+            } => {
+                let placeholders = crate::ir::debug::placeholders(format);
+                match placeholders {
+                    Err(msg) => {
+                        self.error(codes::PRINT_FORMAT, *format_span, msg);
+                        return Err(());
+                    }
+                    Ok(n) if n != args.len() => {
+                        self.error(
+                            codes::PRINT_FORMAT,
+                            *format_span,
+                            format!(
+                                "the format has {n} `{{}}` but print is given {} value(s)",
+                                args.len()
+                            ),
+                        );
+                        return Err(());
+                    }
+                    Ok(_) => {}
+                }
+                let ids: Vec<LResult<ExprId>> =
+                    args.iter().map(|a| self.expr(cx, a, None)).collect();
+                K::Print {
+                    format: format.clone(),
+                    args: ids.into_iter().collect::<LResult<Vec<_>>>()?,
+                }
+            }
+            StmtKind::Assert { cond, message } => K::Assert {
+                cond: self.expr(cx, cond, None)?,
+                message: message.clone(),
+            },
             StmtKind::Expr(e) => match &e.kind {
                 ExprKind::Call {
                     name,

@@ -67,6 +67,9 @@ pub mod codes {
     /// `atomic_load`/`atomic_store` with the wrong number of arguments, or a last argument
     /// that is not a memory order (issue #23).
     pub const ATOMIC_ORDER: &str = "XPU-P020";
+    /// A `print` format that is malformed (a lone `{` or `}`) or whose `{}` count is not the
+    /// number of values given (issue 23 item 9).
+    pub const PRINT_FORMAT: &str = "XPU-P032";
     /// The update of a `for var = init; cond; update` loop assigns something other than `var`.
     pub const FOR_UPDATE: &str = "XPU-P030";
     /// A multi-dimensional array with a length that is not an integer literal, or indexed

@@ -715,6 +715,11 @@ impl Parser {
                 self.expect(";")?;
                 StmtKind::Return(value)
             }
+            Tok::Ident(s)
+                if (s == "print" || s == "assert") && matches!(self.tok_at(1), Tok::Punct("(")) =>
+            {
+                return self.debug_stmt(span);
+            }
             Tok::Ident(s) if s == "fence" && matches!(self.tok_at(1), Tok::Punct("(")) => {
                 self.bump();
                 self.bump();
@@ -754,6 +759,45 @@ impl Parser {
                 }
             }
         };
+        Ok(Stmt { kind, span })
+    }
+
+    /// `print("format", values...);` or `assert(cond, "message");` (the keyword is at the
+    /// cursor, a `(` after it).
+    fn debug_stmt(&mut self, span: Span) -> PResult<Stmt> {
+        let is_print = matches!(self.tok(), Tok::Ident(s) if s == "print");
+        self.bump();
+        self.bump();
+        let kind = if is_print {
+            let format_span = self.span();
+            let Tok::Str(format) = self.tok().clone() else {
+                self.expected("a format string");
+                return Err(());
+            };
+            self.bump();
+            let mut args = Vec::new();
+            while !self.at(")") {
+                self.expect(",")?;
+                args.push(self.expr()?);
+            }
+            self.expect(")")?;
+            StmtKind::Print {
+                format,
+                format_span,
+                args,
+            }
+        } else {
+            let cond = self.expr()?;
+            self.expect(",")?;
+            let Tok::Str(message) = self.tok().clone() else {
+                self.expected("a message string");
+                return Err(());
+            };
+            self.bump();
+            self.expect(")")?;
+            StmtKind::Assert { cond, message }
+        };
+        self.expect(";")?;
         Ok(Stmt { kind, span })
     }
 

@@ -820,6 +820,23 @@ impl<'m> FnPrinter<'m> {
                 }
                 out.push_str(");\n");
             }
+            StmtKind::Print { format, args } => {
+                out.push_str("print(");
+                out.push_str(&quote(format));
+                for a in args {
+                    out.push_str(", ");
+                    out.push_str(&self.top(*a, Ctx::Expect(None)));
+                }
+                out.push_str(");\n");
+            }
+            StmtKind::Assert { cond, message } => {
+                let _ = writeln!(
+                    out,
+                    "assert({}, {});",
+                    self.top(*cond, Ctx::Expect(None)),
+                    quote(message)
+                );
+            }
             StmtKind::MatrixStore {
                 value,
                 base,
@@ -1702,6 +1719,12 @@ impl Sim<'_, '_> {
             }
             StmtKind::Block(b) => self.scoped(b),
             StmtKind::Return(Some(e)) | StmtKind::Expr(e) => self.expr(*e),
+            StmtKind::Print { args, .. } => {
+                for a in args {
+                    self.expr(*a);
+                }
+            }
+            StmtKind::Assert { cond, .. } => self.expr(*cond),
             StmtKind::VStore {
                 base, index, value, ..
             } => {

@@ -132,6 +132,8 @@ pub(super) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
             out.push(*offset);
             out.push(*stride);
         }
+        StmtKind::Print { args, .. } => out.extend(args),
+        StmtKind::Assert { cond, .. } => out.push(*cond),
         StmtKind::Break(_)
         | StmtKind::Continue(_)
         | StmtKind::Barrier
@@ -526,6 +528,53 @@ impl Walker<'_, '_> {
             } => {
                 self.use_base(*base, span);
                 self.matrix_store(*value, *base, *offset, *stride, span);
+            }
+            StmtKind::Print { format, args } => self.print(format, args, span),
+            StmtKind::Assert { cond, .. } => {
+                self.expect(
+                    *cond,
+                    Type::BOOL,
+                    codes::ASSERT_COND,
+                    "an assert condition",
+                    span,
+                );
+            }
+        }
+    }
+
+    /// `print`: a well-formed format with one `{}` per value, at most
+    /// [`MAX_PRINT_VALUES`](crate::ir::debug::MAX_PRINT_VALUES) values, each a scalar.
+    fn print(&mut self, format: &str, args: &[ExprId], span: Span) {
+        match crate::ir::debug::placeholders(format) {
+            Err(msg) => self.err(codes::PRINT_FORMAT, span, msg),
+            Ok(n) if n != args.len() => self.err(
+                codes::PRINT_FORMAT,
+                span,
+                format!(
+                    "the format has {n} `{{}}` but print is given {} value(s)",
+                    args.len()
+                ),
+            ),
+            Ok(_) => {}
+        }
+        if args.len() > crate::ir::debug::MAX_PRINT_VALUES {
+            self.err(
+                codes::PRINT_VALUE,
+                span,
+                format!(
+                    "print of {} values; at most {} per print",
+                    args.len(),
+                    crate::ir::debug::MAX_PRINT_VALUES
+                ),
+            );
+        }
+        for &a in args {
+            match self.ty(a) {
+                Some(Type::Scalar(_)) | None => {}
+                Some(t) => {
+                    let msg = format!("print of {}; print takes scalars", self.tn(t));
+                    self.err(codes::PRINT_VALUE, span, msg);
+                }
             }
         }
     }

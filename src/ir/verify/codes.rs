@@ -138,3 +138,12 @@ pub const BITS: &str = "XPU-V080";
 /// `atomic_load` with order `release` or `acq_rel`, or `atomic_store` with `acquire` or
 /// `acq_rel`.
 pub const ATOMIC_ORDER: &str = "XPU-V081";
+
+/// A `print` whose format is malformed (a lone `{` or `}`) or whose `{}` count is not its
+/// value count (issue 23 item 9).
+pub const PRINT_FORMAT: &str = "XPU-V110";
+/// A `print` value that is not a scalar (`bool`, an integer or a float), or more than
+/// `MAX_PRINT_VALUES` (8) values in one `print`.
+pub const PRINT_VALUE: &str = "XPU-V111";
+/// An `assert` condition that is not `bool`.
+pub const ASSERT_COND: &str = "XPU-V112";

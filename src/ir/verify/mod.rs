@@ -56,6 +56,18 @@ impl VerifiedModule {
         self.module
     }
 
+    /// This module with every `print` and `assert` dropped (`ProgramOptions::print` off:
+    /// [`crate::ir::debug::strip`]); `None` when it holds none, so nothing is copied. Types
+    /// and facts stay as they were: the dropped statements' operands are left unreached.
+    pub fn without_debug(&self) -> Option<VerifiedModule> {
+        if !crate::ir::debug::has_debug(&self.module) {
+            return None;
+        }
+        let mut m = self.clone();
+        crate::ir::debug::strip(&mut m.module);
+        Some(m)
+    }
+
     /// The function behind `handle`.
     pub fn function(&self, handle: Handle<Function>) -> &Function {
         &self.module.functions[handle]

@@ -214,10 +214,12 @@ impl<'a, 'm> Lower<'a, 'm> {
         let state_bytes = state_bytes as u32;
         let static_shared = *self.shared_offsets.last().unwrap_or(&0);
         let sites = std::mem::take(&mut self.sites);
+        let debug_sites = std::mem::take(&mut self.debug_sites);
         let tc = self.jm.target_config();
         self.b.finalize(tc);
         Ok(Lowered {
             sites,
+            debug_sites,
             state_bytes,
             static_shared,
             barriers,

@@ -23,6 +23,7 @@ mod atomic;
 mod atomic_access;
 mod bits;
 mod call;
+mod debug;
 mod driver;
 mod expr;
 mod mask;
@@ -72,6 +73,7 @@ pub struct Config {
 /// What the lowering learned about the kernel, for the runtime.
 pub struct Lowered {
     pub sites: Vec<Site>,
+    pub debug_sites: Vec<crate::ir::debug::DebugSite>,
     pub state_bytes: u32,
     /// Bytes of the static shared arrays (64-bit: a declaration may be larger than any
     /// device; the launch refuses what the host cannot hold).
@@ -255,6 +257,8 @@ pub struct Lower<'a, 'm> {
     barrier_memo: BarrierMemo,
     resumes: Vec<Block>,
     wave_next: Block,
+    /// The `print`/`assert` statements lowered (their records' site numbers).
+    pub debug_sites: Vec<crate::ir::debug::DebugSite>,
     pub sites: Vec<Site>,
     funcs: HashMap<&'static str, FuncRef>,
     kernel_name: String,
@@ -422,6 +426,8 @@ fn stmt_calls(m: &Module, f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
             stride,
             ..
         } => roots.extend([*value, *offset, *stride]),
+        StmtKind::Print { args, .. } => roots.extend(args),
+        StmtKind::Assert { cond, .. } => roots.push(*cond),
         _ => {}
     }
     let mut out = Vec::new();
@@ -525,6 +531,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             resumes: Vec::new(),
             wave_next: entry,
             sites: Vec::new(),
+            debug_sites: Vec::new(),
             funcs: HashMap::new(),
             kernel_name: f.name.clone(),
         };
@@ -721,6 +728,9 @@ fn restartable(f: &Function) -> bool {
                     | StmtKind::Break(_)
                     | StmtKind::Continue(_)
                     | StmtKind::Return(_)
+                    // Their records name the workgroup, which a group loop does not keep.
+                    | StmtKind::Print { .. }
+                    | StmtKind::Assert { .. }
             )
         })
     };

@@ -184,6 +184,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 offset,
                 stride,
             } => self.matrix_access(*value, *base, *offset, *stride, true, st.span)?,
+            StmtKind::Print { .. } | StmtKind::Assert { .. } => self.debug_stmt(st)?,
         }
         Ok(true)
     }
