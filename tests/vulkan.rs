@@ -1643,3 +1643,73 @@ kernel priv(out: buf<u32, rw>) {
         r.unwrap();
     }
 }
+
+// ---- Resident memory over program load/drop cycles (issue 15: lavapipe kept 4-7 KB per
+// dropped program) ------------------------------------------------------------------------------
+
+/// Resident bytes of this process (`/proc/self/statm`) and the bytes malloc holds in use.
+fn memory_now() -> (u64, u64) {
+    let rss = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |p| p * 4096);
+    // SAFETY: mallinfo2 only reads glibc's allocator statistics.
+    let heap = unsafe { libc::mallinfo2() }.uordblks as u64;
+    (rss, heap)
+}
+
+fn churn_variant(device: &xpu::Device, count: u32, variant: &str) -> (f64, f64) {
+    use xpu::{args, KernelStream, Launch};
+    let stream = KernelStream::current(device);
+    let mut out = device.upload(&[0u32; 64]).unwrap();
+    let mut warm = (0, 0);
+    for i in 0..count {
+        let src = format!(
+            "kernel k(out: buf<u32, rw>) {{\n    out[local_id.x] = local_id.x + {i};\n}}\n"
+        );
+        let module = xpu::ir::parse(&src).unwrap().verify().unwrap();
+        let program = device.load(module).unwrap();
+        if variant != "load" {
+            let k = program.kernel("k").unwrap();
+            if variant != "kernel" {
+                k.launch(&stream, Launch::grid([1]).block([64]), args![&mut out])
+                    .unwrap();
+                if variant == "sync" {
+                    stream.sync().unwrap();
+                }
+            }
+        }
+        drop(program);
+        if i + 1 == count / 4 {
+            stream.sync().unwrap();
+            warm = memory_now();
+        }
+    }
+    stream.sync().unwrap();
+    let end = memory_now();
+    let n = (count - count / 4) as f64;
+    (
+        end.0.saturating_sub(warm.0) as f64 / n,
+        (end.1 as f64 - warm.1 as f64) / n,
+    )
+}
+
+#[test]
+#[ignore = "investigation"]
+fn churn_variants() {
+    let variant = std::env::var("XPU_TEST_CHURN_VARIANT").unwrap_or("launch".into());
+    let count: u32 = std::env::var("XPU_TEST_CHURN_COUNT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let vk = xpu::backend::vulkan::VulkanDevice::open_with(xpu::backend::vulkan::VulkanSettings {
+        cache_dir: None,
+        ..xpu::backend::vulkan::VulkanSettings::from_config().unwrap()
+    })
+    .unwrap();
+    let device = xpu::Device::from_impl(std::sync::Arc::new(vk));
+    let (rss, heap) = churn_variant(&device, count, &variant);
+    println!(
+        "variant {variant}: {rss:.0} resident bytes, {heap:.0} heap bytes per dropped program"
+    );
+}

@@ -21,9 +21,10 @@
 
 use crate::backend::cache::{hash_hex, CodeCache, DeviceKey, Hit};
 use crate::backend::common;
-use crate::codegen::checks::{CheckSite, Checks, Report, REPORT_WORDS};
+pub use crate::backend::gpu_abi::{abi_from_header, abi_header};
+use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::target::LoweringTarget;
-use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi, ParamAbi};
+use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi};
 use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
@@ -70,16 +71,21 @@ pub fn driver_version() -> Option<i32> {
     (r == sys::CUresult::CUDA_SUCCESS).then_some(v)
 }
 
-/// A retained primary context, made current on each thread before driver calls.
+/// The device's context, shared by every [`CudaDevice`] opened on one GPU in this process
+/// (they would otherwise share the primary context without sharing its epochs), made
+/// current on each thread before driver calls.
 ///
 /// **Device faults.** A sticky error (an illegal or misaligned address, a trap: [`is_sticky`])
-/// leaves the context unusable. The first call that sees one resets the primary context
-/// (`cuDevicePrimaryCtxReset`) and starts a new *epoch*: every object made in an earlier
-/// epoch (memory, streams, events, loaded modules) is gone with it. Memory reports
-/// `XPU-D014` on use and is never freed (its address may belong to a new allocation); a
-/// stream makes a new handle on first use; a kernel loads its PTX again.
+/// leaves the context unusable. The first call that sees one recreates the context and starts
+/// a new *epoch*: every object made in an earlier epoch (memory, streams, events, loaded
+/// modules) is gone with it. Memory reports `XPU-D014` on use and is never freed (its address
+/// may belong to a new allocation); a stream makes a new handle on first use; a kernel loads
+/// its PTX again. The context is recreated by resetting the primary context
+/// (`cuDevicePrimaryCtxReset`, then a retain that is kept until the device closes), checked
+/// by a synchronise and a small allocation; where that context does not work, by a context of
+/// its own (`cuCtxCreate`). If neither works, every later call is refused with `XPU-D016`.
 struct Ctx {
-    ctx: Mutex<sys::CUcontext>,
+    state: Mutex<CtxState>,
     dev: sys::CUdevice,
     /// The current epoch: 0 at open, one more after each fault.
     epoch: std::sync::atomic::AtomicU64,
@@ -87,6 +93,21 @@ struct Ctx {
     last_kernel: Mutex<String>,
     /// Per ended epoch, the kernel whose fault ended it.
     faults: Mutex<Vec<String>>,
+}
+
+/// The live context and how it is held.
+struct CtxState {
+    ctx: sys::CUcontext,
+    /// Retains of the primary context taken by this process's contexts (one at open, one per
+    /// recovery by reset), released when the device closes.
+    primary_retains: u32,
+    /// Whether `ctx` is a context of its own (`cuCtxCreate`), destroyed when replaced or when
+    /// the device closes.
+    own: bool,
+    /// How each recovery went, in order (for [`CudaDevice::recoveries`]).
+    recoveries: Vec<String>,
+    /// Why the device could not be recovered after a fault, once that happened.
+    broken: Option<String>,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread once made current there, which
@@ -112,21 +133,74 @@ pub fn is_sticky(r: sys::CUresult) -> bool {
     )
 }
 
+/// The process's contexts by device ordinal: every open of one GPU shares one [`Ctx`].
+fn contexts() -> &'static Mutex<HashMap<i32, std::sync::Weak<Ctx>>> {
+    static CONTEXTS: std::sync::OnceLock<Mutex<HashMap<i32, std::sync::Weak<Ctx>>>> =
+        std::sync::OnceLock::new();
+    CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Whether `ctx` works: made current, synchronised, and able to allocate and free.
+///
+/// # Safety
+/// `ctx` must be a context handle of this process (possibly destroyed: the calls then fail).
+unsafe fn context_works(ctx: sys::CUcontext) -> Result<(), String> {
+    let ok = |what: &str, r: sys::CUresult| {
+        if r == sys::CUresult::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(format!("{what}: {r:?}"))
+        }
+    };
+    // SAFETY: plain driver calls on the handle; failures are returned.
+    unsafe {
+        ok("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx))?;
+        ok("cuCtxSynchronize", sys::cuCtxSynchronize())?;
+        let mut p: sys::CUdeviceptr = 0;
+        ok("cuMemAlloc", sys::cuMemAlloc_v2(&mut p, 256))?;
+        ok("cuMemFree", sys::cuMemFree_v2(p))
+    }
+}
+
 impl Ctx {
-    fn new(ctx: sys::CUcontext, dev: sys::CUdevice) -> Ctx {
-        Ctx {
-            ctx: Mutex::new(ctx),
+    /// The context of device `ordinal`: the one already open in this process, or the primary
+    /// context retained anew.
+    fn open(ordinal: usize) -> Result<Arc<Ctx>, DeviceError> {
+        let dev = result::device::get(ordinal as i32).map_err(|e| driver_err("cuDeviceGet", e))?;
+        let mut all = contexts().lock();
+        if let Some(ctx) = all.get(&dev).and_then(|w| w.upgrade()) {
+            return Ok(ctx);
+        }
+        // SAFETY: `dev` is a valid device; the retain is released by `Ctx::drop`.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }
+            .map_err(|e| driver_err("cuDevicePrimaryCtxRetain", e))?;
+        let ctx = Arc::new(Ctx {
+            state: Mutex::new(CtxState {
+                ctx,
+                primary_retains: 1,
+                own: false,
+                recoveries: Vec::new(),
+                broken: None,
+            }),
             dev,
             epoch: std::sync::atomic::AtomicU64::new(0),
             last_kernel: Mutex::new(String::new()),
             faults: Mutex::new(Vec::new()),
-        }
+        });
+        all.insert(dev, Arc::downgrade(&ctx));
+        Ok(ctx)
     }
 
     fn bind(&self) -> Result<(), DeviceError> {
-        let c = *self.ctx.lock();
-        // SAFETY: the context was retained in `CudaDevice::open` and lives as long as self.
-        unsafe { result::ctx::set_current(c) }.map_err(|e| driver_err("cuCtxSetCurrent", e))
+        let st = self.state.lock();
+        if let Some(why) = &st.broken {
+            return Err(DeviceError::Unrecovered {
+                kernel: self.faults.lock().last().cloned().unwrap_or_default(),
+                message: why.clone(),
+            });
+        }
+        // SAFETY: the context is held (retained or created) by this `Ctx` while it is live.
+        unsafe { result::ctx::set_current(st.ctx) }.map_err(|e| driver_err("cuCtxSetCurrent", e))
     }
 
     fn epoch(&self) -> u64 {
@@ -156,30 +230,82 @@ impl Ctx {
         }
         let seen = self.epoch();
         let kernel = self.last_kernel.lock().clone();
-        self.recover(seen, &kernel);
-        Some((kernel, format!("{what}: {:?}", e.0)))
+        let how = self.recover(seen, &kernel);
+        Some((kernel, format!("{what}: {:?} ({how})", e.0)))
     }
 
-    /// Resets the primary context after a fault seen in epoch `seen`, unless another thread
-    /// already did.
-    fn recover(&self, seen: u64, kernel: &str) {
-        let mut c = self.ctx.lock();
+    /// Recreates the context after a fault seen in epoch `seen`, unless another thread
+    /// already did; says how it went.
+    fn recover(&self, seen: u64, kernel: &str) -> String {
+        let mut st = self.state.lock();
         if self.epoch() != seen {
-            return;
+            return st
+                .recoveries
+                .last()
+                .cloned()
+                .unwrap_or_else(|| "the context was recreated".into());
         }
-        // SAFETY: `dev` is valid; the reset destroys every allocation, module, stream and
-        // event of the context, which the epoch marks as gone. The new retain is balanced by
-        // the release right after it: the retain taken at open still holds the context.
-        unsafe {
-            let _ = sys::cuDevicePrimaryCtxReset_v2(self.dev);
-            if let Ok(fresh) = result::primary_ctx::retain(self.dev) {
-                *c = fresh;
-                let _ = result::primary_ctx::release(self.dev);
+        let how = self.recreate(&mut st);
+        match &how {
+            Ok(how) => st.recoveries.push(how.clone()),
+            Err(why) => {
+                st.recoveries.push(format!("not recovered: {why}"));
+                st.broken = Some(why.clone());
             }
-            let _ = result::ctx::set_current(*c);
         }
         self.faults.lock().push(kernel.to_string());
         self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        how.unwrap_or_else(|why| format!("the device could not be recovered: {why}"))
+    }
+
+    /// A working context in place of the faulted one: the primary context reset and retained
+    /// again, else a context of its own.
+    fn recreate(&self, st: &mut CtxState) -> Result<String, String> {
+        let mut tried = Vec::new();
+        // SAFETY: `dev` is valid. The reset destroys every allocation, module, stream and
+        // event of the primary context, which the epoch marks as gone; the retain after it is
+        // kept (counted in `primary_retains`) and released when the device closes.
+        unsafe {
+            if st.own {
+                let _ = sys::cuCtxDestroy_v2(st.ctx);
+                st.own = false;
+            }
+            let r = sys::cuDevicePrimaryCtxReset_v2(self.dev);
+            if r != sys::CUresult::CUDA_SUCCESS {
+                tried.push(format!("cuDevicePrimaryCtxReset: {r:?}"));
+            }
+            match result::primary_ctx::retain(self.dev) {
+                Ok(fresh) => {
+                    st.primary_retains += 1;
+                    st.ctx = fresh;
+                    match context_works(fresh) {
+                        Ok(()) => {
+                            return Ok("the context was recreated by a primary-context reset".into())
+                        }
+                        Err(e) => tried.push(format!("the reset primary context: {e}")),
+                    }
+                }
+                Err(e) => tried.push(format!("cuDevicePrimaryCtxRetain: {e:?}")),
+            }
+            let mut own: sys::CUcontext = std::ptr::null_mut();
+            let r = sys::cuCtxCreate_v4(&mut own, std::ptr::null_mut(), 0, self.dev);
+            if r != sys::CUresult::CUDA_SUCCESS {
+                tried.push(format!("cuCtxCreate: {r:?}"));
+                return Err(tried.join("; "));
+            }
+            st.ctx = own;
+            st.own = true;
+            match context_works(own) {
+                Ok(()) => Ok(format!(
+                    "the context was recreated as a context of its own ({})",
+                    tried.join("; ")
+                )),
+                Err(e) => {
+                    tried.push(format!("a context of its own: {e}"));
+                    Err(tried.join("; "))
+                }
+            }
+        }
     }
 
     /// A driver error of a device operation: a fault, or a plain driver failure.
@@ -193,9 +319,20 @@ impl Ctx {
 
 impl Drop for Ctx {
     fn drop(&mut self) {
-        // SAFETY: releases the retain taken in `CudaDevice::open`.
+        let st = self.state.get_mut();
+        // SAFETY: destroys the context made by `recreate`, if any, and releases every retain
+        // of the primary context this `Ctx` took.
         unsafe {
-            let _ = result::primary_ctx::release(self.dev);
+            if st.own {
+                let _ = sys::cuCtxDestroy_v2(st.ctx);
+            }
+            for _ in 0..st.primary_retains {
+                let _ = result::primary_ctx::release(self.dev);
+            }
+        }
+        let mut all = contexts().lock();
+        if all.get(&self.dev).is_some_and(|w| w.strong_count() == 0) {
+            all.remove(&self.dev);
         }
     }
 }
@@ -241,11 +378,8 @@ impl CudaDevice {
             backend: Backend::Cuda,
             reason,
         })?;
-        let dev = result::device::get(ordinal as i32).map_err(|e| driver_err("cuDeviceGet", e))?;
-        // SAFETY: `dev` is a valid device; the retain is released by `Ctx::drop`.
-        let ctx = unsafe { result::primary_ctx::retain(dev) }
-            .map_err(|e| driver_err("cuDevicePrimaryCtxRetain", e))?;
-        let ctx = Arc::new(Ctx::new(ctx, dev));
+        let ctx = Ctx::open(ordinal)?;
+        let dev = ctx.dev;
         ctx.bind()?;
         let attr = |a: sys::CUdevice_attribute| -> Option<i64> {
             // SAFETY: `dev` is valid; the attribute is one the driver defines.
@@ -341,6 +475,17 @@ impl CudaDevice {
     /// `module` on this device, as the concrete program (for first-use reports).
     pub fn load_program(&self, module: &Arc<VerifiedModule>) -> Arc<CudaProgram> {
         Arc::new(CudaProgram::new(self, module.clone()))
+    }
+
+    /// How each recovery from a device fault went in this process, oldest first: the way the
+    /// context was recreated, or why it could not be.
+    pub fn recoveries(&self) -> Vec<String> {
+        self.ctx.state.lock().recoveries.clone()
+    }
+
+    /// The context epoch: 0 at open, one more after each device fault.
+    pub fn epoch(&self) -> u64 {
+        self.ctx.epoch()
     }
 
     /// The compute capability as `major * 10 + minor`.
@@ -521,7 +666,7 @@ impl DeviceImpl for CudaDevice {
     fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
         self.ctx.bind()?;
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
-            .map_err(|e| driver_err("cuStreamCreate", e))?;
+            .map_err(|e| self.ctx.device_err("cuStreamCreate", e))?;
         Ok(Arc::new(CudaStream {
             ctx: self.ctx.clone(),
             stream: Mutex::new((stream, self.ctx.epoch())),
@@ -695,7 +840,7 @@ impl StreamImpl for CudaStream {
         unsafe {
             result::stream::wait_event(h, ev.event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
         }
-        .map_err(|e| driver_err("cuStreamWaitEvent", e))
+        .map_err(|e| self.ctx.device_err("cuStreamWaitEvent", e))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -826,7 +971,7 @@ impl CudaProgram {
         self.first_use.lock().get(name).copied()
     }
 
-    fn build(&self, name: &str) -> Result<CudaKernel, String> {
+    fn build(&self, name: &str) -> Result<CudaKernel, BuildError> {
         let handle = self
             .module
             .kernel(name)
@@ -872,7 +1017,10 @@ impl CudaProgram {
                 })?;
         let code_time = t0.elapsed();
         let t1 = Instant::now();
-        let loaded = Loaded::load(&self.ctx, &ptx, &abi)?;
+        let loaded = Loaded::load(&self.ctx, &ptx, &abi).map_err(|e| match e {
+            DeviceError::DeviceFault { kernel, message } => BuildError::Fault { kernel, message },
+            e => BuildError::Code(e.to_string()),
+        })?;
         let func = loaded.func;
         let load_time = t1.elapsed();
         self.first_use.lock().insert(
@@ -976,11 +1124,14 @@ impl ProgramImpl for CudaProgram {
         }
         let limit = super::common::PRIVATE_BYTES_GPU;
         super::common::check_private(name, &self.module, kernel, limit, "the CUDA backend")?;
-        let k = Arc::new(self.build(name).map_err(|reason| LaunchError::NoCode {
-            kernel: name.to_string(),
-            backend: Backend::Cuda,
-            reason,
-            by_device: false,
+        let k = Arc::new(self.build(name).map_err(|e| match e {
+            BuildError::Code(reason) => LaunchError::NoCode {
+                kernel: name.to_string(),
+                backend: Backend::Cuda,
+                reason,
+                by_device: false,
+            },
+            BuildError::Fault { kernel, message } => LaunchError::DeviceFault { kernel, message },
         })?);
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)
@@ -998,102 +1149,17 @@ impl ProgramImpl for CudaProgram {
     }
 }
 
-/// The ABI facts the PTX alone does not carry, as a comment line at the top of cached PTX:
-/// `// xpu-abi <symbol> <static shared> <dynamic elem or -> <base align per param,...>`,
-/// then, for code with checks, `// xpu-report` and one `// xpu-site <line> <what>` per site.
-pub fn abi_header(abi: &KernelAbi) -> String {
-    let mut checks = String::new();
-    if abi.report {
-        checks.push_str("// xpu-report\n");
-    }
-    for site in &abi.sites {
-        checks.push_str(&format!(
-            "// xpu-site {} {}\n",
-            site.line,
-            site.what.replace('\n', " ")
-        ));
-    }
-    format!("{}{checks}", abi_line(abi))
+/// Why a kernel could not be built: no code for it, or an earlier kernel's device fault seen
+/// while loading it.
+enum BuildError {
+    Code(String),
+    Fault { kernel: String, message: String },
 }
 
-fn abi_line(abi: &KernelAbi) -> String {
-    let aligns: Vec<String> = abi
-        .params
-        .iter()
-        .map(|p| match p {
-            ParamAbi::Buffer { base_align, .. } => base_align.to_string(),
-            ParamAbi::Value { .. } => "-".into(),
-        })
-        .collect();
-    format!(
-        "// xpu-abi {} {} {} {}\n",
-        abi.symbol,
-        abi.static_shared_bytes,
-        abi.dynamic_shared_elem
-            .map_or("-".into(), |e| e.to_string()),
-        if aligns.is_empty() {
-            "none".into()
-        } else {
-            aligns.join(",")
-        }
-    )
-}
-
-/// The header line back; the parameter types come from the IR at launch.
-fn abi_from_header(ptx: &str) -> Option<KernelAbi> {
-    let line = ptx.lines().next()?.strip_prefix("// xpu-abi ")?;
-    let mut it = line.split_whitespace();
-    let symbol = it.next()?.to_string();
-    let static_shared_bytes = it.next()?.parse().ok()?;
-    let dynamic_shared_elem = match it.next()? {
-        "-" => None,
-        v => Some(v.parse().ok()?),
-    };
-    let params = match it.next()? {
-        "none" => Vec::new(),
-        list => list
-            .split(',')
-            .map(|a| match a {
-                "-" => ParamAbi::Value {
-                    ty: crate::ir::Type::U32,
-                    size: 0,
-                    align: 0,
-                },
-                n => ParamAbi::Buffer {
-                    elem: crate::ir::ElemType::scalar(crate::ir::Scalar::U8),
-                    writable: true,
-                    base_align: n.parse().unwrap_or(16),
-                },
-            })
-            .collect(),
-    };
-    let mut report = false;
-    let mut sites = Vec::new();
-    for l in ptx.lines().skip(1) {
-        if l == "// xpu-report" {
-            report = true;
-        } else if let Some(rest) = l.strip_prefix("// xpu-site ") {
-            let (line, what) = rest.split_once(' ').unwrap_or((rest, ""));
-            sites.push(CheckSite {
-                line: line.parse().ok()?,
-                what: what.to_string(),
-            });
-        } else {
-            break;
-        }
+impl From<String> for BuildError {
+    fn from(reason: String) -> Self {
+        BuildError::Code(reason)
     }
-    Some(KernelAbi {
-        name: symbol.clone(),
-        symbol,
-        params,
-        static_shared_bytes,
-        dynamic_shared_elem,
-        wave_width: 32,
-        bounds: Default::default(),
-        declared_wave: None,
-        report,
-        sites,
-    })
 }
 
 /// One kernel's loaded code.
@@ -1119,20 +1185,29 @@ struct Loaded {
 
 impl Loaded {
     /// Loads `ptx` (whose entry and report global `abi` names) in the current context.
-    fn load(ctx: &Ctx, ptx: &str, abi: &KernelAbi) -> Result<Loaded, String> {
-        ctx.bind().map_err(|e| e.to_string())?;
+    ///
+    /// A sticky error seen here is an earlier kernel's fault: it is a
+    /// [`DeviceError::DeviceFault`] (the context is recreated); other failures are
+    /// [`DeviceError::Load`].
+    fn load(ctx: &Ctx, ptx: &str, abi: &KernelAbi) -> Result<Loaded, DeviceError> {
+        ctx.bind()?;
         let epoch = ctx.epoch();
         let mut image = ptx.as_bytes().to_vec();
         image.push(0);
         // SAFETY: `image` is NUL-terminated PTX text.
         let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
-            .map_err(|e| format!("cuModuleLoadData: {e:?}"))?;
+            .map_err(|e| match ctx.fault("cuModuleLoadData", &e) {
+                Some((kernel, message)) => DeviceError::DeviceFault { kernel, message },
+                None => DeviceError::Load {
+                    message: format!("cuModuleLoadData: {e:?}"),
+                },
+            })?;
         let unload = |why: String| {
             // SAFETY: loaded above, unloaded once on this failure path.
             unsafe {
                 let _ = result::module::unload(module);
             }
-            why
+            DeviceError::Load { message: why }
         };
         let sym = std::ffi::CString::new(abi.symbol.clone()).map_err(|e| unload(e.to_string()))?;
         // SAFETY: a live module; `sym` names its entry.
@@ -1241,7 +1316,7 @@ impl KernelImpl for CudaKernel {
         let mut loaded = self.loaded.lock();
         // A context recreated after a fault: the PTX is loaded in it again.
         if loaded.epoch != self.ctx.epoch() {
-            *loaded = Loaded::load(&self.ctx, &self.ptx, &self.abi).map_err(dev_err)?;
+            *loaded = Loaded::load(&self.ctx, &self.ptx, &self.abi).map_err(device_fail)?;
         }
         let l = &mut *loaded;
         // Shared memory beyond the default 48 KB needs the function's opt-in.
@@ -1343,6 +1418,8 @@ impl KernelImpl for CudaKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codegen::checks::CheckSite;
+    use crate::codegen::llvm::ParamAbi;
 
     #[test]
     fn sticky_errors_are_the_faults_that_lose_a_context() {

@@ -10,6 +10,8 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(any(feature = "cuda", feature = "hip"))]
+pub mod gpu_abi;
+#[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod gpu_args;
 #[cfg(feature = "hip")]
 pub mod hip;

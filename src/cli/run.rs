@@ -14,6 +14,10 @@
 //! `--ub-traps on|off` (default on) tests unconfirmed `align = N` statements (`XPU-L010`);
 //! `--checked` loads programs in checked mode (GPU bounds checks, `XPU-L013`); see
 //! docs/checked-mode.md. A case of `expect ub` on a GPU backend always runs checked.
+//!
+//! A CUDA or HIP device whose driver does not let the process recover from a fault (`XPU-D016`)
+//! runs nothing more in that process: `xpu run` goes on in a new process of itself from the
+//! next case (a note on stderr), and the last closing line counts every case.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,6 +42,13 @@ pub struct RunArgs {
     /// Test every `align = N` statement the proof does not confirm (XPU-L010). Default on.
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub ub_traps: Option<String>,
+    /// Internal: the cases an earlier process ran before its device was lost (it runs this
+    /// executable again to go on).
+    #[arg(long, hide = true, default_value = "0")]
+    pub resume_after: usize,
+    /// Internal: the passed, failed and skipped counts of the earlier processes.
+    #[arg(long, hide = true, value_delimiter = ',', num_args = 3)]
+    pub resume_counts: Vec<usize>,
 }
 
 pub fn run(args: &RunArgs) -> ExitCode {
@@ -61,11 +72,20 @@ pub fn run(args: &RunArgs) -> ExitCode {
         checked: args.checked.then_some(true),
         ub_traps: args.ub_traps.as_deref().map(|v| v == "on"),
     };
-    let code = crate::filetest::runner::run_command(
+    let mut counts = [0; 3];
+    for (c, v) in counts.iter_mut().zip(&args.resume_counts) {
+        *c = *v;
+    }
+    let resume = crate::filetest::runner::Resume {
+        after: args.resume_after,
+        counts,
+    };
+    let code = crate::filetest::runner::run_command_resumed(
         &args.paths,
         &args.backend,
         deadline,
         options,
+        resume,
         &mut out,
     );
     let _ = out.flush();

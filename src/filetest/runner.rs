@@ -144,6 +144,14 @@ pub struct Runner {
     interp: Device,
     deadline: Option<std::time::Duration>,
     options: ProgramOptions,
+    /// Cases (in report order) passed over without running or reporting them: those a
+    /// process that lost its device ran before it handed on ([`Runner::with_resume`]).
+    skip: usize,
+    /// Cases met so far, skipped ones included.
+    seen: std::cell::Cell<usize>,
+    /// The number of cases met when a CUDA/HIP device could not be recovered after a fault
+    /// (`XPU-D016`): the run stops there.
+    lost_at: std::cell::Cell<Option<usize>>,
 }
 
 impl Runner {
@@ -158,7 +166,35 @@ impl Runner {
                 checked: ProgramOptions::from_env()?.checked,
                 ub_traps: true,
             },
+            skip: 0,
+            seen: std::cell::Cell::new(0),
+            lost_at: std::cell::Cell::new(None),
         })
+    }
+
+    /// Passes over the first `skip` cases without running or reporting them: the cases an
+    /// earlier process ran before its device was lost (`xpu run` goes on in a new process,
+    /// [`run_command`]).
+    pub fn with_resume(mut self, skip: usize) -> Runner {
+        self.skip = skip;
+        self
+    }
+
+    /// The number of cases met (run, or passed over by [`Runner::with_resume`]) when a device
+    /// could not be recovered after a fault and the run stopped; `None` if it did not stop.
+    pub fn lost_at(&self) -> Option<usize> {
+        self.lost_at.get()
+    }
+
+    /// Counts one case; whether to run and report it (not one passed over, and no device
+    /// lost).
+    fn next_case(&self) -> bool {
+        if self.lost_at.get().is_some() {
+            return false;
+        }
+        let n = self.seen.get();
+        self.seen.set(n + 1);
+        n >= self.skip
     }
 
     /// Sets the options programs are loaded with (default: ub-traps on, as in the test suites;
@@ -215,6 +251,9 @@ impl Runner {
                 summary.add(case);
                 writeln!(out, "{case}")
             })?;
+            if self.lost_at.get().is_some() {
+                return Ok(summary);
+            }
         }
         writeln!(out, "{}", summary.closing_line())?;
         Ok(summary)
@@ -238,6 +277,9 @@ impl Runner {
         let (module, specs) = match crate::ir::parse_file(source) {
             Ok(parsed) => parsed,
             Err(diags) => {
+                if !self.next_case() {
+                    return Ok(());
+                }
                 let line = diags.0.first().map_or(1, |d| d.span.line);
                 return report(&case(line, "-", "-", Outcome::Fail(diags.render(file))));
             }
@@ -246,11 +288,17 @@ impl Runner {
             Ok(v) => Arc::new(v),
             Err(diags) => {
                 if specs.is_empty() {
+                    if !self.next_case() {
+                        return Ok(());
+                    }
                     let line = diags.0.first().map_or(1, |d| d.span.line);
                     return report(&case(line, "-", "-", Outcome::Fail(diags.render(file))));
                 }
                 for spec in &specs {
                     for device in &self.devices {
+                        if !self.next_case() {
+                            continue;
+                        }
                         let outcome =
                             refused_by_verifier(spec, &diags, file, device.backend().name());
                         report(&case(
@@ -268,6 +316,9 @@ impl Runner {
         for device in &self.devices {
             let program = device.load_with(&verified, self.options);
             for spec in &specs {
+                if !self.next_case() {
+                    continue;
+                }
                 let mut timed;
                 let spec = if spec.deadline.is_none() && self.deadline.is_some() {
                     timed = spec.clone();
@@ -286,10 +337,26 @@ impl Runner {
                     device.backend().name(),
                     outcome,
                 ))?;
+                // A CUDA/HIP device that could not be recovered after a fault runs nothing
+                // more in this process: the run stops, and `xpu run` goes on in a new one.
+                if unrecovered(device) {
+                    self.lost_at.set(Some(self.seen.get()));
+                    return Ok(());
+                }
             }
         }
         Ok(())
     }
+}
+
+/// Whether `device` is a CUDA or HIP device lost for this process: a sticky fault the driver
+/// does not let the process recover from (`XPU-D016`, docs/checked-mode.md).
+fn unrecovered(device: &Device) -> bool {
+    matches!(device.backend(), Backend::Cuda | Backend::Hip)
+        && matches!(
+            RawBuffer::alloc_with(device, 4, Init::Any),
+            Err(e) if e.code() == crate::hal::seam::codes::UNRECOVERED
+        )
 }
 
 /// The outcome of a case whose module the verifier refused: a pass exactly when the case
@@ -1066,6 +1133,30 @@ pub fn run_command(
     options: RunOptions,
     out: &mut dyn Write,
 ) -> u8 {
+    run_command_resumed(paths, backend, deadline, options, Resume::default(), out)
+}
+
+/// Where a run goes on after a process lost its device (`xpu run --resume-after N
+/// --resume-counts P,F,S`, hidden options): the cases already met, and the counts of the
+/// cases already reported.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Resume {
+    pub after: usize,
+    pub counts: [usize; 3],
+}
+
+/// [`run_command`] going on from `resume`. When a CUDA/HIP device cannot be recovered after a
+/// fault (the driver poisons the process: `XPU-D016`), the run goes on in a new process of
+/// this executable with the same arguments, from the next case; its closing line counts every
+/// case, and its exit status is the run's.
+pub fn run_command_resumed(
+    paths: &[PathBuf],
+    backend: &str,
+    deadline: Option<std::time::Duration>,
+    options: RunOptions,
+    resume: Resume,
+    out: &mut dyn Write,
+) -> u8 {
     let devices = match select_devices(backend) {
         Ok(d) => d,
         Err(e) => {
@@ -1076,22 +1167,83 @@ pub fn run_command(
     let runner = match Runner::new(devices) {
         Ok(r) => {
             let o = r.options;
-            r.with_deadline(deadline).with_options(ProgramOptions {
-                checked: options.checked.unwrap_or(o.checked),
-                ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
-            })
+            r.with_deadline(deadline)
+                .with_options(ProgramOptions {
+                    checked: options.checked.unwrap_or(o.checked),
+                    ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
+                })
+                .with_resume(resume.after)
         }
         Err(e) => {
             eprintln!("xpu run: {e}");
             return 2;
         }
     };
-    match runner.run_paths(paths, out) {
+    let result = runner.run_paths(paths, out).map(|mut s| {
+        s.passed += resume.counts[0];
+        s.failed += resume.counts[1];
+        s.skipped += resume.counts[2];
+        s
+    });
+    if let (Ok(summary), Some(at)) = (&result, runner.lost_at()) {
+        let _ = out.flush();
+        return go_on_in_a_new_process(at, summary);
+    }
+    let result = result.and_then(|s| {
+        if resume.after > 0 {
+            // The closing line above counts this process's cases; this last one, the run's.
+            writeln!(out, "{}", s.closing_line())?;
+        }
+        Ok(s)
+    });
+    match result {
         Ok(summary) if summary.failed == 0 => 0,
         Ok(_) => 1,
         Err(e) => {
             let _ = out.flush();
             eprintln!("xpu run: {e}");
+            2
+        }
+    }
+}
+
+/// Runs this executable again with this process's arguments, going on after case `at` with
+/// `summary`'s counts; its exit status (2 if it cannot start).
+fn go_on_in_a_new_process(at: usize, summary: &Summary) -> u8 {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut it = std::env::args_os().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--resume-after" || a == "--resume-counts" {
+            it.next();
+            continue;
+        }
+        args.push(a);
+    }
+    eprintln!(
+        "xpu run: the device could not be recovered after a fault (XPU-D016); going on in a \
+         new process after case {at}"
+    );
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("xpu run: cannot start a new process: {e}");
+            return 2;
+        }
+    };
+    let status = std::process::Command::new(exe)
+        .args(args)
+        .arg("--resume-after")
+        .arg(at.to_string())
+        .arg("--resume-counts")
+        .arg(format!(
+            "{},{},{}",
+            summary.passed, summary.failed, summary.skipped
+        ))
+        .status();
+    match status {
+        Ok(s) => s.code().map_or(2, |c| c.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("xpu run: cannot start a new process: {e}");
             2
         }
     }

@@ -38,6 +38,7 @@ pub mod codes {
     pub const DRIVER: &str = "XPU-D010";
     pub const LOST: &str = "XPU-D014";
     pub const DEVICE_FAULT: &str = "XPU-D015";
+    pub const UNRECOVERED: &str = "XPU-D016";
 }
 
 /// A device operation that failed: opening, allocating, copying, viewing, streams, loading.
@@ -95,6 +96,14 @@ pub enum DeviceError {
         codes::DEVICE_FAULT
     )]
     DeviceFault { kernel: String, message: String },
+    /// After the device fault of `kernel`, no working context could be made again (neither
+    /// the reset primary context nor a new one): every later operation on the device fails so.
+    #[error(
+        "error[{}]: the device could not be recovered after the device fault of kernel \
+         {kernel}: {message}; open the device again in a new process",
+        codes::UNRECOVERED
+    )]
+    Unrecovered { kernel: String, message: String },
     /// A malformed environment value the operation needed.
     #[error("{0}")]
     Config(#[from] crate::config::BadValue),
@@ -115,6 +124,7 @@ impl DeviceError {
             DeviceError::Driver { .. } => codes::DRIVER,
             DeviceError::Lost { .. } => codes::LOST,
             DeviceError::DeviceFault { .. } => codes::DEVICE_FAULT,
+            DeviceError::Unrecovered { .. } => codes::UNRECOVERED,
             DeviceError::Config(_) => crate::config::BAD_VALUE,
         }
     }
