@@ -1,13 +1,16 @@
 //! CPU backend throughput, with peers measured in the same run.
 //!
 //! `cargo bench --bench cpu` runs, through the public API on `Backend::Cpu`:
-//! - STREAM triad `a = b + s*c` and saxpy on 64M floats, against a `memcpy` probe (the copy
-//!   bandwidth of this machine) and the same loops in Rust with rayon;
+//! - STREAM triad `a = b + s*c` and saxpy on 64M floats, against STREAM itself in C with
+//!   OpenMP on the same threads (`benches/peers/stream/stream.c`, built here with
+//!   `gcc -O3 -march=native -fopenmp`; the best of plain and non-temporal stores: the `STREAM`
+//!   column) and the same loops in Rust with rayon;
 //! - a 16×16-tiled SGEMM at 1024³ (shared memory, barriers);
 //! - a wave reduction (`wave_reduce_sum`, one partial per wave) over 64M floats;
 //! - mandelbrot 2048×2048, 256 iterations;
 //!
-//! and then `benches/peers/pocl_bench.py` (PoCL 3.1's CPU device through pyopencl) on the same
+//! the compute kernels beside the same kernels in C with OpenMP built by gcc
+//! (`benches/peers/omp/compute.c`, the `gcc` column), and then `benches/peers/pocl_bench.py` (PoCL 3.1's CPU device through pyopencl) on the same
 //! kernels and sizes, if it runs here, and prints a ratio table, plus our JIT compile time
 //! against PoCL's build time. Medians over `--reps` runs after one warm-up.
 //!
@@ -20,81 +23,6 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 use xpu::{args, Backend, Device, KernelStream, Launch};
-
-const TRIAD: &str = r#"
-kernel triad(n: u32, s: f32, a: buf<f32, rw>, b: buf<f32>, c: buf<f32>) {
-    let i: u32 = global_id.x;
-    if i < n {
-        a[i] = b[i] + s * c[i];
-    }
-}
-"#;
-
-const SAXPY: &str = r#"
-kernel saxpy(n: u32, a: f32, x: buf<f32>, y: buf<f32, rw>) {
-    let i: u32 = global_id.x;
-    if i < n {
-        y[i] = a * x[i] + y[i];
-    }
-}
-"#;
-
-const SGEMM: &str = r#"
-kernel sgemm(n: u32, a: buf<f32>, b: buf<f32>, c: buf<f32, rw>) {
-    shared ta: [f32; 256];
-    shared tb: [f32; 256];
-    let tx: u32 = local_id.x;
-    let ty: u32 = local_id.y;
-    let row: u32 = group_id.y * 16 + ty;
-    let col: u32 = group_id.x * 16 + tx;
-    let acc: f32 = 0.0;
-    for t: u32 in 0..n / 16 {
-        ta[ty * 16 + tx] = a[row * n + t * 16 + tx];
-        tb[ty * 16 + tx] = b[(t * 16 + ty) * n + col];
-        barrier();
-        for k: u32 in 0..16 {
-            acc = acc + ta[ty * 16 + k] * tb[k * 16 + tx];
-        }
-        barrier();
-    }
-    c[row * n + col] = acc;
-}
-"#;
-
-const WAVE_REDUCE: &str = r#"
-kernel wave_reduce(n: u32, inp: buf<f32>, partial: buf<f32, rw>) {
-    let i: u32 = global_id.x;
-    let v: f32 = 0.0;
-    if i < n {
-        v = inp[i];
-    }
-    let s: f32 = wave_reduce_sum(v);
-    if lane_id == 0 {
-        partial[i / wave_width] = s;
-    }
-}
-"#;
-
-const MANDELBROT: &str = r#"
-kernel mandelbrot(width: u32, height: u32, max_iter: u32, out: buf<u32, rw>) {
-    let px: u32 = global_id.x;
-    let py: u32 = global_id.y;
-    if px < width && py < height {
-        let cr: f32 = -2.0 + 3.0 * (px as f32) / (width as f32);
-        let ci: f32 = -1.5 + 3.0 * (py as f32) / (height as f32);
-        let zr: f32 = 0.0;
-        let zi: f32 = 0.0;
-        let it: u32 = 0;
-        while it < max_iter && zr * zr + zi * zi <= 4.0 {
-            let t: f32 = zr * zr - zi * zi + cr;
-            zi = 2.0 * zr * zi + ci;
-            zr = t;
-            it += 1;
-        }
-        out[py * width + px] = it;
-    }
-}
-"#;
 
 struct Opts {
     quick: bool,
@@ -205,11 +133,15 @@ struct Row {
     unit: &'static str,
     ours: f64,
     compile_ms: f64,
-    memcpy: Option<f64>,
+    stream: Option<f64>,
+    gcc: Option<f64>,
     rayon: Option<f64>,
     pocl: Option<f64>,
     pocl_build_ms: Option<f64>,
 }
+
+/// The kernels, the same text `xpu bench cpu` runs.
+use xpu::bench::suite::CPU_KERNELS;
 
 fn load(cpu: &Device, src: &str, name: &str) -> (xpu::Kernel, f64) {
     let m = xpu::ir::parse(src)
@@ -257,17 +189,40 @@ fn main() {
         o.reps
     );
 
-    // memcpy probe: bytes moved per second (read + write) by a plain copy.
-    let src = vec![1.0f32; stream_n];
-    let mut dst = vec![0.0f32; stream_n];
-    let t = time(o.reps, || dst.copy_from_slice(&src));
-    let memcpy_gbps = (stream_n * 8) as f64 / t.as_secs_f64() / 1e9;
-    drop(dst);
+    // STREAM in C + OpenMP on the same threads: the bandwidth limit.
+    let stream_figs = match xpu::bench::peers::stream(stream_n, o.reps, threads) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("STREAM peer not run: {e}");
+            Vec::new()
+        }
+    };
+    for f in &stream_figs {
+        println!(
+            "STREAM {} ({} stores): {:.2} GB/s",
+            f.kernel,
+            if f.nt == Some(true) {
+                "non-temporal"
+            } else {
+                "plain"
+            },
+            f.rate
+        );
+    }
+    let stream_best = |k: &str| xpu::bench::peers::best(&stream_figs, k);
+    let wave = cpu.facts().wave_width.unwrap_or(1);
+    let gcc = |k: &str, size: usize| match xpu::bench::peers::gcc(k, size, o.reps, threads, wave) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            println!("gcc peer of {k} not run: {e}");
+            None
+        }
+    };
 
     // STREAM triad: 3 arrays of 4 bytes move per element.
     if o.runs("triad") {
         let n = stream_n as u32;
-        let (k, compile_ms) = load(&cpu, TRIAD, "triad");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "triad");
         let b = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let c = cpu.upload(&vec![2.0f32; stream_n]).unwrap();
         let mut a = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
@@ -300,7 +255,8 @@ fn main() {
             unit: "GB/s",
             ours,
             compile_ms,
-            memcpy: Some(memcpy_gbps),
+            stream: stream_best("triad"),
+            gcc: None,
             rayon: Some((stream_n * 12) as f64 / tr.as_secs_f64() / 1e9),
             pocl: None,
             pocl_build_ms: None,
@@ -310,7 +266,7 @@ fn main() {
     // saxpy: 12 bytes per element.
     if o.runs("saxpy") {
         let n = stream_n as u32;
-        let (k, compile_ms) = load(&cpu, SAXPY, "saxpy");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "saxpy");
         let x = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let mut y = cpu.upload(&vec![0.0f32; stream_n]).unwrap();
         let groups = n.div_ceil(o.block);
@@ -339,7 +295,8 @@ fn main() {
             unit: "GB/s",
             ours,
             compile_ms,
-            memcpy: Some(memcpy_gbps),
+            stream: stream_best("saxpy"),
+            gcc: None,
             rayon: Some((stream_n * 12) as f64 / tr.as_secs_f64() / 1e9),
             pocl: None,
             pocl_build_ms: None,
@@ -350,7 +307,7 @@ fn main() {
     if o.runs("sgemm") {
         let n = sgemm_n;
         let nn = (n * n) as usize;
-        let (k, compile_ms) = load(&cpu, SGEMM, "sgemm");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "sgemm");
         let ha: Vec<f32> = (0..nn).map(|i| (i % 7) as f32 * 0.25).collect();
         let hb: Vec<f32> = (0..nn).map(|i| (i % 5) as f32 * 0.5).collect();
         let a = cpu.upload(&ha).unwrap();
@@ -379,7 +336,8 @@ fn main() {
             unit: "GFLOP/s",
             ours: 2.0 * (n as f64).powi(3) / t.as_secs_f64() / 1e9,
             compile_ms,
-            memcpy: None,
+            stream: None,
+            gcc: gcc("sgemm", n as usize),
             rayon: None,
             pocl: None,
             pocl_build_ms: None,
@@ -389,7 +347,7 @@ fn main() {
     // Wave reduction: 4 bytes read per element.
     if o.runs("wave_reduce") {
         let n = stream_n as u32;
-        let (k, compile_ms) = load(&cpu, WAVE_REDUCE, "wave_reduce");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "wave_reduce");
         let wave = k.manifest().built_wave.unwrap_or(1) as usize;
         let inp = cpu.upload(&vec![1.0f32; stream_n]).unwrap();
         let mut partial = cpu.upload(&vec![0.0f32; stream_n.div_ceil(wave)]).unwrap();
@@ -415,7 +373,8 @@ fn main() {
             unit: "GB/s",
             ours: (stream_n * 4) as f64 / t.as_secs_f64() / 1e9,
             compile_ms,
-            memcpy: Some(memcpy_gbps),
+            stream: None,
+            gcc: gcc("wave_reduce", stream_n),
             rayon: Some((stream_n * 4) as f64 / tr.as_secs_f64() / 1e9),
             pocl: None,
             pocl_build_ms: None,
@@ -424,7 +383,7 @@ fn main() {
 
     // Mandelbrot: pixels per second (in millions).
     if o.runs("mandelbrot") {
-        let (k, compile_ms) = load(&cpu, MANDELBROT, "mandelbrot");
+        let (k, compile_ms) = load(&cpu, CPU_KERNELS, "mandelbrot");
         let mut out = cpu.upload(&vec![0u32; (mw * mh) as usize]).unwrap();
         let t = time(o.reps.min(3), || {
             k.launch(
@@ -445,7 +404,8 @@ fn main() {
             unit: "Mpixel/s",
             ours: (mw * mh) as f64 / t.as_secs_f64() / 1e6,
             compile_ms,
-            memcpy: None,
+            stream: None,
+            gcc: gcc("mandelbrot", mw as usize),
             rayon: None,
             pocl: None,
             pocl_build_ms: None,
@@ -458,14 +418,16 @@ fn main() {
 
     println!();
     println!(
-        "{:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "{:<12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
         "kernel",
         "unit",
         "xpu cpu",
-        "memcpy",
+        "STREAM",
+        "gcc",
         "rayon",
         "PoCL",
-        "/memcpy",
+        "/STREAM",
+        "/gcc",
         "/rayon",
         "/PoCL",
         "JIT ms",
@@ -476,14 +438,16 @@ fn main() {
         |ours: f64, peer: Option<f64>| peer.map_or("-".into(), |p| format!("{:.2}x", ours / p));
     for r in &rows {
         println!(
-            "{:<12} {:>6} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>8}",
+            "{:<12} {:>6} {:>9.2} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2} {:>8}",
             r.name,
             r.unit,
             r.ours,
-            f(r.memcpy),
+            f(r.stream),
+            f(r.gcc),
             f(r.rayon),
             f(r.pocl),
-            ratio(r.ours, r.memcpy),
+            ratio(r.ours, r.stream),
+            ratio(r.ours, r.gcc),
             ratio(r.ours, r.rayon),
             ratio(r.ours, r.pocl),
             r.compile_ms,

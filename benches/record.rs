@@ -50,7 +50,7 @@ fn main() {
         let start = Instant::now();
         for i in 0..n {
             kernel
-                .launch(&stream, launch.clone(), args![&mut o, 64u32])
+                .launch(&stream, launch, args![&mut o, 64u32])
                 .unwrap();
             if i % 1000 == 999 {
                 stream.sync().unwrap();

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lists the `crate::` / `super::` imports of src/ that point up the layer order.
 
-The layers, bottom to top: ir, interp, codegen, hal, bundle, backend, record, runtime, gate, tune, filetest/bench, cli,
+The layers, bottom to top: ir, interp, codegen, hal, bundle, backend, record, runtime, gate, tune, filetest/bench/fuzz/repl, cli,
 and the crate root (lib.rs, main.rs); config.rs and deadline.rs sit at the bottom, leaves
 that every layer may read.
 A file's layer is the first folder under src/. `python3 scripts/layers.py` prints every upward
@@ -13,6 +13,8 @@ import os, re, sys
 ORDER = ["config", "ir", "interp", "codegen", "hal", "bundle", "backend", "record", "runtime", "gate", "tune", "filetest", "bench", "cli", "root"]
 RANK = {n: i for i, n in enumerate(ORDER)}
 RANK["bench"] = RANK["filetest"]  # siblings
+# The fuzzing kit and the REPL session sit beside the runner they drive.
+RANK["fuzz"] = RANK["repl"] = RANK["filetest"]
 # The process-wide leaves every layer may read: the settings and the deadline watchdog.
 RANK["deadline"] = RANK["config"]
 RANK["profile"] = RANK["config"]  # the profiler's sink: a leaf every layer may push to

@@ -26,12 +26,17 @@
 //! | `XPU_HIP_ARCH` | a `gfx` name | the device's | HIP |
 //! | `XPU_LLD` | a file | `ld.lld-19`, `ld.lld` on `PATH` | AMDGPU code objects |
 //! | `XPU_PTXAS` | a file, or `off` | the `nvidia-cuda-nvcc` wheel, `PATH` | PTX footprints |
+//! | `CC` | a C compiler | `gcc` | `xpu bench cpu` (its C + OpenMP peers) |
 //! | `XPU_SHOW_PTX` | `0`, `1` | `0` | LLVM unit tests |
 //! | `CAJETA_XPU_RECORD` | a folder | none | launch records (`record`) |
 //! | `CAJETA_XPU_RECORD_BUDGET` | bytes, with `K`/`M`/`G` (binary) | `1G` | launch records |
 //! | `CAJETA_XPU_CONFORMANCE` | a folder | none | record, then replay at exit |
+//! | `CAJETA_XPU_DEFER` | `0`, `all` | unset: `KernelStream::set_deferred` decides | CUDA streams (`docs/deferred-streams.md`) |
 //! | `CAJETA_PROFILER` | `0`, `1` | `0` | the profiler (`profile`) |
+//! | `CAJETA_GPU_MATRIX_IMPL` | `software`, `native` | by type and shape | CUDA and HIP kernels (the cooperative-matrix tier, forced) |
+//! | `CAJETA_GPU_MATRIX_DIST` | `0`/`off`, `1`/`on` | `1` | CUDA and HIP kernels (software matrix tiles distributed, or replicated) |
 //! | `CAJETA_PROFILER_OUT` | a file | `xpu-trace.json` | the profiler's trace |
+//! | `XPU_CUPTI` | a file | searched | the profiler's CUPTI library (`backend::cupti`) |
 
 use std::ffi::OsString;
 use std::fmt;
@@ -128,6 +133,8 @@ pub struct Config {
     pub cache_dir: Option<PathBuf>,
     /// `XPU_CACHE_MAX_MB` in bytes: the disk cache's size cap.
     pub cache_max_bytes: Setting<u64>,
+    /// `CC`: the C compiler of the benchmarks' C peers (`None`: `gcc`).
+    pub cc: Option<String>,
     /// `XPU_HIP_LIB`.
     pub hip_lib: Setting<Option<String>>,
     /// `XPU_HIP_ARCH`.
@@ -148,8 +155,18 @@ pub struct Config {
     pub conformance: Option<PathBuf>,
     /// `CAJETA_PROFILER`: capture spans for a trace.
     pub profiler: Setting<bool>,
+    /// `CAJETA_XPU_DEFER`: whether streams defer their launches (contract §2.4).
+    pub defer: Setting<DeferSetting>,
+    /// `CAJETA_GPU_MATRIX_DIST`: the software tier's cooperative-matrix tiles are distributed
+    /// over the wave's lanes (default) or, `off`, replicated in every lane (the control).
+    pub matrix_dist: Setting<bool>,
+    /// `CAJETA_GPU_MATRIX_IMPL`: the cooperative-matrix tier forced for a sweep (contract
+    /// §3.1, §3.3); `None` lets the type and shape decide.
+    pub matrix_impl: Setting<Option<ForcedTier>>,
     /// `CAJETA_PROFILER_OUT`: where the trace goes.
     pub profiler_out: PathBuf,
+    /// `XPU_CUPTI`: the CUPTI library the profiler loads on CUDA (searched when unset).
+    pub cupti: Option<PathBuf>,
 }
 
 /// The default of `CAJETA_XPU_RECORD_BUDGET`: 1 GiB.
@@ -249,6 +266,9 @@ impl Config {
             vk_pipeline_stats: flag("XPU_VK_PIPELINE_STATS", false),
             vk_trace: flag("XPU_VK_TRACE", false),
             cache_dir,
+            cc: lookup("CC")
+                .and_then(|c| c.into_string().ok())
+                .filter(|c| !c.is_empty()),
             cache_max_bytes: text("XPU_CACHE_MAX_MB").and_then(|v| match v {
                 None => Ok(1024 << 20),
                 Some(s) => s
@@ -275,8 +295,40 @@ impl Config {
             }),
             conformance: path("CAJETA_XPU_CONFORMANCE"),
             profiler: flag("CAJETA_PROFILER", false),
+            defer: text("CAJETA_XPU_DEFER").and_then(|v| parse_defer(v.as_deref())),
+            matrix_dist: flag("CAJETA_GPU_MATRIX_DIST", true),
+            matrix_impl: text("CAJETA_GPU_MATRIX_IMPL").and_then(|v| {
+                v.map(|s| parse_tier("CAJETA_GPU_MATRIX_IMPL", &s))
+                    .transpose()
+            }),
             profiler_out: path("CAJETA_PROFILER_OUT").unwrap_or_else(|| "xpu-trace.json".into()),
+            cupti: path("XPU_CUPTI"),
         }
+    }
+}
+
+/// `CAJETA_XPU_DEFER` (contract §2.4, deferred streams).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeferSetting {
+    /// Unset: each stream defers once `KernelStream::set_deferred(true)` asks.
+    ByStream,
+    /// `0`: no stream ever defers (`set_deferred(true)` is ignored).
+    Never,
+    /// `all`: every stream defers from its first launch.
+    All,
+}
+
+/// `0`, `all`, or unset.
+pub fn parse_defer(value: Option<&str>) -> Setting<DeferSetting> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(DeferSetting::ByStream),
+        Some("0") => Ok(DeferSetting::Never),
+        Some("all") => Ok(DeferSetting::All),
+        Some(other) => Err(BadValue {
+            var: "CAJETA_XPU_DEFER",
+            value: other.to_string(),
+            expected: "one of 0, all",
+        }),
     }
 }
 
@@ -289,6 +341,27 @@ fn parse_flag(var: &'static str, value: Option<&str>, default: bool) -> Setting<
             var,
             value: other.to_string(),
             expected: "one of 0, 1",
+        }),
+    }
+}
+
+/// A feature's tier forced by `CAJETA_GPU_<FEATURE>_IMPL` (contract §3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForcedTier {
+    /// The portable software lowering, even where a native instruction exists.
+    Software,
+    /// The native instruction; a kernel that has none is refused by name.
+    Native,
+}
+
+fn parse_tier(var: &'static str, value: &str) -> Setting<ForcedTier> {
+    match value {
+        "software" => Ok(ForcedTier::Software),
+        "native" => Ok(ForcedTier::Native),
+        other => Err(BadValue {
+            var,
+            value: other.to_string(),
+            expected: "one of software, native",
         }),
     }
 }

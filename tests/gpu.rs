@@ -184,6 +184,147 @@ fn matrices_native_where_wmma_fits_and_software_elsewhere() {
     }
 }
 
+/// A 16x16x16 GEMM on software tiles of `ty` (f32 or f64: no native tier on NVPTX): two
+/// waves, each its own product (contract §3.3's "no spill" target).
+fn software_gemm(ty: &str) -> String {
+    format!(
+        "@wave(32)\nkernel gemm_{ty}(d: buf<{ty}, rw>, a: buf<{ty}>, b: buf<{ty}>) {{\n    let w: u32 = local_id.x / wave_width;\n    let fa: matrix<a, {ty}, 16, 16> = matrix_load<a, {ty}, 16, 16>(a, w * 256, 16);\n    let fb: matrix<b, {ty}, 16, 16> = matrix_load<b, {ty}, 16, 16>(b, 0, 16);\n    let zero: matrix<acc, {ty}, 16, 16> = matrix_fill<acc, {ty}, 16, 16>(0.0);\n    matrix_store(matrix_mma(fa, fb, zero), d, w * 256, 16);\n}}\n"
+    )
+}
+
+/// The software tier's tiles are distributed over the wave by default: an f32 or f64 16x16
+/// GEMM assembles for sm_90 with no spill and no stack frame, and its manifest operations
+/// say `software-distributed`; `matrix_dist: false` (`CAJETA_GPU_MATRIX_DIST=off`) keeps the
+/// replicated control, which spills.
+#[test]
+fn distributed_software_tiles_do_not_spill_on_sm_90() {
+    for ty in ["f32", "f64"] {
+        let vm = xpu::ir::parse(&software_gemm(ty))
+            .unwrap()
+            .verify()
+            .unwrap();
+        let (h, _) = vm.kernels().next().unwrap();
+        let lower = |dist: bool| {
+            llvm::lower(
+                vm.module(),
+                &[KernelRef::plain(h)],
+                &Nvptx::new(90),
+                &llvm::Options {
+                    matrix_dist: dist,
+                    ..Default::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("{ty}: {e}"))
+        };
+        let (dist, repl) = (lower(true), lower(false));
+        for (out, tier) in [
+            (&dist, llvm::TIER_DISTRIBUTED),
+            (&repl, llvm::TIER_REPLICATED),
+        ] {
+            let ops = &out.matrix_ops;
+            assert_eq!(ops.len(), 5, "{ty}: {ops:?}");
+            assert!(ops.iter().all(|o| o.tier == tier), "{ty}: {ops:?}");
+            assert!(
+                ops.iter()
+                    .any(|o| o.op == format!("matrix_mma<{ty} 16x16x16, {ty}>")),
+                "{ty}: {ops:?}"
+            );
+        }
+        assert_eq!(llvm::TIER_DISTRIBUTED, xpu::hal::manifest::TIER_DISTRIBUTED);
+        assert!(dist.text().contains("shfl.sync.idx"), "{ty}");
+        if ptxas::find().is_none() {
+            skip(
+                "distributed_software_tiles_do_not_spill_on_sm_90",
+                "ptxas not found",
+            );
+            return;
+        }
+        let measure = |out: &llvm::Lowered| {
+            let r = ptxas::assemble(&out.text(), "sm_90").unwrap_or_else(|e| panic!("{ty}: {e}"));
+            let f = r.function(&out.kernels[0].symbol).unwrap().clone();
+            (
+                f.spill_store_bytes.unwrap_or(0),
+                f.stack_frame_bytes.unwrap_or(0),
+                f.registers.unwrap_or(0),
+            )
+        };
+        let (d, r) = (measure(&dist), measure(&repl));
+        eprintln!(
+            "{ty} 16x16 GEMM on sm_90: distributed (spill, stack, regs) {d:?}, replicated {r:?}"
+        );
+        assert_eq!(
+            (d.0, d.1),
+            (0, 0),
+            "{ty}: the distributed tile spilled: {d:?}"
+        );
+        assert!(
+            r.0 > 0 || r.1 > 0,
+            "{ty}: the replicated control no longer spills: {r:?}"
+        );
+    }
+}
+
+/// The tier is chosen for the operands as a group: a kernel with a WMMA-able f16 GEMM and an
+/// f32 one demotes entirely to the software tier (no fragment straddles tiers), and
+/// `CAJETA_GPU_MATRIX_IMPL` (`Options::matrix_impl`) forces a tier: `software` for the f16
+/// kernel, `native` refused by name (`XPU-N03`) where a fragment has none.
+#[test]
+fn matrix_tiers_demote_together_and_can_be_forced() {
+    use xpu::config::ForcedTier;
+    let lower = |src: &str, forced: Option<ForcedTier>| {
+        let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+        let (h, _) = vm.kernels().next().unwrap();
+        llvm::lower(
+            vm.module(),
+            &[KernelRef::plain(h)],
+            &Nvptx::new(90),
+            &llvm::Options {
+                matrix_impl: forced,
+                ..Default::default()
+            },
+        )
+    };
+    let straddle = "@wave(32)\nkernel k(d: buf<f32, rw>, a: buf<f16>, x: buf<f32>) {\n    let fa: matrix<a, f16, 16, 16> = matrix_load<a, f16, 16, 16>(a, 0, 16);\n    let fb: matrix<b, f16, 16, 16> = matrix_load<b, f16, 16, 16>(a, 0, 16);\n    let c: matrix<acc, f32, 16, 16> = matrix_fill<acc, f32, 16, 16>(0.0);\n    matrix_store(matrix_mma(fa, fb, c), d, 0, 16);\n    let ga: matrix<a, f32, 16, 16> = matrix_load<a, f32, 16, 16>(x, 0, 16);\n    let gb: matrix<b, f32, 16, 16> = matrix_load<b, f32, 16, 16>(x, 0, 16);\n    matrix_store(matrix_mma(ga, gb, c), d, 256, 16);\n}\n";
+    let out = lower(straddle, None).unwrap();
+    assert!(!out.text().contains("wmma"), "a straddling group kept WMMA");
+    assert!(
+        out.matrix_ops
+            .iter()
+            .all(|o| o.tier == llvm::TIER_DISTRIBUTED),
+        "{:?}",
+        out.matrix_ops
+    );
+    assert!(out
+        .matrix_ops
+        .iter()
+        .any(|o| o.op == "matrix_mma<f16 16x16x16, f32>"));
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests/matrix");
+    let f16 = std::fs::read_to_string(dir.join("mma_f16.xk")).unwrap();
+    let native = lower(&f16, None).unwrap();
+    let mma = native
+        .matrix_ops
+        .iter()
+        .find(|o| o.op.starts_with("matrix_mma"))
+        .unwrap();
+    assert_eq!(
+        (mma.tier, mma.instruction.as_str()),
+        (
+            llvm::TIER_NATIVE,
+            "wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32"
+        )
+    );
+    let sw = lower(&f16, Some(ForcedTier::Software)).unwrap();
+    assert!(!sw.text().contains("wmma") && sw.text().contains("shfl.sync.idx"));
+    assert!(lower(&f16, Some(ForcedTier::Native)).is_ok());
+    let f32 = std::fs::read_to_string(dir.join("mma_f32.xk")).unwrap();
+    let e = lower(&f32, Some(ForcedTier::Native)).unwrap_err();
+    assert_eq!(e.code, llvm::codes::MATRIX_TIER, "{e}");
+    assert!(
+        e.to_string().contains("CAJETA_GPU_MATRIX_IMPL=native"),
+        "{e}"
+    );
+}
+
 #[test]
 fn wave_width_other_than_32_is_refused_by_name() {
     let src = "@wave(64)\nkernel k(o: buf<u32, rw>) {\n    o[global_id.x] = wave_width;\n}\n";
@@ -354,6 +495,50 @@ mod amd {
                 failures.len(),
                 failures.join("\n")
             );
+        }
+    }
+
+    /// The distributed software tile has no private segment on gfx90a (wave 64) and gfx1100
+    /// (wave 32) for f32 and f64 16x16 GEMMs; the replicated control has one.
+    #[test]
+    fn distributed_software_tiles_have_no_scratch() {
+        if codeobj::find_linker().is_none() {
+            super::skip(
+                "distributed_software_tiles_have_no_scratch",
+                "ld.lld not found",
+            );
+            return;
+        }
+        for ty in ["f32", "f64"] {
+            let src = super::software_gemm(ty).replace("@wave(32)\n", "");
+            let vm = xpu::ir::parse(&src).unwrap().verify().unwrap();
+            let refs = llvm::kernel_refs(vm.module());
+            for arch in ["gfx90a", "gfx1100"] {
+                let build = |dist: bool| {
+                    let opts = BuildOptions {
+                        lower: llvm::Options {
+                            matrix_dist: dist,
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    };
+                    let objs =
+                        codeobj::build(vm.module(), &refs, &Amdgpu::new(arch).unwrap(), &opts)
+                            .unwrap_or_else(|e| panic!("{ty} {arch}: {e}"));
+                    objs[0].kernels[0].descriptor.clone().unwrap()
+                };
+                let (d, r) = (build(true), build(false));
+                eprintln!(
+                    "{ty} 16x16 GEMM on {arch}: distributed private segment {:?}, vgprs {:?}; replicated {:?}",
+                    d.private_segment_fixed_size, d.vgpr_count, r.private_segment_fixed_size
+                );
+                assert_eq!(d.private_segment_fixed_size, Some(0), "{ty} {arch}: {d:?}");
+                assert_eq!(d.vgpr_spill_count.unwrap_or(0), 0, "{ty} {arch}: {d:?}");
+                assert!(
+                    r.private_segment_fixed_size.unwrap_or(0) > 0,
+                    "{ty} {arch}: the replicated control has no scratch: {r:?}"
+                );
+            }
         }
     }
 
@@ -965,11 +1150,17 @@ mod gates {
     use xpu::codegen::llvm::{self, nvptx::Nvptx, KernelRef};
 
     fn xpu_build(args: &[&str]) -> (Option<i32>, String, String) {
+        xpu_build_env(args, &[])
+    }
+
+    fn xpu_build_env(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
             .arg("build")
             .args(args)
             .env_remove("CAJETA_XPU_KERNEL_GATE")
             .env_remove("CAJETA_XPU_CPU_VECTORIZE_DEADLINE_S")
+            .env_remove("CAJETA_GPU_MATRIX_DIST")
+            .envs(env.iter().copied())
             .output()
             .expect("run xpu");
         (
@@ -1033,12 +1224,31 @@ mod gates {
                 && l.contains("(XPU-G004)"),
             "{l}"
         );
-        // Spill: the portable software tile, its fragment named.
-        let l = line(&stderr, "tile", "cuda", "xpu-kernel-spill").expect(&stderr);
+        // The software tile is distributed by default: no spill, one [mma-tiering] note.
+        assert!(
+            line(&stderr, "tile", "cuda", "xpu-kernel-spill").is_none(),
+            "{stderr}"
+        );
+        let l = line(&stderr, "tile", "cuda", "mma-tiering").expect(&stderr);
+        assert!(
+            l.contains(": note[")
+                && l.contains("matrix_mma<f32 16x16x16, f32> takes the software-distributed tier")
+                && l.contains("(XPU-N02)"),
+            "{l}"
+        );
+        assert_eq!(stderr.matches("[mma-tiering]").count(), 1, "{stderr}");
+        // Spill: the replicated control (CAJETA_GPU_MATRIX_DIST=off), its fragment named.
+        let (_, _, off) = xpu_build_env(
+            &["tests/filetests/gates/gates.xk", "--backends", "cuda"],
+            &[("CAJETA_GPU_MATRIX_DIST", "off")],
+        );
+        let l = line(&off, "tile", "cuda", "xpu-kernel-spill").expect(&off);
         assert!(
             l.contains("portable software tile") && l.contains("fragment `fa`"),
             "{l}"
         );
+        let l = line(&off, "tile", "cuda", "mma-tiering").expect(&off);
+        assert!(l.contains("software-replicated tier"), "{l}");
         assert!(
             line(&stderr, "clean", "cuda", "xpu-kernel-spill").is_none(),
             "{stderr}"
@@ -1150,8 +1360,25 @@ mod gates {
             l.contains("bytes of private segment") && l.contains("private array `t`"),
             "{l}"
         );
-        // Every fragment takes the software tier on amdgpu.
-        let l = line(&stderr, "tile", "amdgpu", "xpu-kernel-spill").expect(&stderr);
+        // Every fragment takes the software tier on amdgpu: distributed, no scratch.
+        assert!(
+            line(&stderr, "tile", "amdgpu", "xpu-kernel-spill").is_none(),
+            "{stderr}"
+        );
+        let l = line(&stderr, "tile", "amdgpu", "mma-tiering").expect(&stderr);
+        assert!(l.contains("software-distributed tier"), "{l}");
+        // The replicated control has a private segment.
+        let (_, _, off) = xpu_build_env(
+            &[
+                "tests/filetests/gates/gates.xk",
+                "--backends",
+                "amdgpu",
+                "--arch",
+                "gfx1100",
+            ],
+            &[("CAJETA_GPU_MATRIX_DIST", "off")],
+        );
+        let l = line(&off, "tile", "amdgpu", "xpu-kernel-spill").expect(&off);
         assert!(
             l.contains("portable software tile") && l.contains("fragment `fa`"),
             "{l}"

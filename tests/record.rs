@@ -554,9 +554,24 @@ fn profiled(backend: &str) {
     for cat in ["launch", "compile", "copy"] {
         assert!(events.iter().any(|e| e["cat"] == cat), "no {cat} span");
     }
-    for counter in ["gpu_pending_overflow", "unclaimed", "records_dropped"] {
+    for counter in [
+        "gpu_pending_overflow",
+        "unclaimed",
+        "records_dropped",
+        "device_unmatched",
+    ] {
         assert_eq!(t["otherData"][counter], 0, "{counter}");
     }
+    // The trace says what timed the device spans.
+    let source = t["otherData"]["device_sources"][backend]
+        .as_str()
+        .unwrap_or("");
+    let want = if backend == "vulkan" {
+        "timestamps"
+    } else {
+        "host"
+    };
+    assert!(source.starts_with(want), "{}", t["otherData"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -572,4 +587,71 @@ fn the_profiler_traces_examples_on_lavapipe() {
         return;
     }
     profiled("vulkan");
+}
+
+/// The profiler's per-thread ring: a full ring spills to its overflow list and loses nothing.
+#[test]
+fn a_full_profiler_ring_spills_and_loses_nothing() {
+    use xpu::profile::ring::{Ring, CAPACITY};
+    let ring: Ring<u64> = Ring::new();
+    let n = CAPACITY as u64 * 3;
+    for i in 0..n {
+        // SAFETY: this thread is the ring's only producer.
+        unsafe { ring.push(i) };
+    }
+    let mut got = Vec::new();
+    // SAFETY: the only consumer.
+    unsafe { ring.drain(|v| got.push(v)) };
+    got.sort_unstable();
+    assert_eq!(got, (0..n).collect::<Vec<_>>());
+    assert_eq!(
+        ring.overflowed.load(std::sync::atomic::Ordering::Relaxed),
+        n - CAPACITY as u64
+    );
+}
+
+/// A consumer on another thread, draining while the producer writes, sees every record once.
+#[test]
+fn a_profiler_ring_drained_concurrently_sees_every_record_once() {
+    use std::sync::Arc;
+    use xpu::profile::ring::Ring;
+    let ring: Arc<Ring<u64>> = Arc::new(Ring::new());
+    let n = 300_000u64;
+    let producer = {
+        let ring = ring.clone();
+        std::thread::spawn(move || {
+            for i in 0..n {
+                // SAFETY: this thread is the ring's only producer.
+                unsafe { ring.push(i) };
+            }
+        })
+    };
+    let (mut sum, mut count) = (0u64, 0u64);
+    while count < n {
+        // SAFETY: the only consumer.
+        unsafe {
+            ring.drain(|v| {
+                sum += v;
+                count += 1
+            })
+        };
+    }
+    producer.join().unwrap();
+    assert_eq!(count, n);
+    assert_eq!(sum, n * (n - 1) / 2);
+}
+
+/// The profiler's counter, converted by its fit, follows the monotonic clock.
+#[test]
+fn the_profiler_clock_follows_the_monotonic_clock() {
+    use xpu::profile::clock::{init, ticks, Fit};
+    init();
+    let a = ticks();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed().as_millis() < 20 {}
+    let b = ticks();
+    let fit = Fit::now();
+    let ns = fit.ns(b) - fit.ns(a);
+    assert!((19_000_000..80_000_000).contains(&ns), "{ns} ns");
+    assert!(fit.ticks_of(ns).abs_diff(b - a) <= (b - a) / 100 + 1);
 }

@@ -5,6 +5,9 @@
 //! statuses and backend selection, through the binary.
 
 use std::process::Command;
+
+#[path = "runtime/defer.rs"]
+mod defer;
 use std::sync::Arc;
 use xpu::backend::interp::InterpDevice;
 use xpu::hal::launch::{codes, Launch};
@@ -366,6 +369,24 @@ fn checks_against_reported_facts_and_manifests() {
     assert!(!e.refused_by_device(), "{e}");
     assert!(check(&manifest, Launch::grid(9).block(256)).is_ok());
     manifest.pinned_block = None;
+    // Distributed software matrix tiles (contract §3.3) need whole waves; a replicated or
+    // native tile does not.
+    let built = manifest.built_wave;
+    manifest.built_wave = Some(32);
+    manifest.native_ops = vec![xpu::hal::manifest::NativeOp {
+        op: "matrix_mma<f32 16x16x16, f32>".into(),
+        instruction: "lane shuffles + scalar multiply-add".into(),
+        tier: xpu::hal::manifest::TIER_DISTRIBUTED.into(),
+    }];
+    let e = check(&manifest, Launch::grid(1).block(48)).unwrap_err();
+    assert_eq!(e.code(), codes::PARTIAL_WAVE);
+    assert!(e.to_string().contains("partial wave of 32"), "{e}");
+    assert!(!e.refused_by_device(), "{e}");
+    assert!(check(&manifest, Launch::grid(1).block([16, 2, 1])).is_ok());
+    manifest.native_ops[0].tier = "software-replicated".into();
+    assert!(check(&manifest, Launch::grid(1).block(48)).is_ok());
+    manifest.native_ops.clear();
+    manifest.built_wave = built;
     // A declared wave the device does not build.
     manifest.declared_wave = Some(64);
     let e = check(&manifest, Launch::grid(1).block(64)).unwrap_err();

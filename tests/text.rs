@@ -1419,6 +1419,16 @@ mod gen {
                     let arg = self.expr(Type::Scalar(from), d);
                     Some(self.add(Expr::Bitcast { to: ty, arg }))
                 }
+                (9, Type::Scalar(_) | Type::Vector(..)) if self.src.chance(3) => {
+                    let cond = self.expr(Type::BOOL, d);
+                    let accept = self.expr(ty, d);
+                    let reject = self.expr(ty, d);
+                    Some(self.add(Expr::IfElse {
+                        cond,
+                        accept,
+                        reject,
+                    }))
+                }
                 (9, Type::Scalar(_) | Type::Vector(..)) => {
                     let cond = self.expr(Type::BOOL, d);
                     let accept = self.expr(ty, d);
@@ -1738,6 +1748,11 @@ mod gen {
                     cond,
                     accept,
                     reject,
+                }
+                | Expr::IfElse {
+                    cond,
+                    accept,
+                    reject,
                 } => {
                     *cond = next();
                     *accept = next();
@@ -1839,6 +1854,21 @@ mod gen {
                         .then(|| self.expr(ty, 0));
                     let local = self.declare(ty);
                     self.scopes.last_mut().unwrap().push(local);
+                    // Sometimes a 2-D (or 3-D) shape over a fixed array of a length it divides.
+                    if let Type::Array {
+                        len: xpu::ir::Len::Fixed(n),
+                        ..
+                    } = ty
+                    {
+                        if n % 4 == 0 && self.src.chance(2) {
+                            let dims = if n % 8 == 0 && self.src.chance(2) {
+                                vec![2, 2, n / 4]
+                            } else {
+                                vec![4, n / 4]
+                            };
+                            self.f.array_dims.push((Base::Local(local), dims));
+                        }
+                    }
                     StmtKind::Let { local, init }
                 }
                 2 | 3 => {
@@ -1911,9 +1941,23 @@ mod gen {
                         format!("l{}", self.labels)
                     });
                     self.scopes.push(Vec::new());
-                    let kind = match self.src.below(3) {
+                    let kind = match self.src.below(4) {
                         0 => LoopKind::Infinite,
                         1 => LoopKind::While(self.expr(Type::BOOL, 1)),
+                        2 => {
+                            let s = self.src.pick(&[Scalar::U32, Scalar::I16, Scalar::F32]);
+                            let init = self.expr(Type::Scalar(s), 1);
+                            let var = self.declare(Type::Scalar(s));
+                            self.scopes.last_mut().unwrap().push(var);
+                            let cond = self.expr(Type::BOOL, 1);
+                            let update = self.maybe_compound(Type::Scalar(s), Expr::Local(var));
+                            LoopKind::Cond {
+                                var,
+                                init,
+                                cond,
+                                update,
+                            }
+                        }
                         _ => {
                             let s =
                                 self.src
@@ -2009,6 +2053,7 @@ mod gen {
                     }
                 }
                 12 => StmtKind::Barrier,
+                13 if nested => StmtKind::Block(self.block(d + 1)),
                 _ => return None,
             })
         }

@@ -179,7 +179,7 @@ mod filter {
         ];
         for (rule, device, threads, kf, need, limit) in cases {
             let fam = family("rules", &[("k", threads)]);
-            let f = ShapeFilter::new(&fam, problem(), &device, &[kf.clone()]);
+            let f = ShapeFilter::new(&fam, problem(), &device, std::slice::from_ref(&kf));
             let pruned = f.verdicts[0]
                 .pruned_by()
                 .unwrap_or_else(|| panic!("{rule:?} pruned nothing: {:?}", f.verdicts[0].checks));

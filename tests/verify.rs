@@ -1730,3 +1730,176 @@ fn every_error_code_is_unique_and_documented() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Issue 23 item 6: bare scopes, counting-down and C-style `for` loops, `if` expressions.
+mod flow {
+    use xpu::ir::builder::ModuleBuilder;
+    use xpu::ir::{BinaryOp, Literal, Scalar, Type};
+
+    fn first(src: &str) -> (&'static str, u32, u32) {
+        let d = match xpu::ir::parse(src) {
+            Ok(m) => m.verify().expect_err(src),
+            Err(d) => d,
+        };
+        let p = &d.0[0];
+        (p.code, p.span.line, p.span.col)
+    }
+
+    #[test]
+    fn each_rule_at_its_node() {
+        let cases: &[(&str, (&str, u32, u32))] = &[
+            (
+                "kernel k(n: u32, o: buf<f32, rw>) {\n    o[0] = if n { 1.0 } else { 2.0 };\n}",
+                ("XPU-V090", 2, 12),
+            ),
+            (
+                "kernel k(o: buf<f32, rw>) {\n    o[0] = if true { 1.0 } else { 2u32 };\n}",
+                ("XPU-V090", 2, 12),
+            ),
+            (
+                "kernel k() {\n    for b: bool = true; b; b = false { }\n}",
+                ("XPU-V091", 2, 5),
+            ),
+            (
+                "kernel k() {\n    for i: u32 = 0; i; i += 1 { }\n}",
+                ("XPU-V091", 2, 5),
+            ),
+            (
+                "kernel k() {\n    for i: u32 = 0.5; i < 4; i += 1 { }\n}",
+                ("XPU-V091", 2, 5),
+            ),
+            (
+                "kernel k() {\n    for i: i32 in 0..4 step 0 { }\n}",
+                ("XPU-V034", 2, 29),
+            ),
+            (
+                "kernel k() {\n    let j: u32 = 0;\n    for i: u32 = 0; i < 4; j += 1 { }\n}",
+                ("XPU-P030", 3, 28),
+            ),
+            (
+                "kernel k(o: buf<f32, rw>) {\n    let a: [[f32; 4]; 3];\n    o[0] = a[1];\n}",
+                ("XPU-P031", 3, 12),
+            ),
+            (
+                "kernel T<A>()\n    instantiate <2>\n{\n    let a: [[f32; A]; 2];\n}",
+                ("XPU-P031", 4, 13),
+            ),
+            // A `let` in a bare scope ends at its `}`.
+            (
+                "kernel k(o: buf<u32, rw>) {\n    {\n        let x: u32 = 1;\n    }\n    o[0] = x;\n}",
+                ("XPU-P004", 5, 12),
+            ),
+            // The C-style loop's variable ends with the loop.
+            (
+                "kernel k(o: buf<u32, rw>) {\n    for i: u32 = 0; i < 4; i += 1 { }\n    o[0] = i;\n}",
+                ("XPU-P004", 3, 12),
+            ),
+        ];
+        for (src, want) in cases {
+            assert_eq!(first(src), *want, "{src}");
+        }
+    }
+
+    #[test]
+    fn counting_down_and_c_style_loops_verify() {
+        for src in [
+            "kernel k() {\n    for i: i32 in 4..0 step -1 { }\n}",
+            "kernel k() {\n    for i: u32 = 8; i > 0; i >>= 1 { }\n}",
+            "kernel k() {\n    for i = 8u32; i > 0; i = i / 2 { }\n}",
+            // `init` is evaluated before the variable is in scope: `i` is the outer one.
+            "kernel k() {\n    let i: u32 = 3;\n    for i: u32 = i * 2; i > 0; i -= 1 { }\n}",
+            "device fn f(a: i32) -> i32 {\n    {\n        return a;\n    }\n}",
+        ] {
+            let m = xpu::ir::parse(src).unwrap_or_else(|d| panic!("{src}\n{d}"));
+            m.verify().unwrap_or_else(|d| panic!("{src}\n{d}"));
+        }
+    }
+
+    #[test]
+    fn built_forms_print_as_parsed() {
+        let mut mb = ModuleBuilder::new();
+        mb.kernel("k", |f| {
+            let init = f.lit(Literal::int(8, Scalar::U32));
+            f.for_cond(
+                None,
+                "i",
+                Type::U32,
+                init,
+                |b, i| {
+                    let v = b.get(i);
+                    let z = b.lit(Literal::int(0, Scalar::U32));
+                    let c = b.binary(BinaryOp::Gt, v, z);
+                    let v = b.get(i);
+                    let one = b.lit(Literal::int(1, Scalar::U32));
+                    let u = b.binary(BinaryOp::Shr, v, one);
+                    (c, u)
+                },
+                |b, _| {
+                    b.scope(|b| {
+                        let t = b.lit(Literal::Bool(true));
+                        let x = b.lit(Literal::int(1, Scalar::U32));
+                        let y = b.lit(Literal::int(2, Scalar::U32));
+                        let e = b.if_else(t, x, y);
+                        b.let_("x", Type::U32, e);
+                    });
+                },
+            );
+        });
+        let m = mb.finish();
+        let text = xpu::ir::print(&m);
+        assert!(
+            text.contains("for i: u32 = 8; i > 0; i >>= 1 {\n        {\n            let x: u32 = if true { 1 } else { 2 };\n        }\n    }"),
+            "{text}"
+        );
+        let again = xpu::ir::parse(&text).unwrap_or_else(|d| panic!("{text}\n{d}"));
+        assert_eq!(xpu::ir::print(&again), text);
+        again.verify().unwrap_or_else(|d| panic!("{text}\n{d}"));
+    }
+
+    #[test]
+    fn shapes_that_do_not_fit_their_array() {
+        use xpu::ir::{Base, ElemType, Len};
+        let mut mb = ModuleBuilder::new();
+        mb.kernel("k", |f| {
+            let a = f.local(
+                "a",
+                Type::Array {
+                    elem: ElemType::scalar(Scalar::F32),
+                    len: Len::Fixed(15),
+                },
+            );
+            f.let_local(a, None);
+            f.array_dims(Base::Local(a), &[4, 4]);
+            let t = f.shared("t", ElemType::scalar(Scalar::U32), Some(Len::Fixed(8)));
+            f.array_dims(Base::Shared(t), &[8]);
+            f.array_dims(Base::Shared(t), &[2, 4]);
+            let d = f.shared("d", ElemType::scalar(Scalar::U32), None);
+            f.array_dims(Base::Shared(d), &[2, 4]);
+        });
+        let d = mb.finish().verify().expect_err("bad shapes");
+        let codes: Vec<&str> = d.0.iter().map(|p| p.code).collect();
+        assert_eq!(codes, ["XPU-V092"; 4], "{d}");
+    }
+
+    #[test]
+    fn built_shapes_print_as_parsed() {
+        use xpu::ir::{Base, ElemType, Len};
+        let mut mb = ModuleBuilder::new();
+        mb.kernel("k", |f| {
+            let t = f.shared("t", ElemType::scalar(Scalar::U32), Some(Len::Fixed(12)));
+            f.array_dims(Base::Shared(t), &[3, 4]);
+            let i = f.lit(Literal::int(2, Scalar::U32));
+            let j = f.lit(Literal::int(1, Scalar::U32));
+            let k = f.index_nd(&[3, 4], vec![i, j]);
+            let v = f.lit(Literal::int(7, Scalar::U32));
+            f.store(Base::Shared(t), k, v);
+        });
+        let m = mb.finish();
+        let text = xpu::ir::print(&m);
+        assert!(text.contains("shared t: [[u32; 4]; 3];"), "{text}");
+        assert!(text.contains("t[2][1] = 7;"), "{text}");
+        let again = xpu::ir::parse(&text).unwrap_or_else(|d| panic!("{text}\n{d}"));
+        assert_eq!(xpu::ir::print(&again), text);
+        again.verify().unwrap_or_else(|d| panic!("{text}\n{d}"));
+    }
+}

@@ -361,8 +361,9 @@ fn the_streaming_benchmark_runs() {
         eprintln!("no Vulkan device, skipping");
         return;
     }
-    let (name, rows) = xpu::bench::vulkan::measure(1 << 16, 256, 3).unwrap();
+    let (name, elems, rows) = xpu::bench::vulkan::measure(1 << 16, 256, 3).unwrap();
     println!("{name}: {rows:?}");
+    assert_eq!(elems, 1 << 16);
     assert_eq!(rows.len(), 3);
     for r in rows {
         assert!(
@@ -370,6 +371,22 @@ fn the_streaming_benchmark_runs() {
             "{r:?}"
         );
     }
+}
+
+/// Issue 21: `xpu bench vulkan` fits its launches to the device's grid (lavapipe: 65,535
+/// workgroups per dimension; 256M floats in blocks of 256 were refused with XPU-L005).
+#[test]
+fn the_streaming_benchmark_fits_the_device_grid() {
+    let Ok(vk) = xpu::Device::open(Backend::Vulkan) else {
+        eprintln!("no Vulkan device, skipping");
+        return;
+    };
+    let max = vk.facts().max_grid_dims.unwrap()[0] as usize;
+    let want = 256usize << 20;
+    let fitted = xpu::bench::vulkan::fit_elems(&vk, want, 256);
+    assert_eq!(fitted, want.min(max * 256));
+    assert!(fitted.div_ceil(256) <= max);
+    assert_eq!(xpu::bench::vulkan::fit_elems(&vk, 1000, 256), 1000);
 }
 
 /// Wide vectors (8 and 16 lanes are arrays of lanes in SPIR-V, their operations scalarised):

@@ -28,7 +28,7 @@ use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi};
 use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
-use crate::hal::manifest::KernelManifest;
+use crate::hal::manifest::{KernelManifest, NativeOp};
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
     Prebuilt, ProgramImpl, ReadTicket, StreamImpl, TimerTier,
@@ -41,6 +41,8 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod graph;
 
 fn driver_err(what: &str, e: result::DriverError) -> DeviceError {
     DeviceError::Driver {
@@ -90,7 +92,7 @@ struct Ctx {
     /// The current epoch: 0 at open, one more after each fault.
     epoch: std::sync::atomic::AtomicU64,
     /// The kernel launched last: the one a fault is reported against.
-    last_kernel: Mutex<String>,
+    last_kernel: Mutex<Arc<str>>,
     /// Per ended epoch, the kernel whose fault ended it.
     faults: Mutex<Vec<String>>,
 }
@@ -162,6 +164,15 @@ unsafe fn context_works(ctx: sys::CUcontext) -> Result<(), String> {
     }
 }
 
+thread_local! {
+    /// The context (and its epoch) this thread made current last ([`Ctx::bind`]).
+    static BOUND: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, u64::MAX)) };
+    /// The launch path's packing scratch: parameter words and slot sizes.
+    static SCRATCH: std::cell::RefCell<(Vec<u64>, Vec<u32>)> = const {
+        std::cell::RefCell::new((Vec::new(), Vec::new()))
+    };
+}
+
 impl Ctx {
     /// The context of device `ordinal`: the one already open in this process, or the primary
     /// context retained anew.
@@ -184,7 +195,7 @@ impl Ctx {
             }),
             dev,
             epoch: std::sync::atomic::AtomicU64::new(0),
-            last_kernel: Mutex::new(String::new()),
+            last_kernel: Mutex::new(Arc::from("")),
             faults: Mutex::new(Vec::new()),
         });
         all.insert(dev, Arc::downgrade(&ctx));
@@ -199,8 +210,17 @@ impl Ctx {
                 message: why.clone(),
             });
         }
+        // The launch path binds before every call: a thread that bound this context in this
+        // epoch already has it current (only this backend makes contexts current).
+        let key = (st.ctx as usize, self.epoch());
+        if BOUND.with(|b| b.get()) == key {
+            return Ok(());
+        }
         // SAFETY: the context is held (retained or created) by this `Ctx` while it is live.
-        unsafe { result::ctx::set_current(st.ctx) }.map_err(|e| driver_err("cuCtxSetCurrent", e))
+        unsafe { result::ctx::set_current(st.ctx) }
+            .map_err(|e| driver_err("cuCtxSetCurrent", e))?;
+        BOUND.with(|b| b.set(key));
+        Ok(())
     }
 
     fn epoch(&self) -> u64 {
@@ -229,7 +249,7 @@ impl Ctx {
             return None;
         }
         let seen = self.epoch();
-        let kernel = self.last_kernel.lock().clone();
+        let kernel = self.last_kernel.lock().to_string();
         let how = self.recover(seen, &kernel);
         Some((kernel, format!("{what}: {:?} ({how})", e.0)))
     }
@@ -253,6 +273,7 @@ impl Ctx {
                 st.broken = Some(why.clone());
             }
         }
+        BOUND.with(|b| b.set((0, u64::MAX)));
         self.faults.lock().push(kernel.to_string());
         self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         how.unwrap_or_else(|why| format!("the device could not be recovered: {why}"))
@@ -381,6 +402,8 @@ impl CudaDevice {
         let ctx = Ctx::open(ordinal)?;
         let dev = ctx.dev;
         ctx.bind()?;
+        // With the profiler armed, CUPTI (where present) times launches on the device.
+        super::cupti::start();
         let attr = |a: sys::CUdevice_attribute| -> Option<i64> {
             // SAFETY: `dev` is valid; the attribute is one the driver defines.
             unsafe { result::device::get_attribute(dev, a) }
@@ -596,10 +619,11 @@ impl DeviceImpl for CudaDevice {
     ) -> Result<(), DeviceError> {
         let m = self.memory(mem)?;
         check_range(m, offset, src.len())?;
+        let s = stream_of(stream)?;
+        s.flush()?;
         if src.is_empty() {
             return Ok(());
         }
-        let s = stream_of(stream)?;
         self.ctx.bind()?;
         // SAFETY: the range was checked; from pageable memory the call returns once `src`
         // is staged, so the caller may reuse it.
@@ -617,6 +641,9 @@ impl DeviceImpl for CudaDevice {
         let m = self.memory(mem)?;
         check_range(m, offset, len)?;
         let s = stream_of(stream)?;
+        // A host read is an observable point: the queue runs first, and a failed flush is
+        // the read's error (never stale bytes).
+        s.flush()?;
         let mut data = vec![0u8; len];
         if len > 0 {
             self.ctx.bind()?;
@@ -646,10 +673,11 @@ impl DeviceImpl for CudaDevice {
         let b = self.memory(dst)?;
         check_range(a, src_offset, len)?;
         check_range(b, dst_offset, len)?;
+        let s = stream_of(stream)?;
+        s.flush()?;
         if len == 0 {
             return Ok(());
         }
-        let s = stream_of(stream)?;
         self.ctx.bind()?;
         // SAFETY: both ranges were checked.
         unsafe {
@@ -665,11 +693,14 @@ impl DeviceImpl for CudaDevice {
 
     fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError> {
         self.ctx.bind()?;
+        let all = crate::config::get().defer.clone()? == crate::config::DeferSetting::All;
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| self.ctx.device_err("cuStreamCreate", e))?;
         Ok(Arc::new(CudaStream {
             ctx: self.ctx.clone(),
             stream: Mutex::new((stream, self.ctx.epoch())),
+            deferring: std::sync::atomic::AtomicBool::new(all),
+            defer: Mutex::new(graph::StreamDefer::new(all, self.ctx.epoch())),
         }))
     }
 
@@ -718,6 +749,14 @@ impl DeviceImpl for CudaDevice {
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Event
     }
+
+    fn profile_begin(&self) -> Option<u64> {
+        super::cupti::begin()
+    }
+
+    fn profile_end(&self, id: u64) {
+        super::cupti::end(id)
+    }
 }
 
 /// A device allocation.
@@ -763,6 +802,11 @@ impl Drop for CudaMemory {
 pub struct CudaStream {
     ctx: Arc<Ctx>,
     stream: Mutex<(sys::CUstream, u64)>,
+    /// Whether launches are queued (contract §2.4, deferred streams): read without the lock
+    /// on the launch path.
+    deferring: std::sync::atomic::AtomicBool,
+    /// The queue, the sequences seen, their graphs, and a failed flush.
+    defer: Mutex<graph::StreamDefer>,
 }
 
 // SAFETY: CUDA streams may be used from any thread of the process (with the context bound).
@@ -791,6 +835,10 @@ impl CudaStream {
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
+        // The stream's drop is an observable point: what it queued runs (an error here has
+        // no one left to see it).
+        let _ = self.flush();
+        self.defer.lock().forget();
         let (stream, epoch) = *self.stream.lock();
         if self.ctx.lost(epoch).is_none() && self.ctx.bind().is_ok() {
             // SAFETY: created in `create_stream` (or `handle`), destroyed once; pending work
@@ -805,6 +853,7 @@ impl Drop for CudaStream {
 
 impl StreamImpl for CudaStream {
     fn sync(&self) -> Result<(), DeviceError> {
+        self.flush()?;
         let h = self.handle()?;
         // SAFETY: a live stream.
         unsafe { result::stream::synchronize(h) }
@@ -812,6 +861,7 @@ impl StreamImpl for CudaStream {
     }
 
     fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError> {
+        self.flush()?;
         let h = self.handle()?;
         let event = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
             .map_err(|e| self.ctx.device_err("cuEventCreate", e))?;
@@ -835,6 +885,7 @@ impl StreamImpl for CudaStream {
         if let Some(kernel) = self.ctx.lost(ev.epoch) {
             return Err(DeviceError::Lost { kernel });
         }
+        self.flush()?;
         let h = self.handle()?;
         // SAFETY: live stream and event.
         unsafe {
@@ -845,6 +896,29 @@ impl StreamImpl for CudaStream {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn set_deferred(&self, on: bool) -> Result<bool, DeviceError> {
+        use crate::config::DeferSetting;
+        let on = match crate::config::get().defer.clone()? {
+            DeferSetting::Never => false,
+            DeferSetting::All | DeferSetting::ByStream => on,
+        };
+        if !on {
+            self.flush()?;
+        }
+        self.defer.lock().set_deferred(on);
+        self.deferring
+            .store(on, std::sync::atomic::Ordering::Release);
+        Ok(on)
+    }
+
+    fn defer_stat(&self) -> crate::hal::defer::DeferStat {
+        self.defer.lock().stat()
+    }
+
+    fn clear_failure(&self) {
+        self.clear_failure_now();
     }
 }
 
@@ -985,6 +1059,23 @@ impl CudaProgram {
         if self.checks.any() {
             key.push(checks.as_bytes());
         }
+        // `CAJETA_GPU_MATRIX_DIST=off`: replicated software tiles, code of their own.
+        let dist = crate::config::get()
+            .matrix_dist
+            .clone()
+            .map_err(|e| e.to_string())?;
+        if !dist {
+            key.push(b"matrix-replicated");
+        }
+        // `CAJETA_GPU_MATRIX_IMPL`: a forced tier, code of its own.
+        let matrix_impl = crate::config::get()
+            .matrix_impl
+            .clone()
+            .map_err(|e| e.to_string())?;
+        let forced = matrix_impl.map(|t| format!("matrix-impl-{t:?}"));
+        if let Some(f) = &forced {
+            key.push(f.as_bytes());
+        }
         let hash = hash_hex(&key);
         // A bundle's PTX is code without checks: taken only when none are asked for.
         let bundled = self
@@ -1010,10 +1101,10 @@ impl CudaProgram {
                                     CodeSource::Disk
                                 },
                             )),
-                            None => self.lower(handle, &target, &hash),
+                            None => self.lower(handle, &target, &hash, (dist, matrix_impl)),
                         }
                     }
-                    None => self.lower(handle, &target, &hash),
+                    None => self.lower(handle, &target, &hash, (dist, matrix_impl)),
                 })?;
         let code_time = t0.elapsed();
         let t1 = Instant::now();
@@ -1047,6 +1138,7 @@ impl CudaProgram {
             manifest.static_shared_bytes = Some(s as u64);
         }
         manifest.built_wave = Some(32);
+        manifest.native_ops = matrix_from_header(&ptx);
         if let Some((store, load)) = self.spills(&hash, &ptx, &abi.symbol, &target) {
             manifest.spill_store_bytes = Some(store);
             manifest.spill_load_bytes = Some(load);
@@ -1056,6 +1148,9 @@ impl CudaProgram {
         crate::hal::profile::fill_manifest(&format!("sm_{}", self.arch), &mut manifest);
         Ok(CudaKernel {
             ctx: self.ctx.clone(),
+            me: std::sync::OnceLock::new(),
+            name: Arc::from(name),
+            shape: std::sync::OnceLock::new(),
             ptx,
             loaded: Mutex::new(loaded),
             abi,
@@ -1092,6 +1187,7 @@ impl CudaProgram {
         handle: crate::ir::Handle<Function>,
         target: &Nvptx,
         hash: &str,
+        (matrix_dist, matrix_impl): (bool, Option<crate::config::ForcedTier>),
     ) -> Result<(String, KernelAbi, CodeSource), String> {
         self.lowerings
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -1101,6 +1197,8 @@ impl CudaProgram {
             target,
             &llvm::Options {
                 checks: self.checks,
+                matrix_dist,
+                matrix_impl,
                 ..llvm::Options::default()
             },
         )
@@ -1110,7 +1208,12 @@ impl CudaProgram {
             .into_iter()
             .next()
             .ok_or("the lowering produced no kernel")?;
-        let ptx = format!("{}{}", abi_header(&abi), String::from_utf8_lossy(&out.code));
+        let ptx = format!(
+            "{}{}{}",
+            abi_header(&abi),
+            matrix_header(&out.matrix_ops),
+            String::from_utf8_lossy(&out.code)
+        );
         self.cache
             .put(&self.key, hash, "ptx", ptx.clone().into_bytes());
         Ok((ptx, abi, CodeSource::Lowered))
@@ -1124,7 +1227,7 @@ impl ProgramImpl for CudaProgram {
         }
         let limit = super::common::PRIVATE_BYTES_GPU;
         super::common::check_private(name, &self.module, kernel, limit, "the CUDA backend")?;
-        let k = Arc::new(self.build(name).map_err(|e| match e {
+        let built = self.build(name).map_err(|e| match e {
             BuildError::Code(reason) => LaunchError::NoCode {
                 kernel: name.to_string(),
                 backend: Backend::Cuda,
@@ -1132,7 +1235,9 @@ impl ProgramImpl for CudaProgram {
                 by_device: false,
             },
             BuildError::Fault { kernel, message } => LaunchError::DeviceFault { kernel, message },
-        })?);
+        })?;
+        let k = Arc::new(built);
+        let _ = k.me.set(Arc::downgrade(&k));
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)
     }
@@ -1162,9 +1267,52 @@ impl From<String> for BuildError {
     }
 }
 
+/// The cooperative-matrix operations of a kernel's code (its manifest's native operations,
+/// contract §3.3, §4) as header lines after [`abi_header`]'s:
+/// `// xpu-matrix <tier>|<op>|<instruction>`.
+pub fn matrix_header(ops: &[llvm::MatrixOp]) -> String {
+    ops.iter()
+        .map(|o| format!("// xpu-matrix {}|{}|{}\n", o.tier, o.op, o.instruction))
+        .collect()
+}
+
+/// The manifest's native operations from the header [`matrix_header`] wrote.
+pub fn matrix_from_header(ptx: &str) -> Vec<NativeOp> {
+    ptx.lines()
+        .take_while(|l| l.starts_with("// xpu-"))
+        .filter_map(|l| l.strip_prefix("// xpu-matrix "))
+        .filter_map(|l| {
+            let mut it = l.splitn(3, '|');
+            Some(NativeOp {
+                tier: it.next()?.to_string(),
+                op: it.next()?.to_string(),
+                instruction: it.next()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A kernel's manifest's native operations, as the lowering recorded them.
+pub fn native_ops(ops: &[llvm::MatrixOp]) -> Vec<NativeOp> {
+    ops.iter()
+        .map(|o| NativeOp {
+            op: o.op.clone(),
+            instruction: o.instruction.clone(),
+            tier: o.tier.to_string(),
+        })
+        .collect()
+}
+
 /// One kernel's loaded code.
 pub struct CudaKernel {
     ctx: Arc<Ctx>,
+    /// The kernel's own handle, which a deferred launch and a graph keep (so that the
+    /// module outlives them).
+    me: std::sync::OnceLock<std::sync::Weak<CudaKernel>>,
+    /// The name, shared with the context's record of the kernel launched last.
+    name: Arc<str>,
+    /// The words of each parameter slot (the argument list's shape), once known.
+    shape: std::sync::OnceLock<Arc<[u32]>>,
     /// The PTX, kept to load it again in a context recreated after a device fault.
     ptx: String,
     loaded: Mutex<Loaded>,
@@ -1262,65 +1410,51 @@ impl CudaKernel {
     }
 }
 
-impl KernelImpl for CudaKernel {
-    fn manifest(&self) -> &KernelManifest {
-        &self.manifest
+impl CudaKernel {
+    /// A driver error of this kernel: a device fault (the context is recreated) or a plain
+    /// failure.
+    fn fail(&self, what: &str, e: result::DriverError) -> LaunchError {
+        match self.ctx.fault(what, &e) {
+            Some((kernel, message)) => LaunchError::DeviceFault { kernel, message },
+            None => LaunchError::Device {
+                kernel: self.manifest.kernel.clone(),
+                message: format!("{what}: {e:?}"),
+            },
+        }
     }
 
-    fn launch(
-        &self,
-        stream: &dyn StreamImpl,
-        launch: &Launch,
-        args: &[DeviceArg],
-    ) -> Result<(), LaunchError> {
-        let started = std::time::Instant::now();
-        let name = &self.manifest.kernel;
-        let dev_err = |message: String| LaunchError::Device {
-            kernel: name.clone(),
+    fn dev_err(&self, message: String) -> LaunchError {
+        LaunchError::Device {
+            kernel: self.manifest.kernel.clone(),
             message,
-        };
-        // A driver error: a device fault (the context is recreated) or a plain failure.
-        let fail = |what: &str, e: result::DriverError| match self.ctx.fault(what, &e) {
-            Some((kernel, message)) => LaunchError::DeviceFault { kernel, message },
-            None => dev_err(format!("{what}: {e:?}")),
-        };
-        let device_fail = |e: DeviceError| match e {
+        }
+    }
+
+    /// A device error of this kernel's launch: a device fault stays one; others are plain
+    /// failures of the launch.
+    fn device_fail(&self, e: DeviceError) -> LaunchError {
+        match e {
             DeviceError::DeviceFault { kernel, message } => {
                 LaunchError::DeviceFault { kernel, message }
             }
-            e => dev_err(e.to_string()),
-        };
-        let s = stream_of(stream).map_err(|e| dev_err(e.to_string()))?;
-        // Buffers of a context lost with a fault cannot be used.
-        for (i, a) in args.iter().enumerate() {
-            if let DeviceArg::Buffer(b) = a {
-                if let Some(m) = b.memory.as_any().downcast_ref::<CudaMemory>() {
-                    if let Some(fault) = self.ctx.lost(m.epoch) {
-                        return Err(LaunchError::LostBuffer {
-                            kernel: name.clone(),
-                            param: format!("#{i}"),
-                            fault,
-                        });
-                    }
-                }
-            }
+            e => self.dev_err(e.to_string()),
         }
-        let mut slots = crate::backend::gpu_args::pack(&self.abi, args, |m| {
-            m.downcast_ref::<CudaMemory>().map(|m| m.ptr)
-        })?;
-        let mut ptrs: Vec<*mut c_void> = slots
-            .iter_mut()
-            .map(|s| s.as_mut_ptr() as *mut c_void)
-            .collect();
-        let stream_h = s.handle().map_err(device_fail)?;
+    }
+
+    /// The function in the current epoch (loaded again after a fault), opted in to
+    /// `dynamic` bytes of shared memory where it needs more than the default 48 KB; the
+    /// report global where the code has one.
+    fn prepare(
+        &self,
+        dynamic: u32,
+    ) -> Result<(sys::CUfunction, Option<sys::CUdeviceptr>), LaunchError> {
         let mut loaded = self.loaded.lock();
         // A context recreated after a fault: the PTX is loaded in it again.
         if loaded.epoch != self.ctx.epoch() {
-            *loaded = Loaded::load(&self.ctx, &self.ptx, &self.abi).map_err(device_fail)?;
+            *loaded =
+                Loaded::load(&self.ctx, &self.ptx, &self.abi).map_err(|e| self.device_fail(e))?;
         }
         let l = &mut *loaded;
-        // Shared memory beyond the default 48 KB needs the function's opt-in.
-        let dynamic = launch.shared_bytes;
         if self.abi.static_shared_bytes + dynamic as u64 > 48 * 1024 && l.max_dynamic < dynamic {
             // SAFETY: a live function; the driver validates the size.
             unsafe {
@@ -1330,41 +1464,118 @@ impl KernelImpl for CudaKernel {
                     dynamic as i32,
                 )
             }
-            .map_err(|e| fail(&format!("opting in to {dynamic} bytes of shared memory"), e))?;
+            .map_err(|e| self.fail(&format!("opting in to {dynamic} bytes of shared memory"), e))?;
             l.max_dynamic = dynamic;
         }
-        let [gx, gy, gz] = launch.grid;
-        let [bx, by, bz] = launch.block;
-        let ok = |r: sys::CUresult| {
-            if r == sys::CUresult::CUDA_SUCCESS {
-                Ok(())
-            } else {
-                Err(result::DriverError(r))
-            }
-        };
-        // Checks: the report is cleared on the stream before the kernel runs.
-        if let Some(report) = l.report {
+        Ok((l.func, l.report))
+    }
+
+    /// Enqueues the kernel on `stream_h` with packed parameters (`words`, `sizes` as
+    /// [`crate::backend::gpu_args::pack_into`] makes them); the report global where the code
+    /// has one (cleared on the stream before the kernel).
+    fn enqueue(
+        &self,
+        stream_h: sys::CUstream,
+        grid: [u32; 3],
+        block: [u32; 3],
+        dynamic: u32,
+        words: &[u64],
+        sizes: &[u32],
+    ) -> Result<Option<sys::CUdeviceptr>, LaunchError> {
+        let (func, report) = self.prepare(dynamic)?;
+        if let Some(report) = report {
             // SAFETY: the report global holds REPORT_WORDS u32s; ordered on the stream.
-            ok(unsafe { sys::cuMemsetD32Async(report, 0, REPORT_WORDS, stream_h) })
-                .map_err(|e| fail("cuMemsetD32Async (the report)", e))?;
+            check(unsafe { sys::cuMemsetD32Async(report, 0, REPORT_WORDS, stream_h) })
+                .map_err(|e| self.fail("cuMemsetD32Async (the report)", e))?;
         }
-        // SAFETY: the parameters were packed per the kernel's ABI from checked arguments;
-        // buffer memory is kept alive by the bindings the caller holds until the stream syncs.
-        unsafe {
-            result::launch_kernel(
-                l.func,
-                (gx, gy, gz),
-                (bx, by, bz),
-                dynamic,
-                stream_h,
-                &mut ptrs,
-            )
-        }
-        .map_err(|e| fail("cuLaunchKernel", e))?;
+        graph::with_param_ptrs(words, sizes, |ptrs| {
+            // SAFETY: the parameters were packed per the kernel's ABI from checked arguments;
+            // buffer memory outlives the launch (freeing it synchronises with the device).
+            unsafe {
+                result::launch_kernel(
+                    func,
+                    (grid[0], grid[1], grid[2]),
+                    (block[0], block[1], block[2]),
+                    dynamic,
+                    stream_h,
+                    ptrs,
+                )
+            }
+        })
+        .map_err(|e| self.fail("cuLaunchKernel", e))?;
         // A fault seen from now on is this kernel's (or one launched after it).
-        *self.ctx.last_kernel.lock() = name.clone();
-        let report = l.report;
-        drop(loaded);
+        *self.ctx.last_kernel.lock() = self.name.clone();
+        Ok(report)
+    }
+
+    /// The argument list's shape, shared by every launch of the kernel.
+    fn shape_of(&self, sizes: &[u32]) -> Arc<[u32]> {
+        let shape = self.shape.get_or_init(|| Arc::from(sizes));
+        if **shape == *sizes {
+            shape.clone()
+        } else {
+            Arc::from(sizes)
+        }
+    }
+
+    /// A launch on a deferred stream: queued, or direct for an exception (after the queue,
+    /// which keeps the stream's order).
+    fn launch_deferred(
+        &self,
+        s: &CudaStream,
+        launch: &Launch,
+        args: &[DeviceArg],
+    ) -> Result<(), LaunchError> {
+        use crate::backend::defer::recognise::{exception, LaunchTraits};
+        let (mut words, mut sizes) = (Vec::new(), Vec::new());
+        crate::backend::gpu_args::pack_into(
+            &self.abi,
+            args,
+            |m| m.downcast_ref::<CudaMemory>().map(|m| m.ptr),
+            &mut words,
+            &mut sizes,
+        )?;
+        let traits = LaunchTraits {
+            args: args.len(),
+            arg_bytes: words.len() * 8,
+            checked: self.abi.report,
+            deadline: launch.deadline.is_some(),
+            // No argument of this IR is a buffer array, a texture or an image.
+            buffer_array: false,
+            observed: crate::profile::device_sink_live(),
+        };
+        let me = self.me.get().and_then(std::sync::Weak::upgrade);
+        let (Some(me), None) = (me, exception(&traits)) else {
+            s.flush()
+                .map_err(|e| deferred_error(&self.manifest.kernel, e))?;
+            s.defer.lock().note_direct();
+            return self.launch_direct(s, launch, &words, &sizes);
+        };
+        let node = graph::CudaNode::new(me, self.shape_of(&sizes), launch, words, args);
+        s.queue(node)
+            .map_err(|e| deferred_error(&self.manifest.kernel, e))
+    }
+
+    /// The direct launch: enqueued, then (with a deadline) waited for, and (with checks) its
+    /// report read.
+    fn launch_direct(
+        &self,
+        s: &CudaStream,
+        launch: &Launch,
+        words: &[u64],
+        sizes: &[u32],
+    ) -> Result<(), LaunchError> {
+        let started = std::time::Instant::now();
+        let name = &self.manifest.kernel;
+        let stream_h = s.handle().map_err(|e| self.device_fail(e))?;
+        let report = self.enqueue(
+            stream_h,
+            launch.grid,
+            launch.block,
+            launch.shared_bytes,
+            words,
+            sizes,
+        )?;
         // A deadline: poll the stream until it drains or the deadline passes. A kernel cannot
         // be cancelled; past the deadline it is reported and left to finish (the next sync
         // waits for it, and the context stays usable).
@@ -1376,7 +1587,7 @@ impl KernelImpl for CudaKernel {
                 match unsafe { sys::cuStreamQuery(stream_h) } {
                     sys::CUresult::CUDA_SUCCESS => break,
                     sys::CUresult::CUDA_ERROR_NOT_READY => {}
-                    e => return Err(fail("cuStreamQuery", result::DriverError(e))),
+                    e => return Err(self.fail("cuStreamQuery", result::DriverError(e))),
                 }
                 let now = std::time::Instant::now();
                 if now >= until {
@@ -1395,7 +1606,7 @@ impl KernelImpl for CudaKernel {
             let mut words = [0u32; REPORT_WORDS];
             // SAFETY: a live stream; `words` is REPORT_WORDS u32s, the global's size, and
             // outlives the copy (the stream is synchronised below).
-            ok(unsafe {
+            check(unsafe {
                 sys::cuMemcpyDtoHAsync_v2(
                     words.as_mut_ptr() as *mut c_void,
                     report,
@@ -1403,15 +1614,77 @@ impl KernelImpl for CudaKernel {
                     stream_h,
                 )
             })
-            .map_err(|e| fail("cuMemcpyDtoHAsync (the report)", e))?;
+            .map_err(|e| self.fail("cuMemcpyDtoHAsync (the report)", e))?;
             // SAFETY: a live stream of the bound context.
             unsafe { result::stream::synchronize(stream_h) }
-                .map_err(|e| fail("cuStreamSynchronize", e))?;
+                .map_err(|e| self.fail("cuStreamSynchronize", e))?;
             if let Some(e) = report_error(name, Report::decode(&words), &self.abi.sites) {
                 return Err(e);
             }
         }
         Ok(())
+    }
+}
+
+/// A driver status as a result.
+fn check(r: sys::CUresult) -> Result<(), result::DriverError> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(result::DriverError(r))
+    }
+}
+
+/// The launch of `kernel` refused because the stream's queue failed before it.
+fn deferred_error(kernel: &str, e: DeviceError) -> LaunchError {
+    LaunchError::Deferred {
+        kernel: kernel.to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl KernelImpl for CudaKernel {
+    fn manifest(&self) -> &KernelManifest {
+        &self.manifest
+    }
+
+    fn launch(
+        &self,
+        stream: &dyn StreamImpl,
+        launch: &Launch,
+        args: &[DeviceArg],
+    ) -> Result<(), LaunchError> {
+        let s = stream_of(stream).map_err(|e| self.dev_err(e.to_string()))?;
+        // Buffers of a context lost with a fault cannot be used.
+        for (i, a) in args.iter().enumerate() {
+            if let DeviceArg::Buffer(b) = a {
+                if let Some(m) = b.memory.as_any().downcast_ref::<CudaMemory>() {
+                    if let Some(fault) = self.ctx.lost(m.epoch) {
+                        return Err(LaunchError::LostBuffer {
+                            kernel: self.manifest.kernel.clone(),
+                            param: format!("#{i}"),
+                            fault,
+                        });
+                    }
+                }
+            }
+        }
+        if s.deferring.load(std::sync::atomic::Ordering::Acquire) {
+            return self.launch_deferred(s, launch, args);
+        }
+        // The direct path packs into this thread's scratch: no allocation per launch.
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let (words, sizes) = &mut *scratch;
+            crate::backend::gpu_args::pack_into(
+                &self.abi,
+                args,
+                |m| m.downcast_ref::<CudaMemory>().map(|m| m.ptr),
+                words,
+                sizes,
+            )?;
+            self.launch_direct(s, launch, words, sizes)
+        })
     }
 }
 

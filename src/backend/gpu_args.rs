@@ -14,17 +14,45 @@ pub fn pack(
     args: &[DeviceArg],
     device_address: impl Fn(&dyn std::any::Any) -> Option<u64>,
 ) -> Result<Vec<Vec<u64>>, LaunchError> {
-    use crate::hal::launch::LaunchError;
-    use crate::hal::DeviceArg;
-    let slot = |bytes: &[u8]| {
-        let mut v = vec![0u64; bytes.len().div_ceil(8).max(1)];
-        // SAFETY: `v` holds at least `bytes.len()` bytes.
+    let (mut words, mut sizes) = (Vec::new(), Vec::new());
+    pack_into(abi, args, device_address, &mut words, &mut sizes)?;
+    let mut at = 0;
+    Ok(sizes
+        .iter()
+        .map(|&n| {
+            let slot = words[at..at + n as usize].to_vec();
+            at += n as usize;
+            slot
+        })
+        .collect())
+}
+
+/// [`pack`] into one flat list of 8-byte words (`words`, cleared first) and the words of each
+/// slot in order (`sizes`): no allocation when the lists are reused (the launch path's
+/// scratch), and the form a deferred launch keeps.
+pub fn pack_into(
+    abi: &KernelAbi,
+    args: &[DeviceArg],
+    device_address: impl Fn(&dyn std::any::Any) -> Option<u64>,
+    words: &mut Vec<u64>,
+    sizes: &mut Vec<u32>,
+) -> Result<(), LaunchError> {
+    words.clear();
+    sizes.clear();
+    let mut slot = |bytes: &[u8]| {
+        let n = bytes.len().div_ceil(8).max(1);
+        let at = words.len();
+        words.resize(at + n, 0);
+        // SAFETY: `words[at..]` holds `n * 8 >= bytes.len()` bytes.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr() as *mut u8, bytes.len())
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                words.as_mut_ptr().add(at) as *mut u8,
+                bytes.len(),
+            )
         };
-        v
+        sizes.push(n as u32);
     };
-    let mut slots = Vec::with_capacity(args.len() * 2);
     for (i, arg) in args.iter().enumerate() {
         match arg {
             DeviceArg::Buffer(b) => {
@@ -46,18 +74,22 @@ pub fn pack(
                     }
                 }
                 let elems = (b.len / b.elem.size().max(1) as usize).min(u32::MAX as usize) as u32;
-                slots.push(slot(&addr.to_le_bytes()));
-                slots.push(slot(&elems.to_le_bytes()));
+                slot(&addr.to_le_bytes());
+                slot(&elems.to_le_bytes());
             }
             DeviceArg::Value(v) => {
-                let mut bytes = v.to_le_bytes();
                 let lanes = v.ty().lanes as usize;
                 if lanes > 1 {
+                    let mut bytes = v.to_le_bytes();
                     bytes.resize(v.ty().scalar.size() as usize * lanes.next_power_of_two(), 0);
+                    slot(&bytes);
+                } else {
+                    // A scalar: its bits, little-endian, without an allocation.
+                    let size = v.ty().scalar.size() as usize;
+                    slot(&v.lane_bits(0).to_le_bytes()[..size]);
                 }
-                slots.push(slot(&bytes));
             }
         }
     }
-    Ok(slots)
+    Ok(())
 }

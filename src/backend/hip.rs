@@ -969,6 +969,14 @@ impl HipProgram {
         self.lowerings
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let target = Amdgpu::new(&self.arch).ok_or("unknown processor")?;
+        let matrix_dist = crate::config::get()
+            .matrix_dist
+            .clone()
+            .map_err(|e| e.to_string())?;
+        let matrix_impl = crate::config::get()
+            .matrix_impl
+            .clone()
+            .map_err(|e| e.to_string())?;
         let objs = codeobj::build(
             self.module.module(),
             &[KernelRef::plain(handle)],
@@ -976,6 +984,8 @@ impl HipProgram {
             &BuildOptions {
                 lower: crate::codegen::llvm::Options {
                     checks: self.checks,
+                    matrix_dist,
+                    matrix_impl,
                     ..Default::default()
                 },
                 ..BuildOptions::default()

@@ -5,7 +5,7 @@
 //! fresh memory is undefined (and 0xFF-filled under `CAJETA_XPU_POISON=1`), uploads and kernel
 //! stores define it, and a kernel reading an undefined byte is reported. Streams execute
 //! eagerly. A launch copies each buffer view (bytes and mask) into an
-//! [`interp::Buffer`](crate::interp::Buffer), runs [`interp::launch_handle`], and copies the
+//! [`crate::interp::Buffer`], runs [`interp::launch_handle`], and copies the
 //! views of read-write parameters back — also after undefined behaviour, which leaves memory
 //! as it was when the launch stopped, as a device would.
 //!
@@ -32,6 +32,8 @@ pub const DEFAULT_WAVE: u32 = 32;
 /// The interpreter's device.
 pub struct InterpDevice {
     facts: DeviceFacts,
+    /// The options every launch starts from ([`InterpDevice::with_options`]).
+    defaults: Arc<Options>,
 }
 
 impl Default for InterpDevice {
@@ -55,7 +57,23 @@ impl InterpDevice {
             features: crate::hal::facts::FeatureSupport::host(),
             ..DeviceFacts::unknown(Backend::Interp)
         };
-        InterpDevice { facts }
+        InterpDevice {
+            facts,
+            defaults: Arc::new(Options::default()),
+        }
+    }
+
+    /// An interpreter whose launches start from `options` (races allowed by name, a
+    /// shuffle seed, a step budget, a wave width, checks off); a launch's own
+    /// [`Launch::interp`] and wave win, and its deadline always applies.
+    pub fn with_options(options: Options) -> Self {
+        InterpDevice {
+            defaults: Arc::new(Options {
+                cancel: None,
+                ..options
+            }),
+            ..InterpDevice::new()
+        }
     }
 }
 
@@ -73,6 +91,7 @@ impl DeviceImpl for InterpDevice {
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
         Ok(Arc::new(InterpProgram {
             module: module.clone(),
+            defaults: self.defaults.clone(),
         }))
     }
 
@@ -85,6 +104,7 @@ impl DeviceImpl for InterpDevice {
 
 struct InterpProgram {
     module: Arc<VerifiedModule>,
+    defaults: Arc<Options>,
 }
 
 impl ProgramImpl for InterpProgram {
@@ -102,6 +122,7 @@ impl ProgramImpl for InterpProgram {
             module: self.module.clone(),
             handle,
             manifest: interp_manifest(kernel),
+            defaults: self.defaults.clone(),
         }))
     }
 
@@ -123,6 +144,7 @@ struct InterpKernel {
     module: Arc<VerifiedModule>,
     handle: Handle<Function>,
     manifest: KernelManifest,
+    defaults: Arc<Options>,
 }
 
 /// A value argument as the interpreter's literal(s).
@@ -151,9 +173,16 @@ impl InterpKernel {
             InterpError::Ub(report) => {
                 let diag = report.to_diagnostic();
                 LaunchError::Undefined {
-                    kernel,
                     kind: report.kind.name().to_string(),
                     report: format!("{}:{}: {}", diag.span.line, diag.span.col, diag.message),
+                    ub: report.kind,
+                    site: Box::new(crate::hal::launch::Site {
+                        kernel: kernel.clone(),
+                        function: report.function.clone(),
+                        span: report.span,
+                        item: Some(report.item),
+                    }),
+                    kernel,
                 }
             }
             InterpError::Refused(diag) => LaunchError::Undefinable {
@@ -305,11 +334,26 @@ impl KernelImpl for InterpKernel {
             shared_bytes: launch.shared_bytes,
         };
         let watch = crate::deadline::Watch::arm(launch.deadline);
-        let options = Options {
-            wave_width: launch.wave,
+        let mut options = Options {
+            wave_width: launch.wave.or(self.defaults.wave_width),
             cancel: Some(interp::Cancel(watch.shared_flag())),
-            ..Options::default()
+            ..(*self.defaults).clone()
         };
+        if launch.interp.allow_races {
+            // Every buffer parameter and shared array races on purpose.
+            options
+                .allow_races
+                .extend(function.params.iter().map(|p| p.name.clone()));
+            options
+                .allow_races
+                .extend(function.shared.iter().map(|(_, s)| s.name.clone()));
+        }
+        if launch.interp.shuffle_seed.is_some() {
+            options.shuffle_seed = launch.interp.shuffle_seed;
+        }
+        if launch.interp.max_steps.is_some() {
+            options.max_steps = launch.interp.max_steps;
+        }
         let result = interp::launch_handle(
             &self.module,
             self.handle,

@@ -9,6 +9,9 @@ pub mod common;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "cuda")]
+pub mod cupti;
+pub mod defer;
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod gpu_abi;
 #[cfg(any(feature = "cuda", feature = "hip"))]

@@ -167,10 +167,25 @@ fn kernels_on(
     Ok(out)
 }
 
-/// Measures both benchmarks on the Vulkan device (and on CUDA when present).
-pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, Vec<Row>), String> {
+/// The elements a one-dimensional launch of `block`-wide workgroups covers on `device` at
+/// most: `elems`, or fewer where the device's grid is smaller (lavapipe allows 65,535
+/// workgroups per dimension: 256M floats in blocks of 256 would need 2^20).
+pub fn fit_elems(device: &Device, elems: usize, block: u32) -> usize {
+    let max_groups = device
+        .facts()
+        .max_grid_dims
+        .map_or(u32::MAX, |d| d[0])
+        .max(1) as usize;
+    elems.min(max_groups * block.max(1) as usize)
+}
+
+/// Measures both benchmarks on the Vulkan device (and on CUDA when present), at `elems` or
+/// the most the Vulkan device's grid covers ([`fit_elems`]); the elements measured are
+/// returned beside the rows.
+pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, usize, Vec<Row>), String> {
     let vk = Device::open(Backend::Vulkan).map_err(|e| e.to_string())?;
     let name = vk.facts().name.clone().unwrap_or_else(|| "unnamed".into());
+    let elems = fit_elems(&vk, elems, block);
     let v = kernels_on(&vk, elems, block, reps)?;
     drop(vk);
     let cuda = match Device::open(Backend::Cuda) {
@@ -187,6 +202,7 @@ pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, Vec<Row
     let pick = |t: &Times| if on_device { t.best() } else { t.host };
     Ok((
         name,
+        elems,
         (0..NAMES.len())
             .map(|i| Row {
                 name: NAMES[i].0,
@@ -202,10 +218,52 @@ pub fn measure(elems: usize, block: u32, reps: usize) -> Result<(String, Vec<Row
     ))
 }
 
-/// `xpu bench vulkan`: prints the table; exit 0, or 2 when no Vulkan device runs it.
-pub fn run(elems: usize, block: u32, reps: usize) -> std::process::ExitCode {
+/// The measurements as one JSON object (docs/json.md): `backend`, `device`, `elems`,
+/// `block`, `reps`, and `rows`, each with the fields of [`Row`] (`cuda_ms` null when absent)
+/// and `gbps` (GB/s of `vulkan_ms`).
+pub fn json(name: &str, elems: usize, block: u32, reps: usize, rows: &[Row]) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "name": r.name,
+                "bytes": r.bytes,
+                "vulkan_ms": r.vulkan_ms,
+                "vulkan_host_ms": r.vulkan_host_ms,
+                "vulkan_cold_ms": r.vulkan_cold_ms,
+                "copy_ms": r.copy_ms,
+                "cuda_ms": r.cuda_ms,
+                "timed_on_device": r.timed_on_device,
+                "gbps": r.bytes / (r.vulkan_ms * 1e6),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "backend": "vulkan",
+        "device": name,
+        "elems": elems,
+        "block": block,
+        "reps": reps,
+        "rows": rows,
+    })
+}
+
+/// `xpu bench vulkan`: prints the table (or, with `json`, [`json`]'s object); exit 0, or 2
+/// when no Vulkan device runs it.
+pub fn run(elems: usize, block: u32, reps: usize, json_out: bool) -> std::process::ExitCode {
     match measure(elems, block, reps) {
-        Ok((name, rows)) => {
+        Ok((name, measured, rows)) if json_out => {
+            println!("{}", json(&name, measured, block, reps, &rows));
+            std::process::ExitCode::SUCCESS
+        }
+        Ok((name, measured, rows)) => {
+            if measured < elems {
+                println!(
+                    "{elems} floats need more workgroups than the device's grid allows: \
+                     measured at {measured}"
+                );
+            }
+            let elems = measured;
             let how = if rows.iter().all(|r| r.timed_on_device) {
                 "device-timed (timestamp queries / CUDA events)"
             } else {
@@ -250,6 +308,12 @@ pub fn run(elems: usize, block: u32, reps: usize) -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
+            if json_out {
+                println!(
+                    "{}",
+                    serde_json::json!({"backend": "vulkan", "error": e.to_string()})
+                );
+            }
             eprintln!("xpu bench vulkan: {e}");
             std::process::ExitCode::from(2)
         }

@@ -1,3 +1,7 @@
+//! `xpu bench [cpu|vulkan|cuda|all]`: the CPU and Vulkan suites with their peers, the ratio
+//! table, `--json` and the `--plot` roofline are [`crate::bench::suite`]; `xpu bench
+//! first-result` is [`crate::bench::first`].
+//!
 //! `xpu bench cuda`: GPU benchmarks runnable from the stripped `xpu` binary alone (the GPU
 //! machine has no Rust). Each figure is a median of timed rounds on device events, printed
 //! beside a peer measured in the same run:
@@ -6,7 +10,12 @@
 //!   copy (`cuMemcpyDtoD`) of the same bytes moved;
 //! - a tiled `sgemm` (64×64 tiles, 4×4 per work-item) at `--gemm` (default 4096) in TFLOP/s;
 //! - host launch cost: `Kernel::launch` through the backend against a bare `cuLaunchKernel`
-//!   of the same PTX function with pre-packed parameters.
+//!   of the same PTX function with pre-packed parameters;
+//! - deferred streams (`crate::bench::defer`): host time per launch of 10 small kernels
+//!   repeated 1,000 times on a deferred stream against a direct one, the loop end to end
+//!   (CuPy's hand-captured graph of it is `benches/peers/cuda/graph_peer.py`), a deferred
+//!   stream's results against a direct one's bit for bit with patched graph nodes, and a
+//!   driver error inside a deferred sequence surfacing at the flush.
 //!
 //! `--json` prints one JSON object instead of the table, for `benches/peers/cuda/bench.py`,
 //! which adds the nvcc-compiled CUDA C++ and `torch.matmul` columns.
@@ -15,7 +24,9 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// The backend to benchmark (`cuda`).
+    /// What to benchmark: `cpu`, `vulkan`, `cuda`, `all` (every backend present), or
+    /// `first-result` (the time from IR to a first result).
+    #[arg(default_value = "all")]
     pub backend: String,
     /// Elements of the streaming benchmarks.
     #[arg(long, default_value_t = 256 << 20)]
@@ -32,6 +43,26 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Only the launch-cost and deferred-stream rows (no streaming kernels, no sgemm).
+    #[arg(long)]
+    pub launch_only: bool,
+    /// Draw each kernel on its device's roofline into this SVG file (`cpu`, `vulkan`, `all`).
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
+    /// Small sizes (`cpu`, `vulkan`, `all`): a quick check that every figure is measured.
+    #[arg(long)]
+    pub quick: bool,
+    /// `first-result`: the backends measured (comma-separated; default interp,cpu and cuda
+    /// where this binary has it).
+    #[arg(long, value_delimiter = ',')]
+    pub on: Vec<String>,
+    /// `first-result`: distinct kernels measured.
+    #[arg(long, default_value_t = 200)]
+    pub kernels: usize,
+    /// `first-result`: the first kernel's constant (another offset gives other kernels, so a
+    /// warm disk cache can be told from a cold one).
+    #[arg(long, default_value_t = 0)]
+    pub offset: u32,
 }
 
 /// The kernels beside the shared streaming ones (`bench_data::STREAMING_KERNELS`), in the
@@ -87,12 +118,63 @@ fn kernels_source() -> String {
 }
 
 pub fn bench(args: &BenchArgs) -> ExitCode {
-    if args.backend == "vulkan" {
-        return crate::bench::vulkan::run(args.elems, args.block, args.reps);
+    if args.backend == "first-result" {
+        let names: Vec<String> = if args.on.is_empty() {
+            let mut v = vec!["interp".to_string(), "cpu".to_string()];
+            if cfg!(feature = "cuda") {
+                v.push("cuda".into());
+            }
+            v
+        } else {
+            args.on.clone()
+        };
+        let mut backends = Vec::new();
+        for n in &names {
+            match crate::hal::Backend::from_name(n) {
+                Some(b) => backends.push(b),
+                None => {
+                    eprintln!("xpu bench first-result: unknown backend `{n}`");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        return crate::bench::first::run(&backends, args.kernels, args.offset, args.json);
+    }
+    // `xpu bench vulkan [--json]` alone is the Vulkan table (docs/json.md); a plot, the
+    // quick sizes or JSON of the other backends go through the suite.
+    let suite = args.plot.is_some() || args.quick || (args.json && args.backend != "vulkan");
+    if args.backend == "vulkan" && !suite {
+        return crate::bench::vulkan::run(args.elems, args.block, args.reps, args.json);
+    }
+    if matches!(args.backend.as_str(), "cpu" | "vulkan" | "all") {
+        let sizes = if args.quick {
+            crate::bench::suite::Sizes::quick()
+        } else {
+            crate::bench::suite::Sizes {
+                // The CPU's default: 64M floats per array (256M is the GPUs').
+                elems: if args.backend == "cpu" {
+                    args.elems.min(64 << 20)
+                } else {
+                    args.elems
+                },
+                gemm: args.gemm.min(1024),
+                image: 2048,
+                block: args.block,
+                reps: args.reps.min(5),
+            }
+        };
+        let code = crate::bench::suite::run(&args.backend, sizes, args.json, args.plot.as_deref());
+        if args.backend == "all"
+            && cfg!(feature = "cuda")
+            && crate::runtime::device::Device::open(crate::hal::Backend::Cuda).is_ok()
+        {
+            return imp::run(args);
+        }
+        return code;
     }
     if args.backend != "cuda" {
         eprintln!(
-            "xpu bench: only `cuda` is benchmarked here (got `{}`)",
+            "xpu bench: `{}` is not one of cpu, vulkan, cuda, all, first-result",
             args.backend
         );
         return ExitCode::from(2);
@@ -183,7 +265,12 @@ mod imp {
         let dev = any
             .downcast_ref::<CudaDevice>()
             .ok_or("the CUDA device is not a CudaDevice")?;
-        let module = crate::ir::parse(&super::kernels_source())
+        let source = format!(
+            "{}{}",
+            super::kernels_source(),
+            crate::bench::defer::heavy_kernel()
+        );
+        let module = crate::ir::parse(&source)
             .map_err(|e| e.render("bench.xk"))?
             .verify()
             .map_err(|e| e.render("bench.xk"))?;
@@ -200,11 +287,12 @@ mod imp {
         let first_use = program_first_use(&cuda_program);
         let program = device.load(module.clone()).map_err(e)?;
         let kernel = |k: &str| program.kernel(k).map_err(|e| e.to_string());
-        let (saxpy, triad, touch, sgemm) = (
+        let (saxpy, triad, touch, sgemm, heavy) = (
             kernel("saxpy")?,
             kernel("triad")?,
             kernel("touch")?,
             kernel("sgemm")?,
+            kernel("heavy")?,
         );
         let stream = KernelStream::create(&device).map_err(e)?;
         let cx = Ctx {
@@ -214,10 +302,150 @@ mod imp {
         };
         let mut rows: Vec<(String, f64, String)> = Vec::new();
         let name = dev.facts().name.clone().unwrap_or_default();
+        if !args.launch_only {
+            streaming_and_gemm(
+                &cx,
+                &device,
+                args,
+                [&saxpy, &triad, &sgemm],
+                &stream,
+                &mut rows,
+            )?;
+        }
 
+        // Host launch cost.
+        let mut mc = RawBuffer::alloc_with(&device, 64 * 64 * 4, Init::Any).map_err(e)?;
+        let tl = Launch::grid([1]).block([32]);
+        let launches = 20_000;
+        let t0 = Instant::now();
+        for _ in 0..launches {
+            let args = [buf_mut(&mut mc), u32::MAX.into()];
+            touch.launch(&stream, tl, args).map_err(|e| e.to_string())?;
+        }
+        stream.sync().map_err(e)?;
+        let ours = t0.elapsed().as_secs_f64() / launches as f64;
+        let bare = bare_launch_cost(&cx, mc.memory(), launches)?;
+        rows.push((
+            "launch, xpu (us)".into(),
+            ours * 1e6,
+            format!("{:.2}x bare", ours / bare),
+        ));
+        rows.push((
+            "launch, bare cuLaunchKernel (us)".into(),
+            bare * 1e6,
+            "peer".into(),
+        ));
+
+        // Deferred streams.
+        use crate::bench::defer as d;
+        let direct = KernelStream::create(&device).map_err(e)?;
+        direct.set_deferred(false).map_err(e)?;
+        let deferred = KernelStream::create(&device).map_err(e)?;
+        if !deferred.set_deferred(true).map_err(e)? {
+            return Err("the stream does not defer (CAJETA_XPU_DEFER=0?)".into());
+        }
+        let mut small = d::Small::new(&device).map_err(e)?;
+        let host_direct = d::host_per_launch(&saxpy, &triad, &direct, &mut small)?;
+        let host_deferred = d::host_per_launch(&saxpy, &triad, &deferred, &mut small)?;
+        let e2e_direct = d::end_to_end(&saxpy, &triad, &direct, &mut small)?;
+        let e2e_deferred = d::end_to_end(&saxpy, &triad, &deferred, &mut small)?;
+        let stat = deferred.defer_stat();
+        rows.push((
+            format!(
+                "deferred {}x{} host per launch (us)",
+                d::SEQUENCE,
+                d::ITERATIONS
+            ),
+            host_deferred * 1e6,
+            format!("{:.3}x direct", host_deferred / host_direct),
+        ));
+        rows.push((
+            format!(
+                "direct {}x{} host per launch (us)",
+                d::SEQUENCE,
+                d::ITERATIONS
+            ),
+            host_direct * 1e6,
+            "peer".into(),
+        ));
+        rows.push((
+            "deferred loop end to end per iteration (us)".into(),
+            e2e_deferred * 1e6,
+            format!(
+                "{:.3}x direct; peer: CuPy graph in graph_peer.py",
+                e2e_deferred / e2e_direct
+            ),
+        ));
+        rows.push((
+            "direct loop end to end per iteration (us)".into(),
+            e2e_direct * 1e6,
+            "peer".into(),
+        ));
+        rows.push((
+            "deferred graphs recorded".into(),
+            stat.graphs as f64,
+            format!(
+                "{} graph launches, {} replayed, {} direct, {} flushes",
+                stat.graph_launches, stat.replayed, stat.direct, stat.flushes
+            ),
+        ));
+        // Bit for bit, with patched nodes.
+        let check = KernelStream::create(&device).map_err(e)?;
+        check.set_deferred(true).map_err(e)?;
+        let want = d::patched_run(&device, &saxpy, &triad, &direct)?;
+        let got = d::patched_run(&device, &saxpy, &triad, &check)?;
+        let cs = check.defer_stat();
+        rows.push((
+            "deferred == direct, bit for bit (1 = yes)".into(),
+            (want == got) as u8 as f64,
+            format!(
+                "{} graphs, {} graph launches, {} patches",
+                cs.graphs, cs.graph_launches, cs.patches
+            ),
+        ));
+        let faulty = KernelStream::create(&device).map_err(e)?;
+        faulty.set_deferred(true).map_err(e)?;
+        let flush_line = d::driver_error_at_flush(&device, &saxpy, &heavy, &faulty)?;
+
+        if args.json {
+            // The measures by name, beside `device` (and `backend`, docs/json.md).
+            let mut doc = serde_json::Map::new();
+            doc.insert("backend".into(), "cuda".into());
+            doc.insert("device".into(), name.to_string().into());
+            for (k, v, _) in &rows {
+                doc.insert(k.clone(), serde_json::json!((v * 1e4).round() / 1e4));
+            }
+            doc.insert("driver error at flush".into(), flush_line.clone().into());
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        } else {
+            println!("xpu bench cuda on {name} (median of {} rounds)", cx.reps);
+            if let Some(line) = first_use {
+                println!("{line}");
+            }
+            println!("{:<46} {:>12}  ratio", "measure", "value");
+            for (k, v, r) in &rows {
+                println!("{k:<46} {v:>12.3}  {r}");
+            }
+            println!("driver error at flush: {flush_line}");
+        }
+        let _ = cx.dev;
+        Ok(())
+    }
+
+    /// The streaming kernels against a device copy, and sgemm.
+    fn streaming_and_gemm(
+        cx: &Ctx<'_>,
+        device: &Device,
+        args: &BenchArgs,
+        [saxpy, triad, sgemm]: [&crate::runtime::Kernel; 3],
+        stream: &KernelStream,
+        rows: &mut Vec<(String, f64, String)>,
+    ) -> Result<(), String> {
+        let e = |x: crate::hal::DeviceError| x.to_string();
+        let dev = cx.dev;
         let n = args.elems;
         let bytes = n * 4;
-        let alloc = |bytes| RawBuffer::alloc_with(&device, bytes, Init::Any).map_err(e);
+        let alloc = |bytes| RawBuffer::alloc_with(device, bytes, Init::Any).map_err(e);
         let (mut a, b, c) = (alloc(bytes)?, alloc(bytes)?, alloc(bytes)?);
         for (i, buf) in [&a, &b, &c].into_iter().enumerate() {
             buf.write(&crate::bench::data::random_f32_bytes(n, i as u64))
@@ -234,7 +462,7 @@ mod imp {
         rows.push(("memcpy DtoD (GB/s)".into(), copy_gbs, "peer".into()));
         let s = cx.time(|| {
             let args = [buf_mut(&mut a), buf(&b), 2.0f32.into(), (n as u32).into()];
-            saxpy.launch(&stream, l1, args).map_err(|e| e.to_string())
+            saxpy.launch(stream, l1, args).map_err(|e| e.to_string())
         })?;
         let gbs = 3.0 * bytes as f64 / s / 1e9;
         rows.push((
@@ -250,7 +478,7 @@ mod imp {
                 3.0f32.into(),
                 (n as u32).into(),
             ];
-            triad.launch(&stream, l1, args).map_err(|e| e.to_string())
+            triad.launch(stream, l1, args).map_err(|e| e.to_string())
         })?;
         let gbs = 3.0 * bytes as f64 / s / 1e9;
         rows.push((
@@ -275,7 +503,7 @@ mod imp {
         let gl = Launch::grid([g / 64, g / 64]).block([16, 16]);
         let s = cx.time(|| {
             let args = [buf_mut(&mut mc), buf(&ma), buf(&mb), g.into()];
-            sgemm.launch(&stream, gl, args).map_err(|e| e.to_string())
+            sgemm.launch(stream, gl, args).map_err(|e| e.to_string())
         })?;
         let tflops = 2.0 * (g as f64).powi(3) / s / 1e12;
         rows.push((
@@ -284,45 +512,6 @@ mod imp {
             "peer: torch.matmul in bench.py".into(),
         ));
 
-        // Host launch cost.
-        let tl = Launch::grid([1]).block([32]);
-        let launches = 20_000;
-        let t0 = Instant::now();
-        for _ in 0..launches {
-            let args = [buf_mut(&mut mc), u32::MAX.into()];
-            touch.launch(&stream, tl, args).map_err(|e| e.to_string())?;
-        }
-        stream.sync().map_err(e)?;
-        let ours = t0.elapsed().as_secs_f64() / launches as f64;
-        let bare = bare_launch_cost(&cx, mc.memory(), launches)?;
-        rows.push((
-            "launch, xpu (us)".into(),
-            ours * 1e6,
-            format!("{:.2}x bare", ours / bare),
-        ));
-        rows.push((
-            "launch, bare cuLaunchKernel (us)".into(),
-            bare * 1e6,
-            "peer".into(),
-        ));
-
-        if args.json {
-            let items: Vec<String> = rows
-                .iter()
-                .map(|(k, v, _)| format!("  \"{}\": {v:.4}", k.replace('"', "'")))
-                .collect();
-            println!("{{\n  \"device\": \"{name}\",\n{}\n}}", items.join(",\n"));
-        } else {
-            println!("xpu bench cuda on {name} (median of {} rounds)", cx.reps);
-            if let Some(line) = first_use {
-                println!("{line}");
-            }
-            println!("{:<36} {:>12}  ratio", "measure", "value");
-            for (k, v, r) in &rows {
-                println!("{k:<36} {v:>12.3}  {r}");
-            }
-        }
-        let _ = cx.dev;
         Ok(())
     }
 

@@ -300,11 +300,13 @@ fn cuda(
             continue;
         };
         let ptx = format!(
-            "{}{}",
+            "{}{}{}",
             crate::backend::cuda::abi_header(abi),
+            crate::backend::cuda::matrix_header(&out.matrix_ops),
             String::from_utf8_lossy(&out.code)
         );
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cuda);
+        manifest.native_ops = crate::backend::cuda::native_ops(&out.matrix_ops);
         manifest.built_wave = Some(abi.wave_width);
         manifest.code_bytes = Some(ptx.len() as u64);
         manifest.code_hash = Some(

@@ -16,6 +16,7 @@ mod fmt;
 mod gated;
 pub mod json;
 mod profile;
+mod repl;
 mod routes;
 mod run;
 mod tune;
@@ -38,16 +39,29 @@ enum Command {
         /// Files or folders (walked for `.xk` files).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Print one JSON object on stdout instead (docs/json.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Print a kernel file in canonical form.
     Fmt { file: PathBuf },
     /// Execute the run blocks of kernel files and compare with their expectations.
     Run(run::RunArgs),
-    /// GPU benchmarks against peers measured in the same run (`xpu bench cuda`).
+    /// Benchmarks against the peers that are the limit, measured in the same run (`xpu bench
+    /// cpu|vulkan|cuda|all [--json] [--plot FILE.svg]`, `xpu bench first-result`).
     Bench(bench::BenchArgs),
     /// Lower files' kernels for the declared backends and apply the build gates
     /// (`--backends cpu,cuda,amdgpu,vulkan`), or report one backend's footprint (`--backend`).
     Build(build::BuildArgs),
+    /// An interactive session: define kernels, make buffers, launch, look at the code
+    /// (docs/repl.md). From a pipe it reads a script.
+    Repl(repl::ReplArgs),
+    /// Print a shell completion script: `xpu completions bash > /etc/bash_completion.d/xpu`,
+    /// `xpu completions zsh > ~/.zfunc/_xpu`, `xpu completions fish > ~/.config/fish/completions/xpu.fish`.
+    Completions {
+        /// The shell: bash, zsh, fish (also elvish, powershell).
+        shell: clap_complete::Shell,
+    },
     /// Replay launch records through the interpreter and compare (`CAJETA_XPU_RECORD`).
     Conform(conform::ConformArgs),
     /// Require every registered kernel to be value-checked or excused (`tests/census/`).
@@ -74,11 +88,18 @@ pub fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Check { paths } => check::check(&paths),
+        Command::Check { paths, json } => check::check(&paths, json),
         Command::Fmt { file } => fmt::fmt(&file),
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Build(args) => build::build(&args),
+        Command::Repl(args) => repl::repl(&args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "xpu", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         Command::Conform(args) => conform::conform(&args),
         Command::Census(args) => census::census(&args),
         Command::Profile(args) => profile::profile(&args),

@@ -1,10 +1,18 @@
-//! `xpu run PATH... [--backend NAME]`: executes the run blocks of kernel files on a backend and
-//! judges their expectations (the runner is [`crate::filetest::runner`]).
+//! `xpu run PATH... [--backend NAME] [--json]`: executes the run blocks of kernel files on a
+//! backend and judges their expectations (the runner is [`crate::filetest::runner`]).
 //!
 //! Prints one line per case, `PASS|FAIL|SKIP  file:line  kernel  backend`, and closes with
 //! `N passed, N failed` (`, N skipped` when any were). Exit status: 0 when nothing failed, 1
 //! when a case failed (a file that does not parse or verify counts as a failed case), 2 on a
 //! usage or I/O error (an unknown or absent backend, an unreadable path).
+//!
+//! `--json` prints JSON lines instead (docs/json.md): one object per case as it completes
+//! (`{"type": "case", file, line, kernel, backend, outcome, detail}`), then the totals
+//! (`{"type": "totals", passed, failed, skipped, total}`); an error that stops the run is
+//! `{"type": "error", message}`. The exit status is the same.
+//!
+//! Over more than one file with stdout a terminal (and without `--json`), a progress bar
+//! counts the files; the case lines print above it.
 //!
 //! `--deadline SECONDS` (default 60) bounds every launch whose run block names no
 //! `deadline = SECONDS;`: the interpreter and the CPU cancel a launch past it, GPU backends
@@ -19,7 +27,8 @@
 //! runs nothing more in that process: `xpu run` goes on in a new process of itself from the
 //! next case (a note on stderr), and the last closing line counts every case.
 
-use std::io::Write;
+use crate::filetest::runner::{select_devices, RunOptions, Runner, Summary};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -35,6 +44,9 @@ pub struct RunArgs {
     /// launch past it is refused with XPU-L018.
     #[arg(long, default_value = "60", value_name = "SECONDS")]
     pub deadline: f64,
+    /// Print JSON lines (one object per case, then the totals) instead (docs/json.md).
+    #[arg(long)]
+    pub json: bool,
     /// Load programs in checked mode: GPU backends bounds-check every buffer, shared and
     /// private access and refuse the launch with XPU-L013 (default: CAJETA_XPU_CHECKED).
     #[arg(long)]
@@ -53,41 +65,168 @@ pub struct RunArgs {
 
 pub fn run(args: &RunArgs) -> ExitCode {
     let stdout = std::io::stdout();
+    let terminal = stdout.is_terminal();
     let mut out = stdout.lock();
+    let fail = |out: &mut dyn Write, message: String| {
+        if args.json {
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::json!({"type": "error", "message": message})
+            );
+        } else {
+            let _ = out.flush();
+            eprintln!("xpu run: {message}");
+        }
+        ExitCode::from(2)
+    };
     let deadline = if args.deadline == 0.0 {
         None
     } else {
         match crate::deadline::parse_seconds(args.deadline) {
             Some(d) => Some(d),
             None => {
-                eprintln!(
-                    "xpu run: --deadline {}: a number of seconds, 0 (no limit) or more, at most a year",
-                    args.deadline
-                );
-                return ExitCode::from(2);
+                return fail(
+                    &mut out,
+                    format!(
+                        "--deadline {}: a number of seconds, 0 (no limit) or more, at most a year",
+                        args.deadline
+                    ),
+                )
             }
         }
     };
-    let options = crate::filetest::runner::RunOptions {
+    let options = RunOptions {
         checked: args.checked.then_some(true),
         ub_traps: args.ub_traps.as_deref().map(|v| v == "on"),
     };
-    let mut counts = [0; 3];
-    for (c, v) in counts.iter_mut().zip(&args.resume_counts) {
+    let runner = match select_devices(&args.backend).and_then(Runner::new) {
+        Ok(r) => r
+            .with_deadline(deadline)
+            .with_run_options(options)
+            .with_resume(args.resume_after),
+        Err(e) => return fail(&mut out, e.to_string()),
+    };
+    let files = match crate::filetest::kernel_files(&args.paths) {
+        Ok(f) if f.is_empty() => {
+            return fail(&mut out, "no .xk files under the given paths".into())
+        }
+        Ok(f) => f,
+        Err(e) => return fail(&mut out, e.to_string()),
+    };
+    let bar = (terminal && !args.json && files.len() > 1).then(|| {
+        let bar = indicatif::ProgressBar::new(files.len() as u64);
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files  {msg}")
+        {
+            bar.set_style(style);
+        }
+        bar
+    });
+    // A process going on after one that lost its device starts from that one's counts.
+    let mut summary = Summary::default();
+    for (c, v) in [&mut summary.passed, &mut summary.failed, &mut summary.skipped]
+        .into_iter()
+        .zip(&args.resume_counts)
+    {
         *c = *v;
     }
-    let resume = crate::filetest::runner::Resume {
-        after: args.resume_after,
-        counts,
-    };
-    let code = crate::filetest::runner::run_command_resumed(
-        &args.paths,
-        &args.backend,
-        deadline,
-        options,
-        resume,
-        &mut out,
-    );
+    for file in &files {
+        if let Some(bar) = &bar {
+            bar.set_message(file.display().to_string());
+        }
+        let result = runner.run_file(file, &mut |case| {
+            summary.add(case);
+            if args.json {
+                writeln!(out, "{}", case.to_json())
+            } else if let Some(bar) = &bar {
+                bar.println(case.to_string());
+                Ok(())
+            } else {
+                writeln!(out, "{case}")
+            }
+        });
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
+        if let Err(e) = result {
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            return fail(&mut out, e.to_string());
+        }
+        // A CUDA/HIP device the driver does not let this process recover (XPU-D016): the
+        // run goes on in a new process of this executable from the next case.
+        if let Some(at) = runner.lost_at() {
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            let _ = out.flush();
+            return ExitCode::from(go_on_in_a_new_process(
+                at, &summary,
+            ));
+        }
+    }
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    if args.json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::json!({
+                "type": "totals",
+                "passed": summary.passed,
+                "failed": summary.failed,
+                "skipped": summary.skipped,
+                "total": summary.total(),
+            })
+        );
+    } else {
+        let _ = writeln!(out, "{}", summary.closing_line());
+    }
     let _ = out.flush();
-    ExitCode::from(code)
+    ExitCode::from(u8::from(summary.failed > 0))
+}
+
+/// Runs this executable again with this process's arguments, going on after case `at` with
+/// `summary`'s counts; its exit status (2 if it cannot start).
+fn go_on_in_a_new_process(at: usize, summary: &Summary) -> u8 {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut it = std::env::args_os().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--resume-after" || a == "--resume-counts" {
+            it.next();
+            continue;
+        }
+        args.push(a);
+    }
+    eprintln!(
+        "xpu run: the device could not be recovered after a fault (XPU-D016); going on in a \
+         new process after case {at}"
+    );
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("xpu run: cannot start a new process: {e}");
+            return 2;
+        }
+    };
+    let status = std::process::Command::new(exe)
+        .args(args)
+        .arg("--resume-after")
+        .arg(at.to_string())
+        .arg("--resume-counts")
+        .arg(format!(
+            "{},{},{}",
+            summary.passed, summary.failed, summary.skipped
+        ))
+        .status();
+    match status {
+        Ok(s) => s.code().map_or(2, |c| c.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("xpu run: cannot start a new process: {e}");
+            2
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! Kernel test files (`tests/filetests/**/*.xk`): the run blocks they carry and, in the
 //! runner, how those are executed and judged.
 
+#![warn(missing_docs)]
+
 pub mod runner;
 
 /// The run blocks, which the text format parses (`ir::text::run`).

@@ -47,6 +47,7 @@ use std::sync::Arc;
 /// How a case ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// Every expectation held.
     Pass,
     /// Failed, with the detail printed beneath the case's line.
     Fail(String),
@@ -65,7 +66,30 @@ pub struct Case {
     pub kernel: String,
     /// The backend's name, or `-` for a file-level failure.
     pub backend: String,
+    /// How it ended.
     pub outcome: Outcome,
+}
+
+impl Case {
+    /// The case as JSON (docs/json.md): `file`, `line`, `kernel`, `backend`, `outcome`
+    /// (`pass`, `fail`, `skip`) and `detail` (a failure's detail or a skip's reason, else
+    /// null).
+    pub fn to_json(&self) -> serde_json::Value {
+        let (outcome, detail) = match &self.outcome {
+            Outcome::Pass => ("pass", None),
+            Outcome::Fail(d) => ("fail", Some(d.as_str())),
+            Outcome::Skip(d) => ("skip", Some(d.as_str())),
+        };
+        serde_json::json!({
+            "type": "case",
+            "file": self.file,
+            "line": self.line,
+            "kernel": self.kernel,
+            "backend": self.backend,
+            "outcome": outcome,
+            "detail": detail,
+        })
+    }
 }
 
 impl fmt::Display for Case {
@@ -94,12 +118,16 @@ impl fmt::Display for Case {
 /// Counts of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// Cases that passed.
     pub passed: usize,
+    /// Cases that failed.
     pub failed: usize,
+    /// Cases skipped (nothing in them applies to the backend).
     pub skipped: usize,
 }
 
 impl Summary {
+    /// Counts one case.
     pub fn add(&mut self, case: &Case) {
         match case.outcome {
             Outcome::Pass => self.passed += 1,
@@ -205,6 +233,16 @@ impl Runner {
         self
     }
 
+    /// Applies what `xpu run --checked` and `--ub-traps` ask for; an option left `None` keeps
+    /// the runner's default.
+    pub fn with_run_options(self, options: RunOptions) -> Runner {
+        let o = self.options;
+        self.with_options(ProgramOptions {
+            checked: options.checked.unwrap_or(o.checked),
+            ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
+        })
+    }
+
     /// Sets the deadline of every case whose run block names none (`xpu run --deadline`;
     /// `None`, the default here: no limit).
     pub fn with_deadline(mut self, deadline: Option<std::time::Duration>) -> Runner {
@@ -212,6 +250,7 @@ impl Runner {
         self
     }
 
+    /// The devices the runner runs cases on.
     pub fn devices(&self) -> &[Device] {
         &self.devices
     }
@@ -229,25 +268,7 @@ impl Runner {
         }
         let mut summary = Summary::default();
         for file in files {
-            let source = std::fs::read(&file)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
-            let shown = file.display().to_string();
-            let source = match String::from_utf8(source) {
-                Ok(s) => s,
-                Err(_) => {
-                    let case = Case {
-                        file: shown,
-                        line: 1,
-                        kernel: "-".into(),
-                        backend: "-".into(),
-                        outcome: Outcome::Fail("the file is not UTF-8".into()),
-                    };
-                    writeln!(out, "{case}")?;
-                    summary.add(&case);
-                    continue;
-                }
-            };
-            self.run_source(&shown, &source, &mut |case| {
+            self.run_file(&file, &mut |case| {
                 summary.add(case);
                 writeln!(out, "{case}")
             })?;
@@ -257,6 +278,29 @@ impl Runner {
         }
         writeln!(out, "{}", summary.closing_line())?;
         Ok(summary)
+    }
+
+    /// Runs the run blocks of the file at `file`, calling `report` with each case as it
+    /// completes. An unreadable file is an I/O error; one that is not UTF-8 or does not parse
+    /// is a failed case.
+    pub fn run_file(
+        &self,
+        file: &std::path::Path,
+        report: &mut dyn FnMut(&Case) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let source = std::fs::read(file)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", file.display())))?;
+        let shown = file.display().to_string();
+        match String::from_utf8(source) {
+            Ok(source) => self.run_source(&shown, &source, report),
+            Err(_) => report(&Case {
+                file: shown,
+                line: 1,
+                kernel: "-".into(),
+                backend: "-".into(),
+                outcome: Outcome::Fail("the file is not UTF-8".into()),
+            }),
+        }
     }
 
     /// Runs the run blocks of one file's `source`, calling `report` with each case as it
@@ -790,6 +834,11 @@ fn launch_spec(
         .shared_bytes(spec.shared_bytes);
     launch.wave = wave;
     launch.deadline = spec.deadline;
+    launch.interp = crate::hal::launch::InterpLaunch {
+        allow_races: spec.allow_races,
+        shuffle_seed: spec.shuffle_seed,
+        max_steps: spec.max_steps,
+    };
     let stream = KernelStream::current(device);
     kernel
         .launch(&stream, launch, &mut args)
@@ -1123,38 +1172,16 @@ fn compare(
     Ok(())
 }
 
-/// Runs `paths` on the devices `backend` names, printing to `out` (the `xpu run` command).
-/// Exit status: 0 when nothing failed, 1 on a failed case, 2 on a usage or I/O error.
-/// `deadline` is each case's deadline where its run block names none.
+/// Runs `paths` on the devices `backend` names, printing to `out` (the `xpu run` command's
+/// runner, as `xpu census` uses it). Exit status: 0 when nothing failed, 1 on a failed case,
+/// 2 on a usage or I/O error. `deadline` is each case's deadline where its run block names
+/// none. A CUDA/HIP device lost for the process (`XPU-D016`) stops the run there: a failure
+/// (`xpu run` itself goes on in a new process instead).
 pub fn run_command(
     paths: &[PathBuf],
     backend: &str,
     deadline: Option<std::time::Duration>,
     options: RunOptions,
-    out: &mut dyn Write,
-) -> u8 {
-    run_command_resumed(paths, backend, deadline, options, Resume::default(), out)
-}
-
-/// Where a run goes on after a process lost its device (`xpu run --resume-after N
-/// --resume-counts P,F,S`, hidden options): the cases already met, and the counts of the
-/// cases already reported.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Resume {
-    pub after: usize,
-    pub counts: [usize; 3],
-}
-
-/// [`run_command`] going on from `resume`. When a CUDA/HIP device cannot be recovered after a
-/// fault (the driver poisons the process: `XPU-D016`), the run goes on in a new process of
-/// this executable with the same arguments, from the next case; its closing line counts every
-/// case, and its exit status is the run's.
-pub fn run_command_resumed(
-    paths: &[PathBuf],
-    backend: &str,
-    deadline: Option<std::time::Duration>,
-    options: RunOptions,
-    resume: Resume,
     out: &mut dyn Write,
 ) -> u8 {
     let devices = match select_devices(backend) {
@@ -1165,38 +1192,22 @@ pub fn run_command_resumed(
         }
     };
     let runner = match Runner::new(devices) {
-        Ok(r) => {
-            let o = r.options;
-            r.with_deadline(deadline)
-                .with_options(ProgramOptions {
-                    checked: options.checked.unwrap_or(o.checked),
-                    ub_traps: options.ub_traps.unwrap_or(o.ub_traps),
-                })
-                .with_resume(resume.after)
-        }
+        Ok(r) => r.with_deadline(deadline).with_run_options(options),
         Err(e) => {
             eprintln!("xpu run: {e}");
             return 2;
         }
     };
-    let result = runner.run_paths(paths, out).map(|mut s| {
-        s.passed += resume.counts[0];
-        s.failed += resume.counts[1];
-        s.skipped += resume.counts[2];
-        s
-    });
-    if let (Ok(summary), Some(at)) = (&result, runner.lost_at()) {
-        let _ = out.flush();
-        return go_on_in_a_new_process(at, summary);
-    }
-    let result = result.and_then(|s| {
-        if resume.after > 0 {
-            // The closing line above counts this process's cases; this last one, the run's.
-            writeln!(out, "{}", s.closing_line())?;
+    match runner.run_paths(paths, out) {
+        Ok(_) if runner.lost_at().is_some() => {
+            let _ = out.flush();
+            eprintln!(
+                "xpu run: the device could not be recovered after a fault (XPU-D016); the \
+                 cases after case {} were not run",
+                runner.lost_at().unwrap_or(0)
+            );
+            1
         }
-        Ok(s)
-    });
-    match result {
         Ok(summary) if summary.failed == 0 => 0,
         Ok(_) => 1,
         Err(e) => {
@@ -1207,53 +1218,13 @@ pub fn run_command_resumed(
     }
 }
 
-/// Runs this executable again with this process's arguments, going on after case `at` with
-/// `summary`'s counts; its exit status (2 if it cannot start).
-fn go_on_in_a_new_process(at: usize, summary: &Summary) -> u8 {
-    let mut args: Vec<std::ffi::OsString> = Vec::new();
-    let mut it = std::env::args_os().skip(1);
-    while let Some(a) = it.next() {
-        if a == "--resume-after" || a == "--resume-counts" {
-            it.next();
-            continue;
-        }
-        args.push(a);
-    }
-    eprintln!(
-        "xpu run: the device could not be recovered after a fault (XPU-D016); going on in a \
-         new process after case {at}"
-    );
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("xpu run: cannot start a new process: {e}");
-            return 2;
-        }
-    };
-    let status = std::process::Command::new(exe)
-        .args(args)
-        .arg("--resume-after")
-        .arg(at.to_string())
-        .arg("--resume-counts")
-        .arg(format!(
-            "{},{},{}",
-            summary.passed, summary.failed, summary.skipped
-        ))
-        .status();
-    match status {
-        Ok(s) => s.code().map_or(2, |c| c.clamp(0, 255) as u8),
-        Err(e) => {
-            eprintln!("xpu run: cannot start a new process: {e}");
-            2
-        }
-    }
-}
-
 /// What `xpu run --checked` and `--ub-traps on|off` ask for (`None`: the runner's default,
 /// ub-traps on and checked mode as `CAJETA_XPU_CHECKED` says).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunOptions {
+    /// Checked mode on or off (`--checked`).
     pub checked: Option<bool>,
+    /// Unconfirmed `align = N` statements tested or not (`--ub-traps on|off`).
     pub ub_traps: Option<bool>,
 }
 

@@ -60,6 +60,9 @@ pub mod codes {
     pub const NO_TOOL: &str = "XPU-G008";
     /// A note: a block pinned from the file's run blocks.
     pub const PINNED: &str = "XPU-G009";
+    /// `[mma-tiering]`: the tier a cooperative-matrix multiply took, once per distinct
+    /// (type, shape, backend) of a build (contract §3.3).
+    pub const MMA_TIERING: &str = "XPU-N02";
 }
 
 /// A backend `xpu build` can declare.
@@ -133,6 +136,8 @@ pub enum Gate {
     Unbounded,
     Spill,
     Hung,
+    /// `[mma-tiering]`: a note naming a cooperative-matrix multiply's tier (contract §3.3).
+    MmaTiering,
 }
 
 impl Gate {
@@ -143,6 +148,7 @@ impl Gate {
             Gate::Unbounded => "xpu-kernel-unbounded",
             Gate::Spill => "xpu-kernel-spill",
             Gate::Hung => "xpu-kernel-hung",
+            Gate::MmaTiering => "mma-tiering",
         }
     }
 }
@@ -453,6 +459,8 @@ pub fn build_module(path: &str, module: &Arc<VerifiedModule>, opts: &Options) ->
         tracked: None,
         stale: false,
     };
+    // (target, operation) pairs already reported by an `[mma-tiering]` note.
+    let mut tiering: Vec<(Target, String)> = Vec::new();
     for (h, f) in module.kernels() {
         for &target in &opts.targets {
             let hold = f
@@ -496,6 +504,22 @@ pub fn build_module(path: &str, module: &Arc<VerifiedModule>, opts: &Options) ->
             let mut found = Vec::new();
             match targets::lower(module, h, target, opts, &mut tools, path, &mut build.lines) {
                 Lowered::Code { built, spill_count } => {
+                    for op in built.manifest.native_ops.iter() {
+                        let key = (target, op.op.clone());
+                        if !op.op.starts_with("matrix_mma") || tiering.contains(&key) {
+                            continue;
+                        }
+                        tiering.push(key);
+                        build.lines.push(line(
+                            f.span,
+                            Level::Note,
+                            Gate::MmaTiering,
+                            &f.name,
+                            target,
+                            codes::MMA_TIERING,
+                            format!("{} takes the {} tier ({})", op.op, op.tier, op.instruction),
+                        ));
+                    }
                     if let Some(message) = diagnose::spill(f, &built, spill_count) {
                         found.push(line(
                             f.span,

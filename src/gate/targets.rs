@@ -203,11 +203,20 @@ fn cuda(
     };
     let target = Nvptx::new(arch);
     let sm = format!("sm_{}", target.sm());
+    let cfg = crate::config::get();
+    let (matrix_dist, matrix_impl) = match (cfg.matrix_dist.clone(), cfg.matrix_impl.clone()) {
+        (Ok(d), Ok(i)) => (d, i),
+        (Err(e), _) | (_, Err(e)) => return refused(crate::config::BAD_VALUE, e.to_string()),
+    };
     let out = match llvm::lower(
         module.module(),
         &[KernelRef::plain(h)],
         &target,
-        &Default::default(),
+        &llvm::Options {
+            matrix_dist,
+            matrix_impl,
+            ..Default::default()
+        },
     ) {
         Ok(o) => o,
         Err(e) => return refused(e.code, lower_reason(&e, &f.name)),
@@ -221,6 +230,7 @@ fn cuda(
     m.static_shared_bytes = Some(abi.static_shared_bytes);
     m.code_hash = Some(jit::fnv1a(ptx.as_bytes()));
     m.code_bytes = Some(ptx.len() as u64);
+    m.native_ops = crate::backend::cuda::native_ops(&out.matrix_ops);
     if ptxas::find().is_some() {
         match ptxas::assemble(&ptx, &sm) {
             Ok(r) => {
@@ -289,11 +299,28 @@ fn amdgpu(
             reason: format!("`{}` is not an AMDGPU processor", opts.amdgpu_arch),
         };
     };
+    let cfg = crate::config::get();
+    let (matrix_dist, matrix_impl) = match (cfg.matrix_dist.clone(), cfg.matrix_impl.clone()) {
+        (Ok(d), Ok(i)) => (d, i),
+        (Err(e), _) | (_, Err(e)) => {
+            return Lowered::Refused {
+                code: crate::config::BAD_VALUE.into(),
+                reason: e.to_string(),
+            }
+        }
+    };
     let objects = match codeobj::build(
         module.module(),
         &[KernelRef::plain(h)],
         &target,
-        &BuildOptions::default(),
+        &BuildOptions {
+            lower: crate::codegen::llvm::Options {
+                matrix_dist,
+                matrix_impl,
+                ..Default::default()
+            },
+            ..BuildOptions::default()
+        },
     ) {
         Ok(o) => o,
         Err(e) => {

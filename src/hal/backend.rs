@@ -1,5 +1,7 @@
 //! The backends, their names and the order in which a process selects one (contract §5.1).
 
+#![warn(missing_docs)]
+
 use std::fmt;
 
 /// The backends, by the names the CLI and `CAJETA_XPU_BACKEND` use.
@@ -21,6 +23,7 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Every backend: the interpreter, the CPU, CUDA, HIP, Vulkan.
     pub const ALL: [Backend; 5] = [
         Backend::Interp,
         Backend::Cpu,
@@ -35,6 +38,8 @@ impl Backend {
     pub const SELECTION_ORDER: [Backend; 4] =
         [Backend::Cuda, Backend::Hip, Backend::Vulkan, Backend::Cpu];
 
+    /// The backend's name as the CLI and the text format write it (`interp`, `cpu`, `cuda`,
+    /// `hip`, `vulkan`).
     pub const fn name(self) -> &'static str {
         match self {
             Backend::Interp => "interp",
@@ -45,6 +50,7 @@ impl Backend {
         }
     }
 
+    /// The backend named `name` (as [`Backend::name`] writes it), if there is one.
     pub fn from_name(name: &str) -> Option<Backend> {
         Backend::ALL
             .into_iter()

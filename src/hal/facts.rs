@@ -5,6 +5,8 @@
 //! and leaves the rest empty; a rule that needs an absent fact does not apply (§6.1: "a fact the
 //! backend does not report prunes nothing"). Nothing here is looked up in a table of parts.
 
+#![warn(missing_docs)]
+
 use crate::hal::Backend;
 use std::fmt;
 
@@ -16,7 +18,9 @@ pub struct DeviceFacts {
     pub backend: Option<Backend>,
     /// The part's name as the driver reports it (`"NVIDIA H200"`, a CPU model name).
     pub name: Option<String>,
+    /// The vendor as the driver reports it (`"NVIDIA"`, `"Mesa"`, `"GenuineIntel"`).
     pub vendor: Option<String>,
+    /// The driver's version, as it reports it.
     pub driver_version: Option<String>,
     /// A stable identity of the physical device (CUDA's UUID, Vulkan's `deviceUUID`).
     pub uuid: Option<String>,
@@ -39,15 +43,21 @@ pub struct DeviceFacts {
     pub shared_bytes_per_block: Option<u64>,
     /// Shared memory one block may use when the launch opts in (CUDA's 99 KB on Ada).
     pub shared_bytes_per_block_optin: Option<u64>,
+    /// Shared memory all resident blocks of one multiprocessor may use together.
     pub shared_bytes_per_multiprocessor: Option<u64>,
+    /// 32-bit registers per multiprocessor.
     pub registers_per_multiprocessor: Option<u32>,
+    /// 32-bit registers one block may use.
     pub registers_per_block: Option<u32>,
+    /// The most work-items resident on one multiprocessor.
     pub max_threads_per_multiprocessor: Option<u32>,
+    /// The most blocks resident on one multiprocessor.
     pub max_blocks_per_multiprocessor: Option<u32>,
     /// Device (global) memory in bytes; physical memory on the host backends.
     pub global_memory_bytes: Option<u64>,
     /// Whether device memory is the host's memory.
     pub integrated: Option<bool>,
+    /// The core clock in kHz.
     pub clock_khz: Option<u32>,
     /// The alignment a buffer view's base must have to be bound (Vulkan's
     /// `minStorageBufferOffsetAlignment`).
@@ -132,11 +142,17 @@ impl Support {
 /// A backend's answer per [`Feature`]; `None` where it does not say.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FeatureSupport {
+    /// 64-bit integer atomics.
     pub int64_atomics: Option<Support>,
+    /// 16-bit floats.
     pub f16: Option<Support>,
+    /// 64-bit floats.
     pub f64: Option<Support>,
+    /// Choosing the subgroup (wave) size per kernel.
     pub subgroup_size_control: Option<Support>,
+    /// Cooperative matrices (tensor-core matrix multiply).
     pub cooperative_matrix: Option<Support>,
+    /// Shared memory past the default per-block limit on request.
     pub shared_opt_in: Option<Support>,
 }
 

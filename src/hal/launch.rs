@@ -10,6 +10,8 @@
 //! refusals only they can make (a broken `align` statement, undefined behaviour seen by the
 //! interpreter, a view Vulkan cannot bind) with the same error type.
 
+#![warn(missing_docs)]
+
 use crate::hal::facts::DeviceFacts;
 use crate::hal::manifest::KernelManifest;
 use crate::hal::Backend;
@@ -20,29 +22,58 @@ use std::time::Duration;
 
 /// The stable codes of launch refusals. `XPU-REF01`/`XPU-REF02` are the contract's.
 pub mod codes {
+    /// [`super::LaunchError::NoCode`]: no device code for the kernel on this backend.
     pub const NO_CODE: &str = "XPU-L001";
+    /// [`super::LaunchError::ArgCount`]: the wrong number of arguments.
     pub const ARG_COUNT: &str = "XPU-L002";
+    /// [`super::LaunchError::ArgType`]: an argument of another type than its parameter's.
     pub const ARG_TYPE: &str = "XPU-L003";
+    /// [`super::LaunchError::EmptyGeometry`]: a zero grid or block dimension.
     pub const EMPTY_GEOMETRY: &str = "XPU-L004";
+    /// [`super::LaunchError::TooManyThreads`]: a grid or block past a limit.
     pub const TOO_MANY_THREADS: &str = "XPU-L005";
+    /// [`super::LaunchError::SharedMemory`]: more shared memory than allowed.
     pub const SHARED_MEMORY: &str = "XPU-L006";
+    /// [`super::LaunchError::WaveWidth`]: an unsupported wave width.
     pub const WAVE_WIDTH: &str = "XPU-L007";
+    /// [`super::LaunchError::PinnedBlock`]: a block other than the pinned one.
     pub const PINNED_BLOCK: &str = "XPU-L008";
+    /// A block that leaves a partial wave, for a kernel whose software matrix tiles are
+    /// distributed over whole waves (contract §3.3).
+    pub const PARTIAL_WAVE: &str = "XPU-N01";
+    /// [`super::LaunchError::MisalignedBase`]: a view's base misaligned for the kernel.
     pub const MISALIGNED_BASE: &str = "XPU-L009";
+    /// [`super::LaunchError::BrokenAlign`]: a stated `align` broken (ub-traps).
     pub const BROKEN_ALIGN: &str = "XPU-L010";
+    /// [`super::LaunchError::ScalarTwin`]: a wave kernel's scalar twin would have run.
     pub const SCALAR_TWIN: &str = "XPU-L011";
+    /// [`super::LaunchError::UnbindableView`]: a Vulkan view the device cannot bind.
     pub const UNBINDABLE_VIEW: &str = "XPU-L012";
+    /// [`super::LaunchError::OutOfBounds`]: an access out of bounds (host backends, checked mode).
     pub const OUT_OF_BOUNDS: &str = "XPU-L013";
+    /// [`super::LaunchError::ForeignObject`]: another device's buffer or stream.
     pub const FOREIGN_OBJECT: &str = "XPU-L014";
+    /// [`super::LaunchError::Device`]: the device or driver failed the launch.
     pub const DEVICE: &str = "XPU-L015";
+    /// [`super::LaunchError::LoopLimit`]: the Vulkan driver cut a loop short.
     pub const LOOP_LIMIT: &str = "XPU-L016";
+    /// [`super::LaunchError::PrivateMemory`]: more private memory than the device holds.
     pub const PRIVATE_MEMORY: &str = "XPU-L017";
+    /// [`super::LaunchError::Deadline`]: the launch missed its deadline.
     pub const DEADLINE: &str = "XPU-L018";
+    /// [`super::LaunchError::DeviceFault`]: the device faulted; its context was recreated.
     pub const DEVICE_FAULT: &str = "XPU-L022";
+    /// [`super::LaunchError::LostBuffer`]: a buffer lost with an earlier device fault.
     pub const LOST_BUFFER: &str = "XPU-L023";
+    /// [`super::LaunchError::Held`]: the kernel is held on this backend (`@unlowered(hold = true)`).
     pub const HELD: &str = "XPU-L019";
+    /// [`super::LaunchError::NoShapeFits`]: no member of a shape family fits.
     pub const NO_SHAPE_FITS: &str = "XPU-L025";
+    /// [`super::LaunchError::Deferred`]: refused because the deferred queue failed before it.
+    pub const DEFERRED: &str = "XPU-L026";
+    /// [`super::LaunchError::Undefinable`]: the interpreter cannot define the kernel.
     pub const UNDEFINABLE: &str = "XPU-REF01";
+    /// [`super::LaunchError::Undefined`]: the interpreter observed undefined behaviour.
     pub const UNDEFINED_BEHAVIOR: &str = "XPU-REF02";
 }
 
@@ -72,6 +103,22 @@ impl From<[u32; 3]> for Dims {
 }
 
 /// The geometry of one launch: `Launch::grid([blocks]).block([256]).shared_bytes(n)`.
+///
+/// ```
+/// use std::time::Duration;
+/// use xpu::hal::launch::InterpLaunch;
+/// use xpu::Launch;
+///
+/// let launch = Launch::grid([64, 2]).block(256).deadline(Duration::from_secs(5));
+/// assert_eq!((launch.grid, launch.block), ([64, 2, 1], [256, 1, 1]));
+/// assert_eq!(launch.wave, None);
+/// // The interpreter's options travel with the launch; other backends ignore them.
+/// let racy = Launch::grid(1).block(32).interp(InterpLaunch {
+///     allow_races: true,
+///     ..Default::default()
+/// });
+/// assert!(racy.interp.allow_races);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
     /// Workgroups per dimension.
@@ -90,6 +137,25 @@ pub struct Launch {
     /// cannot cancel a kernel, report it when it passes and leave the kernel to finish.
     /// `None` (the default): no limit.
     pub deadline: Option<Duration>,
+    /// The interpreter's options for this launch (other backends ignore them): see
+    /// [`InterpLaunch`].
+    pub interp: InterpLaunch,
+}
+
+/// Options of the reference interpreter a launch can carry ([`Launch::interp`]); other
+/// backends ignore them. A device opened with
+/// [`Device::interp_with`](crate::runtime::device::Device::interp_with) sets the same (and
+/// names races by buffer or shared array) for every launch; what a launch sets here wins.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterpLaunch {
+    /// Report no data race in this launch: every buffer parameter and shared array is taken
+    /// as racing on purpose (a benign-race kernel, value-tested).
+    pub allow_races: bool,
+    /// Run workgroups and work-items in an order shuffled by this seed.
+    pub shuffle_seed: Option<u64>,
+    /// The most work-item steps the launch may execute; past it the launch is refused with
+    /// `XPU-L015` (a device failure naming the step budget).
+    pub max_steps: Option<u64>,
 }
 
 impl Launch {
@@ -102,24 +168,36 @@ impl Launch {
             shared_opt_in: false,
             wave: None,
             deadline: None,
+            interp: InterpLaunch::default(),
         }
     }
 
+    /// Sets the interpreter's options for this launch ([`InterpLaunch`]).
+    pub fn interp(mut self, options: InterpLaunch) -> Self {
+        self.interp = options;
+        self
+    }
+
+    /// Sets the block (work-items per workgroup): `64`, `[16, 16]`; missing dimensions are 1.
     pub fn block(mut self, block: impl Into<Dims>) -> Self {
         self.block = block.into().0;
         self
     }
 
+    /// Sets the bytes of dynamic shared memory (a `shared ... [dynamic]` array) per workgroup.
     pub fn shared_bytes(mut self, bytes: u32) -> Self {
         self.shared_bytes = bytes;
         self
     }
 
+    /// Asks for shared memory past the default per-block limit where the device has an opt-in
+    /// limit (CUDA's `MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`).
     pub fn shared_opt_in(mut self, opt_in: bool) -> Self {
         self.shared_opt_in = opt_in;
         self
     }
 
+    /// Sets the wave width the launch assumes (the `wave` field).
     pub fn wave(mut self, width: u32) -> Self {
         self.wave = Some(width);
         self
@@ -323,7 +401,9 @@ impl<'a> BufferArg<'a> {
 /// One kernel argument: a buffer view, a value, or a function tag.
 #[derive(Clone, Copy)]
 pub enum ArgValue<'a> {
+    /// A buffer view, lent read-only or for writing.
     Buffer(BufferArg<'a>),
+    /// A scalar or vector value.
     Value(HostValue),
     /// A `tag<Set>` parameter's member index (out of range is allowed: dispatch through it
     /// does nothing). Backends receive it as a `u32` value.
@@ -399,20 +479,27 @@ pub enum LaunchError {
     /// backend could not lower it (with the lowering's reason).
     #[error("error[{}]: kernel {kernel}: no code on the {} backend: {reason}", codes::NO_CODE, backend.name())]
     NoCode {
+        /// The kernel the launch named.
         kernel: String,
+        /// The backend that refused it.
         backend: Backend,
+        /// Why, in words.
         reason: String,
         /// The kernel is well formed but needs what this device lacks (a type, a verb, a
         /// wave mapping, push-constant room): see [`LaunchError::refused_by_device`].
         by_device: bool,
     },
+    /// The number of arguments is not the kernel's parameter count.
     #[error(
         "error[{}]: kernel {kernel}: takes {expected} arguments, got {got}",
         codes::ARG_COUNT
     )]
     ArgCount {
+        /// The kernel the launch named.
         kernel: String,
+        /// The kernel's parameter count.
         expected: usize,
+        /// How many arguments were passed.
         got: usize,
     },
     /// An argument whose type is not its parameter's; `index` counts from 0.
@@ -421,10 +508,15 @@ pub enum LaunchError {
         codes::ARG_TYPE
     )]
     ArgType {
+        /// The kernel the launch named.
         kernel: String,
+        /// The argument's position, from 0.
         index: usize,
+        /// The parameter's name.
         param: String,
+        /// The parameter's type, as the text format writes it.
         expected: String,
+        /// The argument's type, as the text format writes it.
         got: String,
     },
     /// A zero dimension in the grid or the block.
@@ -433,8 +525,11 @@ pub enum LaunchError {
         codes::EMPTY_GEOMETRY
     )]
     EmptyGeometry {
+        /// The kernel the launch named.
         kernel: String,
+        /// `grid` or `block`.
         what: &'static str,
+        /// The dimensions given.
         dims: [u32; 3],
     },
     /// A grid or block larger than the device, the kernel's declared ceiling, or the 32-bit
@@ -444,47 +539,83 @@ pub enum LaunchError {
         codes::TOO_MANY_THREADS
     )]
     TooManyThreads {
+        /// The kernel the launch named.
         kernel: String,
+        /// `grid` or `block`.
         what: &'static str,
+        /// The dimensions given.
         dims: [u32; 3],
+        /// What the device, the backend or the kernel allows, in words.
         limit: String,
         /// The limit is the device's (or its backend's), not the kernel's declaration or the
         /// 32-bit coordinate space every backend shares.
         by_device: bool,
     },
+    /// The launch needs more shared memory than the device or the kernel allows.
     #[error(
         "error[{}]: kernel {kernel}: too much shared memory: needs {need} bytes, {limit}",
         codes::SHARED_MEMORY
     )]
     SharedMemory {
+        /// The kernel the launch named.
         kernel: String,
+        /// Bytes of shared memory the launch needs (static and dynamic).
         need: u64,
+        /// What the device, the backend or the kernel allows, in words.
         limit: String,
     },
+    /// A wave width the device cannot run the kernel at.
     #[error(
         "error[{}]: kernel {kernel}: unsupported wave width {declared}: {reason}",
         codes::WAVE_WIDTH
     )]
     WaveWidth {
+        /// The kernel the launch named.
         kernel: String,
+        /// The wave width the kernel or the launch declared.
         declared: u32,
+        /// Why, in words.
         reason: String,
     },
+    /// A block other than the one the kernel pins with `@block` (contract §3.4).
     #[error(
         "error[{}]: kernel {kernel}: block {got:?} differs from the pinned block {pinned:?}",
         codes::PINNED_BLOCK
     )]
     PinnedBlock {
+        /// The kernel the launch named.
         kernel: String,
+        /// The block the kernel's `@block` pins.
         pinned: [u32; 3],
+        /// The launch's block.
         got: [u32; 3],
+    },
+    /// The kernel's cooperative-matrix tiles are distributed over the lanes of whole waves
+    /// (the software tier, contract §3.3) and the block leaves a partial wave.
+    #[error(
+        "error[{}]: kernel {kernel}: block {block:?} ({threads} work-items) leaves a partial wave of {wave}: its cooperative matrices are distributed software tiles, which need whole waves (CAJETA_GPU_MATRIX_DIST=off replicates them)",
+        codes::PARTIAL_WAVE
+    )]
+    PartialWave {
+        /// The kernel the launch named.
+        kernel: String,
+        /// The block asked for.
+        block: [u32; 3],
+        /// Its work-items.
+        threads: u64,
+        /// The wave width the tiles are distributed over.
+        wave: u32,
     },
     /// A buffer view whose base is not aligned to what the kernel's accesses need.
     #[error("error[{}]: kernel {kernel}: buffer {param} starts at byte {offset}, not a multiple of {align}", codes::MISALIGNED_BASE)]
     MisalignedBase {
+        /// The kernel the launch named.
         kernel: String,
+        /// The parameter the buffer was passed as.
         param: String,
+        /// The view's byte offset in its buffer.
         offset: u64,
+        /// The alignment the accesses need, in bytes.
         align: u64,
     },
     /// A `vload`/`vstore` whose stated `align` the index broke (checked builds).
@@ -493,9 +624,13 @@ pub enum LaunchError {
         codes::BROKEN_ALIGN
     )]
     BrokenAlign {
+        /// The kernel the launch named.
         kernel: String,
+        /// The statement's source line.
         line: u32,
+        /// The element index that broke the statement.
         index: u64,
+        /// The `align` the statement stated.
         align: u32,
     },
     /// The CPU vectoriser would leave the wave kernel's loop scalar (contract §3.7).
@@ -503,23 +638,37 @@ pub enum LaunchError {
         "error[{}]: kernel {kernel}: the scalar twin of a wave kernel would have run: {reason}",
         codes::SCALAR_TWIN
     )]
-    ScalarTwin { kernel: String, reason: String },
+    ScalarTwin {
+        /// The kernel the launch named.
+        kernel: String,
+        /// Why, in words.
+        reason: String,
+    },
     /// A Vulkan view at an offset the device cannot bind.
     #[error("error[{}]: kernel {kernel}: buffer {param} at byte {offset} cannot be bound (the device needs a multiple of {align})", codes::UNBINDABLE_VIEW)]
     UnbindableView {
+        /// The kernel the launch named.
         kernel: String,
+        /// The parameter the buffer was passed as.
         param: String,
+        /// The view's byte offset in its buffer.
         offset: u64,
+        /// The offset alignment the device needs, in bytes.
         align: u64,
     },
     /// An access outside a buffer or shared array, caught by a host backend (DESIGN.md,
     /// Decisions 8).
     #[error("error[{}]: kernel {kernel}: line {line}: index {index} out of bounds of {what} (length {len})", codes::OUT_OF_BOUNDS)]
     OutOfBounds {
+        /// The kernel the launch named.
         kernel: String,
+        /// The access's source line.
         line: u32,
+        /// The buffer parameter or shared array accessed.
         what: String,
+        /// The element index accessed.
         index: u64,
+        /// Its length in elements.
         len: u64,
     },
     /// A buffer or stream that belongs to another device.
@@ -527,7 +676,12 @@ pub enum LaunchError {
         "error[{}]: kernel {kernel}: {what} belongs to another device",
         codes::FOREIGN_OBJECT
     )]
-    ForeignObject { kernel: String, what: String },
+    ForeignObject {
+        /// The kernel the launch named.
+        kernel: String,
+        /// Which argument, or the stream.
+        what: String,
+    },
     /// Private arrays (and, on the CPU, the waves' other state) larger than the device or
     /// host holds: refused before any code runs (DESIGN.md, Decisions 8).
     #[error(
@@ -535,13 +689,21 @@ pub enum LaunchError {
         codes::PRIVATE_MEMORY
     )]
     PrivateMemory {
+        /// The kernel the launch named.
         kernel: String,
+        /// Bytes of private memory the launch needs.
         need: u64,
+        /// What the device, the backend or the kernel allows, in words.
         limit: String,
     },
     /// The device or its driver failed the launch.
     #[error("error[{}]: kernel {kernel}: device failure: {message}", codes::DEVICE)]
-    Device { kernel: String, message: String },
+    Device {
+        /// The kernel the launch named.
+        kernel: String,
+        /// The driver's or the interpreter's message.
+        message: String,
+    },
     /// The device's driver cut a loop short: it ends an invocation's loops after `limit`
     /// passes counted over all of them (Mesa's lavapipe, docs/vulkan-backend.md). The launch
     /// ran to its end and its results are wrong; the Vulkan backend finds this out by waiting
@@ -553,7 +715,12 @@ pub enum LaunchError {
          wrong",
         codes::LOOP_LIMIT
     )]
-    LoopLimit { kernel: String, limit: u32 },
+    LoopLimit {
+        /// The kernel the launch named.
+        kernel: String,
+        /// The driver's pass limit.
+        limit: u32,
+    },
     /// The launch ran past its deadline (contract §2.4, refusal 6). On the interpreter and the
     /// CPU the launch was cancelled (buffers it wrote hold what it wrote so far); on a GPU
     /// backend the kernel may still be running, and the next synchronising call waits for it.
@@ -563,7 +730,9 @@ pub enum LaunchError {
         deadline_text(.deadline, .cancelled)
     )]
     Deadline {
+        /// The kernel the launch named.
         kernel: String,
+        /// The deadline the launch had.
         deadline: Duration,
         /// Whether the backend stopped the launch (interpreter, CPU) or only reported it.
         cancelled: bool,
@@ -577,7 +746,12 @@ pub enum LaunchError {
          context was recreated, and every buffer allocated before the fault is lost",
         codes::DEVICE_FAULT
     )]
-    DeviceFault { kernel: String, message: String },
+    DeviceFault {
+        /// The kernel the launch named.
+        kernel: String,
+        /// The driver's error.
+        message: String,
+    },
     /// A buffer argument lost with an earlier device fault (its context was recreated).
     #[error(
         "error[{}]: kernel {kernel}: buffer {param} was lost with the device fault of kernel \
@@ -585,8 +759,11 @@ pub enum LaunchError {
         codes::LOST_BUFFER
     )]
     LostBuffer {
+        /// The kernel the launch named.
         kernel: String,
+        /// The parameter the buffer was passed as.
         param: String,
+        /// The kernel whose fault lost the buffer.
         fault: String,
     },
     /// The kernel is held on this backend by `@unlowered(backend = ..., hold = true)`
@@ -598,8 +775,11 @@ pub enum LaunchError {
         backend.name()
     )]
     Held {
+        /// The kernel the launch named.
         kernel: String,
+        /// The backend the kernel is held on.
         backend: Backend,
+        /// The plan item that tracks the hold.
         tracked: String,
     },
     /// No member of a shape family fits this device at this problem (contract §6.1): every
@@ -613,18 +793,46 @@ pub enum LaunchError {
         family: String,
         /// `MxNxK`.
         problem: String,
+        /// Each candidate's pruning rule, need and limit, in words.
         verdicts: String,
+    },
+    /// Not launched: the deferred stream's queue failed before this launch (at the flush
+    /// this launch set off, or at an earlier one not yet acknowledged with
+    /// `KernelStream::clear_failure`); `message` is the flush's error, naming the kernel that
+    /// failed (contract §2.4, deferred streams).
+    #[error(
+        "error[{}]: kernel {kernel}: not launched: the stream's deferred launches failed: {message}",
+        codes::DEFERRED
+    )]
+    Deferred {
+        /// The kernel not launched.
+        kernel: String,
+        /// The failed flush's error.
+        message: String,
     },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
-    Undefinable { kernel: String, message: String },
+    Undefinable {
+        /// The kernel the launch named.
+        kernel: String,
+        /// Why, in words.
+        message: String,
+    },
     /// The interpreter observed undefined behaviour (`XPU-REF02`); `kind` names it
-    /// (`out-of-bounds`, `race`, ...), `report` is the interpreter's text.
+    /// (`out-of-bounds`, `race`, ...), `report` is the interpreter's text, `ub` the same kind
+    /// as an enum and `site` where it happened (function, `line:col`, work-item).
     #[error("error[{}]: kernel {kernel}: {report}", codes::UNDEFINED_BEHAVIOR)]
     Undefined {
+        /// The kernel the launch named.
         kernel: String,
+        /// The kind's name (`out-of-bounds`, `race`, ...).
         kind: String,
+        /// The interpreter's report.
         report: String,
+        /// The kind as an enum.
+        ub: crate::interp::UbKind,
+        /// Where it happened.
+        site: Box<Site>,
     },
 }
 
@@ -641,6 +849,7 @@ impl LaunchError {
             SharedMemory { .. } => codes::SHARED_MEMORY,
             WaveWidth { .. } => codes::WAVE_WIDTH,
             PinnedBlock { .. } => codes::PINNED_BLOCK,
+            PartialWave { .. } => codes::PARTIAL_WAVE,
             MisalignedBase { .. } => codes::MISALIGNED_BASE,
             BrokenAlign { .. } => codes::BROKEN_ALIGN,
             ScalarTwin { .. } => codes::SCALAR_TWIN,
@@ -655,6 +864,7 @@ impl LaunchError {
             LostBuffer { .. } => codes::LOST_BUFFER,
             Held { .. } => codes::HELD,
             NoShapeFits { .. } => codes::NO_SHAPE_FITS,
+            Deferred { .. } => codes::DEFERRED,
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
         }
@@ -690,6 +900,7 @@ impl LaunchError {
             | SharedMemory { kernel, .. }
             | WaveWidth { kernel, .. }
             | PinnedBlock { kernel, .. }
+            | PartialWave { kernel, .. }
             | MisalignedBase { kernel, .. }
             | BrokenAlign { kernel, .. }
             | ScalarTwin { kernel, .. }
@@ -703,9 +914,60 @@ impl LaunchError {
             | DeviceFault { kernel, .. }
             | LostBuffer { kernel, .. }
             | Held { kernel, .. }
+            | Deferred { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. } => kernel,
             NoShapeFits { family, .. } => family,
+        }
+    }
+}
+
+/// Where in the source a run-time error happened: the launched kernel, the function the
+/// offending statement is in (the kernel or a helper it called), its `line:col` in the
+/// module's source, and the work-item that did it where the backend knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// The launched kernel.
+    pub kernel: String,
+    /// The function holding the statement (the kernel or a helper).
+    pub function: String,
+    /// The statement's or expression's location (`0:0` unknown; a column of 0: only the line
+    /// is known).
+    pub span: crate::ir::Span,
+    /// The work-item, where the backend knows it (the interpreter does).
+    pub item: Option<crate::interp::WorkItem>,
+}
+
+impl LaunchError {
+    /// Where the error happened in the kernel's source, for the run-time errors that know:
+    /// undefined behaviour on the interpreter (with the work-item), an out-of-bounds access or
+    /// a broken `align` caught by the CPU backend (the line only).
+    pub fn site(&self) -> Option<Site> {
+        match self {
+            LaunchError::Undefined { site, .. } => Some((**site).clone()),
+            LaunchError::OutOfBounds { kernel, line, .. }
+            | LaunchError::BrokenAlign { kernel, line, .. }
+                if *line != 0 =>
+            {
+                Some(Site {
+                    kernel: kernel.clone(),
+                    function: kernel.clone(),
+                    span: crate::ir::Span::new(*line, 0),
+                    item: None,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The kind of undefined behaviour, as an enum, for [`LaunchError::Undefined`] and for
+    /// the CPU backend's checked refusals of the same (out of bounds, a broken `align`).
+    pub fn ub_kind(&self) -> Option<crate::interp::UbKind> {
+        match self {
+            LaunchError::Undefined { ub, .. } => Some(*ub),
+            LaunchError::OutOfBounds { .. } => Some(crate::interp::UbKind::OutOfBounds),
+            LaunchError::BrokenAlign { .. } => Some(crate::interp::UbKind::Misaligned),
+            _ => None,
         }
     }
 }
@@ -848,6 +1110,21 @@ pub fn check(
                 kernel: kernel_name(),
                 pinned,
                 got: launch.block,
+            });
+        }
+    }
+    // Distributed software matrix tiles exchange shares among every lane of a wave.
+    if let Some(wave) = manifest.built_wave.filter(|&w| w > 1) {
+        let distributed = manifest
+            .native_ops
+            .iter()
+            .any(|o| o.tier == crate::hal::manifest::TIER_DISTRIBUTED);
+        if distributed && threads % wave as u64 != 0 {
+            return Err(LaunchError::PartialWave {
+                kernel: kernel_name(),
+                block: launch.block,
+                threads,
+                wave,
             });
         }
     }

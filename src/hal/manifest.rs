@@ -10,6 +10,8 @@
 //! (registers, spills, stack frame from `ptxas -v` or an AMDGPU kernel descriptor; the width
 //! the kernel was built at; native operations and their tiers).
 
+#![warn(missing_docs)]
+
 use crate::hal::Backend;
 use crate::ir::{ConstBinOp, ConstExpr, ConstUnOp, Function, Handle, Len};
 
@@ -25,10 +27,16 @@ pub struct NativeOp {
     pub tier: String,
 }
 
+/// The tier of a cooperative-matrix operation whose tile each lane holds a share of (§3.3):
+/// a launch of such a kernel needs whole waves.
+pub const TIER_DISTRIBUTED: &str = "software-distributed";
+
 /// The manifest of one kernel on one backend (contract §4).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KernelManifest {
+    /// The kernel's name.
     pub kernel: String,
+    /// The backend the code was built for.
     pub backend: Backend,
     /// Registers a work-item uses.
     pub registers_per_thread: Option<u32>,
@@ -58,15 +66,19 @@ pub struct KernelManifest {
     pub max_threads: Option<u32>,
     /// `@occupancy(max_waves = N)`.
     pub max_waves: Option<u32>,
+    /// `@occupancy(min_resident = N)`: blocks the kernel asks to keep resident per multiprocessor.
     pub min_resident: Option<u32>,
+    /// `@occupancy(max_registers = N)`: the register budget per thread the kernel declares.
     pub max_registers: Option<u32>,
     /// Blocks this device can run the kernel with, from its measured footprint (§6.5).
     pub feasible_blocks: Option<Vec<u32>>,
     /// What limits occupancy (`registers`, `shared`, `threads`), where it was modelled.
     pub occupancy_limiter: Option<String>,
+    /// Operations lowered to a native instruction of this device, with their tier.
     pub native_ops: Vec<NativeOp>,
     /// A hash of the device code, part of a tuning store's build id (§6.2).
     pub code_hash: Option<u64>,
+    /// The device code's size in bytes, where the backend knows it.
     pub code_bytes: Option<u64>,
 }
 

@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod checked;
+pub mod defer;
 pub mod facts;
 pub mod launch;
 pub mod manifest;

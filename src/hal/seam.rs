@@ -39,6 +39,8 @@ pub mod codes {
     pub const LOST: &str = "XPU-D014";
     pub const DEVICE_FAULT: &str = "XPU-D015";
     pub const UNRECOVERED: &str = "XPU-D016";
+    pub const FLUSH_FAILED: &str = "XPU-D020";
+    pub const AFTER_FAILED_FLUSH: &str = "XPU-D021";
 }
 
 /// A device operation that failed: opening, allocating, copying, viewing, streams, loading.
@@ -104,6 +106,28 @@ pub enum DeviceError {
         codes::UNRECOVERED
     )]
     Unrecovered { kernel: String, message: String },
+    /// A deferred stream's flush (at this operation) stopped at a launch the driver
+    /// refused: `kernel`'s, with the launch error; the `not_run` launches queued after it did
+    /// not run (contract §2.4, deferred streams).
+    #[error(
+        "error[{}]: the deferred launch of kernel {kernel} failed at the flush: {error}; the \
+         {not_run} launches queued after it did not run",
+        codes::FLUSH_FAILED
+    )]
+    FlushFailed {
+        kernel: String,
+        error: String,
+        not_run: usize,
+    },
+    /// An operation on a deferred stream whose earlier flush failed at `kernel`: what the
+    /// stream computes after that point is stale, so reads, copies and syncs refuse until
+    /// `KernelStream::clear_failure`.
+    #[error(
+        "error[{}]: the stream's deferred launches stopped at kernel {kernel} ({error}); its \
+         results from there on were not computed (KernelStream::clear_failure acknowledges it)",
+        codes::AFTER_FAILED_FLUSH
+    )]
+    AfterFailedFlush { kernel: String, error: String },
     /// A malformed environment value the operation needed.
     #[error("{0}")]
     Config(#[from] crate::config::BadValue),
@@ -125,6 +149,8 @@ impl DeviceError {
             DeviceError::Lost { .. } => codes::LOST,
             DeviceError::DeviceFault { .. } => codes::DEVICE_FAULT,
             DeviceError::Unrecovered { .. } => codes::UNRECOVERED,
+            DeviceError::FlushFailed { .. } => codes::FLUSH_FAILED,
+            DeviceError::AfterFailedFlush { .. } => codes::AFTER_FAILED_FLUSH,
             DeviceError::Config(_) => crate::config::BAD_VALUE,
         }
     }
@@ -168,6 +194,20 @@ pub trait StreamImpl: Send + Sync + Any {
     /// Makes later work on this stream wait for `event`.
     fn wait_for(&self, event: &dyn EventImpl) -> Result<(), DeviceError>;
     fn as_any(&self) -> &dyn Any;
+    /// Asks the stream to defer its launches (contract §2.4); `Ok(true)` where it now does.
+    /// Turning deferral off flushes the queue first. The default, for backends that do not
+    /// defer, ignores the request.
+    fn set_deferred(&self, on: bool) -> Result<bool, DeviceError> {
+        let _ = on;
+        Ok(false)
+    }
+    /// The deferral counters (all zero on a stream that never deferred).
+    fn defer_stat(&self) -> super::defer::DeferStat {
+        super::defer::DeferStat::default()
+    }
+    /// Acknowledges a failed flush of a deferred stream (`XPU-D020`): the stream takes
+    /// launches and reads again. Nothing to do on a stream that does not defer.
+    fn clear_failure(&self) {}
 }
 
 /// A backend's event.
@@ -244,13 +284,23 @@ pub trait DeviceImpl: Send + Sync + Any {
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Host
     }
+    /// With the profiler armed, just before a launch: the id under which the vendor's tracer
+    /// (CUPTI on CUDA) will report the launch's dispatch record to
+    /// `profile::device_record`, or `None` where no tracer is active (then events time it).
+    fn profile_begin(&self) -> Option<u64> {
+        None
+    }
+    /// The launch that [`DeviceImpl::profile_begin`] answered `id` for has been handed over.
+    fn profile_end(&self, id: u64) {
+        let _ = id;
+    }
     /// Whether this is a GPU API implemented in software on the host CPU (a Vulkan
     /// `PhysicalDeviceType::CPU` device such as lavapipe). Selection prefers the CPU backend
     /// to such a device; naming it explicitly still gets it.
     fn emulated_on_host(&self) -> bool {
         false
     }
-    /// Whether large launches of eligible kernels should run coarsened ([`coarse`]): GPUs,
+    /// Whether large launches of eligible kernels should run coarsened ([`coarse`](crate::runtime::coarse)): GPUs,
     /// whose one-element-per-work-item kernels leave memory bandwidth unused.
     fn coarsens(&self) -> bool {
         false

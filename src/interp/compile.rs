@@ -820,6 +820,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 }
             }
             StmtKind::Loop { label, kind, body } => self.loop_stmt(label, kind, body, s.span)?,
+            StmtKind::Block(b) => self.block(b)?,
             StmtKind::Break(label) | StmtKind::Continue(label) => {
                 let brk = matches!(s.kind, StmtKind::Break(_));
                 let Some(k) = self.loop_target(label.as_deref()) else {
@@ -1043,6 +1044,13 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
             };
             for_parts = Some((vslot, vs, end_slot, step_slot));
         }
+        // `for var = init; cond; update`: the initial value, before the loop.
+        let mut cond_var = None;
+        if let LoopKind::Cond { var, init, .. } = kind {
+            let (vslot, n) = self.local(*var)?;
+            self.assign_local(vslot, n, *init, false)?;
+            cond_var = Some((vslot, n));
+        }
         self.emit(Inst::LoopEnter);
         let head = self.here();
         let mark = self.top;
@@ -1054,18 +1062,57 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 exit_jump = Some(self.emit(Inst::JumpIfNot { c: c.slot, to: 0 }));
             }
             LoopKind::For { .. } => {
-                let (vslot, vs, end_slot, _) = for_parts.expect("for parts");
-                let lt = value::binary_fn(BinaryOp::Lt, vs)
-                    .ok_or_else(|| InterpError::refused(span, "a `for` over a non-integer"))?;
+                let (vslot, vs, end_slot, step) = for_parts.expect("for parts");
+                let bin = |op| {
+                    value::binary_fn(op, vs)
+                        .ok_or_else(|| InterpError::refused(span, "a `for` over a non-integer"))
+                };
                 let c = self.alloc(1);
                 self.emit(Inst::Bin {
-                    f: lt,
+                    f: bin(BinaryOp::Lt)?,
                     dst: c,
                     a: vslot,
                     b: end_slot,
                     n: 1,
                 });
+                if let (Some(st), true) = (step, vs.is_signed()) {
+                    // A negative step counts down: while `var > end`.
+                    let (zero, neg, gt) = (self.alloc(1), self.alloc(1), self.alloc(1));
+                    self.emit(Inst::Bin {
+                        f: bin(BinaryOp::BitXor)?,
+                        dst: zero,
+                        a: st,
+                        b: st,
+                        n: 1,
+                    });
+                    self.emit(Inst::Bin {
+                        f: bin(BinaryOp::Lt)?,
+                        dst: neg,
+                        a: st,
+                        b: zero,
+                        n: 1,
+                    });
+                    self.emit(Inst::Bin {
+                        f: bin(BinaryOp::Gt)?,
+                        dst: gt,
+                        a: vslot,
+                        b: end_slot,
+                        n: 1,
+                    });
+                    self.emit(Inst::Select {
+                        dst: c,
+                        c: neg,
+                        a: gt,
+                        b: c,
+                        n: 1,
+                        cvec: false,
+                    });
+                }
                 exit_jump = Some(self.emit(Inst::JumpIfNot { c, to: 0 }));
+            }
+            LoopKind::Cond { cond, .. } => {
+                let c = self.expr(*cond)?;
+                exit_jump = Some(self.emit(Inst::JumpIfNot { c: c.slot, to: 0 }));
             }
         }
         self.top = mark;
@@ -1097,6 +1144,10 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                     });
                 }
             }
+        }
+        if let (Some((vslot, n)), LoopKind::Cond { update, .. }) = (cond_var, kind) {
+            self.assign_local(vslot, n, *update, false)?;
+            self.top = mark;
         }
         self.emit(Inst::LoopNext { to: head });
         let exit = self.here();
@@ -1281,6 +1332,38 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                     n,
                     cvec: cn > 1,
                 });
+                Opnd { slot: dst, n }
+            }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => {
+                // dst = cond ? accept : reject, evaluating only the arm taken.
+                let (_, n) = self.scalar_of(*accept)?;
+                let dst = self.alloc(n);
+                self.top = dst + n;
+                let c = self.expr(*cond)?;
+                let to_else = self.emit(Inst::JumpIfNot { c: c.slot, to: 0 });
+                self.top = dst + n;
+                let a = self.expr(*accept)?;
+                self.emit(Inst::Copy {
+                    dst,
+                    src: a.slot,
+                    n,
+                });
+                self.top = dst + n;
+                let to_end = self.emit(Inst::Jump { to: 0 });
+                let else_at = self.here();
+                self.patch(to_else, else_at);
+                let b = self.expr(*reject)?;
+                self.emit(Inst::Copy {
+                    dst,
+                    src: b.slot,
+                    n,
+                });
+                let end = self.here();
+                self.patch(to_end, end);
                 Opnd { slot: dst, n }
             }
             Expr::Compose { lanes, parts, .. } => {

@@ -217,6 +217,19 @@ impl<'p> Machine<'p> {
     }
 
     /// Describes a memory fault at element `index` of `mem`.
+    /// The out-of-bounds message of an atomic `verb` (`"atomic_load"`, an RMW's name) `prep`
+    /// (`of`, `on`, `to`) element `i` of `mem`, or `None` when `i` is inside it.
+    fn atomic_out_of_bounds(&mut self, mem: Mem, i: u64, verb: &str, prep: &str) -> Option<String> {
+        let (_, len, _) = self.region(mem);
+        if i < len {
+            return None;
+        }
+        Some(format!(
+            "{verb} {prep} element {i} of {}, which has {len}",
+            self.mem_name(mem)
+        ))
+    }
+
     fn fault_detail(&self, mem: Mem, index: u64, what: &str, f: Fault) -> (UbKind, String) {
         match f {
             Fault::Uninit => (
@@ -717,15 +730,8 @@ impl<'p> Machine<'p> {
                     span,
                 } => {
                     let i = r!(*idx);
-                    let (_, len, _) = self.region(*mem);
-                    if i >= len {
-                        ub!(
-                            *span,
-                            UbKind::OutOfBounds,
-                            "{} on element {i} of {}, which has {len}",
-                            op.name(),
-                            self.mem_name(*mem)
-                        );
+                    if let Some(m) = self.atomic_out_of_bounds(*mem, i, op.name(), "on") {
+                        ub!(*span, UbKind::OutOfBounds, "{m}");
                     }
                     let s = mem.scalar();
                     let who = self.who(it, *span);
@@ -751,14 +757,8 @@ impl<'p> Machine<'p> {
                     span,
                 } => {
                     let i = r!(*idx);
-                    let (_, len, _) = self.region(*mem);
-                    if i >= len {
-                        ub!(
-                            *span,
-                            UbKind::OutOfBounds,
-                            "atomic_load of element {i} of {}, which has {len}",
-                            self.mem_name(*mem)
-                        );
+                    if let Some(m) = self.atomic_out_of_bounds(*mem, i, "atomic_load", "of") {
+                        ub!(*span, UbKind::OutOfBounds, "{m}");
                     }
                     let who = self.who(it, *span);
                     let mut v = [0u64];
@@ -776,14 +776,8 @@ impl<'p> Machine<'p> {
                     span,
                 } => {
                     let i = r!(*idx);
-                    let (_, len, _) = self.region(*mem);
-                    if i >= len {
-                        ub!(
-                            *span,
-                            UbKind::OutOfBounds,
-                            "atomic_store to element {i} of {}, which has {len}",
-                            self.mem_name(*mem)
-                        );
+                    if let Some(m) = self.atomic_out_of_bounds(*mem, i, "atomic_store", "to") {
+                        ub!(*span, UbKind::OutOfBounds, "{m}");
                     }
                     let who = self.who(it, *span);
                     let v = [r!(*src)];

@@ -42,6 +42,8 @@
 //! the single judge, and its diagnostics name the function when a node has no span (give
 //! spans with [`FunctionBuilder::at`]).
 
+#![warn(missing_docs)]
+
 use super::{
     Access, AtomicOp, Attributes, Base, BinaryOp, BitOp, Block, Builtin, ConstExpr, Dim, ElemType,
     Expr, ExprId, FenceScope, Function, FunctionKind, Handle, Len, Literal, Local, LoopKind,
@@ -96,6 +98,7 @@ pub struct ModuleBuilder {
 }
 
 impl ModuleBuilder {
+    /// An empty module.
     pub fn new() -> Self {
         Self::default()
     }
@@ -152,6 +155,7 @@ impl ModuleBuilder {
         &self.module
     }
 
+    /// The module built (unverified: [`Module::verify`] judges it).
     pub fn finish(self) -> Module {
         self.module
     }
@@ -164,6 +168,28 @@ pub struct FunctionBuilder {
     /// The blocks being filled, innermost last; the function body is the first.
     blocks: Vec<Block>,
     span: Span,
+    /// The `if`s begun with [`FunctionBuilder::begin_if`] and not yet ended, innermost last.
+    open_ifs: Vec<OpenIf>,
+}
+
+/// An `if` begun with [`FunctionBuilder::begin_if`]: its condition, its span, and its `then`
+/// block once [`FunctionBuilder::else_`] closed it.
+#[derive(Debug)]
+struct OpenIf {
+    cond: ExprId,
+    span: Span,
+    then_block: Option<Block>,
+    /// How many blocks were open below this `if`'s arm.
+    depth: usize,
+    id: u64,
+}
+
+/// An `if` under construction in sequence: `begin_if`, statements, optionally `else_`,
+/// statements, `end_if` (for front ends whose state cannot be moved into closures).
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "an `if` begun is closed with `end_if`"]
+pub struct IfToken {
+    id: u64,
 }
 
 impl FunctionBuilder {
@@ -174,11 +200,17 @@ impl FunctionBuilder {
             func,
             blocks: vec![body],
             span: Span::UNKNOWN,
+            open_ifs: Vec::new(),
         }
     }
 
     /// The function, with everything built so far.
     pub fn finish(mut self) -> Function {
+        // An `if` begun and never ended ends here, with what was built into it.
+        while let Some(top) = self.open_ifs.last() {
+            let id = top.id;
+            self.end_if(IfToken { id });
+        }
         // Closures always pop what they push, so only the body is left.
         while self.blocks.len() > 1 {
             let inner = self.blocks.pop().unwrap_or_default();
@@ -201,6 +233,101 @@ impl FunctionBuilder {
         self
     }
 
+    /// Sets the span given to every node (expression or statement) built from now on, until
+    /// changed: a front end calls it once per source construct, not once per node.
+    pub fn at_span(&mut self, span: Span) -> &mut Self {
+        self.span = span;
+        self
+    }
+
+    /// The span nodes built now get.
+    pub fn current_span(&self) -> Span {
+        self.span
+    }
+
+    /// Builds with `build` at `span`, then restores the span that was in force.
+    pub fn with_span<R>(&mut self, span: Span, build: impl FnOnce(&mut Self) -> R) -> R {
+        let outer = std::mem::replace(&mut self.span, span);
+        let result = build(self);
+        self.span = outer;
+        result
+    }
+
+    /// Begins `if cond { ...`: the statements built next go into its `then` arm, until
+    /// [`Self::else_`] (then into its `else` arm) or [`Self::end_if`]. Ifs begun this way
+    /// nest; ending an outer one ends the inner ones still open, and [`Self::finish`] ends
+    /// any left open. The `if` statement carries the span in force here.
+    pub fn begin_if(&mut self, cond: Value) -> IfToken {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.open_ifs.push(OpenIf {
+            cond: cond.0,
+            span: self.span,
+            then_block: None,
+            depth: self.blocks.len(),
+            id,
+        });
+        self.blocks.push(Vec::new());
+        IfToken { id }
+    }
+
+    /// `} else {`: closes the `then` arm of the `if` of `token`, and the statements built
+    /// next go into its `else` arm. A second `else_` for one `if` adds to the same arm.
+    pub fn else_(&mut self, token: IfToken) -> IfToken {
+        self.close_inner(&token);
+        if let Some(top) = self.open_ifs.last_mut() {
+            if top.id == token.id && top.then_block.is_none() {
+                let then_block = self.blocks.pop().unwrap_or_default();
+                top.then_block = Some(then_block);
+                self.blocks.push(Vec::new());
+            }
+        }
+        token
+    }
+
+    /// `}`: ends the `if` of `token` and appends it to the enclosing block. A token of an
+    /// `if` already ended does nothing.
+    pub fn end_if(&mut self, token: IfToken) {
+        if !self.open_ifs.iter().any(|o| o.id == token.id) {
+            return;
+        }
+        self.close_inner(&token);
+        let Some(open) = self.open_ifs.pop() else {
+            return;
+        };
+        let mut arm = Vec::new();
+        while self.blocks.len() > open.depth {
+            let mut inner = self.blocks.pop().unwrap_or_default();
+            inner.extend(arm);
+            arm = inner;
+        }
+        let (then_block, else_block) = match open.then_block {
+            Some(t) => (t, arm),
+            None => (arm, Vec::new()),
+        };
+        let span = std::mem::replace(&mut self.span, open.span);
+        self.stmt(StmtKind::If {
+            cond: open.cond,
+            then_block,
+            else_block,
+        });
+        self.span = span;
+    }
+
+    /// Ends the `if`s begun inside the one of `token`.
+    fn close_inner(&mut self, token: &IfToken) {
+        if !self.open_ifs.iter().any(|o| o.id == token.id) {
+            return;
+        }
+        while let Some(top) = self.open_ifs.last() {
+            if top.id == token.id {
+                break;
+            }
+            let id = top.id;
+            self.end_if(IfToken { id });
+        }
+    }
+
     // ----- declarations -----
 
     /// Sets the function's own span (for diagnostics about the whole function).
@@ -208,6 +335,7 @@ impl FunctionBuilder {
         self.func.span = Span::new(line, col);
     }
 
+    /// Appends a parameter of `ty` (scalar, vector or tag) and returns its handle.
     pub fn param(&mut self, name: &str, ty: Type) -> ParamRef {
         self.func.params.push(Param {
             name: name.to_string(),
@@ -228,6 +356,7 @@ impl FunctionBuilder {
         )
     }
 
+    /// Sets the return type (device functions; kernels return nothing).
     pub fn returns(&mut self, ty: Type) {
         self.func.ret = Some(ty);
     }
@@ -252,11 +381,40 @@ impl FunctionBuilder {
         })
     }
 
+    /// Gives the private or shared array `base` the multi-dimensional shape `dims` (lengths
+    /// outermost first; their product is its element count): it prints as `[[E; C]; R]`,
+    /// indexed `a[i][j]` (see [`Self::index_nd`]).
+    pub fn array_dims(&mut self, base: Base, dims: &[u32]) {
+        self.func.array_dims.push((base, dims.to_vec()));
+    }
+
+    /// The row-major element index of subscripts `subs` (outermost first) of an array of
+    /// lengths `dims`: `(i0 * d1 + i1) * d2 + i2 ...`, as the parser builds `a[i0][i1][i2]`.
+    pub fn index_nd(&mut self, dims: &[u32], subs: Vec<Value>) -> Value {
+        let mut subs = subs.into_iter().enumerate();
+        let Some((_, mut acc)) = subs.next() else {
+            return self.lit(Literal::Int {
+                bits: 0,
+                ty: Scalar::U32,
+            });
+        };
+        for (k, i) in subs {
+            let d = self.lit(Literal::Int {
+                bits: u64::from(dims[k]),
+                ty: Scalar::U32,
+            });
+            let m = self.binary(BinaryOp::Mul, acc, d);
+            acc = self.binary(BinaryOp::Add, m, i);
+        }
+        acc
+    }
+
     /// A constant expression (array lengths, attribute arguments, `requires`).
     pub fn const_expr(&mut self, e: ConstExpr) -> Handle<ConstExpr> {
         self.func.consts.append(e)
     }
 
+    /// The function's attributes, for the ones without a setter of their own.
     pub fn attrs_mut(&mut self) -> &mut Attributes {
         &mut self.func.attrs
     }
@@ -291,20 +449,24 @@ impl FunctionBuilder {
         });
     }
 
+    /// The template parameters and instantiations, when the function is a template.
     pub fn template_mut(&mut self) -> Option<&mut TemplateInfo> {
         self.func.template.as_mut()
     }
 
     // ----- expressions -----
 
+    /// Adds any expression (at the current span) and returns its handle.
     pub fn expr(&mut self, e: Expr) -> Value {
         Value(self.func.add_expr(e, self.span))
     }
 
+    /// A literal.
     pub fn lit(&mut self, l: Literal) -> Value {
         self.expr(Expr::Literal(l))
     }
 
+    /// A `bool` literal.
     pub fn bool_(&mut self, b: bool) -> Value {
         self.lit(Literal::Bool(b))
     }
@@ -314,18 +476,22 @@ impl FunctionBuilder {
         self.lit(Literal::int(v, ty))
     }
 
+    /// A `u32` literal.
     pub fn u32(&mut self, v: u32) -> Value {
         self.int(i128::from(v), Scalar::U32)
     }
 
+    /// An `i32` literal.
     pub fn i32(&mut self, v: i32) -> Value {
         self.int(i128::from(v), Scalar::I32)
     }
 
+    /// A float literal of type `ty` (`f16`, `f32` or `f64`).
     pub fn float(&mut self, v: f64, ty: Scalar) -> Value {
         self.lit(Literal::float(v, ty))
     }
 
+    /// An `f32` literal.
     pub fn f32(&mut self, v: f32) -> Value {
         self.float(f64::from(v), Scalar::F32)
     }
@@ -340,54 +506,67 @@ impl FunctionBuilder {
         self.expr(Expr::Local(l))
     }
 
+    /// The template parameter at `index` (a constant in each instance).
     pub fn template_param(&mut self, index: u32) -> Value {
         self.expr(Expr::TemplateParam(index))
     }
 
+    /// A built-in value (`global_id.x`, `wave_width`, ...).
     pub fn builtin(&mut self, b: Builtin) -> Value {
         self.expr(Expr::Builtin(b))
     }
 
+    /// `global_id.d`: the work-item's index in the whole grid.
     pub fn global_id(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::GlobalId(d))
     }
 
+    /// `local_id.d`: the work-item's index in its workgroup.
     pub fn local_id(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::LocalId(d))
     }
 
+    /// `group_id.d`: the workgroup's index in the grid.
     pub fn group_id(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::GroupId(d))
     }
 
+    /// `group_size.d`: work-items per workgroup (the launch's block).
     pub fn group_size(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::GroupSize(d))
     }
 
+    /// `num_groups.d`: workgroups in the grid.
     pub fn num_groups(&mut self, d: Dim) -> Value {
         self.builtin(Builtin::NumGroups(d))
     }
 
+    /// `wave_width`: the width of the wave the kernel runs in.
     pub fn wave_width(&mut self) -> Value {
         self.builtin(Builtin::WaveWidth)
     }
 
+    /// `lane_id`: the work-item's lane in its wave.
     pub fn lane_id(&mut self) -> Value {
         self.builtin(Builtin::LaneId)
     }
 
+    /// A unary operation.
     pub fn unary(&mut self, op: UnaryOp, arg: Value) -> Value {
         self.expr(Expr::Unary { op, arg: arg.0 })
     }
 
+    /// `-a`.
     pub fn neg(&mut self, a: Value) -> Value {
         self.unary(UnaryOp::Neg, a)
     }
 
+    /// `!a` (logical on `bool`, bitwise on integers).
     pub fn not(&mut self, a: Value) -> Value {
         self.unary(UnaryOp::Not, a)
     }
 
+    /// A binary operation (`+`, `<`, `&&`, ...); see also the named shorthands.
     pub fn binary(&mut self, op: BinaryOp, lhs: Value, rhs: Value) -> Value {
         self.expr(Expr::Binary {
             op,
@@ -396,14 +575,18 @@ impl FunctionBuilder {
         })
     }
 
+    /// `arg as to`: a value conversion to scalar `to` (lane by lane on vectors).
     pub fn cast(&mut self, arg: Value, to: Scalar) -> Value {
         self.expr(Expr::Cast { to, arg: arg.0 })
     }
 
+    /// `bitcast<to>(arg)`: the same bits read as `to`.
     pub fn bitcast(&mut self, arg: Value, to: Type) -> Value {
         self.expr(Expr::Bitcast { to, arg: arg.0 })
     }
 
+    /// `select(cond, accept, reject)`: `accept` where `cond` holds, else `reject` (per lane
+    /// with a vector condition).
     pub fn select(&mut self, cond: Value, accept: Value, reject: Value) -> Value {
         self.expr(Expr::Select {
             cond: cond.0,
@@ -412,6 +595,16 @@ impl FunctionBuilder {
         })
     }
 
+    /// `if cond { accept } else { reject }`: only the arm `cond` picks is evaluated.
+    pub fn if_else(&mut self, cond: Value, accept: Value, reject: Value) -> Value {
+        self.expr(Expr::IfElse {
+            cond: cond.0,
+            accept: accept.0,
+            reject: reject.0,
+        })
+    }
+
+    /// A vector of `lanes` lanes of `scalar` from `parts` (scalars or smaller vectors).
     pub fn compose(&mut self, scalar: Scalar, lanes: u8, parts: Vec<Value>) -> Value {
         let parts = parts.into_iter().map(|p| p.0).collect();
         self.expr(Expr::Compose {
@@ -421,6 +614,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// A vector of `lanes` copies of a scalar.
     pub fn splat(&mut self, lanes: u8, value: Value) -> Value {
         self.expr(Expr::Splat {
             lanes,
@@ -428,6 +622,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// `vector.x` etc.: one lane as a scalar.
     pub fn extract(&mut self, vector: Value, lane: u8) -> Value {
         self.expr(Expr::Extract {
             vector: vector.0,
@@ -435,6 +630,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// `vector.zyx` etc.: the lanes named, in order.
     pub fn swizzle(&mut self, vector: Value, lanes: &[u8]) -> Value {
         self.expr(Expr::Swizzle {
             vector: vector.0,
@@ -455,20 +651,24 @@ impl FunctionBuilder {
         self.expr(Expr::Len(p.0))
     }
 
+    /// A call of a device function.
     pub fn call(&mut self, function: Handle<Function>, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
         self.expr(Expr::Call { function, args })
     }
 
+    /// The member at `index` of tag set `set`, as a `tag<Set>` value.
     pub fn tag(&mut self, set: Handle<TagSet>, index: u32) -> Value {
         self.expr(Expr::Tag { set, index })
     }
 
+    /// A call through a tag: the member function it names (nothing when out of range).
     pub fn dispatch(&mut self, tag: Value, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
         self.expr(Expr::Dispatch { tag: tag.0, args })
     }
 
+    /// A math function (`sqrt`, `fma`, `min`, ...).
     pub fn math(&mut self, fun: MathFn, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
         self.expr(Expr::Math { fun, args })
@@ -491,6 +691,7 @@ impl FunctionBuilder {
         self.atomic_ordered(op, MemoryOrder::Relaxed, base, index, value)
     }
 
+    /// A read-modify-write of `base[index]` with memory order `order`; yields the old value.
     pub fn atomic_ordered(
         &mut self,
         op: AtomicOp,
@@ -567,15 +768,18 @@ impl FunctionBuilder {
         })
     }
 
+    /// A wave operation (shuffles, votes, reductions, scans).
     pub fn wave(&mut self, op: WaveOp, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
         self.expr(Expr::Wave { op, args })
     }
 
+    /// A reduction over the wave (`reduce_add`, `reduce_max`, ...).
     pub fn wave_reduce(&mut self, op: ReduceOp, value: Value) -> Value {
         self.wave(WaveOp::Reduce(op), vec![value])
     }
 
+    /// `vload<lanes>(base, index, align = A)`: `lanes` consecutive elements as a vector.
     pub fn vload(
         &mut self,
         base: impl Into<Base>,
@@ -591,6 +795,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// A cooperative matrix of `role` and shape `rows` x `cols` with every element `value`.
     pub fn matrix_fill(
         &mut self,
         role: MatrixRole,
@@ -609,6 +814,8 @@ impl FunctionBuilder {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// A cooperative matrix of `role` loaded from `base` at `offset`, rows `stride` elements
+    /// apart.
     pub fn matrix_load(
         &mut self,
         role: MatrixRole,
@@ -630,6 +837,7 @@ impl FunctionBuilder {
         })
     }
 
+    /// `matrix_mma(a, b, c)`: `a * b + c` over cooperative matrices.
     pub fn matrix_mma(&mut self, a: Value, b: Value, c: Value) -> Value {
         self.expr(Expr::MatrixMma {
             a: a.0,
@@ -764,6 +972,38 @@ impl FunctionBuilder {
         var
     }
 
+    /// `'label: for name: ty = init; cond; name = update { body }`; `header` builds the
+    /// condition and the update from the variable, and the body gets it too.
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_cond(
+        &mut self,
+        label: Option<&str>,
+        name: &str,
+        ty: Type,
+        init: Value,
+        header: impl FnOnce(&mut Self, Handle<Local>) -> (Value, Value),
+        body: impl FnOnce(&mut Self, Handle<Local>),
+    ) -> Handle<Local> {
+        let var = self.local(name, ty);
+        let (cond, update) = header(self, var);
+        let kind = LoopKind::Cond {
+            var,
+            init: init.0,
+            cond: cond.0,
+            update: update.0,
+        };
+        self.looped(label, kind, |b| body(b, var));
+        var
+    }
+
+    /// `{ body }`: a bare scope.
+    pub fn scope(&mut self, body: impl FnOnce(&mut Self)) {
+        let span = self.span;
+        let block = self.nested(body);
+        self.span = span;
+        self.stmt(StmtKind::Block(block));
+    }
+
     fn looped(&mut self, label: Option<&str>, kind: LoopKind, body: impl FnOnce(&mut Self)) {
         let span = self.span;
         let body = self.nested(body);
@@ -775,14 +1015,17 @@ impl FunctionBuilder {
         });
     }
 
+    /// `break;` or `break label;`.
     pub fn break_(&mut self, label: Option<&str>) {
         self.stmt(StmtKind::Break(label.map(str::to_string)));
     }
 
+    /// `continue;` or `continue label;`.
     pub fn continue_(&mut self, label: Option<&str>) {
         self.stmt(StmtKind::Continue(label.map(str::to_string)));
     }
 
+    /// `return;` or `return value;`.
     pub fn return_(&mut self, value: Option<Value>) {
         self.stmt(StmtKind::Return(value.map(|v| v.0)));
     }
@@ -792,14 +1035,18 @@ impl FunctionBuilder {
         self.stmt(StmtKind::Expr(value.0));
     }
 
+    /// `barrier();`: every work-item of the workgroup waits, and shared memory is made
+    /// visible.
     pub fn barrier(&mut self) {
         self.stmt(StmtKind::Barrier);
     }
 
+    /// `fence(scope);`: orders this work-item's memory accesses at `scope`.
     pub fn fence(&mut self, scope: FenceScope) {
         self.stmt(StmtKind::Fence(scope));
     }
 
+    /// `vstore(base, index, value, align = A);`: a vector's lanes to consecutive elements.
     pub fn vstore(&mut self, base: impl Into<Base>, index: Value, value: Value, align: Option<u8>) {
         self.stmt(StmtKind::VStore {
             base: base.into(),
@@ -809,6 +1056,7 @@ impl FunctionBuilder {
         });
     }
 
+    /// `matrix_store(value, base, offset, stride);`: a cooperative matrix to memory.
     pub fn matrix_store(
         &mut self,
         value: Value,

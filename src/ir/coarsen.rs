@@ -225,6 +225,7 @@ fn check_block(block: &[Stmt]) -> Result<(), Ineligible> {
             StmtKind::Barrier => return Err("has a barrier"),
             StmtKind::Fence(_) => return Err("has a fence"),
             StmtKind::MatrixStore { .. } => return Err("uses matrix fragments"),
+            StmtKind::Block(_) => return Err("has a bare `{ }` block"),
             StmtKind::If {
                 then_block,
                 else_block,
@@ -724,6 +725,7 @@ impl Pass<'_> {
             | StmtKind::Continue(_)
             | StmtKind::Barrier
             | StmtKind::Fence(_)
+            | StmtKind::Block(_)
             | StmtKind::MatrixStore { .. } => unreachable!("refused by `eligible`"),
         }
     }

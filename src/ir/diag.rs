@@ -4,7 +4,8 @@ use super::Span;
 use std::fmt;
 
 /// One problem found in a source or a module, with a stable code and a location.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Serialises as `{"code", "message", "span": {"line", "col"}}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostic {
     /// A stable code: `XPU-Pnnn` for the parser, `XPU-Vnnn` for the verifier, or one of the
     /// contract's codes (`CAJETA_ERROR_TEMPLATE_REQUIREMENT`, ...).
@@ -40,7 +41,7 @@ impl fmt::Display for Diagnostic {
 impl std::error::Error for Diagnostic {}
 
 /// A non-empty list of diagnostics, in source order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
 impl Diagnostics {

@@ -455,6 +455,13 @@ pub enum Expr {
         accept: ExprId,
         reject: ExprId,
     },
+    /// `if cond { accept } else { reject }`: `cond` is a `bool` scalar and only the arm it
+    /// picks is evaluated (unlike `Select`, which evaluates both).
+    IfElse {
+        cond: ExprId,
+        accept: ExprId,
+        reject: ExprId,
+    },
     /// A vector built from scalars and smaller vectors whose lanes add up to `lanes`.
     Compose {
         scalar: Scalar,
@@ -595,6 +602,11 @@ impl Expr {
                 accept,
                 reject,
             } => vec![cond, accept, reject],
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => vec![cond, accept, reject],
             Expr::Compose { parts, .. } => parts.iter_mut().collect(),
             Expr::Splat { value, .. } => vec![value],
             Expr::Extract { vector, .. } | Expr::Swizzle { vector, .. } => vec![vector],
@@ -650,6 +662,15 @@ impl Expr {
                 f(*rhs);
             }
             Expr::Select {
+                cond,
+                accept,
+                reject,
+            } => {
+                f(*cond);
+                f(*accept);
+                f(*reject);
+            }
+            Expr::IfElse {
                 cond,
                 accept,
                 reject,

@@ -1,7 +1,7 @@
 //! Functions (kernels and device helpers), their locals, shared arrays, attributes and
 //! template parameters.
 
-use super::{Arena, BinaryOp, Block, ElemType, Expr, ExprId, Handle, Len, Span, Type};
+use super::{Arena, Base, BinaryOp, Block, ElemType, Expr, ExprId, Handle, Len, Span, Type};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FunctionKind {
@@ -150,9 +150,22 @@ pub struct Function {
     pub expr_spans: Vec<Span>,
     pub body: Block,
     pub span: Span,
+    /// Multi-dimensional arrays: a private (`Base::Local`) or shared (`Base::Shared`) array
+    /// declared `[[E; C]; R]` with its lengths, outermost first (`[R, C]`). The array itself
+    /// is the flat row-major array of `R * C` elements its type or declaration gives; the
+    /// shape is how the text writes it (`a[i][j]` is `a[i * C + j]`). Backends ignore it.
+    pub array_dims: Vec<(Base, Vec<u32>)>,
 }
 
 impl Function {
+    /// The lengths of a multi-dimensional array, outermost first; `None` for a flat one.
+    pub fn dims_of(&self, base: Base) -> Option<&[u32]> {
+        self.array_dims
+            .iter()
+            .find(|(b, _)| *b == base)
+            .map(|(_, d)| d.as_slice())
+    }
+
     pub fn new(name: impl Into<String>, kind: FunctionKind) -> Self {
         Function {
             name: name.into(),
@@ -168,6 +181,7 @@ impl Function {
             expr_spans: Vec::new(),
             body: Vec::new(),
             span: Span::UNKNOWN,
+            array_dims: Vec::new(),
         }
     }
 
@@ -191,7 +205,7 @@ impl Function {
 
     /// The loads (`Index`, `VLoad`) that evaluating the expression trees `roots` performs
     /// whatever the values, in evaluation order (a load inside an index before the load it
-    /// indexes); not those in a `&&`/`||` right operand. `None` where the trees hold a call,
+    /// indexes); not those in a `&&`/`||` right operand or an `if` expression's arm. `None` where the trees hold a call,
     /// an atomic, a wave verb or a fragment operation: a load there may not move past it.
     /// Lowerings use it to issue a statement's loads before its arithmetic.
     pub fn unconditional_loads(&self, roots: &[ExprId]) -> Option<Vec<ExprId>> {
@@ -212,6 +226,8 @@ impl Function {
                     lhs,
                     ..
                 } => walk(f, *lhs, out)?,
+                // Only the condition of an `if` expression runs whatever the values.
+                Expr::IfElse { cond, .. } => walk(f, *cond, out)?,
                 Expr::Index { .. } | Expr::VLoad { .. } => {
                     for o in x.operands() {
                         walk(f, o, out)?;

@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// A 1-based line and column in the source a node came from; `0:0` means unknown.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct Span {
     pub line: u32,
     pub col: u32,

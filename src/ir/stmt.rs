@@ -38,13 +38,23 @@ pub enum LoopKind {
     /// `while cond { }`: tests `cond` before each iteration.
     While(ExprId),
     /// `for var in start..end step step { }` over an integer local: `start`, `end` and `step`
-    /// are evaluated once on entry; the body runs while `var < end`, and `var += step` runs
-    /// after each iteration, `continue` included. `step` must be positive.
+    /// are evaluated once on entry; the body runs while `var < end` (while `var > end` when
+    /// `var` is signed and `step` is negative), and `var += step` runs after each iteration,
+    /// `continue` included. A literal `step` is not zero, and negative only when signed.
     For {
         var: Handle<Local>,
         start: ExprId,
         end: ExprId,
         step: Option<ExprId>,
+    },
+    /// `for var = init; cond; var = update { }`, the C `for (i = n; i > 0; i >>= 1)`: `init`
+    /// is assigned to the loop's own local `var` on entry; `cond` is tested before each
+    /// iteration; `var = update` runs after each iteration, `continue` included.
+    Cond {
+        var: Handle<Local>,
+        init: ExprId,
+        cond: ExprId,
+        update: ExprId,
     },
 }
 
@@ -89,6 +99,8 @@ pub enum StmtKind {
         value: ExprId,
         align: Option<u8>,
     },
+    /// `{ ... }`: a bare scope. Its statements run in order; its locals die at its end.
+    Block(Block),
     /// `matrix_store(fragment, base, offset, stride)`: row-major, rows `stride` apart.
     MatrixStore {
         value: ExprId,
@@ -122,6 +134,7 @@ impl StmtKind {
                 ..
             } => vec![then_block, else_block],
             StmtKind::Loop { body, .. } => vec![body],
+            StmtKind::Block(b) => vec![b],
             _ => vec![],
         }
     }

@@ -516,6 +516,40 @@ impl<'a> Typer<'a> {
                 }
                 a
             }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => {
+                let c = self.operand(*cond)?;
+                let a = self.value_operand(*accept, "an `if` arm")?;
+                let b = self.value_operand(*reject, "an `if` arm")?;
+                if c != Type::BOOL {
+                    return here(
+                        codes::IF_EXPR,
+                        format!(
+                            "an `if` expression's condition must be bool, not {}",
+                            self.tn(c)
+                        ),
+                    );
+                }
+                if a != b {
+                    return here(
+                        codes::IF_EXPR,
+                        format!("`if` arms differ: {} and {}", self.tn(a), self.tn(b)),
+                    );
+                }
+                if !matches!(a, Type::Scalar(_) | Type::Vector(..)) {
+                    return here(
+                        codes::IF_EXPR,
+                        format!(
+                            "an `if` expression yields a scalar or vector, not {}",
+                            self.tn(a)
+                        ),
+                    );
+                }
+                a
+            }
             Expr::Compose {
                 scalar,
                 lanes,

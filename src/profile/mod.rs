@@ -9,32 +9,45 @@
 //! - **Host spans** sit on the track of the thread that made the call (a launch call, a
 //!   compile, a copy, a sync).
 //! - **Device spans** sit on one track per stream and carry the [`Tier`] that produced them:
-//!   `DEVICE` (the vendor's dispatch records, or device timestamps written inside the command
-//!   buffer), `EVENT` (device-event brackets), `HOST` (submit to complete as the host saw it:
-//!   exact on the host backends, whose streams run a launch inside the call; at the next
-//!   completion the host observes on asynchronous ones).
+//!   `DEVICE` (the vendor's dispatch records: CUPTI's activity API on CUDA, [`device_record`]),
+//!   `EVENT` (device-event brackets: CUDA/HIP events, Vulkan timestamp queries), `HOST`
+//!   (submit to complete as the host saw it: exact on the host backends, whose streams run a
+//!   launch inside the call; at the next completion the host observes on asynchronous ones).
+//!   The trace's `otherData.device_sources` says which source each backend used.
 //!
-//! Spans go into a per-thread buffer (a `Vec` behind a `thread_local!`, registered once per
-//! thread in a global list that is read only when the trace is written), so a launch never
-//! waits on another thread. Device spans of asynchronous streams wait in a pending table
-//! until their stream completes; the table grows rather than dropping a launch. The trace's
-//! `otherData` carries the counters that say when a capture is incomplete:
-//! `gpu_pending_overflow` (pending spans that could not be held: always 0 here, the table
-//! grows), `unclaimed` (device spans whose stream never completed before the trace was
-//! written), `records_dropped` (spans past a thread's cap of [`MAX_SPANS_PER_THREAD`]).
+//! # The launch path
+//!
+//! Capture costs a launch two reads of a cheap counter ([`clock`]: `rdtsc` where the TSC is
+//! invariant) and one record written into the calling thread's preallocated ring ([`ring`]):
+//! no allocation, no lock, no formatting, no clock conversion. Kernel names are interned once
+//! per kernel ([`intern`]). A writer thread (`xpu-profile`) drains the rings every few
+//! milliseconds (at once when a ring is half full), resolves device spans, and keeps the
+//! spans; the trace is formatted at [`finish`]. A full ring spills into a list (a lock taken
+//! only then) and drops nothing; the spill count is the trace's `ring_overflow`.
+//!
+//! Device spans of asynchronous streams wait in a pending table until their stream completes;
+//! the table grows rather than dropping a launch. The trace's `otherData` carries the counters
+//! that say when a capture is incomplete: `gpu_pending_overflow` (pending spans that could not
+//! be held: always 0, the table grows), `unclaimed` (device spans whose stream never completed
+//! before the trace was written), `records_dropped` (records lost: always 0, a full ring
+//! spills), `device_unmatched` (spans that waited for a vendor dispatch record that never came:
+//! they are drawn with tier `HOST`).
 //!
 //! The trace is written at [`finish`], which the `xpu` command calls at exit and which is
 //! also registered with `atexit` when capture is armed.
 
+pub mod clock;
+pub mod ring;
 pub mod summary;
 
 use parking_lot::Mutex;
-use std::cell::RefCell;
+use ring::Ring;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::Duration;
 
 /// Codes of profiler errors.
 pub mod codes {
@@ -130,60 +143,99 @@ pub struct Args {
     pub stage: Option<&'static str>,
 }
 
-/// Where a span is drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Track {
-    /// The host thread (its ordinal in the trace).
-    Thread(u64),
-    /// A device stream, by a key unique to it in the process.
-    Stream(u64),
+/// A reading of the profiler's counter ([`stamp`]); nanoseconds only in the trace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stamp(pub u64);
+
+/// A span's name: a static string, or a name interned once ([`intern`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Name {
+    Static(&'static str),
+    Interned(u32),
 }
 
-/// One span.
-#[derive(Clone, Debug)]
-pub struct Span {
-    pub kind: Kind,
-    pub name: String,
-    /// Nanoseconds since capture was armed.
-    pub start_ns: u64,
-    pub dur_ns: u64,
-    pub track: Track,
-    /// The tier of a device span; `None` on host spans.
-    pub tier: Option<Tier>,
-    pub args: Args,
+/// How the device span of a launch is timed.
+pub enum DeviceTiming {
+    /// The launch ran inside the call (host backends): the call's window is exact (`HOST`).
+    Exact,
+    /// Resolved when the stream completes: by the clock (device events or timestamps of tier
+    /// `.0`) where there is one, else submit to complete (`HOST`).
+    Pending(Option<(Tier, DeviceClock)>),
+    /// Resolved by the vendor's dispatch record carrying this id ([`device_record`]); drawn
+    /// submit to complete, and counted in `device_unmatched`, when none comes.
+    Record(u64),
+    /// The launch was refused: no device span.
+    None,
 }
-
-/// The most spans one thread keeps; more are counted in `records_dropped`.
-pub const MAX_SPANS_PER_THREAD: usize = 64 << 20;
-
-const UNKNOWN: u8 = 0;
-const OFF: u8 = 1;
-const ON: u8 = 2;
-static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
-static EPOCH: OnceLock<Instant> = OnceLock::new();
-static OUT: Mutex<Option<PathBuf>> = Mutex::new(None);
-static DROPPED: AtomicU64 = AtomicU64::new(0);
-static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
-static FINISHED: AtomicU8 = AtomicU8::new(0);
-
-type Buffer = Arc<Mutex<Vec<Span>>>;
-
-/// Every thread's buffer, with the thread's ordinal and name.
-static THREADS: Mutex<Vec<(u64, String, Buffer)>> = Mutex::new(Vec::new());
 
 /// The device time of a span, asked once its stream has completed: nanoseconds, or `None`
 /// when the device could not say.
 pub type DeviceClock = Box<dyn FnOnce() -> Option<u64> + Send>;
 
-/// Device spans waiting for their stream to complete, by stream key.
-static PENDING: Mutex<Option<HashMap<u64, Vec<(Span, Option<DeviceClock>)>>>> = Mutex::new(None);
+/// What a thread writes into its ring.
+enum Rec {
+    Host {
+        kind: Kind,
+        name: Name,
+        start: u64,
+        end: u64,
+        args: Args,
+    },
+    Launch {
+        name: Name,
+        stream: u64,
+        start: u64,
+        end: u64,
+        args: Args,
+        device: DeviceTiming,
+    },
+    /// A stream completed everything submitted to it before `sync_start`, seen at `end`.
+    Completed {
+        stream: u64,
+        sync_start: u64,
+        end: u64,
+    },
+    /// A vendor dispatch record (counter ticks).
+    Record { id: u64, start: u64, end: u64 },
+}
+
+const UNKNOWN: u8 = 0;
+const OFF: u8 = 1;
+const ON: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+static OUT: Mutex<Option<PathBuf>> = Mutex::new(None);
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+static FINISHED: AtomicU8 = AtomicU8::new(0);
+static WRITER: OnceLock<std::thread::Thread> = OnceLock::new();
+
+/// A thread's ring, with the thread's ordinal and name.
+struct Local {
+    id: u64,
+    name: String,
+    ring: Ring<Rec>,
+}
+
+/// Every thread's ring (never removed: a thread that exits leaves its records to drain).
+static THREADS: Mutex<Vec<Arc<Local>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// This thread's ring (kept alive by `THREADS`), null until its first record.
+    static LOCAL: Cell<*const Local> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Name to id, and id to name.
+type Interned = (HashMap<String, u32>, Vec<String>);
+/// Interned names.
+static NAMES: Mutex<Option<Interned>> = Mutex::new(None);
 
 /// Names of device streams' tracks, by stream key.
 static STREAMS: Mutex<Option<HashMap<u64, String>>> = Mutex::new(None);
 
-thread_local! {
-    static LOCAL: RefCell<Option<(u64, Buffer)>> = const { RefCell::new(None) };
-}
+/// Which timing source each backend's device spans came from.
+static SOURCES: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
+
+/// Called at [`finish`] before the last drain (a vendor tracer's flush).
+static FLUSHERS: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
 
 /// Whether capture is armed: one relaxed load once the setting has been read.
 #[inline]
@@ -222,7 +274,7 @@ fn init_from_config() -> bool {
 /// Arms capture for this process, writing the trace to `out` at [`finish`] (the API form of
 /// `CAJETA_PROFILER=1`; call it before the first device touch to capture every compile).
 pub fn arm(out: &Path) {
-    EPOCH.get_or_init(Instant::now);
+    clock::init();
     *OUT.lock() = Some(out.to_path_buf());
     if STATE.swap(ON, Ordering::Relaxed) != ON {
         extern "C" fn at_exit() {
@@ -233,66 +285,128 @@ pub fn arm(out: &Path) {
         unsafe {
             libc::atexit(at_exit);
         }
+        let writer = std::thread::Builder::new()
+            .name("xpu-profile".into())
+            .spawn(|| {
+                while FINISHED.load(Ordering::Relaxed) == 0 {
+                    std::thread::park_timeout(Duration::from_millis(5));
+                    drain();
+                }
+            });
+        if let Ok(handle) = writer {
+            let _ = WRITER.set(handle.thread().clone());
+        }
+    }
+}
+
+/// The counter now (a cheap read: see [`clock`]); 0 when capture is off.
+#[inline]
+pub fn stamp() -> Stamp {
+    if STATE.load(Ordering::Relaxed) == ON {
+        Stamp(clock::ticks())
+    } else {
+        Stamp(0)
     }
 }
 
 /// Nanoseconds since capture was armed (0 when it is not).
-#[inline]
 pub fn now_ns() -> u64 {
-    match EPOCH.get() {
-        Some(e) => e.elapsed().as_nanos() as u64,
-        None => 0,
+    if STATE.load(Ordering::Relaxed) != ON {
+        return 0;
+    }
+    clock::Fit::now().ns(clock::ticks())
+}
+
+/// The counter ticks that `ns` nanoseconds last (to place a vendor's timestamps).
+pub fn ticks_of_ns(ns: u64) -> u64 {
+    clock::Fit::now().ticks_of(ns)
+}
+
+/// The id of `name` for [`launch_span`] (one lock per call: intern once per kernel).
+pub fn intern(name: &str) -> Name {
+    let mut names = NAMES.lock();
+    let (map, list) = names.get_or_insert_with(Default::default);
+    if let Some(&id) = map.get(name) {
+        return Name::Interned(id);
+    }
+    let id = list.len() as u32;
+    list.push(name.to_string());
+    map.insert(name.to_string(), id);
+    Name::Interned(id)
+}
+
+#[cold]
+fn register() -> *const Local {
+    let id = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+    let name = std::thread::current()
+        .name()
+        .map_or_else(|| format!("thread {id}"), str::to_string);
+    let local = Arc::new(Local {
+        id,
+        name,
+        ring: Ring::new(),
+    });
+    let ptr = Arc::as_ptr(&local);
+    THREADS.lock().push(local);
+    LOCAL.with(|l| l.set(ptr));
+    ptr
+}
+
+#[inline]
+fn push(rec: Rec) {
+    let mut ptr = LOCAL.with(Cell::get);
+    if ptr.is_null() {
+        ptr = register();
+    }
+    // SAFETY: `ptr` points into an `Arc<Local>` that `THREADS` keeps for the process's life,
+    // and this thread is the only one that pushes into its own ring.
+    let wake = unsafe { (*ptr).ring.push(rec) };
+    if wake {
+        if let Some(w) = WRITER.get() {
+            w.unpark();
+        }
     }
 }
 
-/// This thread's ordinal and buffer, registered on first use.
-fn local<R>(f: impl FnOnce(u64, &Buffer) -> R) -> R {
-    LOCAL.with(|local| {
-        let mut local = local.borrow_mut();
-        let (id, buf) = local.get_or_insert_with(|| {
-            let id = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-            let name = std::thread::current()
-                .name()
-                .map_or_else(|| format!("thread {id}"), str::to_string);
-            let buf: Buffer = Arc::new(Mutex::new(Vec::new()));
-            THREADS.lock().push((id, name, buf.clone()));
-            (id, buf)
-        });
-        f(*id, buf)
-    })
+/// Records a host span of `name` on the calling thread from `start` ([`stamp`]) to now.
+pub fn host_span(kind: Kind, name: &str, start: Stamp, args: Args) {
+    let name = intern(name);
+    host_span_named(kind, name, start, args)
 }
 
-fn push(span: Span) {
-    local(|_, buf| {
-        let mut buf = buf.lock();
-        if buf.len() >= MAX_SPANS_PER_THREAD {
-            DROPPED.fetch_add(1, Ordering::Relaxed);
-        } else {
-            buf.push(span);
-        }
-    })
-}
-
-fn thread_track() -> Track {
-    local(|id, _| Track::Thread(id))
-}
-
-/// Records a host span on the calling thread from `start_ns` ([`now_ns`]) to now.
-pub fn host_span(kind: Kind, name: &str, start_ns: u64, args: Args) {
-    let end = now_ns();
-    let track = thread_track();
-    push(Span {
+/// [`host_span`] of a name already interned or static (no lock).
+pub fn host_span_named(kind: Kind, name: Name, start: Stamp, args: Args) {
+    let end = clock::ticks();
+    push(Rec::Host {
         kind,
-        name: name.to_string(),
-        start_ns,
-        dur_ns: end.saturating_sub(start_ns),
-        track,
-        tier: None,
+        name,
+        start: start.0,
+        end,
         args,
     });
 }
 
-/// Names the track of stream `key` (shown as the track's name in the trace).
+/// A launch on stream `key`: its host span from `start` to `end` on the calling thread, and
+/// its device span on the stream's track, timed as `device` says.
+pub fn launch_span(
+    name: Name,
+    key: u64,
+    start: Stamp,
+    end: Stamp,
+    args: Args,
+    device: DeviceTiming,
+) {
+    push(Rec::Launch {
+        name,
+        stream: key,
+        start: start.0,
+        end: end.0,
+        args,
+        device,
+    });
+}
+
+/// Names the track of stream `key` (by default: the backend and the key).
 pub fn name_stream(key: u64, name: impl FnOnce() -> String) {
     let mut streams = STREAMS.lock();
     streams
@@ -301,74 +415,280 @@ pub fn name_stream(key: u64, name: impl FnOnce() -> String) {
         .or_insert_with(name);
 }
 
-/// Records a finished device span on stream `key`'s track.
-pub fn device_span(key: u64, name: &str, start_ns: u64, end_ns: u64, tier: Tier, args: Args) {
-    push(Span {
-        kind: Kind::Launch,
-        name: name.to_string(),
-        start_ns,
-        dur_ns: end_ns.saturating_sub(start_ns),
-        track: Track::Stream(key),
-        tier: Some(tier),
-        args,
+/// Says which source timed `backend`'s device spans (shown in `otherData.device_sources`):
+/// `"cupti"`, `"events"`, `"timestamps"`, `"host"`, with a note where a source was absent.
+pub fn set_device_source(backend: &'static str, source: String) {
+    let mut s = SOURCES.lock();
+    match s.iter_mut().find(|(b, _)| *b == backend) {
+        Some(e) => e.1 = source,
+        None => s.push((backend, source)),
+    }
+}
+
+/// [`set_device_source`] unless a source is already set for `backend`.
+pub fn note_device_source(backend: &'static str, source: &str) {
+    let mut s = SOURCES.lock();
+    if !s.iter().any(|(b, _)| *b == backend) {
+        s.push((backend, source.to_string()));
+    }
+}
+
+/// Registers `f` to run at [`finish`] before the last records are read (a vendor tracer's
+/// flush of its buffers).
+pub fn on_finish(f: fn()) {
+    let mut fl = FLUSHERS.lock();
+    if !fl.contains(&f) {
+        fl.push(f);
+    }
+}
+
+/// A vendor's dispatch record for the launch that was given [`DeviceTiming::Record`]`(id)`:
+/// it ran on the device from `start` to `end` (counter ticks, [`ticks_of_ns`]).
+pub fn device_record(id: u64, start: Stamp, end: Stamp) {
+    push(Rec::Record {
+        id,
+        start: start.0,
+        end: end.0,
     });
 }
 
-/// Holds a device span of an asynchronous stream, submitted at `start_ns`, until
-/// [`stream_completed`] says the stream has drained. With a `clock` (device events or
-/// timestamps around the launch, tier `tier`) the span lasts what the clock says; without
-/// one, or when it cannot say, it gets tier `HOST` (submit to complete).
-pub fn pend_device_span(
-    key: u64,
-    name: &str,
-    start_ns: u64,
-    args: Args,
-    clock: Option<(Tier, DeviceClock)>,
-) {
-    let (tier, clock) = match clock {
-        Some((t, c)) => (t, Some(c)),
-        None => (Tier::Host, None),
-    };
-    let span = Span {
-        kind: Kind::Launch,
-        name: name.to_string(),
-        start_ns,
-        dur_ns: 0,
-        track: Track::Stream(key),
-        tier: Some(tier),
-        args,
-    };
-    PENDING
-        .lock()
-        .get_or_insert_with(HashMap::new)
-        .entry(key)
-        .or_default()
-        .push((span, clock));
+/// Stream `key` has completed everything submitted to it before `sync_start` (the stamp
+/// taken when the sync or download began): its pending spans are resolved by the writer.
+pub fn stream_completed(key: u64, sync_start: Stamp) {
+    push(Rec::Completed {
+        stream: key,
+        sync_start: sync_start.0,
+        end: clock::ticks(),
+    });
 }
 
-/// Stream `key` has completed everything submitted to it: its pending spans are resolved. A
-/// span with a device clock lasts what the clock measured and starts at its submission or
-/// where the previous span on the stream ended, whichever is later (a stream runs its work in
-/// order); the others share the window from their submission to now (tier `HOST`).
-pub fn stream_completed(key: u64) {
-    let spans = PENDING.lock().as_mut().and_then(|p| p.remove(&key));
-    let Some(spans) = spans else { return };
-    let end = now_ns();
-    let n = spans.len() as u64;
-    let mut cursor = 0u64;
-    for (i, (mut span, clock)) in spans.into_iter().enumerate() {
-        let start = span.start_ns.max(cursor);
-        span.start_ns = start;
-        match clock.and_then(|c| c()) {
-            Some(dur) => span.dur_ns = dur,
-            None => {
-                let remaining = n - i as u64;
-                span.tier = Some(Tier::Host);
-                span.dur_ns = end.saturating_sub(start) / remaining.max(1);
+/// How long a resolved span lasts.
+#[derive(Clone, Copy)]
+enum Dur {
+    Ticks(u64),
+    Ns(u64),
+}
+
+/// A resolved span, as kept until the trace is written.
+#[derive(Clone)]
+struct Out {
+    kind: Kind,
+    name: Name,
+    /// A thread ordinal, or a stream key (`device`).
+    track: u64,
+    device: bool,
+    start: u64,
+    dur: Dur,
+    tier: Option<Tier>,
+    args: Args,
+}
+
+/// A device span waiting for its stream (or its dispatch record).
+struct Pend {
+    name: Name,
+    start: u64,
+    /// When the launch call returned: a completion whose sync began after it covers it.
+    returned: u64,
+    args: Args,
+    timing: DeviceTiming,
+}
+
+#[derive(Default)]
+struct Store {
+    spans: Vec<Out>,
+    pending: HashMap<u64, Vec<Pend>>,
+    /// Per stream: completions seen (sync start, end), sorted, the latest few.
+    completions: HashMap<u64, Vec<(u64, u64)>>,
+    /// Per stream: where its last resolved device span ended.
+    cursor: HashMap<u64, u64>,
+    /// Spans resolved on the host but waiting for a dispatch record, by id.
+    awaiting: HashMap<u64, Out>,
+    /// Dispatch records that came before their span, by id.
+    early: HashMap<u64, (u64, u64)>,
+    /// The backend of each stream's first span (to name its track).
+    stream_backend: HashMap<u64, &'static str>,
+}
+
+static STORE: Mutex<Option<Store>> = Mutex::new(None);
+
+/// Moves every thread's records into the store and resolves what can be.
+fn drain() {
+    let locals: Vec<Arc<Local>> = THREADS.lock().clone();
+    let mut store = STORE.lock();
+    let store = store.get_or_insert_with(Store::default);
+    let mut touched: Vec<u64> = Vec::new();
+    for local in &locals {
+        let id = local.id;
+        // SAFETY: drains are serialised by the store's lock, held here.
+        unsafe { local.ring.drain(|rec| store.accept(id, rec, &mut touched)) };
+    }
+    touched.sort_unstable();
+    touched.dedup();
+    for key in touched {
+        store.resolve(key);
+    }
+}
+
+impl Store {
+    fn accept(&mut self, thread: u64, rec: Rec, touched: &mut Vec<u64>) {
+        match rec {
+            Rec::Host {
+                kind,
+                name,
+                start,
+                end,
+                args,
+            } => self.spans.push(Out {
+                kind,
+                name,
+                track: thread,
+                device: false,
+                start,
+                dur: Dur::Ticks(end.saturating_sub(start)),
+                tier: None,
+                args,
+            }),
+            Rec::Launch {
+                name,
+                stream,
+                start,
+                end,
+                args,
+                device,
+            } => {
+                self.stream_backend.entry(stream).or_insert(args.backend);
+                let host = Out {
+                    kind: Kind::Launch,
+                    name,
+                    track: thread,
+                    device: false,
+                    start,
+                    dur: Dur::Ticks(end.saturating_sub(start)),
+                    tier: None,
+                    args: args.clone(),
+                };
+                match device {
+                    DeviceTiming::None => {}
+                    DeviceTiming::Exact => self.spans.push(Out {
+                        track: stream,
+                        device: true,
+                        tier: Some(Tier::Host),
+                        ..host.clone()
+                    }),
+                    timing => {
+                        self.pending.entry(stream).or_default().push(Pend {
+                            name,
+                            start,
+                            returned: end,
+                            args,
+                            timing,
+                        });
+                        touched.push(stream);
+                    }
+                }
+                self.spans.push(host);
+            }
+            Rec::Completed {
+                stream,
+                sync_start,
+                end,
+            } => {
+                let list = self.completions.entry(stream).or_default();
+                let at = list.partition_point(|c| c.0 <= sync_start);
+                list.insert(at, (sync_start, end));
+                if list.len() > 64 {
+                    list.remove(0);
+                }
+                touched.push(stream);
+            }
+            Rec::Record { id, start, end } => match self.awaiting.remove(&id) {
+                Some(mut out) => {
+                    out.start = start;
+                    out.dur = Dur::Ticks(end.saturating_sub(start));
+                    out.tier = Some(Tier::Device);
+                    self.spans.push(out);
+                }
+                None => {
+                    self.early.insert(id, (start, end));
+                }
+            },
+        }
+    }
+
+    /// Resolves stream `key`'s pending spans that a completion covers.
+    fn resolve(&mut self, key: u64) {
+        let (Some(pending), Some(comps)) = (self.pending.get_mut(&key), self.completions.get(&key))
+        else {
+            return;
+        };
+        // Each pending span's covering completion: the first whose sync began after the
+        // launch call returned.
+        let mut batches: Vec<(u64, Vec<Pend>)> = Vec::new();
+        let mut left = Vec::new();
+        for p in pending.drain(..) {
+            let i = comps.partition_point(|c| c.0 < p.returned);
+            match comps.get(i) {
+                Some(&(_, end)) => match batches.last_mut() {
+                    Some((e, list)) if *e == end => list.push(p),
+                    _ => batches.push((end, vec![p])),
+                },
+                None => left.push(p),
             }
         }
-        cursor = start + span.dur_ns;
-        push(span);
+        *pending = left;
+        let fit = clock::Fit::now();
+        let mut cursor = self.cursor.get(&key).copied().unwrap_or(0);
+        for (end, list) in batches {
+            let n = list.len() as u64;
+            for (i, p) in list.into_iter().enumerate() {
+                let start = p.start.max(cursor);
+                let mut out = Out {
+                    kind: Kind::Launch,
+                    name: p.name,
+                    track: key,
+                    device: true,
+                    start,
+                    dur: Dur::Ticks(0),
+                    tier: Some(Tier::Host),
+                    args: p.args,
+                };
+                let host_share = end.saturating_sub(start) / (n - i as u64).max(1);
+                match p.timing {
+                    DeviceTiming::Pending(Some((tier, clock))) => match clock() {
+                        Some(ns) => {
+                            out.dur = Dur::Ns(ns);
+                            out.tier = Some(tier);
+                            cursor = start + fit.ticks_of(ns);
+                        }
+                        None => {
+                            out.dur = Dur::Ticks(host_share);
+                            cursor = start + host_share;
+                        }
+                    },
+                    DeviceTiming::Record(id) => {
+                        out.dur = Dur::Ticks(host_share);
+                        cursor = start + host_share;
+                        match self.early.remove(&id) {
+                            Some((s, e)) => {
+                                out.start = s;
+                                out.dur = Dur::Ticks(e.saturating_sub(s));
+                                out.tier = Some(Tier::Device);
+                            }
+                            None => {
+                                self.awaiting.insert(id, out);
+                                continue;
+                            }
+                        }
+                    }
+                    _ => {
+                        out.dur = Dur::Ticks(host_share);
+                        cursor = start + host_share;
+                    }
+                }
+                self.spans.push(out);
+            }
+        }
+        self.cursor.insert(key, cursor);
     }
 }
 
@@ -392,92 +712,152 @@ pub fn finish() -> Result<Option<PathBuf>, ProfileError> {
     Ok(Some(path))
 }
 
-/// The trace so far as Chrome trace-event JSON.
+/// The trace so far as Chrome trace-event JSON (every thread's records drained first).
 pub fn trace_json() -> String {
-    use serde_json::{json, Map, Value};
-    let unclaimed: usize = PENDING
-        .lock()
-        .as_ref()
-        .map_or(0, |p| p.values().map(Vec::len).sum());
-    let threads: Vec<(u64, String, Buffer)> = THREADS.lock().clone();
+    use std::fmt::Write;
+    let flushers: Vec<fn()> = FLUSHERS.lock().clone();
+    for f in flushers {
+        f();
+    }
+    drain();
+    let fit = clock::Fit::now();
+    let locals: Vec<Arc<Local>> = THREADS.lock().clone();
+    let overflowed: u64 = locals
+        .iter()
+        .map(|l| l.ring.overflowed.load(Ordering::Relaxed))
+        .sum();
+    let names = NAMES.lock();
+    let interned: &[String] = names.as_ref().map_or(&[], |(_, l)| l.as_slice());
+    let name_of = |n: Name| -> &str {
+        match n {
+            Name::Static(s) => s,
+            Name::Interned(i) => interned.get(i as usize).map_or("?", String::as_str),
+        }
+    };
     let streams = STREAMS.lock().clone().unwrap_or_default();
-    let mut events = Vec::new();
+    let sources = SOURCES.lock().clone();
+    let store = STORE.lock();
+    let empty = Store::default();
+    let store = store.as_ref().unwrap_or(&empty);
+    let unclaimed: usize = store.pending.values().map(Vec::len).sum();
+    let unmatched = store.awaiting.len();
+    let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into());
     let pid = 1;
-    events.push(json!({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": "xpu"}}));
-    // Stream tracks follow the host threads: tids from 1_000_000 in first-seen order.
-    let mut stream_tids: HashMap<u64, u64> = HashMap::new();
-    for (id, name, _) in &threads {
-        events.push(
-            json!({"ph": "M", "pid": pid, "tid": id, "name": "thread_name",
-            "args": {"name": name}}),
+    let mut out = String::with_capacity(256 * (store.spans.len() + 16));
+    out.push_str("{\"traceEvents\":[");
+    let _ = write!(
+        out,
+        "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_name\",\"args\":{{\"name\":\"xpu\"}}}}"
+    );
+    for l in &locals {
+        let _ = write!(
+            out,
+            ",{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"name\":\"thread_name\",\"args\":{{\"name\":{}}}}}",
+            l.id,
+            q(&l.name)
         );
     }
-    for (_, _, buf) in &threads {
-        for span in buf.lock().iter() {
-            let tid = match span.track {
-                Track::Thread(id) => id,
-                Track::Stream(key) => {
-                    let next = 1_000_000 + stream_tids.len() as u64;
-                    let tid = *stream_tids.entry(key).or_insert(next);
-                    if tid == next {
-                        let name = streams
-                            .get(&key)
-                            .cloned()
-                            .unwrap_or_else(|| format!("stream {}", tid - 1_000_000));
-                        events.push(json!({"ph": "M", "pid": pid, "tid": tid,
-                            "name": "thread_name", "args": {"name": name}}));
-                    }
-                    tid
-                }
-            };
-            let mut args = Map::new();
-            if !span.args.backend.is_empty() {
-                args.insert("backend".into(), json!(span.args.backend));
+    // Stream tracks follow the host threads: tids from 1_000_000 in first-seen order.
+    let mut stream_tids: HashMap<u64, u64> = HashMap::new();
+    let mut write_span = |out: &mut String, s: &Out, dur_ns: u64, tier: Option<Tier>| {
+        let tid = if s.device {
+            let next = 1_000_000 + stream_tids.len() as u64;
+            let tid = *stream_tids.entry(s.track).or_insert(next);
+            if tid == next {
+                let name = streams.get(&s.track).cloned().unwrap_or_else(|| {
+                    format!(
+                        "{} stream {:#x}",
+                        store
+                            .stream_backend
+                            .get(&s.track)
+                            .copied()
+                            .unwrap_or("device"),
+                        s.track & 0xffff_ffff
+                    )
+                });
+                let _ = write!(
+                    out,
+                    ",{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":{}}}}}",
+                    q(&name)
+                );
             }
-            if span.kind == Kind::Launch {
-                args.insert("kernel".into(), json!(span.name));
-            }
-            if let Some(g) = span.args.grid {
-                args.insert("grid".into(), json!(g));
-            }
-            if let Some(b) = span.args.block {
-                args.insert("block".into(), json!(b));
-            }
-            if let Some(b) = span.args.bytes {
-                args.insert("bytes".into(), json!(b));
-            }
-            if let Some(s) = span.args.stage {
-                args.insert("stage".into(), json!(s));
-            }
-            if let Some(t) = span.tier {
-                args.insert("tier".into(), json!(t.name()));
-            }
-            events.push(json!({
-                "name": span.name,
-                "cat": if span.tier.is_some() { format!("device.{}", span.kind.name()) }
-                       else { span.kind.name().to_string() },
-                "ph": "X",
-                "ts": span.start_ns as f64 / 1000.0,
-                "dur": span.dur_ns as f64 / 1000.0,
-                "pid": pid,
-                "tid": tid,
-                "args": Value::Object(args),
-            }));
+            tid
+        } else {
+            s.track
+        };
+        let name = q(name_of(s.name));
+        let cat = if s.device {
+            format!("device.{}", s.kind.name())
+        } else {
+            s.kind.name().to_string()
+        };
+        let _ = write!(
+            out,
+            ",{{\"name\":{name},\"cat\":\"{cat}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":{pid},\"tid\":{tid},\"args\":{{",
+            fit.ns(s.start) as f64 / 1000.0,
+            dur_ns as f64 / 1000.0,
+        );
+        let mut sep = "";
+        let a = &s.args;
+        if !a.backend.is_empty() {
+            let _ = write!(out, "\"backend\":{}", q(a.backend));
+            sep = ",";
         }
+        if s.kind == Kind::Launch {
+            let _ = write!(out, "{sep}\"kernel\":{name}");
+            sep = ",";
+        }
+        if let Some(g) = a.grid {
+            let _ = write!(out, "{sep}\"grid\":[{},{},{}]", g[0], g[1], g[2]);
+            sep = ",";
+        }
+        if let Some(b) = a.block {
+            let _ = write!(out, "{sep}\"block\":[{},{},{}]", b[0], b[1], b[2]);
+            sep = ",";
+        }
+        if let Some(b) = a.bytes {
+            let _ = write!(out, "{sep}\"bytes\":{b}");
+            sep = ",";
+        }
+        if let Some(st) = a.stage {
+            let _ = write!(out, "{sep}\"stage\":{}", q(st));
+            sep = ",";
+        }
+        if let Some(t) = tier {
+            let _ = write!(out, "{sep}\"tier\":\"{}\"", t.name());
+        }
+        out.push_str("}}");
+    };
+    let dur_of = |d: Dur| match d {
+        Dur::Ticks(t) => fit.dur_ns(t),
+        Dur::Ns(ns) => ns,
+    };
+    for s in &store.spans {
+        write_span(&mut out, s, dur_of(s.dur), s.tier);
     }
-    let counters = json!({
+    // Spans whose dispatch record never came: submit to complete.
+    for s in store.awaiting.values() {
+        write_span(&mut out, s, dur_of(s.dur), Some(Tier::Host));
+    }
+    let device_sources: serde_json::Map<String, serde_json::Value> = sources
+        .iter()
+        .map(|(b, s)| (b.to_string(), serde_json::Value::from(s.as_str())))
+        .collect();
+    let counters = serde_json::json!({
         "gpu_pending_overflow": 0,
         "unclaimed": unclaimed,
-        "records_dropped": DROPPED.load(Ordering::Relaxed),
+        "records_dropped": 0,
+        "device_unmatched": unmatched,
+        "ring_overflow": overflowed,
     });
-    events.push(
-        json!({"ph": "C", "pid": pid, "tid": 0, "ts": now_ns() as f64 / 1000.0,
-        "name": "capture", "args": counters.clone()}),
+    let _ = write!(
+        out,
+        ",{{\"ph\":\"C\",\"pid\":{pid},\"tid\":0,\"ts\":{:.3},\"name\":\"capture\",\"args\":{counters}}}",
+        fit.ns(clock::ticks()) as f64 / 1000.0
     );
-    serde_json::to_string(&json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": counters,
-    }))
-    .unwrap_or_default()
+    let mut other = counters;
+    other["device_sources"] = serde_json::Value::Object(device_sources);
+    other["clock"] = serde_json::Value::from(if clock::init() { "tsc" } else { "monotonic" });
+    let _ = write!(out, "],\"displayTimeUnit\":\"ns\",\"otherData\":{other}}}");
+    out
 }

@@ -1,13 +1,12 @@
 //! The launch path's half of recording: what the runtime calls around a launch
 //! ([`before`], [`after`]) and after a stream drains ([`on_sync`]).
 
-use super::writer::{self, ArgRec, LaunchRec, Msg};
+use super::writer::{self, ArgRec, Head, LaunchRec, Msg};
 use super::{RecordError, RecordSummary};
 use crate::hal::launch::{elem_name, Launch};
 use crate::hal::{Backend, DeviceArg, DeviceImpl, DeviceMemory, Init, StreamImpl};
 use crate::ir::{Function, VerifiedModule};
 use parking_lot::{Mutex, RwLock};
-use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,14 +19,19 @@ struct Recorder {
     /// The devices recorded (by id); `None`: every device.
     devices: Mutex<Option<HashSet<u64>>>,
     tx: Mutex<Option<Sender<Msg>>>,
-    thread: Mutex<Option<JoinHandle<(RecordSummary, Option<String>)>>>,
+    thread: Mutex<Option<JoinHandle<WriterResult>>>,
     seq: AtomicU64,
 }
+
+/// What the writer thread ends with: its summary and the first error it met.
+type WriterResult = (RecordSummary, Option<String>);
+/// Modules sent to the writer: by `Arc` address, the module and its hash.
+type SentModules = HashMap<usize, (Arc<VerifiedModule>, Arc<str>)>;
 
 static RECORDER: RwLock<Option<Arc<Recorder>>> = RwLock::new(None);
 /// Modules already sent to the writer, by the address of their `Arc` (kept alive here so the
 /// address is not reused), with their hash.
-static MODULES: Mutex<Option<HashMap<usize, (Arc<VerifiedModule>, Arc<str>)>>> = Mutex::new(None);
+static MODULES: Mutex<Option<SentModules>> = Mutex::new(None);
 /// Launches on asynchronous streams whose buffers are downloaded at the stream's next sync.
 static PENDING: Mutex<Option<HashMap<usize, Vec<Pending>>>> = Mutex::new(None);
 
@@ -162,7 +166,7 @@ pub struct Pre {
     stream: Arc<dyn StreamImpl>,
     eager: bool,
     seq: u64,
-    head: Map<String, Value>,
+    head: Head,
     args: Vec<ArgSnap>,
 }
 
@@ -225,7 +229,6 @@ pub fn before(
     let module_hash = module_hash(module, &tx);
     let backend = device.backend();
     let eager = eager(backend);
-    let facts = device.facts();
     let mut snaps = Vec::with_capacity(args.len());
     for (i, arg) in args.iter().enumerate() {
         let param = function
@@ -253,25 +256,17 @@ pub fn before(
         });
     }
     let seq = recorder.seq.fetch_add(1, Ordering::Relaxed);
-    let mut head = Map::new();
-    head.insert("format".into(), json!(super::FORMAT));
-    head.insert("seq".into(), json!(seq));
-    head.insert("kernel".into(), json!(kernel));
-    head.insert("module".into(), json!(&*module_hash));
-    head.insert("backend".into(), json!(backend.name()));
-    head.insert(
-        "device".into(),
-        json!(format!(
-            "{}:{}",
-            backend.name(),
-            facts.name.as_deref().unwrap_or("unknown")
-        )),
-    );
-    head.insert("grid".into(), json!(launch.grid));
-    head.insert("block".into(), json!(launch.block));
-    head.insert("shared_bytes".into(), json!(launch.shared_bytes));
-    head.insert("shared_opt_in".into(), json!(launch.shared_opt_in));
-    head.insert("wave".into(), json!(built_wave.or(launch.wave)));
+    let head = Head {
+        kernel: kernel.into(),
+        module: module_hash,
+        backend: backend.name(),
+        device: device_key(device),
+        grid: launch.grid,
+        block: launch.block,
+        shared_bytes: launch.shared_bytes,
+        shared_opt_in: launch.shared_opt_in,
+        wave: built_wave.or(launch.wave),
+    };
     Some(Pre {
         recorder,
         device: device.clone(),
@@ -281,6 +276,26 @@ pub fn before(
         head,
         args: snaps,
     })
+}
+
+/// The device key of a record (`backend:name`), made once per device.
+fn device_key(device: &Arc<dyn DeviceImpl>) -> Arc<str> {
+    type Keys = Vec<(std::sync::Weak<dyn DeviceImpl>, Arc<str>)>;
+    static KEYS: Mutex<Keys> = Mutex::new(Vec::new());
+    let mut keys = KEYS.lock();
+    keys.retain(|(d, _)| d.strong_count() > 0);
+    let weak = Arc::downgrade(device);
+    if let Some((_, k)) = keys.iter().find(|(d, _)| d.ptr_eq(&weak)) {
+        return k.clone();
+    }
+    let key: Arc<str> = format!(
+        "{}:{}",
+        device.backend().name(),
+        device.facts().name.as_deref().unwrap_or("unknown")
+    )
+    .into();
+    keys.push((weak, key.clone()));
+    key
 }
 
 fn module_hash(module: &Arc<VerifiedModule>, tx: &Sender<Msg>) -> Arc<str> {

@@ -499,6 +499,7 @@ impl Replayer {
             shared_opt_in: field("shared_opt_in")?.as_bool().unwrap_or(false),
             wave: rec.get("wave").and_then(Value::as_u64).map(|w| w as u32),
             deadline: budget,
+            interp: Default::default(),
         };
         let done = |verdict| {
             Ok(Some(Replayed {

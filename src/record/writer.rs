@@ -22,10 +22,43 @@ pub(crate) enum ArgRec {
     },
 }
 
+/// The fields of a record other than its arguments, as the launch path captured them (the
+/// JSON is made on the writer thread).
+pub(crate) struct Head {
+    pub kernel: std::sync::Arc<str>,
+    pub module: std::sync::Arc<str>,
+    pub backend: &'static str,
+    /// The device key (`backend:name`).
+    pub device: std::sync::Arc<str>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub shared_opt_in: bool,
+    pub wave: Option<u32>,
+}
+
+impl Head {
+    fn json(&self, seq: u64) -> Map<String, Value> {
+        let mut head = Map::new();
+        head.insert("format".into(), json!(super::FORMAT));
+        head.insert("seq".into(), json!(seq));
+        head.insert("kernel".into(), json!(&*self.kernel));
+        head.insert("module".into(), json!(&*self.module));
+        head.insert("backend".into(), json!(self.backend));
+        head.insert("device".into(), json!(&*self.device));
+        head.insert("grid".into(), json!(self.grid));
+        head.insert("block".into(), json!(self.block));
+        head.insert("shared_bytes".into(), json!(self.shared_bytes));
+        head.insert("shared_opt_in".into(), json!(self.shared_opt_in));
+        head.insert("wave".into(), json!(self.wave));
+        head
+    }
+}
+
 /// One launch as captured: every field of the record but the arguments, and the arguments.
 pub(crate) struct LaunchRec {
     pub seq: u64,
-    pub head: Map<String, Value>,
+    pub head: Head,
     pub args: Vec<ArgRec>,
 }
 
@@ -42,6 +75,9 @@ pub(crate) enum Msg {
 }
 
 struct Writer {
+    /// One compression context for the run (making one per buffer costs more than small
+    /// buffers' compression).
+    zstd: Option<zstd::bulk::Compressor<'static>>,
     dir: PathBuf,
     budget: u64,
     known: HashSet<String>,
@@ -53,6 +89,7 @@ struct Writer {
 /// error, if any.
 pub(crate) fn run(dir: PathBuf, budget: u64, rx: Receiver<Msg>) -> (RecordSummary, Option<String>) {
     let mut w = Writer {
+        zstd: zstd::bulk::Compressor::new(3).ok(),
         summary: RecordSummary {
             dir: dir.clone(),
             budget,
@@ -102,11 +139,16 @@ impl Writer {
         // Hash every buffer; compress those not yet stored.
         let mut fresh: Vec<(String, Vec<u8>)> = Vec::new();
         let mut fresh_names: HashSet<String> = HashSet::new();
+        let zstd = &mut self.zstd;
+        let known = &self.known;
         let mut hash_of = |bytes: &[u8], fresh: &mut Vec<(String, Vec<u8>)>| -> String {
             let h = content_hash(bytes);
-            if !self.known.contains(&h) && fresh_names.insert(h.clone()) {
-                let z = zstd::bulk::compress(bytes, 3).unwrap_or_else(|_| bytes.to_vec());
-                fresh.push((h.clone(), z));
+            if !known.contains(&h) && fresh_names.insert(h.clone()) {
+                let z = match zstd.as_mut() {
+                    Some(c) => c.compress(bytes),
+                    None => zstd::bulk::compress(bytes, 3),
+                };
+                fresh.push((h.clone(), z.unwrap_or_else(|_| bytes.to_vec())));
             }
             h
         };
@@ -145,7 +187,7 @@ impl Writer {
             self.known.insert(h.clone());
         }
         self.summary.bytes += new_bytes;
-        let mut head = rec.head;
+        let mut head = rec.head.json(rec.seq);
         head.insert("args".into(), Value::Array(args));
         let path = launches_dir(&self.dir).join(format!("{:08}.json", rec.seq));
         match std::fs::write(&path, Value::Object(head).to_string()) {

@@ -32,6 +32,7 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
 /// # Safety
 /// As for [`Element`].
 pub unsafe trait ScalarElement: Element {
+    /// The element type as the IR names it.
     const SCALAR: Scalar;
 }
 
@@ -126,6 +127,7 @@ impl RawBuffer {
         })
     }
 
+    /// The device the buffer lives on.
     pub fn device(&self) -> &Device {
         &self.device
     }
@@ -140,6 +142,7 @@ impl RawBuffer {
         self.offset
     }
 
+    /// The view's length in bytes.
     pub fn byte_len(&self) -> usize {
         self.len
     }
@@ -180,7 +183,7 @@ impl RawBuffer {
                 what: format!("{} bytes into a view of {}", data.len(), self.len),
             });
         }
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let result = self.device.implementation().write(
             stream.implementation().as_ref(),
             &self.memory,
@@ -192,11 +195,11 @@ impl RawBuffer {
     }
 
     /// A host span of a copy, when the profiler is armed.
-    fn copy_span(&self, name: &str, start: u64, bytes: usize) {
+    fn copy_span(&self, name: &'static str, start: crate::profile::Stamp, bytes: usize) {
         if crate::profile::armed() {
-            crate::profile::host_span(
+            crate::profile::host_span_named(
                 crate::profile::Kind::Copy,
-                name,
+                crate::profile::Name::Static(name),
                 start,
                 crate::profile::Args {
                     backend: self.device.backend().name(),
@@ -210,7 +213,7 @@ impl RawBuffer {
     /// Enqueues on `stream` a copy of the whole view to the host.
     pub fn read_async(&self, stream: &KernelStream) -> Result<Box<dyn ReadTicket>, DeviceError> {
         self.check_stream(stream)?;
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let result = self.device.implementation().read(
             stream.implementation().as_ref(),
             &self.memory,
@@ -231,7 +234,7 @@ impl RawBuffer {
     /// The view's bytes, after the work enqueued on this thread's default stream.
     pub fn read(&self) -> Result<Vec<u8>, DeviceError> {
         let stream = KernelStream::current(&self.device);
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let bytes = self.read_async(&stream)?.wait();
         if crate::record::armed() || crate::profile::armed() {
             // The download waited for everything before it on the stream.
@@ -257,7 +260,7 @@ impl RawBuffer {
                 what: format!("a copy of {} bytes into a view of {}", src.len, self.len),
             });
         }
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let result = self.device.implementation().copy(
             stream.implementation().as_ref(),
             &src.memory,
@@ -286,6 +289,19 @@ impl<T: Element> PendingDownload<T> {
 }
 
 /// A typed device buffer of `T` elements (contract §2.2's `KernelBuffer<T>`).
+///
+/// ```
+/// use xpu::{Backend, Device, KernelBuffer};
+///
+/// let device = Device::open(Backend::Interp).unwrap();
+/// let mut b = KernelBuffer::from_slice(&device, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+/// assert_eq!(b.len(), 4);
+/// b.upload(&[5.0, 6.0, 7.0, 8.0]).unwrap();
+/// // A slice is a view of the same memory; a view reinterprets the bytes.
+/// let tail = b.slice(2..).unwrap();
+/// assert_eq!(tail.download().unwrap(), vec![7.0, 8.0]);
+/// assert_eq!(b.word_view().unwrap().download().unwrap()[0], 5.0f32.to_bits());
+/// ```
 pub struct KernelBuffer<T: Element> {
     raw: RawBuffer,
     _elem: PhantomData<T>,
@@ -359,10 +375,12 @@ impl<T: Element> KernelBuffer<T> {
         self.raw.len / std::mem::size_of::<T>()
     }
 
+    /// Whether the buffer has no elements.
     pub fn is_empty(&self) -> bool {
         self.raw.len == 0
     }
 
+    /// The buffer's length in bytes.
     pub fn byte_len(&self) -> usize {
         self.raw.len
     }
@@ -372,10 +390,12 @@ impl<T: Element> KernelBuffer<T> {
         self.raw.offset
     }
 
+    /// The device the buffer lives on.
     pub fn device(&self) -> &Device {
         &self.raw.device
     }
 
+    /// The untyped view of the same memory.
     pub fn raw(&self) -> &RawBuffer {
         &self.raw
     }

@@ -1,7 +1,7 @@
 //! When a launch runs its kernel's coarsened variant ([`crate::ir::coarsen`]): each
 //! work-item doing the work of [`FACTOR`] work-items of consecutive workgroups.
 //!
-//! GPU backends ask for it ([`super::DeviceImpl::coarsens`]) and get it on launches large
+//! GPU backends ask for it ([`crate::hal::DeviceImpl::coarsens`]) and get it on launches large
 //! enough that a quarter of the work-items still fill the device several times over, of
 //! kernels without loops (streaming kernels, where it was measured to pay); the CPU
 //! and the interpreter never do (their work-item loops are already the coarsening). The

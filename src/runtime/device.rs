@@ -3,7 +3,7 @@
 //! [`Kernel`]; a launch checks, picks the kernel's variant and hands it to the backend).
 //!
 //! This is the one file that names every backend: adding one is a folder under
-//! `src/backend/` implementing the `hal` seam and an arm in [`open_backend`].
+//! `src/backend/` implementing the `hal` seam and an arm in `open_backend`.
 
 #[cfg(feature = "cuda")]
 use crate::backend::cuda;
@@ -40,6 +40,17 @@ type LoadedProgram = (
 
 /// A handle to one backend's device: `Send + Sync`, cheap to clone; clones are the same
 /// device.
+///
+/// ```
+/// use xpu::{Backend, Device};
+///
+/// // The interpreter is always present; `Device::current()` picks the best device here.
+/// let device = Device::open(Backend::Interp).unwrap();
+/// assert_eq!(device.backend(), Backend::Interp);
+/// assert!(Device::available().contains(&Backend::Interp));
+/// let buffer = device.upload(&[1u32, 2, 3]).unwrap();
+/// assert_eq!(buffer.download().unwrap(), vec![1, 2, 3]);
+/// ```
 #[derive(Clone)]
 pub struct Device {
     inner: Arc<DeviceInner>,
@@ -86,6 +97,17 @@ impl Device {
     /// Wraps a backend implementation in a new device handle (tests and out-of-tree backends;
     /// [`Device::open`] is the usual way).
     pub fn from_impl(imp: Arc<dyn DeviceImpl>) -> Device {
+        if crate::profile::armed() {
+            // What times this backend's device spans, unless the backend said (CUPTI).
+            let backend = imp.backend();
+            let source = match (backend, imp.timer_tier()) {
+                (Backend::Interp | Backend::Cpu, _) => "host (the launch runs inside the call)",
+                (Backend::Vulkan, TimerTier::Event) => "timestamps (vkCmdWriteTimestamp)",
+                (_, TimerTier::Event) => "events",
+                _ => "host (submit to complete)",
+            };
+            crate::profile::note_device_source(backend.name(), source);
+        }
         Device {
             inner: Arc::new(DeviceInner {
                 id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
@@ -106,6 +128,14 @@ impl Device {
         let device = Device::from_impl(open_backend(backend)?);
         opened.insert(backend, device.clone());
         Ok(device)
+    }
+
+    /// A fresh interpreter device (not the shared one [`Device::open`] gives) whose every
+    /// launch starts from `options`: races allowed by buffer or shared-array name, a shuffle
+    /// seed, a step budget, a wave width, checks off. A launch's own
+    /// [`Launch::interp`](crate::hal::launch::Launch::interp) and wave win.
+    pub fn interp_with(options: crate::interp::Options) -> Device {
+        Device::from_impl(Arc::new(interp::InterpDevice::with_options(options)))
     }
 
     /// Every backend compiled into this build and present on this machine, in selection order
@@ -152,10 +182,12 @@ impl Device {
         CURRENT.get_or_init(select).backend()
     }
 
+    /// The backend this device belongs to.
     pub fn backend(&self) -> Backend {
         self.inner.imp.backend()
     }
 
+    /// What the device reports about itself: geometry, limits, features (contract §5.2).
     pub fn facts(&self) -> &DeviceFacts {
         self.inner.imp.facts()
     }
@@ -389,6 +421,7 @@ fn default_device() -> Device {
 
 /// What [`Device::load`] accepts: a verified module, owned or shared.
 pub trait IntoSharedModule {
+    /// The module behind a shared handle (no copy when it already is one).
     fn into_shared(self) -> Arc<VerifiedModule>;
 }
 impl IntoSharedModule for Arc<VerifiedModule> {
@@ -419,6 +452,19 @@ struct CoarseVariants {
 }
 
 /// A verified module loaded on a device.
+///
+/// ```
+/// use xpu::{Backend, Device};
+///
+/// let module = xpu::ir::parse("kernel zero(a: buf<u32, rw>) { a[global_id.x] = 0; }")
+///     .unwrap()
+///     .verify()
+///     .unwrap();
+/// let program = Device::open(Backend::Interp).unwrap().load(module).unwrap();
+/// assert!(program.kernel("zero").is_ok());
+/// // A name the module does not define is refused with a coded error.
+/// assert_eq!(program.kernel("nope").unwrap_err().code(), "XPU-L001");
+/// ```
 #[derive(Clone)]
 pub struct Program {
     device: Device,
@@ -430,10 +476,12 @@ pub struct Program {
 }
 
 impl Program {
+    /// The device the program is loaded on.
     pub fn device(&self) -> &Device {
         &self.device
     }
 
+    /// The verified module the program was loaded from.
     pub fn module(&self) -> &Arc<VerifiedModule> {
         &self.module
     }
@@ -479,7 +527,7 @@ impl Program {
                 tracked: tracked.to_string(),
             });
         }
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let imp = self.imp.kernel(name, function)?;
         if crate::profile::armed() {
             let backend = self.device.backend();
@@ -499,6 +547,7 @@ impl Program {
             program: self.clone(),
             handle,
             imp,
+            profile_name: std::sync::OnceLock::new(),
         })
     }
 
@@ -557,12 +606,36 @@ impl Program {
 }
 
 /// One kernel of a [`Program`], ready to launch.
+///
+/// ```
+/// use xpu::{args, Backend, Device, KernelStream, Launch};
+///
+/// let module = xpu::ir::parse("kernel fill(a: buf<u32, rw>, v: u32) { a[global_id.x] = v; }")
+///     .unwrap()
+///     .verify()
+///     .unwrap();
+/// let device = Device::open(Backend::Interp).unwrap();
+/// let kernel = device.load(module).unwrap().kernel("fill").unwrap();
+/// assert_eq!(kernel.name(), "fill");
+/// let mut a = device.alloc::<u32>(8).unwrap();
+/// let stream = KernelStream::current(&device);
+/// kernel
+///     .launch(&stream, Launch::grid(2).block(4), args![&mut a, 7u32])
+///     .unwrap();
+/// stream.sync().unwrap();
+/// assert_eq!(a.download().unwrap(), vec![7; 8]);
+/// // A wrong argument list is refused before anything runs.
+/// let e = kernel.launch(&stream, Launch::grid(1).block(1), args![&mut a]).unwrap_err();
+/// assert_eq!(e.code(), "XPU-L002");
+/// ```
 #[derive(Clone)]
 pub struct Kernel {
     name: String,
     program: Program,
     handle: Handle<Function>,
     imp: Arc<dyn KernelImpl>,
+    /// The name interned for the profiler, at the first profiled launch.
+    profile_name: std::sync::OnceLock<crate::profile::Name>,
 }
 
 impl fmt::Debug for Kernel {
@@ -578,10 +651,12 @@ impl fmt::Debug for Program {
 }
 
 impl Kernel {
+    /// The kernel's name in its module.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// What the backend built for the kernel: registers, shared memory, waves, code hash.
     pub fn manifest(&self) -> &KernelManifest {
         self.imp.manifest()
     }
@@ -598,6 +673,7 @@ impl Kernel {
         self.program.module.function(self.handle)
     }
 
+    /// The program the kernel belongs to.
     pub fn program(&self) -> &Program {
         &self.program
     }
@@ -685,6 +761,13 @@ impl Kernel {
             None
         };
         let profiling = crate::profile::armed();
+        if !profiling {
+            let result = self.launch_bound(stream, launch, bound);
+            if let Some(pre) = pre {
+                crate::record::capture::after(pre, result.is_ok());
+            }
+            return result;
+        }
         let bytes: u64 = bound
             .iter()
             .map(|a| match a {
@@ -693,53 +776,63 @@ impl Kernel {
             })
             .sum();
         let eager = matches!(device.backend(), Backend::Interp | Backend::Cpu);
-        // Device-event brackets (CUDA, HIP events; Vulkan timestamp writes in the command
-        // buffer) around the launch, where the backend's events carry device time.
-        let bracket =
-            if profiling && !eager && device.implementation().timer_tier() == TimerTier::Event {
-                stream.implementation().record().ok()
-            } else {
-                None
-            };
-        let start = crate::profile::now_ns();
+        // Where the backend has a vendor tracer (CUPTI on CUDA), its dispatch record times the
+        // launch; otherwise device-event brackets (CUDA, HIP events; Vulkan timestamp writes in
+        // the command buffer) where the backend's events carry device time.
+        let record_id = if eager {
+            None
+        } else {
+            device.implementation().profile_begin()
+        };
+        let bracket = if record_id.is_none()
+            && !eager
+            && device.implementation().timer_tier() == TimerTier::Event
+        {
+            stream.implementation().record().ok()
+        } else {
+            None
+        };
+        let start = crate::profile::stamp();
         let result = self.launch_bound(stream, launch, bound);
+        let end = crate::profile::stamp();
+        if let Some(id) = record_id {
+            device.implementation().profile_end(id);
+        }
         let bracket = bracket.and_then(|b| Some((b, stream.implementation().record().ok()?)));
-        if profiling {
-            let backend = device.backend();
-            let args = || crate::profile::Args {
-                backend: backend.name(),
+        let timing = if result.is_err() {
+            crate::profile::DeviceTiming::None
+        } else if eager {
+            // Host streams run the launch inside the call: submit to complete is exact.
+            crate::profile::DeviceTiming::Exact
+        } else if let Some(id) = record_id {
+            crate::profile::DeviceTiming::Record(id)
+        } else {
+            crate::profile::DeviceTiming::Pending(bracket.map(|(before, after)| {
+                let clock: crate::profile::DeviceClock = Box::new(move || {
+                    after
+                        .elapsed_since(before.as_ref())
+                        .map(|d| d.as_nanos() as u64)
+                });
+                (crate::profile::Tier::Event, clock)
+            }))
+        };
+        let name = *self
+            .profile_name
+            .get_or_init(|| crate::profile::intern(&self.name));
+        crate::profile::launch_span(
+            name,
+            stream.profile_key(),
+            start,
+            end,
+            crate::profile::Args {
+                backend: device.backend().name(),
                 grid: Some(launch.grid),
                 block: Some(launch.block),
                 bytes: Some(bytes),
                 stage: None,
-            };
-            let end = crate::profile::now_ns();
-            crate::profile::host_span(crate::profile::Kind::Launch, &self.name, start, args());
-            if result.is_ok() {
-                let key = stream.profile_key();
-                if eager {
-                    // Host streams run the launch inside the call: submit to complete is exact.
-                    crate::profile::device_span(
-                        key,
-                        &self.name,
-                        start,
-                        end,
-                        crate::profile::Tier::Host,
-                        args(),
-                    );
-                } else {
-                    let clock = bracket.map(|(before, after)| {
-                        let clock: crate::profile::DeviceClock = Box::new(move || {
-                            after
-                                .elapsed_since(before.as_ref())
-                                .map(|d| d.as_nanos() as u64)
-                        });
-                        (crate::profile::Tier::Event, clock)
-                    });
-                    crate::profile::pend_device_span(key, &self.name, start, args(), clock);
-                }
-            }
-        }
+            },
+            timing,
+        );
         if let Some(pre) = pre {
             crate::record::capture::after(pre, result.is_ok());
         }

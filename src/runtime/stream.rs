@@ -16,6 +16,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A stream of one device. Cheap to clone; clones are the same stream.
+///
+/// ```
+/// use xpu::{Backend, Device, KernelStream};
+///
+/// let device = Device::open(Backend::Interp).unwrap();
+/// let stream = KernelStream::current(&device);
+/// assert!(stream.device() == &device);
+/// let before = stream.record().unwrap();
+/// // ... launches on `stream` ...
+/// let after = stream.record().unwrap();
+/// stream.sync().unwrap();
+/// assert!(after.is_complete());
+/// let _elapsed = after.elapsed_since(&before); // None where the backend does not time events
+/// ```
 #[derive(Clone)]
 pub struct KernelStream {
     device: Device,
@@ -67,6 +81,7 @@ impl KernelStream {
         })
     }
 
+    /// The device the stream belongs to.
     pub fn device(&self) -> &Device {
         &self.device
     }
@@ -82,7 +97,7 @@ impl KernelStream {
         if !crate::record::armed() && !crate::profile::armed() {
             return self.imp.sync();
         }
-        let start = crate::profile::now_ns();
+        let start = crate::profile::stamp();
         let result = self.imp.sync();
         self.drained(start, result.is_ok());
         result
@@ -90,11 +105,11 @@ impl KernelStream {
 
     /// The stream has drained (a sync returned, or a download on it completed) with recording
     /// or profiling on: what waited for that is resolved, and `start` begins the sync's span.
-    pub(crate) fn drained(&self, start: u64, ok: bool) {
+    pub(crate) fn drained(&self, start: crate::profile::Stamp, ok: bool) {
         if crate::profile::armed() {
-            crate::profile::host_span(
+            crate::profile::host_span_named(
                 crate::profile::Kind::Sync,
-                "sync",
+                crate::profile::Name::Static("sync"),
                 start,
                 crate::profile::Args {
                     backend: self.device.backend().name(),
@@ -102,7 +117,7 @@ impl KernelStream {
                 },
             );
             if ok {
-                crate::profile::stream_completed(self.profile_key());
+                crate::profile::stream_completed(self.profile_key(), start);
             }
         }
         if ok && crate::record::armed() {
@@ -110,18 +125,10 @@ impl KernelStream {
         }
     }
 
-    /// The key of this stream's track in a profile (unique while the stream lives), with the
-    /// track named after the first use.
+    /// The key of this stream's track in a profile (unique while the stream lives; the trace
+    /// names the track after the backend and the key).
     pub(crate) fn profile_key(&self) -> u64 {
-        let key = Arc::as_ptr(&self.imp) as *const () as usize as u64;
-        crate::profile::name_stream(key, || {
-            format!(
-                "{} stream {:#x}",
-                self.device.backend().name(),
-                key & 0xffff_ffff
-            )
-        });
-        key
+        Arc::as_ptr(&self.imp) as *const () as usize as u64
     }
 
     /// An event that completes when everything enqueued so far has.
@@ -141,6 +148,30 @@ impl KernelStream {
             });
         }
         self.imp.wait_for(event.imp.as_ref())
+    }
+
+    /// Asks the stream to defer its launches (contract §2.4, deferred streams): on CUDA,
+    /// launches queue and run at the next observable point (a download, an upload or copy on
+    /// the stream, a sync, an event record or wait, the stream's drop), and a sequence seen
+    /// three times replays as a CUDA graph. `Ok(true)` where the stream now defers; every
+    /// other backend, `CAJETA_XPU_DEFER=0`, and `false` answer `Ok(false)`. Turning it off
+    /// flushes first. A malformed `CAJETA_XPU_DEFER` is `XPU-C001`. See
+    /// `docs/deferred-streams.md`.
+    pub fn set_deferred(&self, on: bool) -> Result<bool, DeviceError> {
+        crate::config::get().defer.clone()?;
+        self.imp.set_deferred(on)
+    }
+
+    /// The deferral counters: queued, replayed, direct, graphs, graph launches, patches,
+    /// flushes (all zero on a stream that never deferred).
+    pub fn defer_stat(&self) -> crate::hal::defer::DeferStat {
+        self.imp.defer_stat()
+    }
+
+    /// Acknowledges a failed flush of a deferred stream (`XPU-D020`, after which reads and
+    /// syncs refuse with `XPU-D021`): the stream takes launches and reads again.
+    pub fn clear_failure(&self) {
+        self.imp.clear_failure()
     }
 
     /// Drains and releases this handle (the contract's `destroy()`); the stream itself goes
@@ -169,6 +200,7 @@ impl std::fmt::Debug for Event {
 }
 
 impl Event {
+    /// Whether the work before the event has completed (without waiting).
     pub fn is_complete(&self) -> bool {
         self.imp.is_complete()
     }
@@ -186,6 +218,7 @@ impl Event {
         self.imp.elapsed_since(earlier.imp.as_ref())
     }
 
+    /// The backend's side of the event.
     pub fn implementation(&self) -> &Arc<dyn EventImpl> {
         &self.imp
     }

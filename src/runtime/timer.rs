@@ -37,6 +37,7 @@ pub struct KernelTimer {
 /// One reading.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timing {
+    /// How the elapsed time was measured.
     pub tier: TimerTier,
     /// Nanoseconds, or `None` where the tier is unavailable (the contract's -1).
     pub nanos: Option<u64>,
@@ -80,6 +81,7 @@ impl KernelTimer {
         })
     }
 
+    /// How this timer measures (device events, device timestamps, the host clock, or not at all).
     pub fn tier(&self) -> TimerTier {
         match self.start {
             Start::Host(_) => TimerTier::Host,

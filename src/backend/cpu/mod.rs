@@ -156,7 +156,6 @@ impl DeviceImpl for CpuDevice {
             kernels: Mutex::new(HashMap::new()),
             settings: self.settings.clone(),
             ub_traps: options.ub_traps,
-            lowerings: AtomicU64::new(0),
         }))
     }
 
@@ -209,8 +208,6 @@ struct CpuProgram {
     settings: Arc<Settings>,
     /// Unconfirmed `align` statements are tested ([`ProgramOptions::ub_traps`]).
     ub_traps: bool,
-    /// Cranelift compiles made for this program's kernels (shared with them).
-    lowerings: AtomicU64,
 }
 
 /// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
@@ -228,7 +225,7 @@ fn spec_block(block: [u32; 3]) -> [u32; 3] {
 
 /// The block a kernel's first code is built at, and whether its waves are all full: its
 /// pinned block (`@block`, contract §3.4: the work-item loop runs a constant trip count), else
-/// [`PROBE_BLOCK`].
+/// `PROBE_BLOCK`.
 pub fn probe_block(kernel: &Function, wave: u32) -> ([u32; 3], bool) {
     match kernel.attrs.block {
         Some((b, _)) => (b, b.iter().product::<u32>() % wave.max(1) == 0),
@@ -277,6 +274,18 @@ pub fn compile(
     CompiledKernel::compile(module.module(), handle, cfg, &types)
 }
 
+/// The static shared memory of `kernel` as the JIT lays it out (each fixed-size array 16-byte
+/// aligned, in declaration order; mirrors `codegen::cpu::lower`), known before any code.
+fn static_shared_bytes(kernel: &Function) -> u64 {
+    let mut off = 0u64;
+    for (_, sd) in kernel.shared.iter() {
+        if let Some(crate::ir::Len::Fixed(n)) = sd.len {
+            off = (off + n as u64 * sd.elem.size() as u64).div_ceil(16) * 16;
+        }
+    }
+    off
+}
+
 /// The wave a kernel is built at on this host: its `@wave(N)`, else the host's SIMD width.
 pub fn build_wave(kernel: &Function) -> u32 {
     kernel
@@ -320,18 +329,8 @@ impl CpuProgram {
         let wave = build_wave(f);
         let wave_dependent = crate::ir::analysis::depends_on_wave(self.module.module(), f);
         scalar_twin(name, f, wave, wave_dependent)?;
-        let (block, whole) = probe_block(f, wave);
-        self.lowerings.fetch_add(1, Ordering::Relaxed);
-        let probe = compile(
-            &self.module,
-            handle,
-            block,
-            wave,
-            whole,
-            false,
-            self.ub_traps,
-        )
-        .map_err(|e| jit_refusal(name, e))?;
+        // No code yet (issue 21): the first launch compiles the specialisation it runs, and
+        // only a manifest asked for before any launch compiles the probe.
         let mut manifest = KernelManifest::from_kernel(f, Backend::Cpu);
         // A declared `@wave` is the width its launches run at, verbs or not.
         manifest.built_wave = Some(if wave_dependent || f.attrs.wave.is_some() {
@@ -339,22 +338,19 @@ impl CpuProgram {
         } else {
             1
         });
-        manifest.code_bytes = Some(probe.code_bytes);
-        manifest.code_hash = Some(probe.code_hash);
-        manifest.static_shared_bytes = Some(probe.static_shared);
-        let compile_time = probe.compile_time;
+        manifest.static_shared_bytes = Some(static_shared_bytes(f));
         let k = Arc::new(CpuKernel {
             module: self.module.clone(),
             handle,
-            manifest,
+            base: manifest,
+            built: OnceLock::new(),
             wave,
             specs: Mutex::new(Specs::default()),
             settings: self.settings.clone(),
             ub_traps: self.ub_traps,
-            compile_time: Mutex::new(compile_time),
+            compile_time: Mutex::new(Duration::ZERO),
             compiles: AtomicU64::new(0),
         });
-        k.keep((block, wave, whole, false), Arc::new(probe));
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)
     }
@@ -366,7 +362,7 @@ impl ProgramImpl for CpuProgram {
     }
 
     fn manifest(&self, name: &str) -> Option<KernelManifest> {
-        self.get(name).ok().map(|k| k.manifest.clone())
+        self.get(name).ok()?.built_manifest().ok().cloned()
     }
 
     fn lowerings(&self) -> Option<u64> {
@@ -376,7 +372,7 @@ impl ProgramImpl for CpuProgram {
             .values()
             .map(|k| k.compiles.load(Ordering::Relaxed))
             .sum();
-        Some(self.lowerings.load(Ordering::Relaxed) + later)
+        Some(later)
     }
 }
 
@@ -392,13 +388,16 @@ struct Specs {
 pub struct CpuKernel {
     module: Arc<VerifiedModule>,
     handle: Handle<Function>,
-    manifest: KernelManifest,
+    /// The manifest before any code: what the IR says (wave, pinned block, static shared).
+    base: KernelManifest,
+    /// The manifest with the code facts (size, hash) of the first specialisation compiled.
+    built: OnceLock<KernelManifest>,
     wave: u32,
     specs: Mutex<Specs>,
     settings: Arc<Settings>,
     ub_traps: bool,
     compile_time: Mutex<Duration>,
-    /// Specialisations compiled after the probe.
+    /// Specialisations compiled (every Cranelift compile of this kernel).
     compiles: AtomicU64,
 }
 
@@ -464,7 +463,7 @@ impl CpuKernel {
         let whole_waves = block.iter().product::<u32>() % self.wave == 0;
         // A pinned block is the only one launched (the shared check refuses others): its code
         // is built at that block.
-        let block = if self.manifest.pinned_block.is_some() {
+        let block = if self.base.pinned_block.is_some() {
             block
         } else {
             spec_block(block)
@@ -479,21 +478,47 @@ impl CpuKernel {
                 return Ok(c.clone());
             }
         }
+        self.build(key)
+    }
+
+    /// Compiles the specialisation `key` and keeps it; the first one compiled gives the
+    /// manifest its code facts.
+    fn build(&self, key: SpecKey) -> Result<Arc<CompiledKernel>, LaunchError> {
+        let (block, wave, whole_waves, streaming) = key;
         self.compiles.fetch_add(1, Ordering::Relaxed);
         let c = compile(
             &self.module,
             self.handle,
             block,
-            self.wave,
+            wave,
             whole_waves,
             streaming,
             self.ub_traps,
         )
         .map_err(|e| jit_refusal(self.name(), e))?;
         *self.compile_time.lock() += c.compile_time;
+        self.built.get_or_init(|| {
+            let mut m = self.base.clone();
+            m.code_bytes = Some(c.code_bytes);
+            m.code_hash = Some(c.code_hash);
+            m.static_shared_bytes = Some(c.static_shared);
+            m
+        });
         let c = Arc::new(c);
         self.keep(key, c.clone());
         Ok(c)
+    }
+
+    /// The manifest with its code facts, compiling the probe specialisation (any 1-D block,
+    /// or the pinned one) when no launch has compiled code yet.
+    fn built_manifest(&self) -> Result<&KernelManifest, LaunchError> {
+        if let Some(m) = self.built.get() {
+            return Ok(m);
+        }
+        let f = self.module.function(self.handle);
+        let (block, whole) = probe_block(f, self.wave);
+        self.build((block, self.wave, whole, false))?;
+        Ok(self.built.get().expect("set by the build"))
     }
 
     fn name(&self) -> &str {
@@ -590,8 +615,10 @@ fn refusal(kernel: String, r: jit::Refusal) -> LaunchError {
 }
 
 impl KernelImpl for CpuKernel {
+    /// The code facts (size, hash) are absent until code is compiled: by the first launch, or
+    /// by [`ProgramImpl::manifest`].
     fn manifest(&self) -> &KernelManifest {
-        &self.manifest
+        self.built.get().unwrap_or(&self.base)
     }
 
     fn specialisations(&self) -> Option<usize> {

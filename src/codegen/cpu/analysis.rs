@@ -394,7 +394,7 @@ impl Walk<'_, '_> {
                 let mut divergent = known;
                 self.div.push(divergent);
                 match kind {
-                    LoopKind::Infinite => {}
+                    LoopKind::Infinite | LoopKind::Cond { .. } => {}
                     LoopKind::While(c) => {
                         if self.expr(*c) != Class::Uniform {
                             divergent = true;
@@ -426,6 +426,30 @@ impl Walk<'_, '_> {
                             if vc != Class::Uniform || ce != Class::Uniform {
                                 divergent = true;
                             }
+                        }
+                    }
+                }
+                if let LoopKind::Cond {
+                    var,
+                    init,
+                    cond,
+                    update,
+                } = kind
+                {
+                    // Declared by the loop and dead after it, like a `for` variable: its
+                    // class is that of every value it takes; the loop diverges when its
+                    // condition does.
+                    let ci = self.expr(*init);
+                    if let Some(d) = self.decl_depth.get_mut(var.index()) {
+                        *d = self.div.len();
+                    }
+                    let vi = var.index();
+                    if vi < self.res.locals.len() {
+                        self.set_local(vi, ci);
+                        let cu = self.expr(*update);
+                        self.set_local(vi, cu);
+                        if self.expr(*cond) != Class::Uniform {
+                            divergent = true;
                         }
                     }
                 }
@@ -478,6 +502,7 @@ impl Walk<'_, '_> {
             StmtKind::Expr(e) => {
                 self.expr(*e);
             }
+            StmtKind::Block(b) => self.block(b),
             StmtKind::Barrier | StmtKind::Fence(_) => {}
             StmtKind::VStore { index, value, .. } => {
                 self.expr(*index);
@@ -584,6 +609,23 @@ impl Walk<'_, '_> {
                 accept,
                 reject,
             } => all(self, &[*cond, *accept, *reject]),
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => {
+                // The arms run under the condition: divergent when it varies.
+                let c = self.expr(*cond);
+                self.div.push(c != Class::Uniform);
+                let a = self.expr(*accept);
+                let r = self.expr(*reject);
+                self.div.pop();
+                if c == Class::Uniform && a == Class::Uniform && r == Class::Uniform {
+                    Class::Uniform
+                } else {
+                    Class::Varying
+                }
+            }
             Expr::Compose { parts, .. } => all(self, parts),
             Expr::Splat { value, .. } => all(self, &[*value]),
             Expr::Extract { vector, .. } | Expr::Swizzle { vector, .. } => all(self, &[*vector]),

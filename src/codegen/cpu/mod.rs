@@ -269,6 +269,21 @@ unsafe impl Send for JitModuleBox {}
 // SAFETY: as above; nothing is mutated through a shared reference.
 unsafe impl Sync for JitModuleBox {}
 
+thread_local! {
+    /// The Cranelift IR of the kernels compiled on this thread while [`capture_clif`] runs.
+    static CLIF_CAPTURE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` and returns its result with the Cranelift IR (before optimisation, as
+/// `XPU_JIT_DUMP` prints it) of every kernel [`CompiledKernel::compile`] lowered on this
+/// thread meanwhile (the REPL's `:asm K` on the CPU backend).
+pub fn capture_clif<R>(f: impl FnOnce() -> R) -> (R, String) {
+    let outer = CLIF_CAPTURE.with(|c| c.borrow_mut().replace(String::new()));
+    let result = f();
+    let text = CLIF_CAPTURE.with(|c| std::mem::replace(&mut *c.borrow_mut(), outer));
+    (result, text.unwrap_or_default())
+}
+
 /// The default configuration on this host for a kernel and launch.
 pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> Config {
     let wave = kernel
@@ -356,6 +371,11 @@ impl CompiledKernel {
         if diag.dump {
             eprintln!("{}", ctx.func.display());
         }
+        CLIF_CAPTURE.with(|c| {
+            if let Some(text) = c.borrow_mut().as_mut() {
+                text.push_str(&ctx.func.display().to_string());
+            }
+        });
         let asm = diag.asm;
         ctx.set_disasm(asm);
         jm.define_function(id, &mut ctx).map_err(|e| {

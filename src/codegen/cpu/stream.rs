@@ -95,7 +95,7 @@ mod helpers {
     macro_rules! stream_stores {
         ($($name:ident($($c:ident),+);)*) => {
             $(
-                /// A wave's chunks, stored at `p` (see [`store`]).
+                /// A wave's chunks, stored at `p` (see `store`).
                 ///
                 /// # Safety
                 /// `p` is valid for writes of 16 bytes per chunk.

@@ -359,6 +359,16 @@ pub fn build(
             }
             m.code_hash = code_hash;
             m.code_bytes = code.as_ref().map(|c| c.len() as u64);
+            // The code's cooperative-matrix operations and their tiers (§3.3, §4).
+            m.native_ops = lowered
+                .matrix_ops
+                .iter()
+                .map(|o| crate::hal::manifest::NativeOp {
+                    op: o.op.clone(),
+                    instruction: o.instruction.clone(),
+                    tier: o.tier.to_string(),
+                })
+                .collect();
             built.push(BuiltKernel {
                 abi,
                 descriptor: d,

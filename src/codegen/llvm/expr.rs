@@ -91,6 +91,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let r = self.value(*reject)?;
                 self.select(c, a, r)?
             }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => self.if_else(*cond, *accept, *reject)?,
             Expr::Compose {
                 scalar,
                 lanes,
@@ -248,6 +253,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 value,
             } => {
                 let v = self.value(*value)?;
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Fill, *role, *scalar, *rows, *cols, 0, *scalar);
                 if self.cx.software_matrices.get() {
                     self.sw_fill(*scalar, *rows, *cols, v)?
                 } else {
@@ -269,6 +276,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 if matches!(base, Base::Local(_)) {
                     return self.err(codes::UNSUPPORTED, "matrix_load from a private array");
                 }
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Load, *role, *scalar, *rows, *cols, 0, *scalar);
                 if self.cx.software_matrices.get() {
                     self.sw_load(*scalar, *rows, *cols, *base, off, st)?
                 } else {
@@ -295,6 +304,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let av = self.value(*a)?;
                 let bv = self.value(*b)?;
                 let cv = self.value(*c)?;
+                use super::matrix::Verb;
+                self.note_matrix(Verb::Mma, ir::MatrixRole::Acc, ab, rows, cols, inner, acc);
                 if self.cx.software_matrices.get() {
                     self.sw_mma((ab, rows, inner), (acc, cols), av, bv, cv)?
                 } else {
@@ -442,6 +453,44 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.select(is_zero, by_zero, q)
     }
 
+    /// `if cond { accept } else { reject }`: a branch and a phi, only the taken arm
+    /// evaluated; lanes reconverge at the merge like an `if` statement's.
+    pub(super) fn if_else(
+        &mut self,
+        cond: ExprId,
+        accept: ExprId,
+        reject: ExprId,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        let ctx = self.cx.context;
+        let c = self.value(cond)?.into_int_value();
+        let sync = self.converge_begin()?;
+        let then_bb = ctx.append_basic_block(self.llfn, "ifx.then");
+        let else_bb = ctx.append_basic_block(self.llfn, "ifx.else");
+        let merge = ctx.append_basic_block(self.llfn, "ifx.end");
+        self.b().build_conditional_branch(c, then_bb, else_bb)?;
+        self.enter_sync(sync, merge);
+        self.b().position_at_end(then_bb);
+        let a = self.value(accept);
+        let a_end = self.b().get_insert_block().expect("positioned");
+        if a.is_ok() {
+            self.b().build_unconditional_branch(merge)?;
+        }
+        self.b().position_at_end(else_bb);
+        let r = self.value(reject);
+        let r_end = self.b().get_insert_block().expect("positioned");
+        if r.is_ok() {
+            self.b().build_unconditional_branch(merge)?;
+        }
+        self.leave_sync(sync);
+        let (a, r) = (a?, r?);
+        self.b().position_at_end(merge);
+        let phi = self.b().build_phi(a.get_type(), "")?;
+        phi.add_incoming(&[(&a, a_end), (&r, r_end)]);
+        let v = phi.as_basic_value();
+        self.converge_end(sync)?;
+        Ok(v)
+    }
+
     pub(super) fn short_circuit(
         &mut self,
         and: bool,
@@ -453,6 +502,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let lhs_bb = self.b().get_insert_block().expect("positioned");
         let rhs_bb = ctx.append_basic_block(self.llfn, if and { "and.rhs" } else { "or.rhs" });
         let merge = ctx.append_basic_block(self.llfn, "sc.end");
+        // The lanes that evaluate the right-hand side wait for the others at the merge, as
+        // at the end of an IR `if`.
+        let sync = self.converge_begin()?;
         if and {
             self.b().build_conditional_branch(a, rhs_bb, merge)?;
         } else {
@@ -466,6 +518,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let phi = self.b().build_phi(ctx.bool_type(), "")?;
         let short = ctx.bool_type().const_int(!and as u64, false);
         phi.add_incoming(&[(&short, lhs_bb), (&b, rhs_end)]);
+        self.converge_end(sync)?;
         Ok(phi.as_basic_value())
     }
 
@@ -573,6 +626,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             cases.push((self.cx.i32(i as u64), bb, callee));
         }
         let switch_cases: Vec<_> = cases.iter().map(|(v, bb, _)| (*v, *bb)).collect();
+        // Lanes calling different members wait for each other at `end` when the function
+        // uses wave verbs, as at the end of an IR `if`: without it a wave scan after the
+        // dispatch saw each member's lanes alone on the H200 (fuzz case 961, a partial sum).
+        let sync = self.converge_begin()?;
         self.b().build_switch(t, end, &switch_cases)?;
         for (_, bb, callee) in cases {
             self.b().position_at_end(bb);
@@ -583,6 +640,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             self.b().build_unconditional_branch(end)?;
         }
         self.b().position_at_end(end);
+        self.converge_end(sync)?;
         match slot {
             Some((s, ty)) => Ok(Some(self.b().build_load(ty, s, "")?)),
             None => Ok(None),

@@ -1,7 +1,9 @@
 //! The portable software tier of cooperative matrices (contract §3.3), for fragments a target
 //! has no native instruction for (on NVPTX: anything but WMMA `m16n16k16` with `f16` A/B).
 //!
-//! The tile is *replicated*: every lane holds the whole `ROWS × COLS` fragment as an LLVM
+//! The tile is *distributed* by default (`matrix_dist.rs`: each lane holds its share); with
+//! `CAJETA_GPU_MATRIX_DIST=off` ([`super::Options::matrix_dist`]) it is *replicated*, the
+//! control: every lane holds the whole `ROWS × COLS` fragment as an LLVM
 //! array and performs each verb itself, exactly as `docs/semantics.md` defines it (`mma`
 //! converts `a` and `b` elements to the accumulator type and accumulates in ascending `k`,
 //! rounding every product and sum), so results agree with the interpreter bit for bit. The
@@ -14,20 +16,52 @@
 
 use super::target::Coord;
 use super::{codes, scalar_type, Cx, FnCx, LResult, LoweringTarget};
-use crate::ir::{Base, Expr, Function, Scalar, Type};
+use crate::ir::{Base, Expr, Function, MatrixRole, Scalar, Type};
 use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{BasicValueEnum, IntValue};
 use inkwell::IntPredicate;
 
+/// One cooperative-matrix operation of the lowered code and the tier it took (contract §3.3,
+/// the manifest's native operations, §4).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MatrixOp {
+    /// The IR operation with its types (`matrix_mma<f16 16x16x16, f32>`,
+    /// `matrix_load<a, f16, 16, 16>`).
+    pub op: String,
+    /// The instruction it became (`wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32`), or the
+    /// software tier's form.
+    pub instruction: String,
+    /// `native`, `software-distributed` or `software-replicated`.
+    pub tier: &'static str,
+}
+
+/// The tier names a [`MatrixOp`] carries.
+pub const TIER_NATIVE: &str = "native";
+/// Each lane holds its share of the tile (`matrix_dist.rs`).
+pub const TIER_DISTRIBUTED: &str = "software-distributed";
+/// Every lane holds the whole tile (`CAJETA_GPU_MATRIX_DIST=off`).
+pub const TIER_REPLICATED: &str = "software-replicated";
+
+/// The verbs of [`FnCx::note_matrix`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Verb {
+    Fill,
+    Load,
+    Mma,
+    Store,
+}
+
 /// The largest replicated tile, in elements.
 const MAX_ELEMENTS: u32 = 1024;
 
-/// The software fragment type: `rows * cols` scalars.
+/// The software fragment type: `rows * cols` scalars replicated (`lanes` 1), or a lane's
+/// share of them distributed over `lanes` lanes (`matrix_dist.rs`).
 pub(super) fn software_type<'ctx>(
     cx: &Cx<'ctx>,
     scalar: Scalar,
     rows: u8,
     cols: u8,
+    lanes: u32,
 ) -> Result<BasicTypeEnum<'ctx>, String> {
     let n = rows as u32 * cols as u32;
     if n == 0 || n > MAX_ELEMENTS || scalar == Scalar::Bool {
@@ -36,7 +70,9 @@ pub(super) fn software_type<'ctx>(
             scalar.name()
         ));
     }
-    Ok(scalar_type(cx, scalar).array_type(n).into())
+    Ok(scalar_type(cx, scalar)
+        .array_type(super::matrix_dist::slots(rows, cols, lanes))
+        .into())
 }
 
 /// Whether any fragment type used by `functions` lacks a native lowering on `target`.
@@ -45,14 +81,24 @@ pub(super) fn needs_software<'a>(
     target: &dyn LoweringTarget,
     functions: impl Iterator<Item = &'a Function>,
 ) -> bool {
+    first_software_reason(cx, target, functions).is_some()
+}
+
+/// Why the first fragment type of `functions` without a native lowering on `target` has
+/// none (the target's refusal), if there is one.
+pub(super) fn first_software_reason<'a>(
+    cx: &Cx<'_>,
+    target: &dyn LoweringTarget,
+    functions: impl Iterator<Item = &'a Function>,
+) -> Option<String> {
     let native = |t: Type| match t {
         Type::Matrix {
             role,
             scalar,
             rows,
             cols,
-        } => target.matrix_type(cx, role, scalar, rows, cols).is_ok(),
-        _ => true,
+        } => target.matrix_type(cx, role, scalar, rows, cols).err(),
+        _ => None,
     };
     for f in functions {
         let types = f
@@ -62,8 +108,8 @@ pub(super) fn needs_software<'a>(
             .chain(f.locals.iter().map(|(_, l)| l.ty))
             .chain(f.ret);
         for t in types {
-            if !native(t) {
-                return true;
+            if let Some(why) = native(t) {
+                return Some(why);
             }
         }
         for (_, e) in f.exprs.iter() {
@@ -89,17 +135,88 @@ pub(super) fn needs_software<'a>(
                 },
                 _ => continue,
             };
-            if !native(t) {
-                return true;
+            if let Some(why) = native(t) {
+                return Some(why);
             }
         }
     }
-    false
+    None
 }
 
 impl<'a, 'ctx> FnCx<'a, 'ctx> {
+    /// Records a matrix verb of fragment `(role, scalar, rows, cols)` (for `mma`, `scalar` is
+    /// the A/B type, `acc` the accumulator's and `cols` is `N`, `inner` `K`) with its tier.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn note_matrix(
+        &self,
+        verb: Verb,
+        role: MatrixRole,
+        scalar: Scalar,
+        rows: u8,
+        cols: u8,
+        inner: u8,
+        acc: Scalar,
+    ) {
+        let op = match verb {
+            Verb::Fill => format!(
+                "matrix_fill<{}, {}, {rows}, {cols}>",
+                role.name(),
+                scalar.name()
+            ),
+            Verb::Load => format!(
+                "matrix_load<{}, {}, {rows}, {cols}>",
+                role.name(),
+                scalar.name()
+            ),
+            Verb::Store => format!("matrix_store<{}, {rows}, {cols}>", scalar.name()),
+            Verb::Mma => format!(
+                "matrix_mma<{} {rows}x{cols}x{inner}, {}>",
+                scalar.name(),
+                acc.name()
+            ),
+        };
+        let (tier, instruction) = if !self.cx.software_matrices.get() {
+            let v = match verb {
+                Verb::Fill => "fill",
+                Verb::Load => "load",
+                Verb::Mma => "mma",
+                Verb::Store => "store",
+            };
+            (
+                TIER_NATIVE,
+                self.t
+                    .matrix_instruction(v, role, scalar, acc, (rows, cols, inner)),
+            )
+        } else if self.cx.distributed_matrices.get() {
+            let i = match verb {
+                Verb::Fill => "register fill of the lane's share",
+                Verb::Load => "scalar loads of the lane's share",
+                Verb::Mma => "lane shuffles + scalar multiply-add",
+                Verb::Store => "scalar stores of the lane's share",
+            };
+            (TIER_DISTRIBUTED, i.to_string())
+        } else {
+            let i = match verb {
+                Verb::Fill => "register fill of the whole tile",
+                Verb::Load => "scalar loads of the whole tile per lane",
+                Verb::Mma => "scalar multiply-add loop per lane",
+                Verb::Store => "scalar stores by the lowest lane",
+            };
+            (TIER_REPLICATED, i.to_string())
+        };
+        let m = MatrixOp {
+            op,
+            instruction,
+            tier,
+        };
+        let mut ops = self.cx.matrix_ops.borrow_mut();
+        if !ops.contains(&m) {
+            ops.push(m);
+        }
+    }
+
     fn sw_type(&self, scalar: Scalar, rows: u8, cols: u8) -> LResult<BasicTypeEnum<'ctx>> {
-        software_type(self.cx, scalar, rows, cols).or_else(|m| self.err(codes::UNSUPPORTED, m))
+        software_type(self.cx, scalar, rows, cols, 1).or_else(|m| self.err(codes::UNSUPPORTED, m))
     }
 
     pub(super) fn sw_fill(
@@ -109,6 +226,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         cols: u8,
         v: BasicValueEnum<'ctx>,
     ) -> LResult<BasicValueEnum<'ctx>> {
+        if self.cx.distributed_matrices.get() {
+            return self.dist_fill(scalar, rows, cols, v);
+        }
         let t = self.sw_type(scalar, rows, cols)?.into_array_type();
         let mut agg = t.get_undef();
         for k in 0..t.len() {
@@ -143,6 +263,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         offset: IntValue<'ctx>,
         stride: IntValue<'ctx>,
     ) -> LResult<BasicValueEnum<'ctx>> {
+        if self.cx.distributed_matrices.get() {
+            return self.dist_load(scalar, rows, cols, base, offset, stride);
+        }
         let t = self.sw_type(scalar, rows, cols)?.into_array_type();
         let (_, elem) = self.base_info(base)?;
         let mut agg = t.get_undef();
@@ -172,6 +295,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         b: BasicValueEnum<'ctx>,
         c: BasicValueEnum<'ctx>,
     ) -> LResult<BasicValueEnum<'ctx>> {
+        if self.cx.distributed_matrices.get() {
+            return self.dist_mma((ab, rows, inner), (acc, cols), a, b, c);
+        }
         use inkwell::values::InstructionOpcode as O;
         let (a, b, c) = (
             a.into_array_value(),
@@ -263,6 +389,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         rows: u8,
         cols: u8,
     ) -> LResult<()> {
+        if self.cx.distributed_matrices.get() {
+            return self.dist_store(scalar, value, base, offset, stride, rows, cols);
+        }
         let ctx = self.cx.context;
         let mask = self.t.active_mask(self.cx)?;
         let first = self

@@ -34,6 +34,8 @@ pub mod codeobj;
 mod expr;
 mod math;
 mod matrix;
+pub use matrix::{MatrixOp, TIER_DISTRIBUTED, TIER_NATIVE, TIER_REPLICATED};
+mod matrix_dist;
 mod memory;
 pub mod nvptx;
 pub mod ptxas;
@@ -77,6 +79,9 @@ pub mod codes {
     /// Input the lowering cannot use: an unverified module, a missing kernel, a template
     /// without arguments.
     pub const INPUT: &str = "XPU-L04";
+    /// `CAJETA_GPU_MATRIX_IMPL=native` for a kernel whose fragments have no native lowering
+    /// on this target (contract §3.3).
+    pub const MATRIX_TIER: &str = "XPU-N03";
 }
 
 /// Why a kernel did not lower.
@@ -141,6 +146,11 @@ pub struct Cx<'ctx> {
     /// Every cooperative-matrix fragment takes the portable software tier (`matrix.rs`),
     /// because some fragment type of the module has no native lowering on this target.
     pub software_matrices: std::cell::Cell<bool>,
+    /// The software tier's tiles are distributed over the wave's lanes (`matrix_dist.rs`),
+    /// not replicated: [`Options::matrix_dist`], when `software_matrices` holds.
+    pub distributed_matrices: std::cell::Cell<bool>,
+    /// The cooperative-matrix operations lowered so far and their tiers.
+    pub matrix_ops: std::cell::RefCell<Vec<MatrixOp>>,
     /// What the code tests at run time (checked mode, ub-traps: [`checked`]).
     pub checks: Checks,
     /// The check sites emitted so far, module-wide (a report names one by index).
@@ -294,6 +304,13 @@ pub struct Options {
     pub keep_llvm_ir: bool,
     /// Checked mode and ub-traps (`crate::codegen::checks`); none by default.
     pub checks: Checks,
+    /// The software tier of cooperative matrices distributes a tile over the wave's lanes
+    /// (the default, contract §3.3); `false` (`CAJETA_GPU_MATRIX_DIST=off`) replicates it in
+    /// every lane, the control.
+    pub matrix_dist: bool,
+    /// The cooperative-matrix tier forced (`CAJETA_GPU_MATRIX_IMPL`); `None` picks native
+    /// where every fragment of the module has a native lowering, software otherwise.
+    pub matrix_impl: Option<crate::config::ForcedTier>,
 }
 
 impl Default for Options {
@@ -302,6 +319,8 @@ impl Default for Options {
             opt_level: 3,
             keep_llvm_ir: false,
             checks: Checks::default(),
+            matrix_dist: true,
+            matrix_impl: None,
         }
     }
 }
@@ -315,6 +334,9 @@ pub struct Lowered {
     /// The processor the code was built for.
     pub cpu: String,
     pub llvm_ir: Option<String>,
+    /// Every distinct cooperative-matrix operation of the code, with its instruction and tier
+    /// (contract §3.3, §4).
+    pub matrix_ops: Vec<MatrixOp>,
 }
 
 impl Lowered {
@@ -326,7 +348,7 @@ impl Lowered {
 
 /// A stable version of this lowering; part of every code-cache key, so that a change to the
 /// walk or a target invalidates cached device code. Bump it with any change to emitted code.
-pub const LOWERING_VERSION: u32 = 1;
+pub const LOWERING_VERSION: u32 = 2;
 
 /// The entry symbol for a kernel name: identifier characters kept, others `_`.
 pub fn symbol_for(name: &str) -> String {
@@ -370,6 +392,8 @@ pub fn lower(
         module: context.create_module("xpu"),
         builder: context.create_builder(),
         software_matrices: std::cell::Cell::new(false),
+        distributed_matrices: std::cell::Cell::new(false),
+        matrix_ops: std::cell::RefCell::new(Vec::new()),
         checks: opts.checks,
         sites: std::cell::RefCell::new(Vec::new()),
     };
@@ -417,8 +441,21 @@ pub fn lower(
         .iter()
         .map(|k| &module.functions[k.function])
         .chain(reach.iter().map(|&h| &module.functions[h]));
+    let software = matrix::needs_software(&cx, target, functions.clone());
+    if software && opts.matrix_impl == Some(crate::config::ForcedTier::Native) {
+        return Err(LowerError::new(
+            codes::MATRIX_TIER,
+            format!(
+                "CAJETA_GPU_MATRIX_IMPL=native, but {}",
+                matrix::first_software_reason(&cx, target, functions)
+                    .unwrap_or_else(|| "a fragment has no native lowering".into())
+            ),
+        ));
+    }
     cx.software_matrices
-        .set(matrix::needs_software(&cx, target, functions));
+        .set(software || opts.matrix_impl == Some(crate::config::ForcedTier::Software));
+    cx.distributed_matrices
+        .set(cx.software_matrices.get() && opts.matrix_dist);
     let mut helpers = HashMap::new();
     for &h in &reach {
         let f = &module.functions[h];
@@ -498,6 +535,7 @@ pub fn lower(
         kernels: abis,
         cpu: target.cpu(),
         llvm_ir,
+        matrix_ops: cx.matrix_ops.take(),
     })
 }
 
@@ -600,7 +638,12 @@ fn value_type<'ctx>(
             cols,
         } => {
             let t = if cx.software_matrices.get() {
-                matrix::software_type(cx, scalar, rows, cols)
+                let lanes = if cx.distributed_matrices.get() {
+                    target.wave_width()
+                } else {
+                    1
+                };
+                matrix::software_type(cx, scalar, rows, cols, lanes)
             } else {
                 target.matrix_type(cx, role, scalar, rows, cols)
             };
@@ -897,7 +940,8 @@ fn uses_waves(module: &ir::Module, f: &Function, depth: u32) -> bool {
         return true;
     }
     f.exprs.iter().any(|(_, e)| match e {
-        Expr::Wave { .. } => true,
+        // Matrix verbs exchange lanes' shares (or are warp-collective native instructions).
+        Expr::Wave { .. } | Expr::MatrixLoad { .. } | Expr::MatrixMma { .. } => true,
         Expr::Call { function, .. } => module
             .functions
             .try_get(*function)
@@ -934,6 +978,7 @@ fn escapes(stmts: &[Stmt], inner: &mut Vec<Option<String>>, returns_escape: bool
             inner.pop();
             e
         }
+        StmtKind::Block(b) => escapes(b, inner, returns_escape),
         _ => false,
     })
 }

@@ -301,6 +301,31 @@ impl LoweringTarget for Nvptx {
         }
     }
 
+    fn matrix_instruction(
+        &self,
+        verb: &str,
+        role: MatrixRole,
+        scalar: Scalar,
+        acc: Scalar,
+        _shape: (u8, u8, u8),
+    ) -> String {
+        let r = match role {
+            MatrixRole::A => "a",
+            MatrixRole::B => "b",
+            MatrixRole::Acc => "c",
+        };
+        match verb {
+            "load" => format!("wmma.load.{r}.sync.aligned.row.m16n16k16.{}", scalar.name()),
+            "mma" => format!(
+                "wmma.mma.sync.aligned.row.row.m16n16k16.{}.{}",
+                acc.name(),
+                acc.name()
+            ),
+            "store" => format!("wmma.store.d.sync.aligned.row.m16n16k16.{}", scalar.name()),
+            _ => "mov (fragment registers)".to_string(),
+        }
+    }
+
     fn matrix_fill<'ctx>(
         &self,
         cx: &Cx<'ctx>,

@@ -53,6 +53,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 }
             }
             StmtKind::Loop { label, kind, body } => self.loop_stmt(label, kind, body)?,
+            StmtKind::Block(b) => self.block(b)?,
             StmtKind::Break(label) | StmtKind::Continue(label) => {
                 let is_break = matches!(s.kind, StmtKind::Break(_));
                 let frame = match label {
@@ -143,6 +144,15 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 };
                 let off = self.value(*offset)?.into_int_value();
                 let stride = self.value(*stride)?.into_int_value();
+                self.note_matrix(
+                    super::matrix::Verb::Store,
+                    ir::MatrixRole::Acc,
+                    scalar,
+                    rows,
+                    cols,
+                    0,
+                    scalar,
+                );
                 if self.cx.software_matrices.get() {
                     self.sw_store(scalar, v, *base, off, stride, rows, cols)?;
                 } else {
@@ -230,6 +240,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .is_some_and(|s| s.is_signed());
             for_state = Some((slot, e.into_int_value(), st.into_int_value(), signed));
         }
+        if let LoopKind::Cond { var, init, .. } = kind {
+            let v = self.value(*init)?;
+            let slot = self.local_slot(*var)?;
+            self.b().build_store(slot, v)?;
+        }
         self.b().build_unconditional_branch(header)?;
         self.b().position_at_end(header);
         match kind {
@@ -241,7 +256,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.b().build_conditional_branch(c, body_bb, exit)?;
             }
             LoopKind::For { .. } => {
-                let (slot, end, _, signed) = for_state.expect("for state");
+                let (slot, end, step_v, signed) = for_state.expect("for state");
                 let v = self
                     .b()
                     .build_load(end.get_type(), slot, "")?
@@ -251,7 +266,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 } else {
                     IntPredicate::ULT
                 };
-                let c = self.b().build_int_compare(pred, v, end, "")?;
+                let mut c = self.b().build_int_compare(pred, v, end, "")?;
+                if let (LoopKind::For { step: Some(_), .. }, true) = (kind, signed) {
+                    // A negative step counts down: while `var > end`.
+                    let zero = step_v.get_type().const_zero();
+                    let neg = self
+                        .b()
+                        .build_int_compare(IntPredicate::SLT, step_v, zero, "")?;
+                    let gt = self.b().build_int_compare(IntPredicate::SGT, v, end, "")?;
+                    c = self.b().build_select(neg, gt, c, "")?.into_int_value();
+                }
+                self.b().build_conditional_branch(c, body_bb, exit)?;
+            }
+            LoopKind::Cond { cond, .. } => {
+                let c = self.value(*cond)?.into_int_value();
                 self.b().build_conditional_branch(c, body_bb, exit)?;
             }
         }
@@ -277,6 +305,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 .into_int_value();
             let n = self.b().build_int_add(v, step, "")?;
             self.b().build_store(slot, n)?;
+        }
+        if let LoopKind::Cond { var, update, .. } = kind {
+            let v = self.value(*update)?;
+            let slot = self.local_slot(*var)?;
+            self.b().build_store(slot, v)?;
         }
         self.b().build_unconditional_branch(header)?;
         self.b().position_at_end(exit);

@@ -193,6 +193,27 @@ pub trait LoweringTarget {
         stride: IntValue<'ctx>,
     ) -> LResult<()>;
 
+    /// The instruction a native matrix verb (`fill`, `load`, `mma`, `store`) of fragment
+    /// `(role, scalar)` becomes, for the manifest (contract §4); `acc` is the accumulator type
+    /// and `shape` `(rows, cols, inner)`.
+    fn matrix_instruction(
+        &self,
+        verb: &str,
+        role: MatrixRole,
+        scalar: Scalar,
+        acc: Scalar,
+        shape: (u8, u8, u8),
+    ) -> String {
+        let _ = (role, acc);
+        format!(
+            "{}.matrix_{verb}.{}.{}x{}",
+            self.name(),
+            scalar.name(),
+            shape.0,
+            shape.1
+        )
+    }
+
     /// Marks `function` as a kernel entry point and attaches its bounds.
     fn finish_kernel<'ctx>(
         &self,

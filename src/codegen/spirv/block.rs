@@ -261,6 +261,7 @@ impl Em<'_> {
                 }
             }
             StmtKind::Loop { label, kind, body } => self.emit_loop(label, kind, body)?,
+            StmtKind::Block(b) => self.emit_block(b)?,
             StmtKind::Break(label) => {
                 let t = self.find_loop(label)?;
                 self.jump(t, false);
@@ -383,6 +384,11 @@ impl Em<'_> {
             self.store(v, s);
             for_state = Some((*var, v, e, st));
         }
+        if let LoopKind::Cond { var, init, .. } = kind {
+            let x = self.expr(*init)?;
+            let v = self.local_var(*var)?;
+            self.store(v, x);
+        }
         let (header, condb, bodyb, cont, merge) = (
             self.b.id(),
             self.b.id(),
@@ -414,7 +420,20 @@ impl Em<'_> {
                 } else {
                     Op::ULessThan
                 };
-                let c = self.opi(lt, bt, &[x, e]);
+                let mut c = self.opi(lt, bt, &[x, e]);
+                if let (LoopKind::For { step: Some(_), .. }, true) = (kind, sc.is_signed()) {
+                    // A negative step counts down: while `var > end`.
+                    let (_, _, _, st) = for_state.expect("for state");
+                    let zero = self.const_of(sc, 1, 0)?;
+                    let neg = self.opi(Op::SLessThan, bt, &[st, zero]);
+                    let gt = self.opi(Op::SGreaterThan, bt, &[x, e]);
+                    c = self.opi(Op::Select, bt, &[neg, gt, c]);
+                }
+                self.branch_cond(c, bodyb, merge);
+                self.regions.last_mut().expect("region").reached = true;
+            }
+            LoopKind::Cond { cond, .. } => {
+                let c = self.expr(*cond)?;
                 self.branch_cond(c, bodyb, merge);
                 self.regions.last_mut().expect("region").reached = true;
             }
@@ -429,6 +448,11 @@ impl Em<'_> {
             let x = self.load(t, v);
             let y = self.opi(Op::IAdd, t, &[x, st]);
             self.store(v, y);
+        }
+        if let LoopKind::Cond { var, update, .. } = kind {
+            let x = self.expr(*update)?;
+            let v = self.local_var(*var)?;
+            self.store(v, x);
         }
         // A loop nothing leaves (no break reaches its merge) is still left where the driver's
         // loop limiter runs out: give it an exit the compiler cannot rule out (the status

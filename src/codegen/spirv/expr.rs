@@ -264,6 +264,32 @@ impl Em<'_> {
                 let t = self.value_ty(ty.unwrap_or(to))?;
                 self.opi(Op::Bitcast, t, &[a])
             }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => {
+                // A selection construct and a phi: only the taken arm runs.
+                let c = self.expr(cond)?;
+                let t = self.value_ty(ty.unwrap_or(Type::U32))?;
+                let (tb, eb, m) = (self.b.id(), self.b.id(), self.b.id());
+                self.sel_merge(m);
+                self.branch_cond(c, tb, eb);
+                self.block(tb);
+                let a = self.expr(accept)?;
+                let a_end = self.cur_label;
+                self.branch(m);
+                self.block(eb);
+                let r = self.expr(reject)?;
+                let r_end = self.cur_label;
+                self.branch(m);
+                self.block(m);
+                let (s, lanes) = self.sl(accept);
+                match self.zero_sign_split(s, lanes, c, a, r)? {
+                    Some(v) => v,
+                    None => self.op(Op::Phi, t, ids(&[a, a_end, r, r_end])),
+                }
+            }
             Expr::Select {
                 cond,
                 accept,
@@ -282,7 +308,11 @@ impl Em<'_> {
                 } else {
                     c
                 };
-                self.opi(Op::Select, t, &[c, a, r])
+                let (s, _) = self.sl(accept);
+                match self.zero_sign_split(s, lanes, c, a, r)? {
+                    Some(v) => v,
+                    None => self.opi(Op::Select, t, &[c, a, r]),
+                }
             }
             Expr::Compose {
                 scalar,
@@ -681,6 +711,95 @@ impl Em<'_> {
         })
     }
 
+    /// `v` (signed, narrower than 64 bits, `n` lanes) sign-extended to `i64`, built from its
+    /// two 32-bit halves (the high half the low one shifted right arithmetically by 31) rather
+    /// than by `OpSConvert`: lavapipe (Mesa 22.3) compares an `OpSConvert`ed 32-to-64-bit value
+    /// as if it were zero-extended (`x as i64 < 0` is false for x = -8), though it stores it
+    /// right.
+    fn sext_to_i64(&mut self, v: Word, from: Scalar, n: u8) -> R<Word> {
+        let v32 = if from.bits() < 32 {
+            let t = self.vec_ty(Scalar::I32, n)?;
+            self.opi(Op::SConvert, t, &[v])
+        } else {
+            v
+        };
+        let it = self.vec_ty(Scalar::I32, n)?;
+        let ut = self.vec_ty(Scalar::U32, n)?;
+        let sh = self.const_of(Scalar::U32, n, 31)?;
+        let hi = self.opi(Op::ShiftRightArithmetic, it, &[v32, sh]);
+        let (lo, hi) = (
+            self.opi(Op::Bitcast, ut, &[v32]),
+            self.opi(Op::Bitcast, ut, &[hi]),
+        );
+        let t = self.vec_ty(Scalar::I64, n)?;
+        if n == 1 {
+            let pair = self.vec_ty(Scalar::U32, 2)?;
+            let p = self.opi(Op::CompositeConstruct, pair, &[lo, hi]);
+            return Ok(self.opi(Op::Bitcast, t, &[p]));
+        }
+        let pair = self.vec_ty(Scalar::U32, 2)?;
+        let i64t = self.vec_ty(Scalar::I64, 1)?;
+        let mut ls = Vec::new();
+        for k in 0..n {
+            let (l, h) = (
+                self.lane_of(lo, Scalar::U32, n, k)?,
+                self.lane_of(hi, Scalar::U32, n, k)?,
+            );
+            let p = self.opi(Op::CompositeConstruct, pair, &[l, h]);
+            ls.push(self.opi(Op::Bitcast, i64t, &[p]));
+        }
+        Ok(self.opi(Op::CompositeConstruct, t, &ls))
+    }
+
+    /// `c ? a : r` for float constants `a` and `r` of which one is a zero whose sign differs
+    /// from the other's, built as a select of magnitudes OR a select of sign bits; `None` for
+    /// any other pair. lavapipe (Mesa 22.3) matches its `bcsel(c, 0.0, 1.0) -> b2f(!c)` family
+    /// by float value, so -0.0 passes for 0.0 there: `c ? -0.0 : 1.0` came out +0.0 (and
+    /// `c ? 0.0 : -1.0` as -0.0), both from `select` and from an `if` expression's phi.
+    fn zero_sign_split(
+        &mut self,
+        s: Scalar,
+        lanes: u8,
+        c: Word,
+        a: Word,
+        r: Word,
+    ) -> R<Option<Word>> {
+        let (ut, w) = match s {
+            Scalar::F32 => (Scalar::U32, 32),
+            Scalar::F64 => (Scalar::U64, 64),
+            _ => return Ok(None),
+        };
+        let bits_of = |em: &Self, v: Word| {
+            em.consts
+                .iter()
+                .find(|(_, &id)| id == v)
+                .map(|(&(_, bits), _)| bits)
+        };
+        let (Some(ba), Some(br)) = (bits_of(self, a), bits_of(self, r)) else {
+            return Ok(None);
+        };
+        let sign = 1u64 << (w - 1);
+        let zero = |b: u64| b & !sign == 0;
+        if !(zero(ba) || zero(br)) || (ba & sign) == (br & sign) {
+            return Ok(None);
+        }
+        let ft = self.vec_ty(s, lanes)?;
+        let uvt = self.vec_ty(ut, lanes)?;
+        let (ma, mr) = (
+            self.const_of(s, lanes, ba & !sign)?,
+            self.const_of(s, lanes, br & !sign)?,
+        );
+        let mag = self.opi(Op::Select, ft, &[c, ma, mr]);
+        let (sa, sr) = (
+            self.const_of(ut, lanes, ba & sign)?,
+            self.const_of(ut, lanes, br & sign)?,
+        );
+        let sg = self.opi(Op::Select, uvt, &[c, sa, sr]);
+        let mb = self.opi(Op::Bitcast, uvt, &[mag]);
+        let v = self.opi(Op::BitwiseOr, uvt, &[mb, sg]);
+        Ok(Some(self.opi(Op::Bitcast, ft, &[v])))
+    }
+
     /// A value conversion per semantics.md (Conversions).
     pub(super) fn cast(&mut self, v: Word, from: Scalar, to: Scalar, n: u8) -> R<Word> {
         if from == to {
@@ -733,7 +852,11 @@ impl Em<'_> {
                         _ => Scalar::I64,
                     };
                     let wt = self.vec_ty(wide, n)?;
-                    let w = self.opi(Op::SConvert, wt, &[v]);
+                    let w = if wide == Scalar::I64 {
+                        self.sext_to_i64(v, from, n)?
+                    } else {
+                        self.opi(Op::SConvert, wt, &[v])
+                    };
                     if wide == to {
                         w
                     } else {
@@ -1111,19 +1234,24 @@ impl Em<'_> {
         let zbits = match op {
             BinaryOp::Add => self.opi(Op::BitwiseAnd, ut, &[sa, sb]),
             BinaryOp::Div => {
-                // A zero quotient has the XOR of the signs, but 0/0 and 0/NaN are NaN
-                // (lavapipe folded `0.0 / x` to +0.0 whatever x was).
+                // A zero quotient has the XOR of the signs, but 0/0 and a NaN operand give
+                // NaN (lavapipe folded `0.0 / x` to +0.0 whatever x was) and x / ±0 is ±inf
+                // (lavapipe gave 0.0 for `x / 0.0` with the zero a constant).
                 let x = self.opi(Op::BitwiseXor, ut, &[sa, sb]);
                 let exp = self.konst(ut, exp_mask);
                 let amag = self.opi(Op::BitwiseAnd, ut, &[ab, mag]);
                 let bmag = self.opi(Op::BitwiseAnd, ut, &[bb, mag]);
                 let azero = self.opi(Op::IEqual, bty, &[amag, uzero]);
                 let bzero = self.opi(Op::IEqual, bty, &[bmag, uzero]);
+                let anan = self.opi(Op::UGreaterThan, bty, &[amag, exp]);
                 let bnan = self.opi(Op::UGreaterThan, bty, &[bmag, exp]);
                 let b_bad = self.opi(Op::LogicalOr, bty, &[bzero, bnan]);
-                let bad = self.opi(Op::LogicalAnd, bty, &[azero, b_bad]);
+                let zero_bad = self.opi(Op::LogicalAnd, bty, &[azero, b_bad]);
+                let bad = self.opi(Op::LogicalOr, bty, &[zero_bad, anan]);
+                let inf = self.opi(Op::BitwiseOr, ut, &[x, exp]);
+                let by_zero = self.opi(Op::Select, ut, &[bzero, inf, x]);
                 let nan = self.konst(ut, nan_bits);
-                self.opi(Op::Select, ut, &[bad, nan, x])
+                self.opi(Op::Select, ut, &[bad, nan, by_zero])
             }
             BinaryOp::Sub => {
                 let nsb = self.opi(Op::BitwiseXor, ut, &[sb, sign]);

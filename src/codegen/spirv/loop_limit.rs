@@ -19,10 +19,9 @@ impl Em<'_> {
             .count() as u32
     }
 
-    pub(super) fn status_var(&mut self) -> Word {
-        if let Some(v) = self.loop_status {
-            return v;
-        }
+    /// A storage buffer of `u32`s in descriptor set 0, its binding left to the caller: the
+    /// loop-limit status and the checked-mode report buffer are both one.
+    pub(super) fn u32_storage_var(&mut self) -> Word {
         let st = self
             .buffer_struct(Scalar::U32, false)
             .expect("32-bit buffer elements need no capability");
@@ -42,6 +41,14 @@ impl Em<'_> {
             spirv::Decoration::DescriptorSet,
             vec![Operand::LiteralBit32(0)],
         );
+        var
+    }
+
+    pub(super) fn status_var(&mut self) -> Word {
+        if let Some(v) = self.loop_status {
+            return v;
+        }
+        let var = self.u32_storage_var();
         let binding = self.status_binding();
         self.b.decorate(
             var,

@@ -36,6 +36,9 @@ impl Em<'_> {
                     v.extend(step.iter().copied());
                     v
                 }
+                LoopKind::Cond {
+                    init, cond, update, ..
+                } => vec![*init, *cond, *update],
             },
             StmtKind::Return(v) => v.iter().copied().collect(),
             StmtKind::Expr(e) => vec![*e],
@@ -46,7 +49,11 @@ impl Em<'_> {
                 stride,
                 ..
             } => vec![*value, *offset, *stride],
-            StmtKind::Break(_) | StmtKind::Continue(_) | StmtKind::Barrier | StmtKind::Fence(_) => {
+            StmtKind::Break(_)
+            | StmtKind::Continue(_)
+            | StmtKind::Barrier
+            | StmtKind::Fence(_)
+            | StmtKind::Block(_) => {
                 vec![]
             }
         }
@@ -243,6 +250,7 @@ impl Em<'_> {
                     self.vpred = outer;
                     r
                 }
+                StmtKind::Block(b) => self.emit_block(b),
                 StmtKind::Loop { label, kind, body } => {
                     let why = if self.vpred.is_some() {
                         Some("inside a branch")
@@ -301,6 +309,13 @@ impl Em<'_> {
         for &e in roots {
             self.verbs_in(e, &mut verbs);
         }
+        if verbs.iter().any(|&v| self.under_if_arm(roots, v)) {
+            return refuse(format!(
+                "a wave verb in an `if` expression's arm in a virtual wave (@wave({}) on \
+                 subgroups of {}): the whole workgroup must reach it together",
+                self.wave_w, self.caps.subgroup_size
+            ));
+        }
         let depth = self.frames.len();
         for v in verbs {
             let Expr::Wave { op, args } = self.func().exprs[v].clone() else {
@@ -316,6 +331,30 @@ impl Em<'_> {
             done.push(v);
         }
         Ok(())
+    }
+
+    /// Whether verb `v` lies in an arm of an `if` expression of the trees `roots`.
+    fn under_if_arm(&self, roots: &[ExprId], v: ExprId) -> bool {
+        let f = self.func();
+        let mut stack: Vec<(ExprId, bool)> = roots.iter().map(|&r| (r, false)).collect();
+        while let Some((e, in_arm)) = stack.pop() {
+            if e == v {
+                return in_arm;
+            }
+            match &f.exprs[e] {
+                Expr::IfElse {
+                    cond,
+                    accept,
+                    reject,
+                } => {
+                    stack.push((*cond, in_arm));
+                    stack.push((*accept, true));
+                    stack.push((*reject, true));
+                }
+                x => stack.extend(x.operands().into_iter().map(|o| (o, in_arm))),
+            }
+        }
+        false
     }
 
     /// The number of invocations of the workgroup (a spec constant from the block size).

@@ -35,6 +35,8 @@ pub enum ExprKind {
     Field(Box<Expr>, String, Span),
     /// `e[i]`.
     Index(Box<Expr>, Box<Expr>),
+    /// `if cond { accept } else { reject }`, evaluating only the arm `cond` picks.
+    IfElse(Box<Expr>, Box<Expr>, Box<Expr>),
     /// `name<generics>(args)`: built-ins, constructors and helper calls.
     Call {
         name: String,
@@ -130,6 +132,8 @@ pub enum StmtKind {
     Return(Option<Expr>),
     /// `fence(workgroup)` / `fence(device)`.
     Fence(String, Span),
+    /// `{ ... }`: a bare scope.
+    Block(Vec<Stmt>),
     /// An expression statement; `barrier()`, `vstore(..)` and `matrix_store(..)` are calls
     /// here and become their own statements in the lowering.
     Expr(Expr),
@@ -147,6 +151,17 @@ pub enum LoopKind {
         start: Expr,
         end: Expr,
         step: Option<Expr>,
+    },
+    /// `for var: T = init; cond; place op= value { }`: `update_place` must name `var`.
+    Cond {
+        var: String,
+        var_span: Span,
+        ty: Option<Type>,
+        init: Expr,
+        cond: Expr,
+        update_place: Expr,
+        update_op: Option<BinaryOp>,
+        update_value: Expr,
     },
 }
 
@@ -235,6 +250,7 @@ impl Expr {
         let depth = 1 + match &kind {
             ExprKind::Unary(_, a) | ExprKind::Cast(a, _) | ExprKind::Field(a, _, _) => a.depth,
             ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => a.depth.max(b.depth),
+            ExprKind::IfElse(c, a, b) => c.depth.max(a.depth).max(b.depth),
             ExprKind::Call { args, .. } => args
                 .iter()
                 .map(|a| match a {

@@ -62,6 +62,7 @@ pub fn is_flex(e: &ast::Expr) -> bool {
         ExprKind::Num { num, .. } => num.suffix().is_none(),
         ExprKind::Unary(_, a) => is_flex(a),
         ExprKind::Binary(op, a, b) => is_arith(*op) && is_flex(a) && is_flex(b),
+        ExprKind::IfElse(_, a, b) => is_flex(a) && is_flex(b),
         ExprKind::Call {
             name,
             generics: None,
@@ -90,6 +91,29 @@ pub fn is_flex(e: &ast::Expr) -> bool {
         }
         _ => false,
     }
+}
+
+/// The lengths of a nested array type `[[E; C]; R]` with literal lengths, outermost first;
+/// `None` for anything else (a flat array included).
+fn literal_dims(t: &ast::Type) -> Option<Vec<u32>> {
+    let mut dims = Vec::new();
+    let mut cur = t;
+    while let TypeKind::Array { elem, len } = &cur.kind {
+        match len.as_deref().map(|e| &e.kind) {
+            Some(ExprKind::Num {
+                num:
+                    Number::Int {
+                        value,
+                        suffix: None,
+                        ..
+                    },
+                neg: false,
+            }) => dims.push(u32::try_from(*value).ok()?),
+            _ => return None,
+        }
+        cur = elem;
+    }
+    (dims.len() >= 2).then_some(dims)
 }
 
 /// What a value name resolves to.
@@ -813,6 +837,13 @@ impl Lowerer<'_> {
                 elem: self.elem(func, elem)?,
                 access: if *rw { Access::ReadWrite } else { Access::Read },
             },
+            TypeKind::Array { elem: inner, .. } if matches!(inner.kind, TypeKind::Array { .. }) => {
+                let (elem, dims) = self.array_dims(func, t)?;
+                Type::Array {
+                    elem,
+                    len: Len::Fixed(self.flat_len(&dims, t.span)?),
+                }
+            }
             TypeKind::Array { elem, len } => {
                 let elem = self.elem(func, elem)?;
                 let Some(len) = len else {
@@ -853,6 +884,135 @@ impl Lowerer<'_> {
         })
     }
 
+    /// `[[E; C]; R]`, nested to any depth: the element type and the lengths, outermost
+    /// first. Every length is an integer literal (`XPU-P031`).
+    fn array_dims(&mut self, func: &mut Function, t: &ast::Type) -> LResult<(ElemType, Vec<u32>)> {
+        let mut dims = Vec::new();
+        let mut cur = t;
+        while let TypeKind::Array { elem, len } = &cur.kind {
+            let n = match len.as_deref() {
+                Some(ast::Expr {
+                    kind:
+                        ExprKind::Num {
+                            num:
+                                Number::Int {
+                                    value,
+                                    suffix: None,
+                                    ..
+                                },
+                            neg: false,
+                        },
+                    ..
+                }) => u32::try_from(*value).ok(),
+                _ => None,
+            };
+            let Some(n) = n else {
+                self.error(
+                    codes::DIMS,
+                    cur.span,
+                    "the lengths of a multi-dimensional array are integer literals (`[[f32; 17]; 16]`)",
+                );
+                return Err(());
+            };
+            dims.push(n);
+            cur = elem;
+        }
+        Ok((self.elem(func, cur)?, dims))
+    }
+
+    /// The element count of an array of lengths `dims`.
+    fn flat_len(&mut self, dims: &[u32], span: Span) -> LResult<u32> {
+        match dims.iter().try_fold(1u32, |a, &d| a.checked_mul(d)) {
+            Some(n) => Ok(n),
+            None => {
+                self.error(
+                    codes::RANGE,
+                    span,
+                    "a multi-dimensional array of more than 2^32 - 1 elements",
+                );
+                Err(())
+            }
+        }
+    }
+
+    /// `a[i][j]...` where `a` names a multi-dimensional array: its base, lengths and every
+    /// subscript of the chain (outermost first; those past the array's dimensions are lanes).
+    fn nd_chain<'e>(
+        &self,
+        cx: &FnCx,
+        e: &'e ast::Expr,
+    ) -> Option<(Base, Vec<u32>, Vec<&'e ast::Expr>)> {
+        let mut idx = Vec::new();
+        let mut cur = e;
+        while let ExprKind::Index(b, i) = &cur.kind {
+            idx.push(&**i);
+            cur = b;
+        }
+        let ExprKind::Name(n) = &cur.kind else {
+            return None;
+        };
+        let base = match cx.resolve(n)? {
+            Resolved::Local(l) => Base::Local(l),
+            Resolved::Shared(h) => Base::Shared(h),
+            _ => return None,
+        };
+        let dims = cx.func.dims_of(base)?.to_vec();
+        idx.reverse();
+        Some((base, dims, idx))
+    }
+
+    /// The row-major element index of subscripts `idx` of an array of lengths `dims`:
+    /// `((i0 * d1 + i1) * d2 + i2) ...`; fewer subscripts than dimensions is `XPU-P031`.
+    fn flat_index(
+        &mut self,
+        cx: &mut FnCx,
+        dims: &[u32],
+        idx: &[&ast::Expr],
+        span: Span,
+    ) -> LResult<ExprId> {
+        if idx.len() < dims.len() {
+            self.error(
+                codes::DIMS,
+                span,
+                format!(
+                    "an array of {} dimensions takes {} subscripts (`a[i][j]`)",
+                    dims.len(),
+                    dims.len()
+                ),
+            );
+            return Err(());
+        }
+        let mut acc = self.expr(cx, idx[0], Some(Scalar::U32));
+        for k in 1..dims.len() {
+            let i = self.expr(cx, idx[k], Some(Scalar::U32));
+            let (a, i) = (acc?, i?);
+            let d = cx.func.add_expr(
+                Expr::Literal(Literal::Int {
+                    bits: u64::from(dims[k]),
+                    ty: Scalar::U32,
+                }),
+                idx[k].span,
+            );
+            let m = cx.func.add_expr(
+                Expr::Binary {
+                    op: BinaryOp::Mul,
+                    lhs: a,
+                    rhs: d,
+                },
+                idx[k].span,
+            );
+            acc = Ok(cx.func.add_expr(
+                Expr::Binary {
+                    op: BinaryOp::Add,
+                    lhs: m,
+                    rhs: i,
+                },
+                idx[k].span,
+            ));
+        }
+        acc
+    }
+
     fn shared_decl(&mut self, cx: &mut FnCx, name: &str, span: Span, ty: &ast::Type) {
         self.check_name(name, span, "shared array");
         let taken = cx.params.contains_key(name)
@@ -861,6 +1021,25 @@ impl Lowerer<'_> {
         if taken {
             self.error(codes::DUPLICATE, span, format!("`{name}` declared twice"));
             return;
+        }
+        if let TypeKind::Array { elem: inner, .. } = &ty.kind {
+            if matches!(inner.kind, TypeKind::Array { .. }) {
+                let Ok((elem, dims)) = self.array_dims(&mut cx.func, ty) else {
+                    return;
+                };
+                let Ok(n) = self.flat_len(&dims, ty.span) else {
+                    return;
+                };
+                let h = cx.func.shared.append(SharedDecl {
+                    name: name.to_string(),
+                    elem,
+                    len: Some(Len::Fixed(n)),
+                    span,
+                });
+                cx.func.array_dims.push((Base::Shared(h), dims));
+                cx.shared.insert(name.to_string(), h);
+                return;
+            }
         }
         let TypeKind::Array { elem, len } = &ty.kind else {
             self.error(
@@ -917,6 +1096,7 @@ impl Lowerer<'_> {
                 ty,
                 init,
             } => {
+                let ty_ast = ty.as_ref();
                 self.check_name(name, *name_span, "local");
                 let declared = match ty {
                     Some(t) => Some(self.ty(&mut cx.func, t)),
@@ -957,6 +1137,10 @@ impl Lowerer<'_> {
                 };
                 // Declare even after an error, so later uses do not cascade.
                 let local = cx.declare(name, ty.unwrap_or(Type::I32), *name_span);
+                if let (Some(Type::Array { .. }), Some(dims)) = (ty, ty_ast.and_then(literal_dims))
+                {
+                    cx.func.array_dims.push((Base::Local(local), dims));
+                }
                 match (ty, init, init_id) {
                     (Some(_), None, _) => K::Let { local, init: None },
                     (Some(_), Some(_), Some(id)) => K::Let {
@@ -1032,6 +1216,24 @@ impl Lowerer<'_> {
                     } => {
                         self.for_header(cx, var, *var_span, ty.as_ref(), start, end, step.as_ref())
                     }
+                    ast::LoopKind::Cond {
+                        var,
+                        var_span,
+                        ty,
+                        init,
+                        cond,
+                        update_place,
+                        update_op,
+                        update_value,
+                    } => self.cond_for_header(
+                        cx,
+                        var,
+                        *var_span,
+                        ty.as_ref(),
+                        init,
+                        cond,
+                        (update_place, *update_op, update_value),
+                    ),
                 };
                 cx.labels.push(label_name.clone());
                 let body = self.block(cx, body, false);
@@ -1043,6 +1245,7 @@ impl Lowerer<'_> {
                     body,
                 }
             }
+            StmtKind::Block(b) => K::Block(self.scoped_block(cx, b)),
             StmtKind::Break(label) | StmtKind::Continue(label) => {
                 if let Some((l, span)) = label {
                     if !cx.labels.iter().any(|x| x.as_deref() == Some(l.as_str())) {
@@ -1142,6 +1345,78 @@ impl Lowerer<'_> {
             start: start?,
             end: end?,
             step,
+        })
+    }
+
+    /// `for var: T = init; cond; var op= value`: `init` is lowered before `var` is in scope
+    /// (as a `let`'s initialiser), `cond` and the update after.
+    #[allow(clippy::too_many_arguments)]
+    fn cond_for_header(
+        &mut self,
+        cx: &mut FnCx,
+        var: &str,
+        var_span: Span,
+        ty: Option<&ast::Type>,
+        init: &ast::Expr,
+        cond: &ast::Expr,
+        update: (&ast::Expr, Option<BinaryOp>, &ast::Expr),
+    ) -> LResult<LoopKind> {
+        self.check_name(var, var_span, "loop variable");
+        let declared = ty.map(|t| self.ty(&mut cx.func, t));
+        let expect = declared.and_then(|t| scalar_of(t.ok()));
+        let init = self.expr(cx, init, expect);
+        let ty = match declared {
+            Some(t) => t.ok(),
+            None => {
+                let t = init
+                    .as_ref()
+                    .ok()
+                    .and_then(|id| typeck::expr_type(&self.module, &cx.func, *id));
+                if t.is_none() && init.is_ok() {
+                    self.error(
+                        codes::INFER,
+                        var_span,
+                        format!("cannot infer the type of `{var}`: write `for {var}: T = ...`"),
+                    );
+                }
+                t
+            }
+        };
+        let local = cx.declare(var, ty.unwrap_or(Type::I32), var_span);
+        let cond = self.expr(cx, cond, None);
+        let (place, op, value) = update;
+        let names_var = matches!(&place.kind, ExprKind::Name(n) if n == var);
+        if !names_var {
+            self.error(
+                codes::FOR_UPDATE,
+                place.span,
+                format!(
+                    "the update of a `for` assigns its variable: `{var} = ...` or `{var} op= ...`"
+                ),
+            );
+            return Err(());
+        }
+        let update = match op {
+            None => self.expr(cx, value, scalar_of(ty)),
+            Some(op) => {
+                let read = cx.func.add_expr(Expr::Local(local), place.span);
+                let rhs = if is_flex(value) {
+                    self.expr(cx, value, scalar_of(ty))
+                } else {
+                    self.expr(cx, value, None)
+                };
+                rhs.map(|rhs| {
+                    cx.func
+                        .add_expr(Expr::Binary { op, lhs: read, rhs }, place.span)
+                })
+            }
+        };
+        ty.ok_or(())?;
+        Ok(LoopKind::Cond {
+            var: local,
+            init: init?,
+            cond: cond?,
+            update: update?,
         })
     }
 
@@ -1291,6 +1566,13 @@ impl Lowerer<'_> {
                     }
                 }
             }
+            ExprKind::Index(..) if self.nd_chain(cx, e).is_some() => {
+                let (base, dims, idx) = self.nd_chain(cx, e).expect("an nd chain");
+                if idx.len() <= dims.len() {
+                    let index = self.flat_index(cx, &dims, &idx, e.span)?;
+                    return Ok(Place::Element { base, index });
+                }
+            }
             ExprKind::Index(base, index) => {
                 if let ExprKind::Name(n) = &base.kind {
                     let resolved = cx.resolve(n);
@@ -1348,7 +1630,10 @@ impl Lowerer<'_> {
                 let ExprKind::Index(_, index) = &e.kind else {
                     return Err(());
                 };
-                let index = self.expr(cx, index, Some(Scalar::U32))?;
+                let index = match self.nd_chain(cx, e) {
+                    Some((_, dims, idx)) => self.flat_index(cx, &dims, &idx, e.span)?,
+                    None => self.expr(cx, index, Some(Scalar::U32))?,
+                };
                 Expr::Index { base, index }
             }
         };
@@ -1535,6 +1820,15 @@ impl Lowerer<'_> {
                     rhs: ids[1],
                 }
             }
+            ExprKind::IfElse(c, a, b) => {
+                let cond = self.expr(cx, c, None);
+                let arms = self.peers(cx, &[a, b], expect)?;
+                Expr::IfElse {
+                    cond: cond?,
+                    accept: arms[0],
+                    reject: arms[1],
+                }
+            }
             ExprKind::Cast(a, t) => {
                 let TypeKind::Scalar(to) = t.kind else {
                     self.error(
@@ -1589,6 +1883,15 @@ impl Lowerer<'_> {
                 } else {
                     Expr::Swizzle { vector, lanes }
                 }
+            }
+            ExprKind::Index(..)
+                if self
+                    .nd_chain(cx, e)
+                    .is_some_and(|(_, dims, idx)| idx.len() <= dims.len()) =>
+            {
+                let (base, dims, idx) = self.nd_chain(cx, e).expect("an nd chain");
+                let index = self.flat_index(cx, &dims, &idx, e.span)?;
+                Expr::Index { base, index }
             }
             ExprKind::Index(base, index) => {
                 if let ExprKind::Name(n) = &base.kind {

@@ -2,7 +2,7 @@
 //!
 //! - [`parse`] / [`parse_file`]: source to [`Module`] (and, for test files, the run blocks),
 //!   or [`Diagnostics`] with `XPU-Pnnn` codes ([`codes`]) and exact `line:col`s.
-//! - [`print`] / [`print_file`]: the canonical text. Printing is a fixed point:
+//! - [`print`](fn@print) / [`print_file`]: the canonical text. Printing is a fixed point:
 //!   `print(parse(print(m))) == print(m)` for every module the parser accepts and every
 //!   well-formed module built in Rust.
 //!
@@ -66,9 +66,22 @@ pub mod codes {
     /// `atomic_load`/`atomic_store` with the wrong number of arguments, or a last argument
     /// that is not a memory order (issue #23).
     pub const ATOMIC_ORDER: &str = "XPU-P020";
+    /// The update of a `for var = init; cond; update` loop assigns something other than `var`.
+    pub const FOR_UPDATE: &str = "XPU-P030";
+    /// A multi-dimensional array with a length that is not an integer literal, or indexed
+    /// with fewer subscripts than it has dimensions.
+    pub const DIMS: &str = "XPU-P031";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.
+///
+/// ```
+/// let module = xpu::ir::parse("kernel k(a: buf<u32, rw>) { a[0] = 1; }").unwrap();
+/// assert!(module.verify().is_ok());
+/// // A problem is a coded diagnostic at a line and column.
+/// let diags = xpu::ir::parse("kernel k(a: buf<u32, rw>) {\n    a[0] = nope;\n}").unwrap_err();
+/// assert!(diags.to_string().contains("2:12: error[XPU-P004]"), "{diags}");
+/// ```
 pub fn parse(src: &str) -> Result<Module, Diagnostics> {
     parse_file(src).map(|(m, _)| m)
 }

@@ -683,6 +683,7 @@ impl Parser {
                 }
             }
             Tok::Kw("if") => return self.if_stmt(),
+            Tok::Punct("{") => StmtKind::Block(self.block()?),
             Tok::Label(l) => {
                 self.bump();
                 self.expect(":")?;
@@ -783,6 +784,39 @@ impl Parser {
         })
     }
 
+    /// `if c { a } else { b }` in an expression; `else if` chains.
+    fn if_expr(&mut self) -> PResult<Expr> {
+        let span = self.expect_kw("if")?;
+        self.enter()?;
+        let r = self.if_expr_rest(span);
+        self.leave();
+        r
+    }
+
+    fn if_expr_rest(&mut self, span: Span) -> PResult<Expr> {
+        let cond = self.expr()?;
+        self.expect("{")?;
+        let accept = self.expr()?;
+        self.expect("}")?;
+        if !self.eat_kw("else") {
+            self.expected("`else`: an `if` expression has two arms");
+            return Err(());
+        }
+        let reject = if self.at_kw("if") {
+            self.if_expr()?
+        } else {
+            self.expect("{")?;
+            let r = self.expr()?;
+            self.expect("}")?;
+            r
+        };
+        let e = Expr::new(
+            ExprKind::IfElse(Box::new(cond), Box::new(accept), Box::new(reject)),
+            span,
+        );
+        self.check_depth(e)
+    }
+
     fn loop_stmt(&mut self, label: Option<(String, Span)>, span: Span) -> PResult<Stmt> {
         let kind = if self.eat_kw("loop") {
             LoopKind::Infinite
@@ -795,6 +829,41 @@ impl Parser {
             } else {
                 None
             };
+            if self.eat("=") {
+                let init = self.expr()?;
+                self.expect(";")?;
+                let cond = self.expr()?;
+                self.expect(";")?;
+                let update_place = self.expr()?;
+                let update_op = match self.tok() {
+                    Tok::Punct("=") => None,
+                    Tok::Punct(p) if compound_op(p).is_some() => compound_op(p),
+                    _ => {
+                        self.expected("an assignment to the loop variable (`i = ...`, `i >>= 1`)");
+                        return Err(());
+                    }
+                };
+                self.bump();
+                let update_value = self.expr()?;
+                let body = self.block()?;
+                return Ok(Stmt {
+                    kind: StmtKind::Loop {
+                        label,
+                        kind: LoopKind::Cond {
+                            var,
+                            var_span,
+                            ty,
+                            init,
+                            cond,
+                            update_place,
+                            update_op,
+                            update_value,
+                        },
+                        body,
+                    },
+                    span,
+                });
+            }
             self.expect_kw("in")?;
             let start = self.expr()?;
             self.expect("..")?;
@@ -1066,6 +1135,7 @@ impl Parser {
                 self.expect(")")?;
                 Ok(e)
             }
+            Tok::Kw("if") => self.if_expr(),
             Tok::Ident(name) => {
                 self.bump();
                 if self.eat("::") {
@@ -1164,6 +1234,9 @@ impl Parser {
             wave: None,
             ulps: 0,
             deadline: None,
+            allow_races: false,
+            shuffle_seed: None,
+            max_steps: None,
             args: Vec::new(),
             expects: Vec::new(),
             span,
@@ -1200,6 +1273,9 @@ impl Parser {
                 "wave" => "wave",
                 "ulps" => "ulps",
                 "deadline" => "deadline",
+                "allow_races" => "allow_races",
+                "shuffle" => "shuffle",
+                "max_steps" => "max_steps",
                 "arg" => "arg",
                 _ => "",
             },
@@ -1207,7 +1283,7 @@ impl Parser {
         };
         if key.is_empty() {
             self.expected(
-                "`grid`, `block`, `shared`, `wave`, `ulps`, `deadline`, `arg` or `expect`",
+                "`grid`, `block`, `shared`, `wave`, `ulps`, `deadline`, `allow_races`, `shuffle`, `max_steps`, `arg` or `expect`",
             );
             return Err(());
         }
@@ -1282,6 +1358,11 @@ impl Parser {
             return Err(());
         }
         seen.push(key);
+        if key == "allow_races" {
+            spec.allow_races = true;
+            self.expect(";")?;
+            return Ok(());
+        }
         self.expect("=")?;
         match key {
             "grid" | "block" => {
@@ -1313,6 +1394,26 @@ impl Parser {
             }
             "shared" => spec.shared_bytes = self.u32_lit("a byte count")?.0,
             "wave" => spec.wave = Some(self.u32_lit("a wave width")?.0),
+            "shuffle" | "max_steps" => {
+                let vspan = self.span();
+                let v = match self.value()? {
+                    Value::Int(i) => u64::try_from(i).ok(),
+                    _ => None,
+                };
+                let Some(v) = v else {
+                    self.error(
+                        codes::RUN,
+                        vspan,
+                        format!("`{key}` takes an integer from 0 to 2^64 - 1"),
+                    );
+                    return Err(());
+                };
+                if key == "shuffle" {
+                    spec.shuffle_seed = Some(v);
+                } else {
+                    spec.max_steps = Some(v);
+                }
+            }
             "deadline" => {
                 let vspan = self.span();
                 let secs = match self.value()? {

@@ -183,6 +183,15 @@ fn run_block(out: &mut String, r: &RunSpec) {
             crate::deadline::format_seconds(d)
         );
     }
+    if r.allow_races {
+        out.push_str("    allow_races;\n");
+    }
+    if let Some(s) = r.shuffle_seed {
+        let _ = writeln!(out, "    shuffle = {s};");
+    }
+    if let Some(s) = r.max_steps {
+        let _ = writeln!(out, "    max_steps = {s};");
+    }
     for a in &r.args {
         let _ = writeln!(out, "    arg {} = {};", a.name, init(&a.init));
     }
@@ -208,6 +217,15 @@ fn run_block(out: &mut String, r: &RunSpec) {
 }
 
 // ---- types ----
+
+/// `[[E; C]; R]` for lengths `[R, C]`.
+fn nested_ty(e: ElemType, dims: &[u32]) -> String {
+    let mut t = elem(e);
+    for d in dims.iter().rev() {
+        t = format!("[{t}; {d}]");
+    }
+    t
+}
 
 fn elem(e: ElemType) -> String {
     if e.lanes == 1 {
@@ -623,6 +641,10 @@ impl<'m> FnPrinter<'m> {
         }
         for (h, s) in f.shared.iter() {
             let name = &self.shared[h.index()];
+            if let Some(dims) = self.f.dims_of(Base::Shared(h)) {
+                let _ = writeln!(out, "    shared {name}: {};", nested_ty(s.elem, dims));
+                continue;
+            }
             match s.len {
                 Some(l) => {
                     let _ = writeln!(
@@ -655,7 +677,10 @@ impl<'m> FnPrinter<'m> {
         match &s.kind {
             StmtKind::Let { local, init } => {
                 let ty = self.f.locals.try_get(*local).map(|l| l.ty);
-                let ty_text = ty.map_or_else(|| "?".into(), |t| self.ty(t));
+                let ty_text = match (ty, self.f.dims_of(Base::Local(*local))) {
+                    (Some(Type::Array { elem, .. }), Some(dims)) => nested_ty(elem, dims),
+                    _ => ty.map_or_else(|| "?".into(), |t| self.ty(t)),
+                };
                 let _ = write!(out, "let {}: {ty_text}", self.local(*local));
                 if let Some(i) = init {
                     let _ = write!(out, " = {}", self.top(*i, Ctx::Expect(scalar_of(ty))));
@@ -709,6 +734,29 @@ impl<'m> FnPrinter<'m> {
                         }
                         out.push_str(" {\n");
                     }
+                    LoopKind::Cond {
+                        var,
+                        init,
+                        cond,
+                        update,
+                    } => {
+                        let ty = self.f.locals.try_get(*var).map(|l| l.ty);
+                        let e = Ctx::Expect(scalar_of(ty));
+                        let name = self.local(*var);
+                        let _ = write!(
+                            out,
+                            "for {name}: {} = {}; {}; ",
+                            ty.map_or_else(|| "?".into(), |t| self.ty(t)),
+                            self.top(*init, e),
+                            self.top(*cond, Ctx::Expect(None)),
+                        );
+                        if let Some((op, rhs)) = self.compound(&Place::Local(*var), *update) {
+                            let _ = write!(out, "{name} {}= {rhs}", bin_info(op).0);
+                        } else {
+                            let _ = write!(out, "{name} = {}", self.top(*update, e));
+                        }
+                        out.push_str(" {\n");
+                    }
                 }
                 self.block(out, body, indent + 1);
                 let _ = writeln!(out, "{pad}}}");
@@ -736,7 +784,18 @@ impl<'m> FnPrinter<'m> {
                 None => out.push_str("return;\n"),
             },
             StmtKind::Expr(e) => {
-                let _ = writeln!(out, "{};", self.top(*e, Ctx::Expect(None)));
+                let text = self.top(*e, Ctx::Expect(None));
+                // A statement starting with `if` would read back as an `if` statement.
+                if text.starts_with("if ") {
+                    let _ = writeln!(out, "({text});");
+                } else {
+                    let _ = writeln!(out, "{text};");
+                }
+            }
+            StmtKind::Block(b) => {
+                out.push_str("{\n");
+                self.block(out, b, indent + 1);
+                let _ = writeln!(out, "{pad}}}");
             }
             StmtKind::Barrier => out.push_str("barrier();\n"),
             StmtKind::Fence(scope) => {
@@ -879,6 +938,11 @@ impl<'m> FnPrinter<'m> {
                             cond,
                             accept,
                             reject,
+                        }
+                        | Expr::IfElse {
+                            cond,
+                            accept,
+                            reject,
                         } => {
                             *cond = zero;
                             *accept = zero;
@@ -920,6 +984,62 @@ impl<'m> FnPrinter<'m> {
                 .all(|(p, q)| self.same_tree(*p, *q, depth + 1))
     }
 
+    /// `b[i]`; for a multi-dimensional array `b[i][j]`, the subscripts read back from the
+    /// row-major index `i * C + j` the parser builds (an index of another shape prints as
+    /// `b[0][k]`, the same element).
+    fn element(&self, base: Base, index: ExprId, depth: u32) -> String {
+        let u32c = Ctx::Expect(Some(Scalar::U32));
+        let Some(dims) = self.f.dims_of(base) else {
+            return format!("{}[{}]", self.base(base), self.expr(index, u32c, depth).0);
+        };
+        let mut subs = Vec::new();
+        let mut cur = index;
+        for k in (1..dims.len()).rev() {
+            let step = match self.f.exprs.try_get(cur) {
+                Some(Expr::Binary {
+                    op: BinaryOp::Add,
+                    lhs,
+                    rhs,
+                }) => match self.f.exprs.try_get(*lhs) {
+                    Some(Expr::Binary {
+                        op: BinaryOp::Mul,
+                        lhs: a,
+                        rhs: d,
+                    }) if matches!(
+                        self.f.exprs.try_get(*d),
+                        Some(Expr::Literal(Literal::Int { bits, ty: Scalar::U32 }))
+                            if *bits == u64::from(dims[k])
+                    ) =>
+                    {
+                        Some((*a, *rhs))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            match step {
+                Some((a, i)) => {
+                    subs.push(i);
+                    cur = a;
+                }
+                None => {
+                    let zeros = "[0]".repeat(dims.len() - 1);
+                    return format!(
+                        "{}{zeros}[{}]",
+                        self.base(base),
+                        self.expr(index, u32c, depth).0
+                    );
+                }
+            }
+        }
+        subs.push(cur);
+        let mut out = self.base(base);
+        for &i in subs.iter().rev() {
+            let _ = write!(out, "[{}]", self.expr(i, u32c, depth).0);
+        }
+        out
+    }
+
     fn place(&self, p: &Place) -> String {
         match *p {
             Place::Local(l) => self.local(l),
@@ -930,11 +1050,7 @@ impl<'m> FnPrinter<'m> {
                     format!("{}[{lane}]", self.local(local))
                 }
             }
-            Place::Element { base, index } => format!(
-                "{}[{}]",
-                self.base(base),
-                self.top(index, Ctx::Expect(Some(Scalar::U32)))
-            ),
+            Place::Element { base, index } => self.element(base, index, 0),
         }
     }
 
@@ -962,7 +1078,7 @@ impl<'m> FnPrinter<'m> {
                 self.flexible_ty(*lhs, depth + 1),
                 self.flexible_ty(*rhs, depth + 1),
             ),
-            Expr::Select { accept, reject, .. } => same(
+            Expr::Select { accept, reject, .. } | Expr::IfElse { accept, reject, .. } => same(
                 self.flexible_ty(*accept, depth + 1),
                 self.flexible_ty(*reject, depth + 1),
             ),
@@ -1188,6 +1304,20 @@ impl<'m> FnPrinter<'m> {
                 let arms = self.peers(&[*accept, *reject], group, force, depth);
                 post(format!("select({c}, {}, {})", arms[0], arms[1]))
             }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => {
+                let c = self.expr(*cond, none, depth).0;
+                let arms = self.peers(&[*accept, *reject], group, force, depth);
+                let tail = if matches!(self.f.exprs.try_get(*reject), Some(Expr::IfElse { .. })) {
+                    arms[1].clone()
+                } else {
+                    format!("{{ {} }}", arms[1])
+                };
+                post(format!("if {c} {{ {} }} else {tail}", arms[0]))
+            }
             Expr::Compose {
                 scalar,
                 lanes,
@@ -1227,11 +1357,7 @@ impl<'m> FnPrinter<'m> {
                     ))
                 }
             }
-            Expr::Index { base, index } => post(format!(
-                "{}[{}]",
-                self.base(*base),
-                self.expr(*index, u32c, depth).0
-            )),
+            Expr::Index { base, index } => post(self.element(*base, *index, depth)),
             Expr::Len(i) => post(format!("len({})", self.param(*i))),
             Expr::Call { function, args: a } => {
                 let callee = self.m.functions.try_get(*function);
@@ -1559,10 +1685,22 @@ impl Sim<'_, '_> {
                         }
                         self.declare(*var);
                     }
+                    LoopKind::Cond {
+                        var,
+                        init,
+                        cond,
+                        update,
+                    } => {
+                        self.expr(*init);
+                        self.declare(*var);
+                        self.expr(*cond);
+                        self.expr(*update);
+                    }
                 }
                 self.block(body);
                 self.scopes.pop();
             }
+            StmtKind::Block(b) => self.scoped(b),
             StmtKind::Return(Some(e)) | StmtKind::Expr(e) => self.expr(*e),
             StmtKind::VStore {
                 base, index, value, ..

@@ -26,6 +26,14 @@ pub struct RunSpec {
     /// How long the launch may run (`deadline = SECONDS;`), `None` for the runner's default
     /// (`xpu run --deadline`). A launch past it is refused with `XPU-L018`.
     pub deadline: Option<std::time::Duration>,
+    /// `allow_races;`: the interpreter reports no data race in this launch (a benign-race
+    /// kernel can then be value-tested); other backends detect none anyway.
+    pub allow_races: bool,
+    /// `shuffle = SEED;`: the interpreter runs workgroups and work-items in an order shuffled
+    /// by the seed; `None` runs them in order.
+    pub shuffle_seed: Option<u64>,
+    /// `max_steps = N;`: the interpreter's step budget (work-item steps over the launch).
+    pub max_steps: Option<u64>,
     /// `arg NAME = INIT;`, in source order.
     pub args: Vec<RunArg>,
     /// `expect ...;`, in source order.

@@ -6,11 +6,12 @@ use super::{codes, Sink};
 use crate::ir::typeck::{self, base_name, base_writable, type_name, FunctionTypes};
 use crate::ir::{
     Base, Block, Expr, ExprId, Function, FunctionKind, Handle, Literal, Local, LoopKind, Module,
-    Place, Span, Stmt, StmtKind, Type,
+    Place, Scalar, Span, Stmt, StmtKind, Type,
 };
 
 pub(super) fn check(module: &Module, f: &Function, typed: &FunctionTypes, sink: &mut Sink) {
     uses(f, sink);
+    dims(f, sink);
     for (e, err) in typed.errors() {
         sink.at(f, err.code, f.expr_span(e), err.message.clone());
     }
@@ -37,6 +38,55 @@ pub(super) fn check(module: &Module, f: &Function, typed: &FunctionTypes, sink: 
     }
 }
 
+/// Multi-dimensional arrays: each names a private array local or a fixed-length shared
+/// array once, with two or more lengths whose product is its element count.
+fn dims(f: &Function, sink: &mut Sink) {
+    for (i, (base, dims)) in f.array_dims.iter().enumerate() {
+        let (len, span, name) = match *base {
+            Base::Local(l) => match f.locals.try_get(l) {
+                Some(Local {
+                    ty: Type::Array { len, .. },
+                    span,
+                    name,
+                }) => (Some(*len), *span, name.clone()),
+                Some(l) => (None, l.span, l.name.clone()),
+                None => (None, f.span, format!("{l:?}")),
+            },
+            Base::Shared(h) => match f.shared.try_get(h) {
+                Some(s) => (s.len, s.span, s.name.clone()),
+                None => (None, f.span, format!("{h:?}")),
+            },
+            Base::Param(p) => (None, f.span, format!("parameter {p}")),
+        };
+        let product = dims.iter().try_fold(1u32, |a, &d| a.checked_mul(d));
+        let problem = if f.array_dims[..i].iter().any(|(b, _)| b == base) {
+            Some("is given dimensions twice".to_string())
+        } else if dims.len() < 2 {
+            Some(format!(
+                "has {} dimension(s); a shape has two or more",
+                dims.len()
+            ))
+        } else {
+            match len {
+                Some(crate::ir::Len::Fixed(n)) if product == Some(n) => None,
+                Some(crate::ir::Len::Fixed(n)) => Some(format!(
+                    "has {n} elements, not the {} of its dimensions {dims:?}",
+                    product.map_or_else(|| "over 2^32".to_string(), |p| p.to_string())
+                )),
+                _ => Some("is not a fixed-length private or shared array".to_string()),
+            }
+        };
+        if let Some(p) = problem {
+            sink.at(
+                f,
+                codes::ARRAY_DIMS,
+                span,
+                format!("multi-dimensional array `{name}` {p}"),
+            );
+        }
+    }
+}
+
 /// Every expression handle a statement refers to directly, in evaluation order.
 pub(super) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
     match &s.kind {
@@ -58,6 +108,13 @@ pub(super) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
                 out.push(*end);
                 out.extend(step);
             }
+            LoopKind::Cond {
+                init, cond, update, ..
+            } => {
+                out.push(*init);
+                out.push(*cond);
+                out.push(*update);
+            }
         },
         StmtKind::Return(e) => out.extend(e),
         StmtKind::Expr(e) => out.push(*e),
@@ -75,7 +132,11 @@ pub(super) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
             out.push(*offset);
             out.push(*stride);
         }
-        StmtKind::Break(_) | StmtKind::Continue(_) | StmtKind::Barrier | StmtKind::Fence(_) => {}
+        StmtKind::Break(_)
+        | StmtKind::Continue(_)
+        | StmtKind::Barrier
+        | StmtKind::Fence(_)
+        | StmtKind::Block(_) => {}
     }
 }
 
@@ -150,6 +211,7 @@ fn always_returns(block: &Block) -> bool {
             kind: LoopKind::Infinite,
             body,
         } => !breaks_out(body, label.as_deref(), 0),
+        StmtKind::Block(b) => always_returns(b),
         _ => false,
     })
 }
@@ -165,6 +227,7 @@ fn breaks_out(body: &Block, label: Option<&str>, depth: usize) -> bool {
             ..
         } => breaks_out(then_block, label, depth) || breaks_out(else_block, label, depth),
         StmtKind::Loop { body, .. } => breaks_out(body, label, depth + 1),
+        StmtKind::Block(b) => breaks_out(b, label, depth),
         _ => false,
     })
 }
@@ -296,6 +359,14 @@ impl Walker<'_, '_> {
         let span = s.span;
         let mut roots = Vec::new();
         stmt_roots(s, &mut roots);
+        if let StmtKind::Loop {
+            kind: LoopKind::Cond { init, .. },
+            ..
+        } = &s.kind
+        {
+            // The condition and update see the loop variable: checked after its declaration.
+            roots = vec![*init];
+        }
         for r in roots {
             self.expr(r);
         }
@@ -364,6 +435,12 @@ impl Walker<'_, '_> {
                         end,
                         step,
                     } => self.for_header(*var, *start, *end, *step, span),
+                    LoopKind::Cond {
+                        var,
+                        init,
+                        cond,
+                        update,
+                    } => self.cond_for_header(*var, *init, *cond, *update, span),
                 }
                 self.loops.push(label.clone());
                 self.block(body);
@@ -392,6 +469,7 @@ impl Walker<'_, '_> {
                     }
                 }
             }
+            StmtKind::Block(b) => self.block(b),
             StmtKind::Return(value) => self.ret(*value, span),
             StmtKind::Expr(_) | StmtKind::Barrier | StmtKind::Fence(_) => {}
             StmtKind::VStore {
@@ -549,12 +627,13 @@ impl Walker<'_, '_> {
             }
             if let Some(step) = step {
                 if let Some(Expr::Literal(Literal::Int { bits, ty })) = self.f.exprs.try_get(step) {
-                    let negative = ty.is_signed() && (bits >> (ty.bits() - 1)) & 1 == 1;
-                    if *bits == 0 || negative {
+                    // A negative step (signed variables only) counts down.
+                    if *bits == 0 {
+                        let _ = ty;
                         self.err(
                             codes::FOR_LOOP,
                             self.f.expr_span(step),
-                            format!("the step of `for {name}` must be positive"),
+                            format!("the step of `for {name}` must not be zero"),
                         );
                     }
                 }
@@ -562,6 +641,53 @@ impl Walker<'_, '_> {
         }
         // The variable is in scope in the body only; the bounds were checked before.
         self.declare(var, span);
+    }
+
+    fn cond_for_header(
+        &mut self,
+        var: Handle<Local>,
+        init: ExprId,
+        cond: ExprId,
+        update: ExprId,
+        span: Span,
+    ) {
+        let Some(l) = self.f.locals.try_get(var) else {
+            self.err(codes::HANDLE, span, format!("local {var:?} does not exist"));
+            return;
+        };
+        let (name, ty) = (l.name.clone(), l.ty);
+        if !matches!(ty, Type::Scalar(s) if s != Scalar::Bool) {
+            let msg = format!(
+                "for variable `{name}` is {}; it must be a numeric scalar",
+                self.tn(ty)
+            );
+            self.err(codes::COND_FOR, span, msg);
+        } else {
+            self.expect(
+                init,
+                ty,
+                codes::COND_FOR,
+                &format!("the initial value of `for {name}`"),
+                span,
+            );
+            self.expect(
+                update,
+                ty,
+                codes::COND_FOR,
+                &format!("the update of `for {name}`"),
+                span,
+            );
+        }
+        self.expect(
+            cond,
+            Type::BOOL,
+            codes::COND_FOR,
+            &format!("the condition of `for {name}`"),
+            span,
+        );
+        self.declare(var, span);
+        self.expr(cond);
+        self.expr(update);
     }
 
     fn ret(&mut self, value: Option<ExprId>, span: Span) {

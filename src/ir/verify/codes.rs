@@ -70,6 +70,17 @@ pub const LOCAL_SCOPE: &str = "XPU-V038";
 /// A `matrix_store` whose value is not a fragment or whose base does not hold its scalar.
 pub const MATRIX_STORE: &str = "XPU-V039";
 
+/// An `if` expression whose condition is not a `bool` scalar, or whose arms are not one
+/// scalar or vector type.
+pub const IF_EXPR: &str = "XPU-V090";
+/// A `for var = init; cond; update` loop whose variable is not a numeric scalar, whose
+/// `init` or `update` is not of its type, or whose `cond` is not `bool`.
+pub const COND_FOR: &str = "XPU-V091";
+/// A multi-dimensional array shape that does not fit its array: not a fixed-length private
+/// or shared array, fewer than two lengths, a product other than its element count, or two
+/// shapes for one array.
+pub const ARRAY_DIMS: &str = "XPU-V092";
+
 /// Two functions, two tag sets, or a template instance and a function with one name.
 pub const DUPLICATE_NAME: &str = "XPU-V050";
 /// A device helper that calls itself, directly or through others.

@@ -4,14 +4,14 @@
 //! [`Diagnostic`]s with stable codes ([`codes`], documented in `docs/verifier.md`), sorted by
 //! location. A module that passes is then instantiated: each `instantiate` entry of a kernel
 //! template becomes a concrete kernel named `Name<a,b,...>`
-//! ([`template`](crate::ir::template)).
+//! ([`crate::ir::template`]).
 //!
 //! Rule families live one per file:
-//! - [`items`]: module-level rules (unique names, tag sets, recursion);
-//! - [`decls`]: a function's declarations (parameter, return, local and shared types,
+//! - `items`: module-level rules (unique names, tag sets, recursion);
+//! - `decls`: a function's declarations (parameter, return, local and shared types,
 //!   attributes, constant expressions);
-//! - [`body`]: statements and expression trees (scopes, labels, single use, places, and the
-//!   expression type rules of [`typeck`](crate::ir::typeck)).
+//! - `body`: statements and expression trees (scopes, labels, single use, places, and the
+//!   expression type rules of [`crate::ir::typeck`]).
 //!
 //! What a `VerifiedModule` guarantees a backend: every handle is in range; every expression
 //! has one parent and a type (see [`VerifiedModule::expr_types`]); in every concrete function

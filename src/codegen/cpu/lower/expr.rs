@@ -154,6 +154,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                 }
                 Ev::Vals(out)
             }
+            Expr::IfElse {
+                cond,
+                accept,
+                reject,
+            } => self.if_else(class, ty, *cond, *accept, *reject)?,
             Expr::Compose { parts, .. } => {
                 let mut out = Vec::new();
                 for ev in self.eval_ops(parts)? {
@@ -911,6 +916,81 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.map_lanes(s, &[(s, a), (s, b)], |me, v| op1(me, v[0], v[1]))
             }
         }
+    }
+
+    /// `if cond { accept } else { reject }`: a uniform condition branches; a varying one
+    /// evaluates each arm under the mask of its lanes (skipped when it has none), blending
+    /// into the result, so an arm no lane takes has no effect.
+    pub(super) fn if_else(
+        &mut self,
+        class: Class,
+        ty: Type,
+        cond: ExprId,
+        accept: ExprId,
+        reject: ExprId,
+    ) -> Result<Ev, JitError> {
+        let s = scalar_of(ty);
+        let comps = comps_of(ty);
+        let c = self.expr(cond)?.vals().remove(0);
+        let slot = if class == Class::Uniform && matches!(c, Val::U(_)) {
+            Slot::Uni((0..comps).map(|_| self.new_var(uty(s))).collect())
+        } else {
+            Slot::Var(
+                (0..comps)
+                    .map(|_| {
+                        (0..chunks(s, self.n))
+                            .map(|_| self.new_var(vty(s)))
+                            .collect()
+                    })
+                    .collect(),
+            )
+        };
+        let zero = Val::U(self.uconst(s, 0));
+        self.write_slot(&slot, s, &vec![zero; comps], false)?;
+        match c {
+            Val::U(c) => {
+                let tb = self.b.create_block();
+                let eb = self.b.create_block();
+                let join = self.b.create_block();
+                self.b.ins().brif(c, tb, &[], eb, &[]);
+                for (block, arm) in [(tb, accept), (eb, reject)] {
+                    self.b.switch_to_block(block);
+                    let v = self.expr(arm)?.vals();
+                    self.write_slot(&slot, s, &v, false)?;
+                    self.b.ins().jump(join, &[]);
+                }
+                self.b.switch_to_block(join);
+            }
+            c => {
+                let cm = self.bool_mask(&c);
+                let save = self.exec();
+                let then_m = self.mask_and(&save, &cm);
+                let else_m = self.mask_andnot(&save, &cm);
+                let saved = self.mask_vars();
+                self.def_vars(&saved, &save);
+                let masks = [self.mask_vars(), self.mask_vars()];
+                self.def_vars(&masks[0], &then_m);
+                self.def_vars(&masks[1], &else_m);
+                let known = self.known;
+                for (m, arm) in masks.iter().zip([accept, reject]) {
+                    let m = self.use_vars(m);
+                    let any = self.mask_any(&m);
+                    let rb = self.b.create_block();
+                    let next = self.b.create_block();
+                    self.b.ins().brif(any, rb, &[], next, &[]);
+                    self.b.switch_to_block(rb);
+                    self.set_exec(&m);
+                    let v = self.expr(arm)?.vals();
+                    self.write_slot(&slot, s, &v, true)?;
+                    self.b.ins().jump(next, &[]);
+                    self.b.switch_to_block(next);
+                }
+                let s = self.use_vars(&saved);
+                self.set_exec(&s);
+                self.known = known;
+            }
+        }
+        Ok(self.read_slot(&slot, ty))
     }
 
     pub(super) fn select(&mut self, s: Scalar, c: &Val, a: &Val, r: &Val) -> Val {

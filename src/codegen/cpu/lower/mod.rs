@@ -403,6 +403,13 @@ fn stmt_calls(m: &Module, f: &Function, s: &Stmt) -> Vec<Handle<Function>> {
                 roots.push(*end);
                 roots.extend(step);
             }
+            LoopKind::Cond {
+                init, cond, update, ..
+            } => {
+                roots.push(*init);
+                roots.push(*cond);
+                roots.push(*update);
+            }
             LoopKind::Infinite => {}
         },
         StmtKind::VStore { index, value, .. } => {
@@ -709,6 +716,7 @@ fn restartable(f: &Function) -> bool {
             !matches!(
                 s.kind,
                 StmtKind::If { .. }
+                    | StmtKind::Block(_)
                     | StmtKind::Loop { .. }
                     | StmtKind::Break(_)
                     | StmtKind::Continue(_)
@@ -913,6 +921,7 @@ fn exits(b: &[Stmt]) -> bool {
             ..
         } => exits(then_block) || exits(else_block),
         StmtKind::Loop { body, .. } => exits(body),
+        StmtKind::Block(b) => exits(b),
         _ => false,
     })
 }

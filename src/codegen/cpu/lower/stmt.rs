@@ -161,6 +161,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 else_block,
             } => return self.if_stmt(*cond, then_block, else_block),
             StmtKind::Loop { label, kind, body } => return self.loop_stmt(st, label, kind, body),
+            StmtKind::Block(b) => return self.block(b),
             StmtKind::Break(label) => return self.break_stmt(label.as_deref(), true),
             StmtKind::Continue(label) => return self.break_stmt(label.as_deref(), false),
             StmtKind::Return(v) => return self.return_stmt(*v),
@@ -674,6 +675,15 @@ impl<'a, 'm> Lower<'a, 'm> {
             let stp = self.hold(s, stp);
             for_parts = Some((*var, s, slot, e, stp));
         }
+        // `for var = init; cond; update`: the variable's first value.
+        let mut cond_slot = None;
+        if let LoopKind::Cond { var, init, .. } = kind {
+            let s = scalar_of(self.frame().f.locals[*var].ty);
+            let slot = self.declare_local(*var);
+            let v0 = self.expr(*init)?.vals();
+            self.write_slot(&slot, s, &v0, false)?;
+            cond_slot = Some((s, slot));
+        }
         let (alive, exit_mask) = if divergent {
             let alive = self.mask_vars();
             let exit_mask = self.mask_vars();
@@ -702,13 +712,24 @@ impl<'a, 'm> Lower<'a, 'm> {
         let cond: Option<Val> = match kind {
             LoopKind::Infinite => None,
             LoopKind::While(c) => Some(self.expr(*c)?.vals().remove(0)),
-            LoopKind::For { .. } => {
-                let (var, s, slot, e, _) = for_parts.clone().expect("for parts");
+            LoopKind::For { step, .. } => {
+                let (var, s, slot, e, stp) = for_parts.clone().expect("for parts");
                 let v = self.read_slot(&slot, Type::Scalar(s)).vals().remove(0);
                 let _ = var;
                 let e = self.unhold(&e);
-                Some(self.compare(BinaryOp::Lt, s, &v, &e))
+                let lt = self.compare(BinaryOp::Lt, s, &v, &e);
+                if step.is_some() && s.is_signed() {
+                    // A negative step counts down: while `var > end`.
+                    let stp = self.unhold(&stp);
+                    let zero = Val::U(self.uconst(s, 0));
+                    let neg = self.compare(BinaryOp::Lt, s, &stp, &zero);
+                    let gt = self.compare(BinaryOp::Gt, s, &v, &e);
+                    Some(self.select(Scalar::Bool, &neg, &gt, &lt))
+                } else {
+                    Some(lt)
+                }
             }
+            LoopKind::Cond { cond, .. } => Some(self.expr(*cond)?.vals().remove(0)),
         };
         // A uniform loop whose body returns may lose every lane: stop then.
         let cond = match cond {
@@ -783,6 +804,12 @@ impl<'a, 'm> Lower<'a, 'm> {
             let stp = self.unhold(stp);
             let nv = self.arith(BinaryOp::Add, *s, &v, &stp, None, None);
             self.write_slot(slot, *s, &[nv], false)?;
+        }
+        if let (Some((s, slot)), LoopKind::Cond { update, .. }) = (&cond_slot, kind) {
+            // Like a `for` variable's step: the variable dies with the loop, so lanes that
+            // left need no blending.
+            let nv = self.expr(*update)?.vals();
+            self.write_slot(slot, *s, &nv, false)?;
         }
         // A short counted loop leaves the deadline to the loop around it (sgemm's 16-step
         // inner loop lost 15 % to a check per step).
