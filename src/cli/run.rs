@@ -59,7 +59,7 @@ pub struct RunArgs {
     #[arg(long, hide = true, default_value = "0")]
     pub resume_after: usize,
     /// Internal: the passed, failed and skipped counts of the earlier processes.
-    #[arg(long, hide = true, value_delimiter = ',', num_args = 3)]
+    #[arg(long, hide = true, num_args = 3)]
     pub resume_counts: Vec<usize>,
 }
 
@@ -125,9 +125,13 @@ pub fn run(args: &RunArgs) -> ExitCode {
     });
     // A process going on after one that lost its device starts from that one's counts.
     let mut summary = Summary::default();
-    for (c, v) in [&mut summary.passed, &mut summary.failed, &mut summary.skipped]
-        .into_iter()
-        .zip(&args.resume_counts)
+    for (c, v) in [
+        &mut summary.passed,
+        &mut summary.failed,
+        &mut summary.skipped,
+    ]
+    .into_iter()
+    .zip(&args.resume_counts)
     {
         *c = *v;
     }
@@ -162,9 +166,7 @@ pub fn run(args: &RunArgs) -> ExitCode {
                 bar.finish_and_clear();
             }
             let _ = out.flush();
-            return ExitCode::from(go_on_in_a_new_process(
-                at, &summary,
-            ));
+            return ExitCode::from(go_on_in_a_new_process(at, &summary));
         }
     }
     if let Some(bar) = &bar {
@@ -195,8 +197,12 @@ fn go_on_in_a_new_process(at: usize, summary: &Summary) -> u8 {
     let mut args: Vec<std::ffi::OsString> = Vec::new();
     let mut it = std::env::args_os().skip(1);
     while let Some(a) = it.next() {
-        if a == "--resume-after" || a == "--resume-counts" {
+        if a == "--resume-after" {
             it.next();
+            continue;
+        }
+        if a == "--resume-counts" {
+            it.nth(2);
             continue;
         }
         args.push(a);
@@ -217,10 +223,7 @@ fn go_on_in_a_new_process(at: usize, summary: &Summary) -> u8 {
         .arg("--resume-after")
         .arg(at.to_string())
         .arg("--resume-counts")
-        .arg(format!(
-            "{},{},{}",
-            summary.passed, summary.failed, summary.skipped
-        ))
+        .args([summary.passed, summary.failed, summary.skipped].map(|n| n.to_string()))
         .status();
     match status {
         Ok(s) => s.code().map_or(2, |c| c.clamp(0, 255) as u8),
