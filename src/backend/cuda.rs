@@ -1135,7 +1135,12 @@ impl CudaProgram {
         manifest.registers_per_thread = fattr(F::CU_FUNC_ATTRIBUTE_NUM_REGS);
         manifest.stack_frame_bytes = fattr(F::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
         if let Some(s) = fattr(F::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) {
-            manifest.static_shared_bytes = Some(s as u64);
+            // The driver's figure is an `int`: a static array past it (4 GiB in
+            // tests/hostile/shared_static_4gib.xk) reads as less, and the launch faulted with
+            // CUDA_ERROR_ILLEGAL_INSTRUCTION instead of the shared-memory refusal. The
+            // IR's own sum is kept where it is larger.
+            let ir = manifest.static_shared_bytes.unwrap_or(0);
+            manifest.static_shared_bytes = Some(ir.max(s as u64));
         }
         manifest.built_wave = Some(32);
         manifest.native_ops = matrix_from_header(&ptx);
