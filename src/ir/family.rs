@@ -32,10 +32,15 @@ pub mod codes {
 /// The keys a family declaration gives per member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FamilyKey {
+    /// `tile_m`: rows of the output tile a block computes.
     TileM,
+    /// `tile_n`: columns of the output tile a block computes.
     TileN,
+    /// `threads`: work-items per block.
     Threads,
+    /// `k_block`: the depth of the reduction step.
     KBlock,
+    /// `max_splits`: the most ways the reduction may be split.
     MaxSplits,
     /// Dynamic shared bytes a launch of the member passes (optional, default 0).
     DynamicShared,
@@ -64,6 +69,7 @@ impl FamilyKey {
         }
     }
 
+    /// The key named `name` as written, if any.
     pub fn from_name(name: &str) -> Option<FamilyKey> {
         FamilyKey::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -77,13 +83,16 @@ impl FamilyKey {
 /// `family NAME = Template(key = expr, ...);`
 #[derive(Clone, Debug, PartialEq)]
 pub struct FamilyDecl {
+    /// The family's name.
     pub name: String,
     /// The kernel template the members are instances of.
     pub template: String,
     /// The keys as written, each a constant expression in `consts`; `Param(i)` is the
     /// template's `i`-th parameter.
     pub keys: Vec<(FamilyKey, Handle<ConstExpr>, Span)>,
+    /// The constant expressions the keys refer to.
     pub consts: Arena<ConstExpr>,
+    /// Where the declaration is written.
     pub span: Span,
 }
 
@@ -92,11 +101,17 @@ pub struct FamilyDecl {
 pub struct FamilyMember {
     /// The instance's kernel name (`Gemm<64,64,16,4,4>`).
     pub kernel: String,
+    /// Rows of the output tile.
     pub tile_m: u32,
+    /// Columns of the output tile.
     pub tile_n: u32,
+    /// Work-items per block.
     pub threads: u32,
+    /// The depth of the reduction step.
     pub k_block: u32,
+    /// The most ways the reduction may be split.
     pub max_splits: u32,
+    /// Dynamic shared bytes a launch of the member passes.
     pub dynamic_shared_bytes: u64,
 }
 

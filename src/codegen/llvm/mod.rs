@@ -45,9 +45,9 @@ mod wave;
 
 use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
-    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType,
-    Expr, ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
-    ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, WaveOp,
+    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstExpr, ElemType, Expr, ExprId, FenceScope,
+    Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Span,
+    Stmt, StmtKind, Type, UnaryOp, WaveOp,
 };
 pub use checked::REPORT_SYMBOL;
 use inkwell::basic_block::BasicBlock;
@@ -151,7 +151,7 @@ pub struct Cx<'ctx> {
     pub distributed_matrices: std::cell::Cell<bool>,
     /// The cooperative-matrix operations lowered so far and their tiers.
     pub matrix_ops: std::cell::RefCell<Vec<MatrixOp>>,
-    /// What the code tests at run time (checked mode, ub-traps: [`checked`]).
+    /// What the code tests at run time (checked mode, ub-traps: `checked`).
     pub checks: Checks,
     /// The check sites emitted so far, module-wide (a report names one by index).
     pub sites: std::cell::RefCell<Vec<CheckSite>>,
