@@ -472,15 +472,19 @@ fn child_churns_programs() {
             device.backend()
         );
         assert_eq!(code_warm, 0, "{}", device.backend());
-        // Vulkan on lavapipe still grows (docs/bundle.md): measured and printed, not held to
-        // the bound the host backends meet.
-        if device.backend() != Backend::Vulkan {
-            assert!(
-                per_program < 400.0,
-                "{}: resident memory grows {per_program:.0} bytes per dropped program",
-                device.backend()
-            );
-        }
+        // Vulkan: the driver's freed pipelines stay in glibc's arenas until the backend asks
+        // for them back (every 64 kernels destroyed): up to 63 programs' worth is still held at
+        // either measuring point (on lavapipe 5 to 20 KB each, with launches pending).
+        let bound = if device.backend() == Backend::Vulkan {
+            1500.0
+        } else {
+            400.0
+        };
+        assert!(
+            per_program < bound,
+            "{}: resident memory grows {per_program:.0} bytes per dropped program",
+            device.backend()
+        );
     }
     println!("CHILD OK");
 }

@@ -823,6 +823,80 @@ mod amd {
             .expect("run xpu");
         assert_eq!(bad.status.code(), Some(2));
     }
+
+    /// `xpu build -o` with amdgpu bundles a linked code object per kernel for the `--arch`
+    /// processor, its ABI header as the launch metadata and its manifest; the HIP backend's
+    /// check of a bundle entry accepts what was written and refuses a damaged one.
+    #[test]
+    fn bundle_carries_amdgpu_code_objects_a_hip_device_takes() {
+        if codeobj::find_linker().is_none() {
+            super::skip(
+                "amdgpu bundle",
+                "ld.lld not found: no code objects to bundle",
+            );
+            return;
+        }
+        let path = std::env::temp_dir().join(format!("xpu-amd-bundle-{}.xpub", std::process::id()));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
+            .args(["build", "examples/reduction.xk", "--backends", "cpu,amdgpu"])
+            .args(["--arch", "sm_80,gfx942", "-o"])
+            .arg(&path)
+            .output()
+            .expect("run xpu");
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bundle = xpu::bundle::Bundle::open(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let amd: Vec<_> = bundle
+            .entries()
+            .filter(|e| e.backend == xpu::Backend::Hip)
+            .collect();
+        assert!(!amd.is_empty(), "no AMDGPU entries");
+        let kernels = bundle.module().kernels().count();
+        assert_eq!(amd.len(), kernels, "one code object per kernel");
+        for e in &amd {
+            assert_eq!(e.target, "gfx942");
+            assert_eq!(e.kind, xpu::bundle::CodeKind::CodeObject);
+            let code = e.code.expect("a code section");
+            assert!(code.starts_with(b"\x7fELF"), "{}: not ELF", e.kernel);
+            let meta = e.meta.expect("launch metadata");
+            // The code object's own metadata note agrees with the manifest bundled beside it.
+            let md = codeobj::read_metadata(code).unwrap();
+            let abi = xpu::backend::gpu_abi::abi_from_header(meta).expect("an ABI header");
+            assert!(md.iter().any(|k| k.name == abi.symbol), "{}", e.kernel);
+            assert_eq!(e.manifest.kernel, e.kernel);
+            assert!(e.manifest.registers_per_thread.is_some(), "{}", e.kernel);
+            let taken = xpu::backend::hip::bundled_code(xpu::hal::Prebuilt {
+                kernel: e.kernel.to_string(),
+                code: code.to_vec(),
+                meta: Some(meta.to_string()),
+                manifest: e.manifest.clone(),
+            })
+            .unwrap_or_else(|err| panic!("{}: {err}", e.kernel));
+            assert_eq!(taken.abi.symbol, abi.symbol);
+            assert_eq!(taken.abi.params.len(), abi.params.len());
+            // A damaged entry is a coded load error, never handed to the runtime.
+            let mut bad = code.to_vec();
+            bad[0] = 0;
+            let refused = |code: Vec<u8>, meta: Option<String>| {
+                xpu::backend::hip::bundled_code(xpu::hal::Prebuilt {
+                    kernel: e.kernel.to_string(),
+                    code,
+                    meta,
+                    manifest: e.manifest.clone(),
+                })
+                .unwrap_err()
+                .code()
+            };
+            assert_eq!(refused(bad, Some(meta.to_string())), "XPU-D009");
+            assert_eq!(refused(code.to_vec(), None), "XPU-D009");
+            assert_eq!(refused(code.to_vec(), Some("garbage".into())), "XPU-D009");
+        }
+    }
 }
 
 // ---- On a CUDA device (where there is none each prints a SKIP line and passes vacuously) -----

@@ -488,3 +488,31 @@ fn mutated_kernel_files_never_crash_xpu_run() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The process `xpu run` starts after a device it cannot recover (`XPU-D016`, issue 16) is
+/// given `--resume-after N --resume-counts P F S`: it runs only the cases after the first N
+/// and closes with the counts of the whole run (on the H200 the hand-on once failed in clap).
+#[test]
+fn xpu_run_goes_on_after_the_cases_an_earlier_process_ran() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xpu"))
+        .args([
+            "run",
+            "tests/hostile/fault_then_pass.xk",
+            "--backend",
+            "interp",
+        ])
+        .args(["--resume-after", "2", "--resume-counts", "1", "1", "0"])
+        .output()
+        .expect("xpu runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let cases: Vec<&str> = stdout.lines().filter(|l| l.starts_with("PASS")).collect();
+    assert_eq!(cases.len(), 1, "{stdout}{stderr}");
+    assert!(cases[0].contains("after_fault_sum"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l == "2 passed, 1 failed"),
+        "the closing line counts the earlier process's cases: {stdout}{stderr}"
+    );
+    // An earlier failure is the run's failure.
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+}

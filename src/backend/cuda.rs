@@ -22,9 +22,10 @@
 use crate::backend::cache::{hash_hex, CodeCache, DeviceKey, Hit};
 use crate::backend::common;
 use crate::backend::deadlines::{Completion, Deadlines, Finish};
-use crate::codegen::checks::{CheckSite, Checks, Report, REPORT_WORDS};
+pub use crate::backend::gpu_abi::{abi_from_header, abi_header};
+use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::target::LoweringTarget;
-use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi, ParamAbi};
+use crate::codegen::llvm::{self, nvptx::Nvptx, KernelAbi};
 use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
@@ -73,19 +74,21 @@ pub fn driver_version() -> Option<i32> {
     (r == sys::CUresult::CUDA_SUCCESS).then_some(v)
 }
 
-/// A retained primary context, made current on each thread before driver calls.
+/// The device's context, shared by every [`CudaDevice`] opened on one GPU in this process
+/// (they would otherwise share the primary context without sharing its epochs), made
+/// current on each thread before driver calls.
 ///
 /// **Device faults.** A sticky error (an illegal or misaligned address, a trap: [`is_sticky`])
-/// leaves the context unusable. The first call that sees one resets the primary context
-/// (`cuDevicePrimaryCtxReset`) and starts a new *epoch*: every object made in an earlier
-/// epoch (memory, streams, events, loaded modules) is gone with it. Memory reports
-/// `XPU-D014` on use and is never freed (its address may belong to a new allocation); a
-/// stream makes a new handle on first use; a kernel loads its PTX again.
+/// leaves the context unusable. The first call that sees one recreates the context and starts
+/// a new *epoch*: every object made in an earlier epoch (memory, streams, events, loaded
+/// modules) is gone with it. Memory reports `XPU-D014` on use and is never freed (its address
+/// may belong to a new allocation); a stream makes a new handle on first use; a kernel loads
+/// its PTX again. The context is recreated by resetting the primary context
+/// (`cuDevicePrimaryCtxReset`, then a retain that is kept until the device closes), checked
+/// by a synchronise and a small allocation; where that context does not work, by a context of
+/// its own (`cuCtxCreate`). If neither works, every later call is refused with `XPU-D016`.
 struct Ctx {
-    ctx: Mutex<sys::CUcontext>,
-    /// A number unique to this context record in the process: with the epoch, the key under
-    /// which a thread remembers having made it current ([`Ctx::bind`], no lock taken).
-    uid: u64,
+    state: Mutex<CtxState>,
     dev: sys::CUdevice,
     /// The current epoch: 0 at open, one more after each fault.
     epoch: std::sync::atomic::AtomicU64,
@@ -96,6 +99,21 @@ struct Ctx {
     last_kernel_at: std::sync::atomic::AtomicUsize,
     /// Per ended epoch, the kernel whose fault ended it.
     faults: Mutex<Vec<String>>,
+}
+
+/// The live context and how it is held.
+struct CtxState {
+    ctx: sys::CUcontext,
+    /// Retains of the primary context taken by this process's contexts (one at open, one per
+    /// recovery by reset), released when the device closes.
+    primary_retains: u32,
+    /// Whether `ctx` is a context of its own (`cuCtxCreate`), destroyed when replaced or when
+    /// the device closes.
+    own: bool,
+    /// How each recovery went, in order (for [`CudaDevice::recoveries`]).
+    recoveries: Vec<String>,
+    /// Why the device could not be recovered after a fault, once that happened.
+    broken: Option<String>,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread once made current there, which
@@ -121,6 +139,35 @@ pub fn is_sticky(r: sys::CUresult) -> bool {
     )
 }
 
+/// The process's contexts by device ordinal: every open of one GPU shares one [`Ctx`].
+fn contexts() -> &'static Mutex<HashMap<i32, std::sync::Weak<Ctx>>> {
+    static CONTEXTS: std::sync::OnceLock<Mutex<HashMap<i32, std::sync::Weak<Ctx>>>> =
+        std::sync::OnceLock::new();
+    CONTEXTS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Whether `ctx` works: made current, synchronised, and able to allocate and free.
+///
+/// # Safety
+/// `ctx` must be a context handle of this process (possibly destroyed: the calls then fail).
+unsafe fn context_works(ctx: sys::CUcontext) -> Result<(), String> {
+    let ok = |what: &str, r: sys::CUresult| {
+        if r == sys::CUresult::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(format!("{what}: {r:?}"))
+        }
+    };
+    // SAFETY: plain driver calls on the handle; failures are returned.
+    unsafe {
+        ok("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx))?;
+        ok("cuCtxSynchronize", sys::cuCtxSynchronize())?;
+        let mut p: sys::CUdeviceptr = 0;
+        ok("cuMemAlloc", sys::cuMemAlloc_v2(&mut p, 256))?;
+        ok("cuMemFree", sys::cuMemFree_v2(p))
+    }
+}
+
 thread_local! {
     /// The context (and its epoch) this thread made current last ([`Ctx::bind`]).
     static BOUND: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, u64::MAX)) };
@@ -131,31 +178,52 @@ thread_local! {
 }
 
 impl Ctx {
-    fn new(ctx: sys::CUcontext, dev: sys::CUdevice) -> Ctx {
-        static NEXT_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        Ctx {
-            ctx: Mutex::new(ctx),
-            uid: NEXT_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    /// The context of device `ordinal`: the one already open in this process, or the primary
+    /// context retained anew.
+    fn open(ordinal: usize) -> Result<Arc<Ctx>, DeviceError> {
+        let dev = result::device::get(ordinal as i32).map_err(|e| driver_err("cuDeviceGet", e))?;
+        let mut all = contexts().lock();
+        if let Some(ctx) = all.get(&dev).and_then(|w| w.upgrade()) {
+            return Ok(ctx);
+        }
+        // SAFETY: `dev` is a valid device; the retain is released by `Ctx::drop`.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }
+            .map_err(|e| driver_err("cuDevicePrimaryCtxRetain", e))?;
+        let ctx = Arc::new(Ctx {
+            state: Mutex::new(CtxState {
+                ctx,
+                primary_retains: 1,
+                own: false,
+                recoveries: Vec::new(),
+                broken: None,
+            }),
             dev,
             epoch: std::sync::atomic::AtomicU64::new(0),
             last_kernel: Mutex::new(Arc::from("")),
             last_kernel_at: std::sync::atomic::AtomicUsize::new(0),
             faults: Mutex::new(Vec::new()),
-        }
+        });
+        all.insert(dev, Arc::downgrade(&ctx));
+        Ok(ctx)
     }
 
     fn bind(&self) -> Result<(), DeviceError> {
+        let st = self.state.lock();
+        if let Some(why) = &st.broken {
+            return Err(DeviceError::Unrecovered {
+                kernel: self.faults.lock().last().cloned().unwrap_or_default(),
+                message: why.clone(),
+            });
+        }
         // The launch path binds before every call: a thread that bound this context in this
-        // epoch already has it current (only this backend makes contexts current), and finds
-        // that out without the lock (a recreated context is a new epoch).
-        let key = (self.uid as usize, self.epoch());
+        // epoch already has it current (only this backend makes contexts current).
+        let key = (st.ctx as usize, self.epoch());
         if BOUND.with(|b| b.get()) == key {
             return Ok(());
         }
-        let c = *self.ctx.lock();
-        let key = (self.uid as usize, self.epoch());
-        // SAFETY: the context was retained in `CudaDevice::open` and lives as long as self.
-        unsafe { result::ctx::set_current(c) }.map_err(|e| driver_err("cuCtxSetCurrent", e))?;
+        // SAFETY: the context is held (retained or created) by this `Ctx` while it is live.
+        unsafe { result::ctx::set_current(st.ctx) }
+            .map_err(|e| driver_err("cuCtxSetCurrent", e))?;
         BOUND.with(|b| b.set(key));
         Ok(())
     }
@@ -201,31 +269,83 @@ impl Ctx {
         }
         let seen = self.epoch();
         let kernel = self.last_kernel.lock().to_string();
-        self.recover(seen, &kernel);
-        Some((kernel, format!("{what}: {:?}", e.0)))
+        let how = self.recover(seen, &kernel);
+        Some((kernel, format!("{what}: {:?} ({how})", e.0)))
     }
 
-    /// Resets the primary context after a fault seen in epoch `seen`, unless another thread
-    /// already did.
-    fn recover(&self, seen: u64, kernel: &str) {
-        let mut c = self.ctx.lock();
+    /// Recreates the context after a fault seen in epoch `seen`, unless another thread
+    /// already did; says how it went.
+    fn recover(&self, seen: u64, kernel: &str) -> String {
+        let mut st = self.state.lock();
         if self.epoch() != seen {
-            return;
+            return st
+                .recoveries
+                .last()
+                .cloned()
+                .unwrap_or_else(|| "the context was recreated".into());
         }
-        // SAFETY: `dev` is valid; the reset destroys every allocation, module, stream and
-        // event of the context, which the epoch marks as gone. The new retain is balanced by
-        // the release right after it: the retain taken at open still holds the context.
-        unsafe {
-            let _ = sys::cuDevicePrimaryCtxReset_v2(self.dev);
-            if let Ok(fresh) = result::primary_ctx::retain(self.dev) {
-                *c = fresh;
-                let _ = result::primary_ctx::release(self.dev);
+        let how = self.recreate(&mut st);
+        match &how {
+            Ok(how) => st.recoveries.push(how.clone()),
+            Err(why) => {
+                st.recoveries.push(format!("not recovered: {why}"));
+                st.broken = Some(why.clone());
             }
-            let _ = result::ctx::set_current(*c);
         }
         BOUND.with(|b| b.set((0, u64::MAX)));
         self.faults.lock().push(kernel.to_string());
         self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        how.unwrap_or_else(|why| format!("the device could not be recovered: {why}"))
+    }
+
+    /// A working context in place of the faulted one: the primary context reset and retained
+    /// again, else a context of its own.
+    fn recreate(&self, st: &mut CtxState) -> Result<String, String> {
+        let mut tried = Vec::new();
+        // SAFETY: `dev` is valid. The reset destroys every allocation, module, stream and
+        // event of the primary context, which the epoch marks as gone; the retain after it is
+        // kept (counted in `primary_retains`) and released when the device closes.
+        unsafe {
+            if st.own {
+                let _ = sys::cuCtxDestroy_v2(st.ctx);
+                st.own = false;
+            }
+            let r = sys::cuDevicePrimaryCtxReset_v2(self.dev);
+            if r != sys::CUresult::CUDA_SUCCESS {
+                tried.push(format!("cuDevicePrimaryCtxReset: {r:?}"));
+            }
+            match result::primary_ctx::retain(self.dev) {
+                Ok(fresh) => {
+                    st.primary_retains += 1;
+                    st.ctx = fresh;
+                    match context_works(fresh) {
+                        Ok(()) => {
+                            return Ok("the context was recreated by a primary-context reset".into())
+                        }
+                        Err(e) => tried.push(format!("the reset primary context: {e}")),
+                    }
+                }
+                Err(e) => tried.push(format!("cuDevicePrimaryCtxRetain: {e:?}")),
+            }
+            let mut own: sys::CUcontext = std::ptr::null_mut();
+            let r = sys::cuCtxCreate_v4(&mut own, std::ptr::null_mut(), 0, self.dev);
+            if r != sys::CUresult::CUDA_SUCCESS {
+                tried.push(format!("cuCtxCreate: {r:?}"));
+                return Err(tried.join("; "));
+            }
+            st.ctx = own;
+            st.own = true;
+            match context_works(own) {
+                Ok(()) => Ok(format!(
+                    "the context was recreated as a context of its own ({})",
+                    tried.join("; ")
+                )),
+                Err(e) => {
+                    tried.push(format!("a context of its own: {e}"));
+                    Err(tried.join("; "))
+                }
+            }
+        }
     }
 
     /// A driver error of a device operation: a fault, or a plain driver failure.
@@ -239,9 +359,20 @@ impl Ctx {
 
 impl Drop for Ctx {
     fn drop(&mut self) {
-        // SAFETY: releases the retain taken in `CudaDevice::open`.
+        let st = self.state.get_mut();
+        // SAFETY: destroys the context made by `recreate`, if any, and releases every retain
+        // of the primary context this `Ctx` took.
         unsafe {
-            let _ = result::primary_ctx::release(self.dev);
+            if st.own {
+                let _ = sys::cuCtxDestroy_v2(st.ctx);
+            }
+            for _ in 0..st.primary_retains {
+                let _ = result::primary_ctx::release(self.dev);
+            }
+        }
+        let mut all = contexts().lock();
+        if all.get(&self.dev).is_some_and(|w| w.strong_count() == 0) {
+            all.remove(&self.dev);
         }
     }
 }
@@ -287,11 +418,8 @@ impl CudaDevice {
             backend: Backend::Cuda,
             reason,
         })?;
-        let dev = result::device::get(ordinal as i32).map_err(|e| driver_err("cuDeviceGet", e))?;
-        // SAFETY: `dev` is a valid device; the retain is released by `Ctx::drop`.
-        let ctx = unsafe { result::primary_ctx::retain(dev) }
-            .map_err(|e| driver_err("cuDevicePrimaryCtxRetain", e))?;
-        let ctx = Arc::new(Ctx::new(ctx, dev));
+        let ctx = Ctx::open(ordinal)?;
+        let dev = ctx.dev;
         ctx.bind()?;
         // With the profiler armed, CUPTI (where present) times launches on the device.
         super::cupti::start();
@@ -389,6 +517,17 @@ impl CudaDevice {
     /// `module` on this device, as the concrete program (for first-use reports).
     pub fn load_program(&self, module: &Arc<VerifiedModule>) -> Arc<CudaProgram> {
         Arc::new(CudaProgram::new(self, module.clone()))
+    }
+
+    /// How each recovery from a device fault went in this process, oldest first: the way the
+    /// context was recreated, or why it could not be.
+    pub fn recoveries(&self) -> Vec<String> {
+        self.ctx.state.lock().recoveries.clone()
+    }
+
+    /// The context epoch: 0 at open, one more after each device fault.
+    pub fn epoch(&self) -> u64 {
+        self.ctx.epoch()
     }
 
     /// The compute capability as `major * 10 + minor`.
@@ -580,7 +719,7 @@ impl DeviceImpl for CudaDevice {
         self.ctx.bind()?;
         let all = crate::config::get().defer.clone()? == crate::config::DeferSetting::All;
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
-            .map_err(|e| driver_err("cuStreamCreate", e))?;
+            .map_err(|e| self.ctx.device_err("cuStreamCreate", e))?;
         Ok(Arc::new(CudaStream {
             ctx: self.ctx.clone(),
             stream: Mutex::new((stream, self.ctx.epoch())),
@@ -834,7 +973,7 @@ impl StreamImpl for CudaStream {
         unsafe {
             result::stream::wait_event(h, ev.event, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
         }
-        .map_err(|e| driver_err("cuStreamWaitEvent", e))
+        .map_err(|e| self.ctx.device_err("cuStreamWaitEvent", e))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -991,7 +1130,7 @@ impl CudaProgram {
         self.first_use.lock().get(name).copied()
     }
 
-    fn build(&self, name: &str) -> Result<CudaKernel, String> {
+    fn build(&self, name: &str) -> Result<CudaKernel, BuildError> {
         let handle = self
             .module
             .kernel(name)
@@ -1054,7 +1193,10 @@ impl CudaProgram {
                 })?;
         let code_time = t0.elapsed();
         let t1 = Instant::now();
-        let loaded = Loaded::load(&self.ctx, &ptx, &abi)?;
+        let loaded = Loaded::load(&self.ctx, &ptx, &abi).map_err(|e| match e {
+            DeviceError::DeviceFault { kernel, message } => BuildError::Fault { kernel, message },
+            e => BuildError::Code(e.to_string()),
+        })?;
         let func = loaded.func;
         let load_time = t1.elapsed();
         self.first_use.lock().insert(
@@ -1078,7 +1220,12 @@ impl CudaProgram {
         manifest.registers_per_thread = fattr(F::CU_FUNC_ATTRIBUTE_NUM_REGS);
         manifest.stack_frame_bytes = fattr(F::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
         if let Some(s) = fattr(F::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) {
-            manifest.static_shared_bytes = Some(s as u64);
+            // The driver's figure is an `int`: a static array past it (4 GiB in
+            // tests/hostile/shared_static_4gib.xk) reads as less, and the launch faulted with
+            // CUDA_ERROR_ILLEGAL_INSTRUCTION instead of the shared-memory refusal. The
+            // IR's own sum is kept where it is larger.
+            let ir = manifest.static_shared_bytes.unwrap_or(0);
+            manifest.static_shared_bytes = Some(ir.max(s as u64));
         }
         manifest.built_wave = Some(32);
         manifest.native_ops = matrix_from_header(&ptx);
@@ -1171,11 +1318,14 @@ impl ProgramImpl for CudaProgram {
         }
         let limit = super::common::PRIVATE_BYTES_GPU;
         super::common::check_private(name, &self.module, kernel, limit, "the CUDA backend")?;
-        let built = self.build(name).map_err(|reason| LaunchError::NoCode {
-            kernel: name.to_string(),
-            backend: Backend::Cuda,
-            reason,
-            by_device: false,
+        let built = self.build(name).map_err(|e| match e {
+            BuildError::Code(reason) => LaunchError::NoCode {
+                kernel: name.to_string(),
+                backend: Backend::Cuda,
+                reason,
+                by_device: false,
+            },
+            BuildError::Fault { kernel, message } => LaunchError::DeviceFault { kernel, message },
         })?;
         let k = Arc::new(built);
         let _ = k.me.set(Arc::downgrade(&k));
@@ -1195,30 +1345,17 @@ impl ProgramImpl for CudaProgram {
     }
 }
 
-/// The ABI facts the PTX alone does not carry, as a comment line at the top of cached PTX:
-/// `// xpu-abi <symbol> <static shared> <dynamic elem or -> <base align per param,...>`,
-/// then, for code with checks, `// xpu-report` and one `// xpu-site <line> <what>` per site,
-/// and for code with `print` or `assert`, `// xpu-debug` and one `// xpu-debug-site <site>` per
-/// site ([`crate::ir::debug::DebugSite::to_line`]).
-pub fn abi_header(abi: &KernelAbi) -> String {
-    let mut checks = String::new();
-    if abi.report {
-        checks.push_str("// xpu-report\n");
+/// Why a kernel could not be built: no code for it, or an earlier kernel's device fault seen
+/// while loading it.
+enum BuildError {
+    Code(String),
+    Fault { kernel: String, message: String },
+}
+
+impl From<String> for BuildError {
+    fn from(reason: String) -> Self {
+        BuildError::Code(reason)
     }
-    for site in &abi.sites {
-        checks.push_str(&format!(
-            "// xpu-site {} {}\n",
-            site.line,
-            site.what.replace('\n', " ")
-        ));
-    }
-    if abi.debug {
-        checks.push_str("// xpu-debug\n");
-    }
-    for site in &abi.debug_sites {
-        checks.push_str(&format!("// xpu-debug-site {}\n", site.to_line()));
-    }
-    format!("{}{checks}", abi_line(abi))
 }
 
 /// The cooperative-matrix operations of a kernel's code (its manifest's native operations,
@@ -1257,94 +1394,6 @@ pub fn native_ops(ops: &[llvm::MatrixOp]) -> Vec<NativeOp> {
         .collect()
 }
 
-fn abi_line(abi: &KernelAbi) -> String {
-    let aligns: Vec<String> = abi
-        .params
-        .iter()
-        .map(|p| match p {
-            ParamAbi::Buffer { base_align, .. } => base_align.to_string(),
-            ParamAbi::Value { .. } => "-".into(),
-        })
-        .collect();
-    format!(
-        "// xpu-abi {} {} {} {}\n",
-        abi.symbol,
-        abi.static_shared_bytes,
-        abi.dynamic_shared_elem
-            .map_or("-".into(), |e| e.to_string()),
-        if aligns.is_empty() {
-            "none".into()
-        } else {
-            aligns.join(",")
-        }
-    )
-}
-
-/// The header line back; the parameter types come from the IR at launch.
-fn abi_from_header(ptx: &str) -> Option<KernelAbi> {
-    let line = ptx.lines().next()?.strip_prefix("// xpu-abi ")?;
-    let mut it = line.split_whitespace();
-    let symbol = it.next()?.to_string();
-    let static_shared_bytes = it.next()?.parse().ok()?;
-    let dynamic_shared_elem = match it.next()? {
-        "-" => None,
-        v => Some(v.parse().ok()?),
-    };
-    let params = match it.next()? {
-        "none" => Vec::new(),
-        list => list
-            .split(',')
-            .map(|a| match a {
-                "-" => ParamAbi::Value {
-                    ty: crate::ir::Type::U32,
-                    size: 0,
-                    align: 0,
-                },
-                n => ParamAbi::Buffer {
-                    elem: crate::ir::ElemType::scalar(crate::ir::Scalar::U8),
-                    writable: true,
-                    base_align: n.parse().unwrap_or(16),
-                },
-            })
-            .collect(),
-    };
-    let mut report = false;
-    let mut sites = Vec::new();
-    let mut debug = false;
-    let mut debug_sites = Vec::new();
-    for l in ptx.lines().skip(1) {
-        if l == "// xpu-report" {
-            report = true;
-        } else if l == "// xpu-debug" {
-            debug = true;
-        } else if let Some(rest) = l.strip_prefix("// xpu-debug-site ") {
-            debug_sites.push(crate::ir::debug::DebugSite::from_line(rest)?);
-        } else if let Some(rest) = l.strip_prefix("// xpu-site ") {
-            let (line, what) = rest.split_once(' ').unwrap_or((rest, ""));
-            sites.push(CheckSite {
-                line: line.parse().ok()?,
-                what: what.to_string(),
-            });
-        } else {
-            break;
-        }
-    }
-    Some(KernelAbi {
-        name: symbol.clone(),
-        symbol,
-        params,
-        static_shared_bytes,
-        dynamic_shared_elem,
-        wave_width: 32,
-        bounds: Default::default(),
-        declared_wave: None,
-        report,
-        sites,
-        debug,
-        debug_sites,
-    })
-}
-
 /// One kernel's loaded code.
 pub struct CudaKernel {
     ctx: Arc<Ctx>,
@@ -1380,20 +1429,29 @@ struct Loaded {
 
 impl Loaded {
     /// Loads `ptx` (whose entry and report global `abi` names) in the current context.
-    fn load(ctx: &Ctx, ptx: &str, abi: &KernelAbi) -> Result<Loaded, String> {
-        ctx.bind().map_err(|e| e.to_string())?;
+    ///
+    /// A sticky error seen here is an earlier kernel's fault: it is a
+    /// [`DeviceError::DeviceFault`] (the context is recreated); other failures are
+    /// [`DeviceError::Load`].
+    fn load(ctx: &Ctx, ptx: &str, abi: &KernelAbi) -> Result<Loaded, DeviceError> {
+        ctx.bind()?;
         let epoch = ctx.epoch();
         let mut image = ptx.as_bytes().to_vec();
         image.push(0);
         // SAFETY: `image` is NUL-terminated PTX text.
         let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
-            .map_err(|e| format!("cuModuleLoadData: {e:?}"))?;
+            .map_err(|e| match ctx.fault("cuModuleLoadData", &e) {
+                Some((kernel, message)) => DeviceError::DeviceFault { kernel, message },
+                None => DeviceError::Load {
+                    message: format!("cuModuleLoadData: {e:?}"),
+                },
+            })?;
         let unload = |why: String| {
             // SAFETY: loaded above, unloaded once on this failure path.
             unsafe {
                 let _ = result::module::unload(module);
             }
-            why
+            DeviceError::Load { message: why }
         };
         let sym = std::ffi::CString::new(abi.symbol.clone()).map_err(|e| unload(e.to_string()))?;
         // SAFETY: a live module; `sym` names its entry.
@@ -1483,6 +1541,17 @@ impl CudaKernel {
         }
     }
 
+    /// A device error of this kernel's launch: a device fault stays one; others are plain
+    /// failures of the launch.
+    fn device_fail(&self, e: DeviceError) -> LaunchError {
+        match e {
+            DeviceError::DeviceFault { kernel, message } => {
+                LaunchError::DeviceFault { kernel, message }
+            }
+            e => self.dev_err(e.to_string()),
+        }
+    }
+
     /// The function in the current epoch (loaded again after a fault), opted in to
     /// `dynamic` bytes of shared memory where it needs more than the default 48 KB; the
     /// report global where the code has one.
@@ -1490,7 +1559,8 @@ impl CudaKernel {
         let mut loaded = self.loaded.lock();
         // A context recreated after a fault: the PTX is loaded in it again.
         if loaded.epoch != self.ctx.epoch() {
-            *loaded = Loaded::load(&self.ctx, &self.ptx, &self.abi).map_err(|m| self.dev_err(m))?;
+            *loaded =
+                Loaded::load(&self.ctx, &self.ptx, &self.abi).map_err(|e| self.device_fail(e))?;
         }
         let l = &mut *loaded;
         if self.abi.static_shared_bytes + dynamic as u64 > 48 * 1024 && l.max_dynamic < dynamic {
@@ -1619,21 +1689,18 @@ impl CudaKernel {
         sizes: &[u32],
     ) -> Result<(), LaunchError> {
         let name = &self.manifest.kernel;
-        let device_fail = |e: DeviceError| match e {
-            DeviceError::DeviceFault { kernel, message } => {
-                LaunchError::DeviceFault { kernel, message }
-            }
-            e => self.dev_err(e.to_string()),
-        };
-        let stream_h = s.handle().map_err(device_fail)?;
+        let stream_h = s.handle().map_err(|e| self.device_fail(e))?;
         // A deadline: an event on the stream's idle clock stream timestamps the submission
         // (it completes at once), and one recorded after the kernel its completion; the
         // stream's next observable point compares the two against the window. A kernel
         // cannot be cancelled: one past its deadline is reported there and left to finish.
         let submitted = match launch.deadline {
             Some(_) => {
-                let clock = s.clock_handle().map_err(device_fail)?;
-                Some((Instant::now(), s.event_on(clock).map_err(device_fail)?))
+                let clock = s.clock_handle().map_err(|e| self.device_fail(e))?;
+                Some((
+                    Instant::now(),
+                    s.event_on(clock).map_err(|e| self.device_fail(e))?,
+                ))
             }
             None => None,
         };
@@ -1647,7 +1714,7 @@ impl CudaKernel {
             sizes,
         )?;
         if let (Some(deadline), Some((at, start))) = (launch.deadline, submitted) {
-            let end = s.event_on(stream_h).map_err(device_fail)?;
+            let end = s.event_on(stream_h).map_err(|e| self.device_fail(e))?;
             s.deadlines.lock().push(
                 self.name.clone(),
                 at,
@@ -1805,6 +1872,8 @@ impl KernelImpl for CudaKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codegen::checks::CheckSite;
+    use crate::codegen::llvm::ParamAbi;
 
     #[test]
     fn sticky_errors_are_the_faults_that_lose_a_context() {

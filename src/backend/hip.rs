@@ -37,7 +37,7 @@ use crate::hal::launch::{Launch, LaunchError};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::{
     Backend, DeviceArg, DeviceError, DeviceImpl, DeviceMemory, EventImpl, Init, KernelImpl,
-    ProgramImpl, ReadTicket, StreamImpl, TimerTier,
+    Prebuilt, ProgramImpl, ReadTicket, StreamImpl, TimerTier,
 };
 use crate::ir::{Function, VerifiedModule};
 use parking_lot::Mutex;
@@ -56,6 +56,8 @@ struct Api {
     init: unsafe extern "C" fn(u32) -> HipError,
     get_device_count: unsafe extern "C" fn(*mut i32) -> HipError,
     set_device: unsafe extern "C" fn(i32) -> HipError,
+    device_reset: unsafe extern "C" fn() -> HipError,
+    device_synchronize: unsafe extern "C" fn() -> HipError,
     device_get_name: unsafe extern "C" fn(*mut c_char, i32, i32) -> HipError,
     device_total_mem: unsafe extern "C" fn(*mut usize, i32) -> HipError,
     runtime_get_version: unsafe extern "C" fn(*mut i32) -> HipError,
@@ -154,6 +156,8 @@ impl Api {
             init: sym!("hipInit"),
             get_device_count: sym!("hipGetDeviceCount"),
             set_device: sym!("hipSetDevice"),
+            device_reset: sym!("hipDeviceReset"),
+            device_synchronize: sym!("hipDeviceSynchronize"),
             device_get_name: sym!("hipDeviceGetName"),
             device_total_mem: sym!("hipDeviceTotalMem"),
             runtime_get_version: sym!("hipRuntimeGetVersion"),
@@ -208,6 +212,146 @@ fn api() -> Result<&'static Api, String> {
     API.get_or_init(Api::load).as_ref().map_err(Clone::clone)
 }
 
+/// Whether a HIP error is sticky: the device's context is lost and every later call fails
+/// until the device is reset (illegal or misaligned address, trap, launch failure: the HIP
+/// codes follow CUDA's numbering for these).
+pub fn is_sticky(r: HipError) -> bool {
+    matches!(r, 700 | 702 | 710 | 715 | 716 | 717 | 718 | 719)
+}
+
+/// The fault state of one HIP device in this process, shared by every [`HipDevice`] opened on
+/// it (as CUDA's context is, `backend::cuda`): a sticky error seen by any call resets the
+/// device (`hipDeviceReset`) and starts a new *epoch*. Memory of an ended epoch reports
+/// `XPU-D014` on use and is never freed; a stream makes a new handle on first use; a kernel
+/// loads its code object again. If the reset device does not work (a synchronise and a small
+/// allocation), every later call is refused with `XPU-D016`.
+struct HipCtx {
+    api: &'static Api,
+    ordinal: i32,
+    epoch: std::sync::atomic::AtomicU64,
+    /// The kernel launched last: the one a fault is reported against.
+    last_kernel: Mutex<String>,
+    /// Per ended epoch, the kernel whose fault ended it.
+    faults: Mutex<Vec<String>>,
+    /// Why the device could not be recovered, once that happened; held while recovering.
+    broken: Mutex<Option<String>>,
+}
+
+impl HipCtx {
+    fn open(api: &'static Api, ordinal: i32) -> Arc<HipCtx> {
+        static ALL: OnceLock<Mutex<HashMap<i32, std::sync::Weak<HipCtx>>>> = OnceLock::new();
+        let mut all = ALL.get_or_init(|| Mutex::new(HashMap::new())).lock();
+        if let Some(c) = all.get(&ordinal).and_then(|w| w.upgrade()) {
+            return c;
+        }
+        let c = Arc::new(HipCtx {
+            api,
+            ordinal,
+            epoch: std::sync::atomic::AtomicU64::new(0),
+            last_kernel: Mutex::new(String::new()),
+            faults: Mutex::new(Vec::new()),
+            broken: Mutex::new(None),
+        });
+        all.insert(ordinal, Arc::downgrade(&c));
+        c
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The kernel whose fault ended `epoch`, once it has ended.
+    fn lost(&self, epoch: u64) -> Option<String> {
+        if epoch == self.epoch() {
+            return None;
+        }
+        Some(
+            self.faults
+                .lock()
+                .get(epoch as usize)
+                .cloned()
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Makes the device current on this thread (refused once it could not be recovered).
+    fn bind(&self) -> Result<(), DeviceError> {
+        if let Some(why) = self.broken.lock().clone() {
+            return Err(DeviceError::Unrecovered {
+                kernel: self.faults.lock().last().cloned().unwrap_or_default(),
+                message: why,
+            });
+        }
+        // SAFETY: a device ordinal that opened.
+        self.api.check("hipSetDevice", unsafe {
+            (self.api.set_device)(self.ordinal)
+        })
+    }
+
+    /// `r` of `what`: success, a device fault (the device is reset: a [`DeviceError::DeviceFault`]
+    /// naming the kernel launched last), or a plain failure.
+    fn check(&self, what: &str, r: HipError) -> Result<(), DeviceError> {
+        if r == HIP_SUCCESS {
+            return Ok(());
+        }
+        if !is_sticky(r) {
+            return self.api.check(what, r);
+        }
+        let message = self
+            .api
+            .check(what, r)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let kernel = self.last_kernel.lock().clone();
+        let how = self.recover(self.epoch(), &kernel);
+        Err(DeviceError::DeviceFault {
+            kernel,
+            message: format!("{message} ({how})"),
+        })
+    }
+
+    /// Resets the device after a fault seen in epoch `seen`, unless another thread already
+    /// did; says how it went.
+    fn recover(&self, seen: u64, kernel: &str) -> String {
+        let mut broken = self.broken.lock();
+        if self.epoch() != seen {
+            return "the device was reset".into();
+        }
+        let a = self.api;
+        let ok = |what: &str, r: HipError| {
+            if r == HIP_SUCCESS {
+                Ok(())
+            } else {
+                Err(format!("{what}: error {r}"))
+            }
+        };
+        // SAFETY: plain runtime calls on a device ordinal that opened; the reset destroys
+        // every allocation, module, stream and event of the device in this process, which the
+        // epoch marks as gone. The probe allocation is freed at once.
+        let r = unsafe {
+            (|| {
+                ok("hipSetDevice", (a.set_device)(self.ordinal))?;
+                ok("hipDeviceReset", (a.device_reset)())?;
+                ok("hipSetDevice", (a.set_device)(self.ordinal))?;
+                ok("hipDeviceSynchronize", (a.device_synchronize)())?;
+                let mut p: Ptr = std::ptr::null_mut();
+                ok("hipMalloc", (a.malloc)(&mut p, 256))?;
+                ok("hipFree", (a.free)(p))
+            })()
+        };
+        self.faults.lock().push(kernel.to_string());
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        match r {
+            Ok(()) => "the device was reset".into(),
+            Err(why) => {
+                *broken = Some(why.clone());
+                format!("the device could not be recovered: {why}")
+            }
+        }
+    }
+}
+
 /// Whether a HIP runtime and at least one device are present. Never panics.
 pub fn probe() -> Result<(), String> {
     let a = api()?;
@@ -244,9 +388,9 @@ fn arch_from_properties(block: &[u8]) -> Option<String> {
 /// One HIP device.
 pub struct HipDevice {
     api: &'static Api,
-    ordinal: i32,
     facts: DeviceFacts,
     arch: String,
+    ctx: Arc<HipCtx>,
 }
 
 impl HipDevice {
@@ -316,9 +460,9 @@ impl HipDevice {
         };
         Ok(HipDevice {
             api: a,
-            ordinal,
             facts,
             arch,
+            ctx: HipCtx::open(a, ordinal),
         })
     }
 
@@ -327,19 +471,34 @@ impl HipDevice {
         &self.arch
     }
 
+    fn program(&self, module: &Arc<VerifiedModule>, checks: Checks) -> HipProgram {
+        HipProgram {
+            api: self.api,
+            ctx: self.ctx.clone(),
+            arch: self.arch.clone(),
+            module: module.clone(),
+            kernels: Mutex::new(HashMap::new()),
+            checks,
+            prebuilt: Mutex::new(HashMap::new()),
+            lowerings: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
     fn bind(&self) -> Result<(), DeviceError> {
-        // SAFETY: a device ordinal that opened.
-        self.api.check("hipSetDevice", unsafe {
-            (self.api.set_device)(self.ordinal)
-        })
+        self.ctx.bind()
     }
 
     fn memory<'m>(&self, mem: &'m Arc<dyn DeviceMemory>) -> Result<&'m HipMemory, DeviceError> {
-        mem.as_any()
-            .downcast_ref::<HipMemory>()
-            .ok_or_else(|| DeviceError::ForeignObject {
-                what: "memory of another backend".into(),
-            })
+        let m =
+            mem.as_any()
+                .downcast_ref::<HipMemory>()
+                .ok_or_else(|| DeviceError::ForeignObject {
+                    what: "memory of another backend".into(),
+                })?;
+        match self.ctx.lost(m.epoch) {
+            Some(kernel) => Err(DeviceError::Lost { kernel }),
+            None => Ok(m),
+        }
     }
 }
 
@@ -366,6 +525,9 @@ impl DeviceImpl for HipDevice {
         if bytes > 0 {
             // SAFETY: a plain device allocation, freed in `HipMemory::drop`.
             let r = unsafe { (self.api.malloc)(&mut p, bytes) };
+            if is_sticky(r) {
+                return Err(self.ctx.check("hipMalloc", r).unwrap_err());
+            }
             if r != HIP_SUCCESS {
                 return Err(DeviceError::OutOfMemory {
                     bytes: bytes as u64,
@@ -374,12 +536,14 @@ impl DeviceImpl for HipDevice {
             }
             if init == Init::Poison {
                 // SAFETY: `p` holds `bytes` bytes.
-                self.api
+                self.ctx
                     .check("hipMemset", unsafe { (self.api.memset)(p, 0xFF, bytes) })?;
             }
         }
         Ok(Arc::new(HipMemory {
             api: self.api,
+            ctx: self.ctx.clone(),
+            epoch: self.ctx.epoch(),
             ptr: p as u64,
             size: bytes,
         }))
@@ -397,24 +561,21 @@ impl DeviceImpl for HipDevice {
         if src.is_empty() {
             return Ok(());
         }
-        let s = stream_of(stream)?;
-        self.bind()?;
+        let s = stream_of(stream)?.handle()?;
         // SAFETY: the range was checked; the stream is synchronised before returning, so
         // `src` may be reused at once (pageable memory is staged by the runtime anyway).
         unsafe {
-            self.api.check(
+            self.ctx.check(
                 "hipMemcpyHtoDAsync",
                 (self.api.memcpy_htod_async)(
                     (m.ptr + offset as u64) as Ptr,
                     src.as_ptr() as *const c_void,
                     src.len(),
-                    s.stream,
+                    s,
                 ),
             )?;
-            self.api.check(
-                "hipStreamSynchronize",
-                (self.api.stream_synchronize)(s.stream),
-            )
+            self.ctx
+                .check("hipStreamSynchronize", (self.api.stream_synchronize)(s))
         }
     }
 
@@ -430,23 +591,21 @@ impl DeviceImpl for HipDevice {
         let s = stream_of(stream)?;
         let mut data = vec![0u8; len];
         if len > 0 {
-            self.bind()?;
+            let s = s.handle()?;
             // SAFETY: the range was checked; `data` outlives the copy (the stream is
             // synchronised before it is handed out).
             unsafe {
-                self.api.check(
+                self.ctx.check(
                     "hipMemcpyDtoHAsync",
                     (self.api.memcpy_dtoh_async)(
                         data.as_mut_ptr() as Ptr,
                         (m.ptr + offset as u64) as Ptr,
                         len,
-                        s.stream,
+                        s,
                     ),
                 )?;
-                self.api.check(
-                    "hipStreamSynchronize",
-                    (self.api.stream_synchronize)(s.stream),
-                )?;
+                self.ctx
+                    .check("hipStreamSynchronize", (self.api.stream_synchronize)(s))?;
             }
         }
         Ok(Box::new(common::Ready(data)))
@@ -468,15 +627,14 @@ impl DeviceImpl for HipDevice {
         if len == 0 {
             return Ok(());
         }
-        let s = stream_of(stream)?;
-        self.bind()?;
+        let s = stream_of(stream)?.handle()?;
         // SAFETY: both ranges were checked.
-        self.api.check("hipMemcpyDtoDAsync", unsafe {
+        self.ctx.check("hipMemcpyDtoDAsync", unsafe {
             (self.api.memcpy_dtod_async)(
                 (b.ptr + dst_offset as u64) as Ptr,
                 (a.ptr + src_offset as u64) as Ptr,
                 len,
-                s.stream,
+                s,
             )
         })
     }
@@ -485,12 +643,13 @@ impl DeviceImpl for HipDevice {
         self.bind()?;
         let mut s: Ptr = std::ptr::null_mut();
         // SAFETY: out-pointer to a local.
-        self.api.check("hipStreamCreateWithFlags", unsafe {
+        self.ctx.check("hipStreamCreateWithFlags", unsafe {
             (self.api.stream_create_with_flags)(&mut s, HIP_STREAM_NON_BLOCKING)
         })?;
         Ok(Arc::new(HipStream {
             api: self.api,
-            stream: s,
+            ctx: self.ctx.clone(),
+            stream: Mutex::new((s, self.ctx.epoch())),
         }))
     }
 
@@ -505,14 +664,30 @@ impl DeviceImpl for HipDevice {
         module: &Arc<VerifiedModule>,
         options: &ProgramOptions,
     ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
-        Ok(Arc::new(HipProgram {
-            api: self.api,
-            ordinal: self.ordinal,
-            arch: self.arch.clone(),
-            module: module.clone(),
-            kernels: Mutex::new(HashMap::new()),
-            checks: options.checks(),
-        }))
+        Ok(Arc::new(self.program(module, options.checks())))
+    }
+
+    fn code_target(&self) -> Option<String> {
+        Some(self.arch.clone())
+    }
+
+    /// A bundle's code objects for this processor ([`bundled_code`]), taken instead of a
+    /// lowering at each kernel's first use (code without checks: a program whose options ask
+    /// for checks lowers).
+    fn load_prebuilt(
+        &self,
+        module: &Arc<VerifiedModule>,
+        prebuilt: Vec<Prebuilt>,
+    ) -> Result<Arc<dyn ProgramImpl>, DeviceError> {
+        let program = self.program(module, ProgramOptions::from_env()?.checks());
+        {
+            let mut map = program.prebuilt.lock();
+            for p in prebuilt {
+                let kernel = p.kernel.clone();
+                map.insert(kernel, bundled_code(p)?);
+            }
+        }
+        Ok(Arc::new(program))
     }
 
     fn coarsens(&self) -> bool {
@@ -527,6 +702,9 @@ impl DeviceImpl for HipDevice {
 /// A device allocation.
 pub struct HipMemory {
     api: &'static Api,
+    ctx: Arc<HipCtx>,
+    /// The epoch it was made in ([`HipCtx`]): lost once that epoch ends.
+    epoch: u64,
     ptr: u64,
     size: usize,
 }
@@ -549,7 +727,8 @@ impl DeviceMemory for HipMemory {
 
 impl Drop for HipMemory {
     fn drop(&mut self) {
-        if self.ptr != 0 {
+        // Memory of a reset device went with it: its address may be a new allocation's now.
+        if self.ptr != 0 && self.ctx.lost(self.epoch).is_none() {
             // SAFETY: allocated by hipMalloc in `alloc`, freed once.
             unsafe {
                 let _ = (self.api.free)(self.ptr as Ptr);
@@ -561,7 +740,27 @@ impl Drop for HipMemory {
 /// A HIP stream.
 pub struct HipStream {
     api: &'static Api,
-    stream: Ptr,
+    ctx: Arc<HipCtx>,
+    /// The handle and the epoch it was made in (a stream of a reset device is made again).
+    stream: Mutex<(Ptr, u64)>,
+}
+
+impl HipStream {
+    /// The handle, with the device bound; a stream of an ended epoch is made again.
+    fn handle(&self) -> Result<Ptr, DeviceError> {
+        self.ctx.bind()?;
+        let mut st = self.stream.lock();
+        let epoch = self.ctx.epoch();
+        if st.1 != epoch {
+            let mut s: Ptr = std::ptr::null_mut();
+            // SAFETY: out-pointer to a local.
+            self.ctx.check("hipStreamCreateWithFlags", unsafe {
+                (self.api.stream_create_with_flags)(&mut s, HIP_STREAM_NON_BLOCKING)
+            })?;
+            *st = (s, epoch);
+        }
+        Ok(st.0)
+    }
 }
 
 // SAFETY: HIP streams may be used from any thread.
@@ -570,33 +769,42 @@ unsafe impl Sync for HipStream {}
 
 impl Drop for HipStream {
     fn drop(&mut self) {
-        // SAFETY: created in `create_stream`; pending work completes first.
+        let (stream, epoch) = *self.stream.lock();
+        if self.ctx.lost(epoch).is_some() {
+            return;
+        }
+        // SAFETY: created in `create_stream` (or `handle`), destroyed once; pending work
+        // completes first. A stream of a reset device went with it.
         unsafe {
-            let _ = (self.api.stream_synchronize)(self.stream);
-            let _ = (self.api.stream_destroy)(self.stream);
+            let _ = (self.api.stream_synchronize)(stream);
+            let _ = (self.api.stream_destroy)(stream);
         }
     }
 }
 
 impl StreamImpl for HipStream {
     fn sync(&self) -> Result<(), DeviceError> {
+        let h = self.handle()?;
         // SAFETY: a live stream.
-        self.api.check("hipStreamSynchronize", unsafe {
-            (self.api.stream_synchronize)(self.stream)
+        self.ctx.check("hipStreamSynchronize", unsafe {
+            (self.api.stream_synchronize)(h)
         })
     }
 
     fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError> {
+        let h = self.handle()?;
         let mut e: Ptr = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; a live stream.
         unsafe {
-            self.api
+            self.ctx
                 .check("hipEventCreate", (self.api.event_create)(&mut e))?;
-            self.api
-                .check("hipEventRecord", (self.api.event_record)(e, self.stream))?;
+            self.ctx
+                .check("hipEventRecord", (self.api.event_record)(e, h))?;
         }
         Ok(Arc::new(HipEvent {
             api: self.api,
+            ctx: self.ctx.clone(),
+            epoch: self.ctx.epoch(),
             event: e,
         }))
     }
@@ -607,9 +815,13 @@ impl StreamImpl for HipStream {
                 what: "an event of another backend".into(),
             }
         })?;
+        if let Some(kernel) = self.ctx.lost(e.epoch) {
+            return Err(DeviceError::Lost { kernel });
+        }
+        let h = self.handle()?;
         // SAFETY: a live stream and event.
-        self.api.check("hipStreamWaitEvent", unsafe {
-            (self.api.stream_wait_event)(self.stream, e.event, 0)
+        self.ctx.check("hipStreamWaitEvent", unsafe {
+            (self.api.stream_wait_event)(h, e.event, 0)
         })
     }
 
@@ -621,6 +833,9 @@ impl StreamImpl for HipStream {
 /// A HIP event (timing enabled: `hipEventCreate`'s default).
 pub struct HipEvent {
     api: &'static Api,
+    ctx: Arc<HipCtx>,
+    /// The epoch it was made in.
+    epoch: u64,
     event: Ptr,
 }
 
@@ -630,7 +845,11 @@ unsafe impl Sync for HipEvent {}
 
 impl Drop for HipEvent {
     fn drop(&mut self) {
-        // SAFETY: created in `record`, destroyed once.
+        if self.ctx.lost(self.epoch).is_some() {
+            return;
+        }
+        // SAFETY: created in `record`, destroyed once (an event of a reset device went with
+        // it).
         unsafe {
             let _ = (self.api.event_destroy)(self.event);
         }
@@ -639,19 +858,29 @@ impl Drop for HipEvent {
 
 impl EventImpl for HipEvent {
     fn is_complete(&self) -> bool {
+        // An event of a reset device never completes: it is done with.
+        if self.ctx.lost(self.epoch).is_some() {
+            return true;
+        }
         // SAFETY: a live event.
         unsafe { (self.api.event_query)(self.event) != HIP_ERROR_NOT_READY }
     }
 
     fn sync(&self) -> Result<(), DeviceError> {
+        if let Some(kernel) = self.ctx.lost(self.epoch) {
+            return Err(DeviceError::Lost { kernel });
+        }
         // SAFETY: a live event.
-        self.api.check("hipEventSynchronize", unsafe {
+        self.ctx.check("hipEventSynchronize", unsafe {
             (self.api.event_synchronize)(self.event)
         })
     }
 
     fn elapsed_since(&self, earlier: &dyn EventImpl) -> Option<Duration> {
         let e = earlier.as_any().downcast_ref::<HipEvent>()?;
+        if self.ctx.lost(self.epoch).is_some() || self.ctx.lost(e.epoch).is_some() {
+            return None;
+        }
         let mut ms = 0f32;
         // SAFETY: two live events; out-pointer to a local.
         let r = unsafe { (self.api.event_elapsed_time)(&mut ms, e.event, self.event) };
@@ -666,12 +895,54 @@ impl EventImpl for HipEvent {
 /// A module on a HIP device; each kernel's code object is built at first request.
 pub struct HipProgram {
     api: &'static Api,
-    ordinal: i32,
+    ctx: Arc<HipCtx>,
     arch: String,
     module: Arc<VerifiedModule>,
     kernels: Mutex<HashMap<String, Arc<HipKernel>>>,
     /// Checked mode and ub-traps.
     checks: Checks,
+    /// Code objects from a bundle, by kernel: taken instead of lowering.
+    prebuilt: Mutex<HashMap<String, BundledCode>>,
+    /// Kernels lowered by LLVM here (not taken from a bundle).
+    lowerings: std::sync::atomic::AtomicU64,
+}
+
+/// A kernel's code object from a bundle, with its launch ABI and manifest.
+#[derive(Debug)]
+pub struct BundledCode {
+    /// The AMDGPU code object (ELF).
+    pub code: Vec<u8>,
+    /// The launch ABI read from the bundled header.
+    pub abi: KernelAbi,
+    /// The kernel's manifest as bundled.
+    pub manifest: KernelManifest,
+}
+
+/// A bundle entry's code object checked for loading: an ELF image (a linked AMDGPU code
+/// object) whose launch metadata is the ABI header ([`crate::backend::gpu_abi`]) naming an
+/// entry symbol. Anything else is refused (`XPU-D009`) before the runtime sees it.
+pub fn bundled_code(p: Prebuilt) -> Result<BundledCode, DeviceError> {
+    let load = |what: &str| DeviceError::Load {
+        message: format!("the code object of kernel `{}` {what}", p.kernel),
+    };
+    if !p.code.starts_with(b"\x7fELF") {
+        return Err(load("is not an ELF image"));
+    }
+    let meta = p
+        .meta
+        .as_deref()
+        .ok_or_else(|| load("has no launch metadata"))?;
+    let abi = crate::backend::gpu_abi::abi_from_header(meta)
+        .ok_or_else(|| load("has launch metadata without an xpu-abi header"))?;
+    let symbol = abi.symbol.as_bytes();
+    if !p.code.windows(symbol.len().max(1)).any(|w| w == symbol) {
+        return Err(load(&format!("does not define its entry `{}`", abi.symbol)));
+    }
+    Ok(BundledCode {
+        code: p.code,
+        abi,
+        manifest: p.manifest,
+    })
 }
 
 impl HipProgram {
@@ -680,6 +951,26 @@ impl HipProgram {
             .module
             .kernel(name)
             .ok_or_else(|| format!("no kernel `{name}` in the module"))?;
+        // A bundle's code object is code without checks: taken only when none are asked for.
+        let bundled = self
+            .prebuilt
+            .lock()
+            .remove(name)
+            .filter(|_| !self.checks.any());
+        let (code, abi, manifest) = match bundled {
+            Some(b) => (b.code, b.abi, b.manifest),
+            None => self.lower(handle)?,
+        };
+        self.load_code(name, code, abi, manifest)
+    }
+
+    /// Lowers kernel `handle` to a linked code object for this processor.
+    fn lower(
+        &self,
+        handle: crate::ir::Handle<Function>,
+    ) -> Result<(Vec<u8>, KernelAbi, KernelManifest), String> {
+        self.lowerings
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let target = Amdgpu::new(&self.arch).ok_or("unknown processor")?;
         let matrix_dist = crate::config::get()
             .matrix_dist
@@ -711,33 +1002,74 @@ impl HipProgram {
             (None, None) => return Err("no code object".into()),
         };
         let built = obj.kernels.into_iter().next().ok_or("no kernel built")?;
-        let a = self.api;
+        Ok((code, built.abi, built.manifest))
+    }
+
+    /// Loads `code` (whose entry and report global `abi` names) as kernel `name`.
+    fn load_code(
+        &self,
+        name: &str,
+        code: Vec<u8>,
+        abi: KernelAbi,
+        manifest: KernelManifest,
+    ) -> Result<HipKernel, String> {
+        let loaded = HipLoaded::load(&self.ctx, &code, &abi).map_err(|e| e.to_string())?;
+        let mut manifest = manifest;
+        manifest.kernel = name.to_string();
+        crate::hal::profile::fill_manifest(&self.arch, &mut manifest);
+        Ok(HipKernel {
+            api: self.api,
+            ctx: self.ctx.clone(),
+            code,
+            loaded: Mutex::new(loaded),
+            abi,
+            manifest,
+            debug_lock: Mutex::new(()),
+        })
+    }
+}
+
+/// A kernel's code object loaded in one epoch of its device.
+struct HipLoaded {
+    module: Ptr,
+    func: Ptr,
+    /// The checks' report global, where the code has one.
+    report: Option<Ptr>,
+    /// The `print`/`assert` buffer global, where the code has one.
+    debug: Option<Ptr>,
+    epoch: u64,
+}
+
+impl HipLoaded {
+    /// Loads `code` (whose entry and report global `abi` names) in the device's current epoch.
+    fn load(ctx: &HipCtx, code: &[u8], abi: &KernelAbi) -> Result<HipLoaded, DeviceError> {
+        let a = ctx.api;
+        ctx.bind()?;
+        let epoch = ctx.epoch();
+        let load_err = |message: String| DeviceError::Load { message };
         let mut module: Ptr = std::ptr::null_mut();
         let mut func: Ptr = std::ptr::null_mut();
-        let sym = CString::new(built.abi.symbol.clone()).map_err(|e| e.to_string())?;
+        let sym = CString::new(abi.symbol.clone()).map_err(|e| load_err(e.to_string()))?;
         // SAFETY: `code` is a complete code object; out-pointers are locals.
         unsafe {
-            a.check("hipSetDevice", (a.set_device)(self.ordinal))
-                .map_err(|e| e.to_string())?;
-            a.check(
+            ctx.check(
                 "hipModuleLoadData",
                 (a.module_load_data)(&mut module, code.as_ptr() as *const c_void),
-            )
-            .map_err(|e| e.to_string())?;
-            if let Err(e) = a.check(
+            )?;
+            if let Err(e) = ctx.check(
                 "hipModuleGetFunction",
                 (a.module_get_function)(&mut func, module, sym.as_ptr()),
             ) {
                 let _ = (a.module_unload)(module);
-                return Err(e.to_string());
+                return Err(e);
             }
         }
         // The checks' report global, where the code writes one.
-        let report = if built.abi.report {
+        let report = if abi.report {
             let mut ptr: Ptr = std::ptr::null_mut();
             let mut bytes = 0usize;
-            let rs =
-                CString::new(crate::codegen::llvm::REPORT_SYMBOL).map_err(|e| e.to_string())?;
+            let rs = CString::new(crate::codegen::llvm::REPORT_SYMBOL)
+                .map_err(|e| load_err(e.to_string()))?;
             // SAFETY: a live module; out-pointers are locals.
             let r = unsafe { (a.module_get_global)(&mut ptr, &mut bytes, module, rs.as_ptr()) };
             if r != HIP_SUCCESS || bytes < REPORT_WORDS * 4 {
@@ -745,20 +1077,21 @@ impl HipProgram {
                 unsafe {
                     let _ = (a.module_unload)(module);
                 }
-                return Err(format!(
+                return Err(load_err(format!(
                     "hipModuleGetGlobal({}): error {r}, {bytes} bytes",
                     crate::codegen::llvm::REPORT_SYMBOL
-                ));
+                )));
             }
             Some(ptr)
         } else {
             None
         };
         // The `print`/`assert` buffer, where the code writes one.
-        let debug = if built.abi.debug {
+        let debug = if abi.debug {
             let mut ptr: Ptr = std::ptr::null_mut();
             let mut bytes = 0usize;
-            let ds = CString::new(crate::codegen::llvm::DEBUG_SYMBOL).map_err(|e| e.to_string())?;
+            let ds = CString::new(crate::codegen::llvm::DEBUG_SYMBOL)
+                .map_err(|e| load_err(e.to_string()))?;
             // SAFETY: a live module; out-pointers are locals.
             let r = unsafe { (a.module_get_global)(&mut ptr, &mut bytes, module, ds.as_ptr()) };
             if r != HIP_SUCCESS || bytes < crate::hal::debug::BUFFER_WORDS as usize * 4 {
@@ -766,28 +1099,21 @@ impl HipProgram {
                 unsafe {
                     let _ = (a.module_unload)(module);
                 }
-                return Err(format!(
+                return Err(load_err(format!(
                     "hipModuleGetGlobal({}): error {r}, {bytes} bytes",
                     crate::codegen::llvm::DEBUG_SYMBOL
-                ));
+                )));
             }
             Some(ptr)
         } else {
             None
         };
-        let mut manifest = built.manifest;
-        manifest.kernel = name.to_string();
-        crate::hal::profile::fill_manifest(&self.arch, &mut manifest);
-        Ok(HipKernel {
-            api: a,
-            ordinal: self.ordinal,
+        Ok(HipLoaded {
             module,
             func,
-            abi: built.abi,
-            manifest,
             report,
             debug,
-            debug_lock: Mutex::new(()),
+            epoch,
         })
     }
 }
@@ -815,20 +1141,21 @@ impl ProgramImpl for HipProgram {
             .ok()
             .map(|k| k.manifest().clone())
     }
+
+    fn lowerings(&self) -> Option<u64> {
+        Some(self.lowerings.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// One loaded kernel.
 pub struct HipKernel {
     api: &'static Api,
-    ordinal: i32,
-    module: Ptr,
-    func: Ptr,
+    ctx: Arc<HipCtx>,
+    /// The code object, kept to load it again after a device reset.
+    code: Vec<u8>,
+    loaded: Mutex<HipLoaded>,
     abi: KernelAbi,
     manifest: KernelManifest,
-    /// The checks' report global, where the code has one.
-    report: Option<Ptr>,
-    /// The `print`/`assert` buffer global, where the code has one.
-    debug: Option<Ptr>,
     /// Held by a launch of a kernel with `print` or `assert` from clearing the debug buffer
     /// until it has read it back (the buffer is the module's, one for every launch).
     debug_lock: Mutex<()>,
@@ -840,9 +1167,13 @@ unsafe impl Sync for HipKernel {}
 
 impl Drop for HipKernel {
     fn drop(&mut self) {
-        // SAFETY: loaded in `HipProgram::build`, unloaded once.
-        unsafe {
-            let _ = (self.api.module_unload)(self.module);
+        let l = self.loaded.lock();
+        // A module of a reset device went with it.
+        if self.ctx.lost(l.epoch).is_none() {
+            // SAFETY: loaded in `HipLoaded::load`, unloaded once.
+            unsafe {
+                let _ = (self.api.module_unload)(l.module);
+            }
         }
     }
 }
@@ -863,7 +1194,28 @@ impl KernelImpl for HipKernel {
             kernel: name.clone(),
             message,
         };
+        // A device error: a fault (the device is reset) or a plain failure.
+        let fail = |e: DeviceError| match e {
+            DeviceError::DeviceFault { kernel, message } => {
+                LaunchError::DeviceFault { kernel, message }
+            }
+            e => dev_err(e.to_string()),
+        };
         let s = stream_of(stream).map_err(|e| dev_err(e.to_string()))?;
+        // Buffers of a reset device cannot be used.
+        for (i, a) in args.iter().enumerate() {
+            if let DeviceArg::Buffer(b) = a {
+                if let Some(m) = b.memory.as_any().downcast_ref::<HipMemory>() {
+                    if let Some(fault) = self.ctx.lost(m.epoch) {
+                        return Err(LaunchError::LostBuffer {
+                            kernel: name.clone(),
+                            param: format!("#{i}"),
+                            fault,
+                        });
+                    }
+                }
+            }
+        }
         let mut slots = crate::backend::gpu_args::pack(&self.abi, args, |m| {
             m.downcast_ref::<HipMemory>().map(|m| m.ptr)
         })?;
@@ -871,46 +1223,53 @@ impl KernelImpl for HipKernel {
             .iter_mut()
             .map(|s| s.as_mut_ptr() as *mut c_void)
             .collect();
+        let stream_h = s.handle().map_err(fail)?;
+        let mut loaded = self.loaded.lock();
+        // A device reset after a fault: the code object is loaded in it again.
+        if loaded.epoch != self.ctx.epoch() {
+            *loaded = HipLoaded::load(&self.ctx, &self.code, &self.abi).map_err(fail)?;
+        }
+        let (func, report, debug) = (loaded.func, loaded.report, loaded.debug);
+        drop(loaded);
         let [gx, gy, gz] = launch.grid;
         let [bx, by, bz] = launch.block;
         let a = self.api;
+        let ctx = &self.ctx;
         static ZERO: [u32; REPORT_WORDS] = [0; REPORT_WORDS];
-        let _debug = self.debug.map(|_| self.debug_lock.lock());
+        let _debug = debug.map(|_| self.debug_lock.lock());
         // SAFETY: the parameters were packed per the kernel's ABI from checked arguments;
         // buffer memory is kept alive by the bindings the caller holds until the stream syncs.
         // The report global holds REPORT_WORDS u32s; `ZERO` is static.
         unsafe {
-            a.check("hipSetDevice", (a.set_device)(self.ordinal))
-                .map_err(|e| dev_err(e.to_string()))?;
-            if let Some(report) = self.report {
-                a.check(
+            if let Some(report) = report {
+                ctx.check(
                     "hipMemcpyHtoDAsync (the report)",
                     (a.memcpy_htod_async)(
                         report,
                         ZERO.as_ptr() as *const c_void,
                         REPORT_WORDS * 4,
-                        s.stream,
+                        stream_h,
                     ),
                 )
-                .map_err(|e| dev_err(e.to_string()))?;
+                .map_err(fail)?;
             }
             // The debug buffer's cursors (its first HEADER_WORDS words, fewer than ZERO's).
-            if let Some(debug) = self.debug {
-                a.check(
+            if let Some(debug) = debug {
+                ctx.check(
                     "hipMemcpyHtoDAsync (the debug buffer)",
                     (a.memcpy_htod_async)(
                         debug,
                         ZERO.as_ptr() as *const c_void,
                         crate::hal::debug::HEADER_WORDS as usize * 4,
-                        s.stream,
+                        stream_h,
                     ),
                 )
-                .map_err(|e| dev_err(e.to_string()))?;
+                .map_err(fail)?;
             }
-            a.check(
+            ctx.check(
                 "hipModuleLaunchKernel",
                 (a.module_launch_kernel)(
-                    self.func,
+                    func,
                     gx,
                     gy,
                     gz,
@@ -918,35 +1277,37 @@ impl KernelImpl for HipKernel {
                     by,
                     bz,
                     launch.shared_bytes,
-                    s.stream,
+                    stream_h,
                     ptrs.as_mut_ptr(),
                     std::ptr::null_mut(),
                 ),
             )
-            .map_err(|e| dev_err(e.to_string()))?;
+            .map_err(fail)?;
         }
+        // A fault seen from now on is this kernel's (or one launched after it).
+        *ctx.last_kernel.lock() = name.clone();
         // `print` and `assert`: the launch waits for the kernel and reads the records back; the
         // lines go to the sink, a failed assert is the launch's refusal (`XPU-L035`) unless a
         // check's (below) is.
         let mut printed = Ok(());
-        if let Some(debug) = self.debug {
+        if let Some(debug) = debug {
             let words = crate::hal::debug::read_back(|first, dst: &mut [u32]| {
                 // SAFETY: a live stream; `first + dst.len()` words lie inside the global
                 // (`read_back` clamps them to its regions); `dst` outlives the copy, which the
                 // synchronisation completes.
                 unsafe {
-                    a.check(
+                    ctx.check(
                         "hipMemcpyDtoHAsync (the debug buffer)",
                         (a.memcpy_dtoh_async)(
                             dst.as_mut_ptr() as Ptr,
                             (debug as *mut u8).add(first as usize * 4) as Ptr,
                             dst.len() * 4,
-                            s.stream,
+                            stream_h,
                         ),
                     )
-                    .map_err(|e| dev_err(e.to_string()))?;
-                    a.check("hipStreamSynchronize", (a.stream_synchronize)(s.stream))
-                        .map_err(|e| dev_err(e.to_string()))
+                    .map_err(fail)?;
+                    ctx.check("hipStreamSynchronize", (a.stream_synchronize)(stream_h))
+                        .map_err(fail)
                 }
             })?;
             printed = crate::hal::debug::finish(
@@ -958,22 +1319,22 @@ impl KernelImpl for HipKernel {
             );
         }
         // Checks: the launch waits for the kernel and reads its report (docs/checked-mode.md).
-        if let Some(report) = self.report {
+        if let Some(report) = report {
             let mut words = [0u32; REPORT_WORDS];
             // SAFETY: a live stream; `words` has the global's size and outlives the sync.
             unsafe {
-                a.check(
+                ctx.check(
                     "hipMemcpyDtoHAsync (the report)",
                     (a.memcpy_dtoh_async)(
                         words.as_mut_ptr() as Ptr,
                         report,
                         REPORT_WORDS * 4,
-                        s.stream,
+                        stream_h,
                     ),
                 )
-                .map_err(|e| dev_err(e.to_string()))?;
-                a.check("hipStreamSynchronize", (a.stream_synchronize)(s.stream))
-                    .map_err(|e| dev_err(e.to_string()))?;
+                .map_err(fail)?;
+                ctx.check("hipStreamSynchronize", (a.stream_synchronize)(stream_h))
+                    .map_err(fail)?;
             }
             if let Some(e) = report_error(name, Report::decode(&words), &self.abi.sites) {
                 return Err(e);
@@ -995,6 +1356,18 @@ mod tests {
                 Err(e) => panic!("unexpected error {e}"),
                 Ok(_) => panic!("opened a device that probe denied"),
             }
+        }
+    }
+
+    #[test]
+    fn sticky_hip_errors_are_the_faults_that_reset_the_device() {
+        // hipErrorIllegalAddress, hipErrorLaunchTimeOut, hipErrorAssert, hipErrorLaunchFailure.
+        for e in [700, 702, 710, 719] {
+            assert!(is_sticky(e), "{e}");
+        }
+        // Success, out of memory, invalid value, not ready, out of resources.
+        for e in [0, 2, 1, 600, 701] {
+            assert!(!is_sticky(e), "{e}");
         }
     }
 

@@ -14,6 +14,8 @@ pub mod cupti;
 pub mod deadlines;
 pub mod defer;
 #[cfg(any(feature = "cuda", feature = "hip"))]
+pub mod gpu_abi;
+#[cfg(any(feature = "cuda", feature = "hip"))]
 pub mod gpu_args;
 #[cfg(feature = "hip")]
 pub mod hip;

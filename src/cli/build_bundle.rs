@@ -6,9 +6,13 @@
 //! where it runs, from the IR); `vulkan` SPIR-V as this machine's Vulkan device emits it (or,
 //! with none, for every optional capability at subgroup size 32: a device with other
 //! capabilities lowers from the IR at load); `cuda` PTX for `--arch` (default `sm_90`), with
-//! `ptxas -v`'s registers and spills in the manifest where `ptxas` is installed. `amdgpu` is
-//! not bundled: a HIP device lowers from the IR. Exit codes: 0 written, 1 a kernel refused or
-//! a problem in the input (nothing written), 2 usage or I/O.
+//! `ptxas -v`'s registers and spills in the manifest where `ptxas` is installed; `amdgpu` (or
+//! `hip`) a linked code object per kernel for the AMD processor of `--arch` (default `gfx90a`),
+//! its ABI header as the entry's launch metadata and its manifest from the code object's
+//! metadata; without `ld.lld` a note, and no AMDGPU entries (a HIP device lowers from the IR).
+//! `--arch` takes one NVIDIA and one AMD processor, comma-separated (`sm_80,gfx942`). Exit
+//! codes: 0 written, 1 a kernel refused or a problem in the input (nothing written), 2 usage or
+//! I/O.
 
 use crate::bundle::{BundleWriter, Entry};
 use crate::hal::Backend;
@@ -57,11 +61,10 @@ pub fn build(args: &super::build::BuildArgs, out: &Path) -> ExitCode {
         let r = match name {
             "cpu" => cpu(&module, &mut writer),
             "vulkan" => vulkan(&module, &mut writer),
-            "cuda" => cuda(&module, args.arch.as_deref(), &mut writer),
+            "cuda" => cuda(&module, arch_for(args.arch.as_deref(), false), &mut writer),
+            "amdgpu" | "hip" => amdgpu(&module, arch_for(args.arch.as_deref(), true), &mut writer),
             other => {
-                eprintln!(
-                    "xpu build: `{other}` cannot be bundled (cpu, vulkan, cuda; amdgpu lowers at load)"
-                );
+                eprintln!("xpu build: `{other}` cannot be bundled (cpu, vulkan, cuda, amdgpu)");
                 return ExitCode::from(2);
             }
         };
@@ -90,6 +93,90 @@ pub fn build(args: &super::build::BuildArgs, out: &Path) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The processor of `--arch` for one vendor: the AMD one (`gfx…`) when `amd`, else the other.
+fn arch_for(arch: Option<&str>, amd: bool) -> Option<&str> {
+    arch?
+        .split(',')
+        .map(str::trim)
+        .find(|a| a.starts_with("gfx") == amd)
+}
+
+#[cfg(not(feature = "hip"))]
+fn amdgpu(
+    _: &crate::ir::VerifiedModule,
+    _: Option<&str>,
+    _: &mut BundleWriter,
+) -> Result<Vec<String>, ExitCode> {
+    eprintln!("xpu build: this binary was built without the `hip` feature");
+    Err(ExitCode::from(2))
+}
+
+/// A linked code object per kernel for `arch` (default `gfx90a`), with its ABI header as the
+/// entry's launch metadata; without a linker, a note and no entries.
+#[cfg(feature = "hip")]
+fn amdgpu(
+    module: &crate::ir::VerifiedModule,
+    arch: Option<&str>,
+    writer: &mut BundleWriter,
+) -> Result<Vec<String>, ExitCode> {
+    use crate::codegen::llvm::codeobj::{self, BuildOptions};
+    use crate::codegen::llvm::{amdgpu::Amdgpu, KernelRef};
+    let arch = arch.unwrap_or("gfx90a");
+    let Some(target) = Amdgpu::new(arch) else {
+        eprintln!("xpu build: `{arch}` is not an AMDGPU processor (gfx90a, gfx942, gfx1100)");
+        return Err(ExitCode::from(2));
+    };
+    let mut errors = Vec::new();
+    let mut noted = false;
+    for (h, f) in module.kernels() {
+        let objects = match codeobj::build(
+            module.module(),
+            &[KernelRef::plain(h)],
+            &target,
+            &BuildOptions::default(),
+        ) {
+            Ok(o) => o,
+            Err(e) => {
+                errors.push(format!(
+                    "error[{}]: kernel {} on amdgpu: {e}",
+                    e.code(),
+                    f.name
+                ));
+                continue;
+            }
+        };
+        for o in objects {
+            let Some(code) = o.code else {
+                if !noted {
+                    if let Some(note) = &o.note {
+                        eprintln!("xpu build: note: {note}; no AMDGPU code is bundled (a HIP device lowers from the IR)");
+                    }
+                    noted = true;
+                }
+                continue;
+            };
+            for k in o.kernels {
+                let mut manifest = k.manifest;
+                manifest.kernel = f.name.clone();
+                manifest.code_bytes = Some(code.len() as u64);
+                manifest.code_hash = Some(
+                    u64::from_str_radix(&crate::backend::cache::hash_hex(&[&code])[..16], 16)
+                        .unwrap_or(0),
+                );
+                writer.add(Entry {
+                    backend: Backend::Hip,
+                    target: o.arch.clone(),
+                    kernel: f.name.clone(),
+                    code: Some(code.clone()),
+                    meta: Some(crate::backend::gpu_abi::abi_header(&k.abi)),
+                    manifest,
+                });
+            }
+        }
+    }
+    Ok(errors)
 }
 
 /// Each kernel's manifest after a probe compile; the refusals as lines.

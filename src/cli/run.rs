@@ -22,6 +22,10 @@
 //! `--ub-traps on|off` (default on) tests unconfirmed `align = N` statements (`XPU-L010`);
 //! `--checked` loads programs in checked mode (GPU bounds checks, `XPU-L013`); see
 //! docs/checked-mode.md. A case of `expect ub` on a GPU backend always runs checked.
+//!
+//! A CUDA or HIP device whose driver does not let the process recover from a fault (`XPU-D016`)
+//! runs nothing more in that process: `xpu run` goes on in a new process of itself from the
+//! next case (a note on stderr), and the last closing line counts every case.
 
 use crate::filetest::runner::{select_devices, RunOptions, Runner, Summary};
 use std::io::{IsTerminal, Write};
@@ -50,6 +54,13 @@ pub struct RunArgs {
     /// Test every `align = N` statement the proof does not confirm (XPU-L010). Default on.
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub ub_traps: Option<String>,
+    /// Internal: the cases an earlier process ran before its device was lost (it runs this
+    /// executable again to go on).
+    #[arg(long, hide = true, default_value = "0")]
+    pub resume_after: usize,
+    /// Internal: the passed, failed and skipped counts of the earlier processes.
+    #[arg(long, hide = true, num_args = 3)]
+    pub resume_counts: Vec<usize>,
 }
 
 pub fn run(args: &RunArgs) -> ExitCode {
@@ -90,7 +101,10 @@ pub fn run(args: &RunArgs) -> ExitCode {
         ub_traps: args.ub_traps.as_deref().map(|v| v == "on"),
     };
     let runner = match select_devices(&args.backend).and_then(Runner::new) {
-        Ok(r) => r.with_deadline(deadline).with_run_options(options),
+        Ok(r) => r
+            .with_deadline(deadline)
+            .with_run_options(options)
+            .with_resume(args.resume_after),
         Err(e) => return fail(&mut out, e.to_string()),
     };
     let files = match crate::filetest::kernel_files(&args.paths) {
@@ -109,7 +123,18 @@ pub fn run(args: &RunArgs) -> ExitCode {
         }
         bar
     });
+    // A process going on after one that lost its device starts from that one's counts.
     let mut summary = Summary::default();
+    for (c, v) in [
+        &mut summary.passed,
+        &mut summary.failed,
+        &mut summary.skipped,
+    ]
+    .into_iter()
+    .zip(&args.resume_counts)
+    {
+        *c = *v;
+    }
     for file in &files {
         if let Some(bar) = &bar {
             bar.set_message(file.display().to_string());
@@ -145,6 +170,15 @@ pub fn run(args: &RunArgs) -> ExitCode {
             }
             return fail(&mut out, e.to_string());
         }
+        // A CUDA/HIP device the driver does not let this process recover (XPU-D016): the
+        // run goes on in a new process of this executable from the next case.
+        if let Some(at) = runner.lost_at() {
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            let _ = out.flush();
+            return ExitCode::from(go_on_in_a_new_process(at, &summary));
+        }
     }
     if let Some(bar) = &bar {
         bar.finish_and_clear();
@@ -166,4 +200,47 @@ pub fn run(args: &RunArgs) -> ExitCode {
     }
     let _ = out.flush();
     ExitCode::from(u8::from(summary.failed > 0))
+}
+
+/// Runs this executable again with this process's arguments, going on after case `at` with
+/// `summary`'s counts; its exit status (2 if it cannot start).
+fn go_on_in_a_new_process(at: usize, summary: &Summary) -> u8 {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let mut it = std::env::args_os().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--resume-after" {
+            it.next();
+            continue;
+        }
+        if a == "--resume-counts" {
+            it.nth(2);
+            continue;
+        }
+        args.push(a);
+    }
+    eprintln!(
+        "xpu run: the device could not be recovered after a fault (XPU-D016); going on in a \
+         new process after case {at}"
+    );
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("xpu run: cannot start a new process: {e}");
+            return 2;
+        }
+    };
+    let status = std::process::Command::new(exe)
+        .args(args)
+        .arg("--resume-after")
+        .arg(at.to_string())
+        .arg("--resume-counts")
+        .args([summary.passed, summary.failed, summary.skipped].map(|n| n.to_string()))
+        .status();
+    match status {
+        Ok(s) => s.code().map_or(2, |c| c.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("xpu run: cannot start a new process: {e}");
+            2
+        }
+    }
 }

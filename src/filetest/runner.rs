@@ -172,6 +172,14 @@ pub struct Runner {
     interp: Device,
     deadline: Option<std::time::Duration>,
     options: ProgramOptions,
+    /// Cases (in report order) passed over without running or reporting them: those a
+    /// process that lost its device ran before it handed on ([`Runner::with_resume`]).
+    skip: usize,
+    /// Cases met so far, skipped ones included.
+    seen: std::cell::Cell<usize>,
+    /// The number of cases met when a CUDA/HIP device could not be recovered after a fault
+    /// (`XPU-D016`): the run stops there.
+    lost_at: std::cell::Cell<Option<usize>>,
 }
 
 impl Runner {
@@ -187,7 +195,35 @@ impl Runner {
                 ub_traps: true,
                 print: ProgramOptions::from_env()?.print,
             },
+            skip: 0,
+            seen: std::cell::Cell::new(0),
+            lost_at: std::cell::Cell::new(None),
         })
+    }
+
+    /// Passes over the first `skip` cases without running or reporting them: the cases an
+    /// earlier process ran before its device was lost (`xpu run` goes on in a new process,
+    /// [`run_command`]).
+    pub fn with_resume(mut self, skip: usize) -> Runner {
+        self.skip = skip;
+        self
+    }
+
+    /// The number of cases met (run, or passed over by [`Runner::with_resume`]) when a device
+    /// could not be recovered after a fault and the run stopped; `None` if it did not stop.
+    pub fn lost_at(&self) -> Option<usize> {
+        self.lost_at.get()
+    }
+
+    /// Counts one case; whether to run and report it (not one passed over, and no device
+    /// lost).
+    fn next_case(&self) -> bool {
+        if self.lost_at.get().is_some() {
+            return false;
+        }
+        let n = self.seen.get();
+        self.seen.set(n + 1);
+        n >= self.skip
     }
 
     /// Sets the options programs are loaded with (default: ub-traps on, as in the test suites;
@@ -242,6 +278,9 @@ impl Runner {
                 }
                 writeln!(out, "{case}")
             })?;
+            if self.lost_at.get().is_some() {
+                return Ok(summary);
+            }
         }
         writeln!(out, "{}", summary.closing_line())?;
         Ok(summary)
@@ -288,6 +327,9 @@ impl Runner {
         let (module, specs) = match crate::ir::parse_file(source) {
             Ok(parsed) => parsed,
             Err(diags) => {
+                if !self.next_case() {
+                    return Ok(());
+                }
                 let line = diags.0.first().map_or(1, |d| d.span.line);
                 return report(&case(line, "-", "-", Outcome::Fail(diags.render(file))));
             }
@@ -296,11 +338,17 @@ impl Runner {
             Ok(v) => Arc::new(v),
             Err(diags) => {
                 if specs.is_empty() {
+                    if !self.next_case() {
+                        return Ok(());
+                    }
                     let line = diags.0.first().map_or(1, |d| d.span.line);
                     return report(&case(line, "-", "-", Outcome::Fail(diags.render(file))));
                 }
                 for spec in &specs {
                     for device in &self.devices {
+                        if !self.next_case() {
+                            continue;
+                        }
                         let outcome =
                             refused_by_verifier(spec, &diags, file, device.backend().name());
                         report(&case(
@@ -318,6 +366,9 @@ impl Runner {
         for device in &self.devices {
             let program = device.load_with(&verified, self.options);
             for spec in &specs {
+                if !self.next_case() {
+                    continue;
+                }
                 let mut timed;
                 let spec = if spec.deadline.is_none() && self.deadline.is_some() {
                     timed = spec.clone();
@@ -336,10 +387,26 @@ impl Runner {
                     device.backend().name(),
                     outcome,
                 ))?;
+                // A CUDA/HIP device that could not be recovered after a fault runs nothing
+                // more in this process: the run stops, and `xpu run` goes on in a new one.
+                if unrecovered(device) {
+                    self.lost_at.set(Some(self.seen.get()));
+                    return Ok(());
+                }
             }
         }
         Ok(())
     }
+}
+
+/// Whether `device` is a CUDA or HIP device lost for this process: a sticky fault the driver
+/// does not let the process recover from (`XPU-D016`, docs/checked-mode.md).
+fn unrecovered(device: &Device) -> bool {
+    matches!(device.backend(), Backend::Cuda | Backend::Hip)
+        && matches!(
+            RawBuffer::alloc_with(device, 4, Init::Any),
+            Err(e) if e.code() == crate::hal::seam::codes::UNRECOVERED
+        )
 }
 
 /// The outcome of a case whose module the verifier refused: a pass exactly when the case
@@ -1119,9 +1186,11 @@ fn compare(
     Ok(())
 }
 
-/// Runs `paths` on the devices `backend` names, printing to `out` (the `xpu run` command).
-/// Exit status: 0 when nothing failed, 1 on a failed case, 2 on a usage or I/O error.
-/// `deadline` is each case's deadline where its run block names none.
+/// Runs `paths` on the devices `backend` names, printing to `out` (the `xpu run` command's
+/// runner, as `xpu census` uses it). Exit status: 0 when nothing failed, 1 on a failed case,
+/// 2 on a usage or I/O error. `deadline` is each case's deadline where its run block names
+/// none. A CUDA/HIP device lost for the process (`XPU-D016`) stops the run there: a failure
+/// (`xpu run` itself goes on in a new process instead).
 pub fn run_command(
     paths: &[PathBuf],
     backend: &str,
@@ -1144,6 +1213,15 @@ pub fn run_command(
         }
     };
     match runner.run_paths(paths, out) {
+        Ok(_) if runner.lost_at().is_some() => {
+            let _ = out.flush();
+            eprintln!(
+                "xpu run: the device could not be recovered after a fault (XPU-D016); the \
+                 cases after case {} were not run",
+                runner.lost_at().unwrap_or(0)
+            );
+            1
+        }
         Ok(summary) if summary.failed == 0 => 0,
         Ok(_) => 1,
         Err(e) => {

@@ -50,6 +50,8 @@ pub mod codes {
     pub const LOST: &str = "XPU-D014";
     /// The device faulted running a kernel.
     pub const DEVICE_FAULT: &str = "XPU-D015";
+    /// The device could not be recovered after a fault: the process cannot use it again.
+    pub const UNRECOVERED: &str = "XPU-D016";
     /// A deferred stream's flush stopped at a refused launch.
     pub const FLUSH_FAILED: &str = "XPU-D020";
     /// An operation on a stream after its failed flush.
@@ -162,6 +164,19 @@ pub enum DeviceError {
         /// The driver's message.
         message: String,
     },
+    /// After the device fault of `kernel`, no working context could be made again (neither
+    /// the reset primary context nor a new one): every later operation on the device fails so.
+    #[error(
+        "error[{}]: the device could not be recovered after the device fault of kernel \
+         {kernel}: {message}; open the device again in a new process",
+        codes::UNRECOVERED
+    )]
+    Unrecovered {
+        /// The kernel whose fault the device did not recover from.
+        kernel: String,
+        /// Why: what the recovery tried and how each attempt failed.
+        message: String,
+    },
     /// A deferred stream's flush (at this operation) stopped at a launch the driver
     /// refused: `kernel`'s, with the launch error; the `not_run` launches queued after it did
     /// not run (contract §2.4, deferred streams).
@@ -231,6 +246,7 @@ impl DeviceError {
             DeviceError::Driver { .. } => codes::DRIVER,
             DeviceError::Lost { .. } => codes::LOST,
             DeviceError::DeviceFault { .. } => codes::DEVICE_FAULT,
+            DeviceError::Unrecovered { .. } => codes::UNRECOVERED,
             DeviceError::FlushFailed { .. } => codes::FLUSH_FAILED,
             DeviceError::AfterFailedFlush { .. } => codes::AFTER_FAILED_FLUSH,
             DeviceError::Deadline { .. } => super::launch::codes::DEADLINE,

@@ -67,6 +67,7 @@ impl Drop for KernelObjects {
                 .destroy_descriptor_set_layout(self.set_layout, None);
             self.inner.device.destroy_shader_module(self.shader, None);
         }
+        self.inner.kernel_destroyed();
     }
 }
 

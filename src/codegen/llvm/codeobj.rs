@@ -151,6 +151,23 @@ const NT_AMDGPU_METADATA: u32 = 32;
 
 /// Reads the kernels' descriptors from a code object's `NT_AMDGPU_METADATA` note.
 pub fn read_metadata(code: &[u8]) -> Result<Vec<KernelDescriptor>, CodeObjError> {
+    // `object` reads the ELF structures in place and needs them 8-byte aligned; a code object
+    // taken from a bundle's memory map may lie at any offset: it is read from an aligned copy.
+    if code.as_ptr() as usize % 8 != 0 {
+        let mut words = vec![0u64; code.len().div_ceil(8)];
+        // SAFETY: the byte view covers exactly the vector's memory, which every byte pattern
+        // is valid for; `words` outlives it.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8)
+        };
+        bytes[..code.len()].copy_from_slice(code);
+        return read_aligned_metadata(&bytes[..code.len()]);
+    }
+    read_aligned_metadata(code)
+}
+
+/// [`read_metadata`] of a code object that starts 8-byte aligned.
+fn read_aligned_metadata(code: &[u8]) -> Result<Vec<KernelDescriptor>, CodeObjError> {
     use object::read::elf::{FileHeader, SectionHeader};
     let bad = |m: String| CodeObjError::Metadata { message: m };
     let header = object::elf::FileHeader64::<object::Endianness>::parse(code)
