@@ -53,8 +53,11 @@ pub type Setting<T> = Result<T, BadValue>;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("error[{BAD_VALUE}]: {var}={value:?} is not {expected}")]
 pub struct BadValue {
+    /// The variable's name.
     pub var: &'static str,
+    /// The value it was set to.
     pub value: String,
+    /// The values it takes, in words.
     pub expected: &'static str,
 }
 
@@ -62,8 +65,11 @@ pub struct BadValue {
 /// always where it applies (`CAJETA_XPU_COARSEN`, `CAJETA_XPU_CPU_STREAMING`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// Never.
     Off,
+    /// Where the heuristic (or measurement) says so; the default.
     Auto,
+    /// Always where it applies.
     Force,
 }
 

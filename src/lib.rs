@@ -82,6 +82,8 @@
 //! | [`tune`] | the reconciliation: shape families, the filter, the measured choice, stores, routes |
 //! | [`filetest`], [`bench`](mod@bench), [`fuzz`], [`repl`], [`cli`] | the kernel-file runner, the benchmarks, the fuzzing kit, the REPL session, the command |
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod bench;
 pub mod bundle;

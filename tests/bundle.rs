@@ -578,6 +578,18 @@ fn vulkan_spirv_is_cached_across_processes_and_a_corrupt_entry_is_replaced() {
         "child_uses_vk_cache",
         &[("XPU_TEST_CACHE", d), ("XPU_TEST_LOWERINGS", "1")],
     );
+    // The driver's pipeline cache was stored beside the SPIR-V when the device was dropped
+    // (`backend/vulkan/pipelines.rs`), for the next process's pipelines.
+    let stored: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .flat_map(|sub| std::fs::read_dir(sub.path()).unwrap().flatten())
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        stored.iter().any(|f| f == "pipelines.vkpc"),
+        "no pipeline cache stored: {stored:?}"
+    );
     // A second process: from the cache.
     let warm = child(
         "child_uses_vk_cache",
@@ -591,7 +603,8 @@ fn vulkan_spirv_is_cached_across_processes_and_a_corrupt_entry_is_replaced() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    // Damage every stored file: each is ignored, lowered again and replaced.
+    // Damage every stored file (the SPIR-V and the pipeline cache): each is ignored, made
+    // again and replaced.
     let mut damaged = 0;
     for sub in std::fs::read_dir(&dir).unwrap().flatten() {
         for f in std::fs::read_dir(sub.path()).unwrap().flatten() {

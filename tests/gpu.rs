@@ -355,26 +355,40 @@ fn ptx_of(src: &str) -> String {
 }
 
 /// The IR's lanes reconverge at the end of every if/loop; on NVIDIA (independent thread
-/// scheduling) kernels using wave verbs wait for the lanes that entered together there.
-/// Kernels without wave verbs keep their code. A construct that lanes leave early (a `break`
-/// or `continue` to an outer loop, a helper's `return`) waits too: the leaving lanes pass
-/// through its merge, so every lane that entered arrives there.
+/// scheduling) `activemask` says which lanes happen to run, not which are logically there, so
+/// a kernel using wave verbs keeps the logical lane mask itself: read from the hardware once
+/// at entry, narrowed by a vote at each branch and loop test, and given back at the merge,
+/// where the lanes wait (`bar.warp.sync`) or, when some may have left, vote afresh. Kernels
+/// without wave verbs keep their code.
 #[test]
-fn wave_kernels_reconverge_after_divergent_control_flow() {
+fn wave_kernels_track_the_logical_lane_mask() {
     let wave = "kernel k(o: buf<i32, rw>) {\n    for i: u32 in 0u32..(global_id.x % 5u32) {\n        o[global_id.x] += 1i32;\n    }\n    o[global_id.x] = wave_shuffle_up(7i32, 3u32);\n}\n";
     let ptx = ptx_of(wave);
+    assert_eq!(ptx.matches("activemask").count(), 1, "{ptx}");
     assert_eq!(ptx.matches("bar.warp.sync").count(), 1, "{ptx}");
+    // The loop test's vote: the iteration's lanes.
+    assert!(ptx.contains("vote.sync.ballot"), "{ptx}");
     let plain = wave.replace("wave_shuffle_up(7i32, 3u32)", "7i32");
     let ptx = ptx_of(&plain);
-    assert!(!ptx.contains("bar.warp.sync"), "{ptx}");
+    assert!(
+        !ptx.contains("bar.warp.sync") && !ptx.contains("activemask"),
+        "{ptx}"
+    );
+    assert!(!ptx.contains("vote.sync"), "{ptx}");
     let escaping = "kernel k(o: buf<i32, rw>) {\n    for i: u32 in 0u32..(global_id.x % 5u32) {\n        if i == 2u32 { break; }\n    }\n    o[global_id.x] = wave_shuffle_up(7i32, 3u32);\n}\n";
     let ptx = ptx_of(escaping);
-    // The loop and its `if` (LLVM may unroll the loop and copy the if's wait).
-    assert!(ptx.matches("bar.warp.sync").count() >= 2, "{ptx}");
+    assert_eq!(ptx.matches("activemask").count(), 1, "{ptx}");
+    // The loop test, the if's test and merge, the latch (the iteration's merge) and the
+    // loop's exit each vote (LLVM may unroll the loop and copy some of them).
+    assert!(ptx.matches("vote.sync.ballot").count() >= 4, "{ptx}");
     let outer = "kernel k(o: buf<i32, rw>) {\n    'outer: for i: u32 in 0u32..4u32 {\n        for j: u32 in 0u32..4u32 {\n            if j == global_id.x % 3u32 { continue 'outer; }\n            if i == global_id.x % 4u32 { break 'outer; }\n        }\n        o[global_id.x] += wave_reduce_sum(1i32);\n    }\n}\n";
     let ptx = ptx_of(outer);
-    // Both loops and both ifs wait; the inner ones route the outer jumps through their ends.
-    assert!(ptx.matches("bar.warp.sync").count() >= 4, "{ptx}");
+    assert_eq!(ptx.matches("activemask").count(), 1, "{ptx}");
+    assert!(ptx.matches("vote.sync.ballot").count() >= 8, "{ptx}");
+    // A helper using a wave verb takes its caller's lanes instead of reading the hardware.
+    let helper = "device fn count() -> u32 {\n    return wave_reduce_sum(1u32);\n}\n\nkernel k(o: buf<u32, rw>) {\n    if lane_id % 2u32 == 0u32 {\n        o[global_id.x] = count();\n    }\n}\n";
+    let ptx = ptx_of(helper);
+    assert_eq!(ptx.matches("activemask").count(), 1, "{ptx}");
 }
 
 #[test]

@@ -27,7 +27,9 @@ use std::sync::Arc;
 /// Where a lookup was answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hit {
+    /// The in-memory cache held the code.
     Memory,
+    /// The on-disk cache held the code.
     Disk,
 }
 
@@ -127,6 +129,7 @@ impl CodeCache {
         }
     }
 
+    /// The cache's counters so far.
     pub fn stats(&self) -> Stats {
         *self.stats.lock()
     }
@@ -136,6 +139,7 @@ impl CodeCache {
         crate::config::get().cache_dir.clone()
     }
 
+    /// The on-disk cache's directory, `None` when the cache is in memory only.
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
     }

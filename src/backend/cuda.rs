@@ -1,6 +1,6 @@
 //! The CUDA backend (contract §2.4, §4, §5): NVIDIA GPUs through the driver API, loaded at
 //! run time with `cudarc` (feature `dynamic-loading`), running PTX from the shared LLVM walk
-//! ([`super::llvm`]) and its NVPTX target.
+//! ([`crate::codegen::llvm`]) and its NVPTX target.
 //!
 //! - **No driver, no CUDA**: `cudarc` panics when `libcuda` is missing, so [`probe`] dlopens
 //!   it first; without it (or without a device) the backend is simply unavailable.
@@ -15,7 +15,7 @@
 //! - **Manifests** come from `cuFuncGetAttribute`: registers, local memory (stack plus
 //!   spills), static shared memory; spill bytes from `ptxas -v` when it is installed (run once
 //!   per kernel and cached beside the PTX), absent otherwise.
-//! - **Launches** pack parameters per [`super::llvm::KernelAbi`]; a launch needing more than
+//! - **Launches** pack parameters per [`crate::codegen::llvm::KernelAbi`]; a launch needing more than
 //!   the default 48 KB of shared memory sets `MAX_DYNAMIC_SHARED_SIZE_BYTES` (the opt-in).
 //! - **Timing**: events with timing enabled give the Event tier of `KernelTimer`.
 
@@ -370,10 +370,12 @@ impl CudaDevice {
         self.arch
     }
 
+    /// What this device's code is valid for (the cache's key).
     pub fn device_key(&self) -> &DeviceKey {
         &self.key
     }
 
+    /// The code cache this device uses.
     pub fn code_cache(&self) -> &Arc<CodeCache> {
         &self.cache
     }
@@ -668,7 +670,7 @@ unsafe impl Send for CudaStream {}
 unsafe impl Sync for CudaStream {}
 
 impl CudaStream {
-    /// The current handle (for benchmarks that launch directly); see [`CudaStream::handle`].
+    /// The current handle (for benchmarks that launch directly); see `CudaStream::handle`.
     pub fn raw(&self) -> sys::CUstream {
         self.stream.lock().0
     }
@@ -850,8 +852,11 @@ pub enum CodeSource {
 /// cache lookup) and the driver's load took.
 #[derive(Clone, Copy, Debug)]
 pub struct FirstUse {
+    /// Where the PTX came from.
     pub source: CodeSource,
+    /// Lowering or the cache lookup.
     pub code: Duration,
+    /// The driver's load of the PTX.
     pub load: Duration,
 }
 

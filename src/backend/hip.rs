@@ -1,5 +1,5 @@
 //! The HIP backend (contract §2.4, §4, §5): AMD GPUs through the HIP runtime, `libamdhip64`,
-//! loaded at run time with `libloading`, running code objects from [`super::codeobj`] (the
+//! loaded at run time with `libloading`, running code objects from [`crate::codegen::llvm::codeobj`] (the
 //! shared LLVM walk with the [`Amdgpu`] target, linked by `ld.lld`).
 //!
 //! **Unrun on hardware.** No AMD GPU was available where this was written: everything up to

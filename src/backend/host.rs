@@ -91,19 +91,23 @@ pub struct HostBytes {
 }
 
 impl HostBytes {
+    /// Size in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the allocation has no byte.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The bytes.
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: the block holds at least `len` initialised bytes, owned by `self`.
         unsafe { std::slice::from_raw_parts(self.block.ptr.as_ptr(), self.len) }
     }
 
+    /// The bytes, mutably.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `bytes`; `&mut self` makes the borrow unique.
         unsafe { std::slice::from_raw_parts_mut(self.block.ptr.as_ptr(), self.len) }
@@ -398,6 +402,7 @@ impl StreamImpl for HostStream {
 
 /// An event of a host stream: complete when recorded, stamped with the host clock.
 pub struct HostEvent {
+    /// When the event was recorded (the host clock).
     pub at: Instant,
 }
 
@@ -424,13 +429,16 @@ pub struct HostView {
     pub allocation: usize,
     /// The view's byte range in that allocation.
     pub offset: usize,
+    /// The view's length in bytes.
     pub len: usize,
+    /// The argument as the launch bound it.
     pub binding: BufferBinding,
 }
 
 /// Every distinct host allocation a launch binds, locked for the launch's duration, and each
 /// buffer argument as a view into one of them (two views may share an allocation).
 pub struct LockedBindings<'a> {
+    /// The locked allocations, in address order.
     pub allocations: Vec<MutexGuard<'a, HostBytes>>,
     /// One entry per argument: `Some` for a buffer, `None` for a value.
     pub views: Vec<Option<HostView>>,

@@ -43,6 +43,7 @@ impl Default for InterpDevice {
 }
 
 impl InterpDevice {
+    /// The reference interpreter as a device.
     pub fn new() -> Self {
         // The interpreter's own limits are facts of this (modelled) device; everything a
         // model has no value for stays absent.

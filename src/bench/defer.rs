@@ -15,6 +15,7 @@ use std::time::Instant;
 pub const SMALL: u32 = 1 << 16;
 /// Launches per iteration and iterations of the timed loop.
 pub const SEQUENCE: usize = 10;
+/// Iterations of the timed loop.
 pub const ITERATIONS: usize = 1000;
 
 /// The kernel whose 80 live accumulators need more registers than a 1024-thread block
@@ -53,12 +54,16 @@ fn f32buf_mut(raw: &mut RawBuffer) -> ArgValue<'_> {
 
 /// The three buffers of the small kernels.
 pub struct Small {
+    /// The first buffer.
     pub a: RawBuffer,
+    /// The second buffer.
     pub b: RawBuffer,
+    /// The third buffer.
     pub c: RawBuffer,
 }
 
 impl Small {
+    /// [`SMALL`] random `f32`s in each buffer of `device`.
     pub fn new(device: &Device) -> Result<Small, DeviceError> {
         let bytes = SMALL as usize * 4;
         let make = |seed| -> Result<RawBuffer, DeviceError> {

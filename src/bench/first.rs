@@ -49,10 +49,15 @@ pub fn kernel_module(k: u32) -> crate::ir::Module {
 /// The percentiles of one backend's samples.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FirstResult {
+    /// The backend measured.
     pub backend: Backend,
+    /// Samples taken (distinct kernels).
     pub kernels: usize,
+    /// The median sample.
     pub p50: Duration,
+    /// The 99th-percentile sample.
     pub p99: Duration,
+    /// The slowest sample.
     pub max: Duration,
     /// Lowerings the programs made in all (CPU: Cranelift compiles; `None` where the backend
     /// does not count them).

@@ -19,12 +19,15 @@ pub const COMPUTE_C: &str = include_str!("../../benches/peers/omp/compute.c");
 /// One figure of a peer: a JSON line of its output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PeerFigure {
+    /// The kernel's name as the peer prints it.
     pub kernel: String,
     /// STREAM: whether the stores were non-temporal.
     pub nt: Option<bool>,
     /// The rate in the kernel's unit (GB/s, GFLOP/s or Mpixel/s).
     pub rate: f64,
+    /// The median time of one run, in seconds.
     pub median_s: f64,
+    /// Threads the peer ran on.
     pub threads: u64,
 }
 

@@ -21,18 +21,22 @@ use std::time::{Duration, Instant};
 /// One kernel's figure beside its peer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The kernel's name (`triad`, `gemm`, ...).
     pub kernel: String,
     /// The unit of `value` and `peer` (`GB/s`, `GFLOP/s`, `Mpixel/s`).
     pub unit: String,
+    /// The kernel's rate, in `unit`.
     pub value: f64,
     /// The peer's name (`STREAM`, `gcc`, `copy`) and figure, where it ran.
     pub peer_name: String,
+    /// The peer's rate, in `unit`, where the peer ran.
     pub peer: Option<f64>,
     /// Why the peer is absent.
     pub peer_error: Option<String>,
     /// Floating-point operations and bytes moved per second (the roofline's axes: intensity
     /// is their ratio), where the kernel's are counted.
     pub gflops: Option<f64>,
+    /// Bytes moved per second (GB/s).
     pub gbps: Option<f64>,
 }
 
@@ -46,14 +50,19 @@ impl Entry {
 /// One device's figures and ceilings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceReport {
+    /// The backend's name.
     pub backend: String,
+    /// The device's name.
     pub device: String,
     /// Worker threads (CPU) or absent.
     pub threads: Option<usize>,
+    /// The memory bandwidth ceiling, GB/s.
     pub bandwidth_gbps: Option<f64>,
+    /// The compute ceiling, GFLOP/s.
     pub peak_gflops: Option<f64>,
     /// Where the ceilings came from (`calibration`, `measured peers`).
     pub ceilings_from: String,
+    /// One figure per kernel.
     pub entries: Vec<Entry>,
     /// Notes (a size fitted to the device, a peer not run).
     pub notes: Vec<String>,
@@ -64,10 +73,13 @@ pub struct DeviceReport {
 pub struct Sizes {
     /// Floats per array of the streaming kernels.
     pub elems: usize,
+    /// The side of the square GEMM matrices (rounded down to a multiple of 16).
     pub gemm: u32,
     /// Mandelbrot's width and height.
     pub image: u32,
+    /// Work-items per block of the streaming kernels.
     pub block: u32,
+    /// Timed repetitions per figure (the median is reported).
     pub reps: usize,
 }
 

@@ -25,14 +25,19 @@ const NAMES: [(&str, f64); 3] = [("saxpy", 12.0), ("triad", 12.0), ("copy", 8.0)
 /// One benchmark's medians, in milliseconds, with the bytes it moves.
 #[derive(Clone, Debug)]
 pub struct Row {
+    /// The benchmark (`saxpy`, `triad`, `copy`).
     pub name: &'static str,
+    /// Bytes the kernel moves.
     pub bytes: f64,
     /// Device-timed where the tier allows, else host-timed (see `timed_on_device`).
     pub vulkan_ms: f64,
+    /// The host-timed median.
     pub vulkan_host_ms: f64,
     /// The first launch after the pipeline was built, before the warm-up.
     pub vulkan_cold_ms: f64,
+    /// The same bytes moved by a device-side buffer copy.
     pub copy_ms: f64,
+    /// The CUDA backend's median, where it ran.
     pub cuda_ms: Option<f64>,
     /// Whether `vulkan_ms`/`copy_ms`/`cuda_ms` came from the device clock.
     pub timed_on_device: bool,

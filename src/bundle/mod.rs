@@ -75,10 +75,12 @@ pub struct BundleError {
     pub code: &'static str,
     /// The bundle's path (`<memory>` for bytes).
     pub path: String,
+    /// What is wrong.
     pub message: String,
 }
 
 impl BundleError {
+    /// An error `code` about the bundle at `path`.
     pub fn new(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
         BundleError {
             code,
@@ -87,6 +89,7 @@ impl BundleError {
         }
     }
 
+    /// The error's stable code (`XPU-Bnnn`).
     pub fn code(&self) -> &'static str {
         self.code
     }
@@ -130,8 +133,11 @@ impl CodeKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Section {
+    /// Bytes after the end of the index where the section starts.
     pub offset: u64,
+    /// The section's length in bytes.
     pub len: u64,
+    /// The section's SHA-256, in lowercase hex.
     pub sha256: String,
 }
 
@@ -139,14 +145,19 @@ pub struct Section {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IndexEntry {
+    /// The backend the code is for.
     pub backend: Backend,
+    /// The devices the code is for (`sm_90`, `gfx90a`, a Vulkan capability key).
     pub target: String,
+    /// The kernel's name (instances by their instance name).
     pub kernel: String,
+    /// What the code is.
     pub kind: CodeKind,
     /// The code's section (`None` for [`CodeKind::Ir`]).
     pub code: Option<Section>,
     /// What the backend needs beside the code to launch it (Vulkan: the parameter layout).
     pub meta: Option<String>,
+    /// The kernel's manifest as built.
     pub manifest: KernelManifest,
 }
 
@@ -158,21 +169,26 @@ pub struct Index {
     pub format: String,
     /// The crate version that wrote the bundle (informative).
     pub writer: String,
+    /// The canonical IR text's section.
     pub ir: Section,
+    /// One per (backend, target, kernel).
     pub entries: Vec<IndexEntry>,
 }
 
 /// One (backend, target, kernel) of a bundle being written.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// The backend the code is for.
     pub backend: Backend,
     /// The devices the code is for (module docs).
     pub target: String,
+    /// The kernel's name (instances by their instance name).
     pub kernel: String,
     /// The device code; `None` for a CPU entry (the IR is its code).
     pub code: Option<Vec<u8>>,
     /// The backend's launch metadata beside the code.
     pub meta: Option<String>,
+    /// The kernel's manifest as built.
     pub manifest: KernelManifest,
 }
 
@@ -219,6 +235,7 @@ impl BundleWriter {
         self
     }
 
+    /// The entries added so far, in order.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
@@ -384,12 +401,19 @@ impl std::fmt::Debug for Bundle {
 /// One entry of an open bundle, its code borrowed from the map.
 #[derive(Clone, Copy, Debug)]
 pub struct EntryRef<'b> {
+    /// The backend the code is for.
     pub backend: Backend,
+    /// The devices the code is for.
     pub target: &'b str,
+    /// The kernel's name.
     pub kernel: &'b str,
+    /// What the code is.
     pub kind: CodeKind,
+    /// The device code (`None` for [`CodeKind::Ir`]).
     pub code: Option<&'b [u8]>,
+    /// The backend's launch metadata beside the code.
     pub meta: Option<&'b str>,
+    /// The kernel's manifest as built.
     pub manifest: &'b KernelManifest,
 }
 
@@ -558,6 +582,7 @@ impl Bundle {
         })
     }
 
+    /// The path the bundle was opened from (`<memory>` for bytes).
     pub fn path(&self) -> &str {
         &self.path
     }
@@ -567,10 +592,12 @@ impl Bundle {
         self.bytes.len()
     }
 
+    /// Whether the bundle has no byte (never true of a bundle that opened).
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
+    /// The bundle's index: the IR's section and the entries.
     pub fn index(&self) -> &Index {
         &self.index
     }

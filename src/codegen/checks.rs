@@ -29,6 +29,7 @@ pub const KIND_OUT_OF_BOUNDS: u32 = 1;
 pub const KIND_MISALIGNED: u32 = 2;
 /// The first word of the winner's record, and of the losers' scratch record.
 pub const WINNER_SLOT: u32 = 1;
+/// The first word of the scratch record every later writer fills (words 4..8).
 pub const LOSER_SLOT: u32 = 4;
 
 /// What a lowering tests at run time. The default tests nothing: code is what it was before
@@ -52,15 +53,20 @@ impl Checks {
 /// (`buffer y`, `shared tile`, `array acc`, `align = 16`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckSite {
+    /// The kernel source line of the access.
     pub line: u32,
+    /// What it accesses, as a report names it (`buffer y`, `align = 16`).
     pub what: String,
 }
 
 /// A decoded report: the first failed check of a launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
+    /// The kind of failure ([`KIND_OUT_OF_BOUNDS`] or [`KIND_MISALIGNED`]).
     pub kind: u32,
+    /// The index of the [`CheckSite`] in the kernel's site table.
     pub site: u32,
+    /// The element index of the access.
     pub index: u32,
     /// The length (out of bounds) or the stated alignment (misaligned).
     pub len: u32,

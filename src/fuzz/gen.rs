@@ -73,6 +73,9 @@ struct Gen {
     /// the output. Not for GPU corpora, compared bit for bit too, whose reduction trees and
     /// transcendentals differ from the interpreter's.
     for_cpu: bool,
+    /// A transcendental function was generated: a GPU's device library may differ from the
+    /// interpreter's correctly rounded result within the bounds of docs/semantics.md.
+    transcendental: bool,
     /// Every work-item of the workgroup reaches this point together (the kernel's top level,
     /// or inside an `if`/`for` whose condition or trip count is the same for all): barriers
     /// may sit here, inside control flow.
@@ -266,6 +269,8 @@ impl Gen {
                 } else {
                     *self.rng.pick(&["min", "max", "abs", "clamp"])
                 };
+                self.transcendental |=
+                    matches!(f, "exp" | "sin" | "log2" | "tanh" | "pow" | "rsqrt");
                 let n = match f {
                     "min" | "max" | "pow" => 2,
                     "fma" | "clamp" => 3,
@@ -776,6 +781,10 @@ pub struct Case {
     pub block: u32,
     /// The block's y dimension.
     pub by: u32,
+    /// The float tolerance of the run block: 4 when a kernel for every backend calls a
+    /// transcendental function (the `pow` bound of docs/semantics.md, the loosest of those
+    /// generated), 0 otherwise and always for the CPU, which uses the interpreter's functions.
+    pub ulps: u32,
 }
 
 /// The kernel of `seed`, for every backend (no inexact float reductions).
@@ -831,6 +840,7 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
         full_waves: false,
         returned: false,
         for_cpu,
+        transcendental: false,
         uniform: false,
         shared_atomics: false,
         oob: false,
@@ -911,6 +921,7 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
     g.line(&format!("out_l[gid] = ({el}) ^ acc;"));
     g.out.push_str("}\n");
     Case {
+        ulps: if g.transcendental && !for_cpu { 4 } else { 0 },
         src: g.out,
         grid,
         block,
@@ -953,7 +964,7 @@ pub fn as_kernel_file(case: &Case, seed: u64) -> String {
         .collect();
     let ints: Vec<String> = in_i.iter().map(i32::to_string).collect();
     format!(
-        "// differential fuzz case, seed {seed}\n{src}\nrun k {{\n    grid = [{g}];\n    block = [{b}, {by}];\n    \
+        "// differential fuzz case, seed {seed}\n{src}\nrun k {{\n    grid = [{g}];\n    block = [{b}, {by}];\n{tol}    \
          arg out_i = fill({total}, -1);\n    arg out_f = fill({total}, -1.0);\n    arg out_l = fill({total}, 1);\n    \
          arg cnt = [0, 0, 4294967295, 0, 0, 4294967295, 0, 0, 0];\n    arg in_i = [{ints}];\n    arg in_f = [{floats}];\n    arg n = {n};\n    \
          expect out_i = interp;\n    expect out_f = interp;\n    expect out_l = interp;\n    expect cnt = interp;\n}}\n",
@@ -964,6 +975,10 @@ pub fn as_kernel_file(case: &Case, seed: u64) -> String {
         ints = ints.join(", "),
         floats = floats.join(", "),
         n = seed % 7,
+        tol = match case.ulps {
+            0 => String::new(),
+            u => format!("    ulps = {u};\n"),
+        },
     )
 }
 

@@ -76,6 +76,35 @@ impl std::fmt::Display for Disagreement {
 /// Runs `launch` (a run block: kernel, geometry, arguments; its own expectations are
 /// replaced) on every device of `backends` and on the interpreter, comparing every buffer the
 /// kernel can write with the interpreter's (floats bit for bit, within the block's `ulps`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use xpu::fuzz::{self, Verdict};
+/// use xpu::{Backend, Device};
+///
+/// let (module, runs) = xpu::ir::parse_file(
+///     "kernel k(y: buf<i32, rw>, x: buf<i32>) {
+///          let i: u32 = global_id.x;
+///          y[i] = x[i] * 3 - 1;
+///      }
+///      run k {
+///          grid = [2];
+///          block = [8];
+///          arg y = fill(16, 0);
+///          arg x = iota(16);
+///      }",
+/// )
+/// .unwrap();
+/// let module = Arc::new(module.verify().unwrap());
+/// // The CPU backend where this machine has it (x86-64, aarch64); any device list works.
+/// let backends: Vec<Device> = Device::open(Backend::Cpu).into_iter().collect();
+/// match fuzz::compare(&module, &runs[0], &backends) {
+///     Ok(Verdict::Agree { skipped }) => assert!(skipped.is_empty()),
+///     Ok(Verdict::Undefined(report)) => panic!("no meaning: {report}"),
+///     // `d.file` is a kernel file that `xpu run` reproduces the disagreement with.
+///     Err(d) => panic!("{d}"),
+/// }
+/// ```
 pub fn compare(
     module: &Arc<VerifiedModule>,
     launch: &RunSpec,

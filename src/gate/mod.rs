@@ -68,13 +68,18 @@ pub mod codes {
 /// A backend `xpu build` can declare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
+    /// The host CPU (Cranelift).
     Cpu,
+    /// NVIDIA GPUs (PTX from LLVM's NVPTX).
     Cuda,
+    /// AMD GPUs (code objects from LLVM's AMDGPU).
     Amdgpu,
+    /// Vulkan devices (SPIR-V).
     Vulkan,
 }
 
 impl Target {
+    /// Every target, in the order `--backends` lists them.
     pub const ALL: [Target; 4] = [Target::Cpu, Target::Cuda, Target::Amdgpu, Target::Vulkan];
 
     /// The name `--backends` takes and gate lines print.
@@ -132,9 +137,13 @@ impl fmt::Display for Target {
 /// One of the four gates of §3.6.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Gate {
+    /// `[xpu-kernel-skipped]`: no device code for a declared target.
     Skipped,
+    /// `[xpu-kernel-unbounded]`: a GPU kernel with no pinned block and no declared ceiling.
     Unbounded,
+    /// `[xpu-kernel-spill]`: the kernel uses scratch memory (register spills, a stack frame).
     Spill,
+    /// `[xpu-kernel-hung]`: the CPU compile ran past its deadline.
     Hung,
     /// `[mma-tiering]`: a note naming a cooperative-matrix multiply's tier (contract §3.3).
     MmaTiering,
@@ -165,6 +174,7 @@ pub enum Level {
 }
 
 impl Level {
+    /// The level as printed: `error`, `warning` or `note`.
     pub fn name(self) -> &'static str {
         match self {
             Level::Error => "error",
@@ -177,18 +187,23 @@ impl Level {
 /// One finding of the build.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line {
+    /// The file the line is about.
     pub path: String,
+    /// Where in the file.
     pub span: Span,
+    /// Whether it fails the build.
     pub level: Level,
     /// The gate the line belongs to; `None` for a note about the build itself (no assembler,
     /// a derived pin).
     pub gate: Option<Gate>,
     /// The kernel (or template instance) and target, where the line is about one.
     pub kernel: Option<String>,
+    /// The target, where the line is about one.
     pub target: Option<Target>,
     /// The code behind the line: the lowering's refusal code for `skipped`, `XPU-G...` for
     /// the others.
     pub code: String,
+    /// The finding, in one sentence.
     pub message: String,
     /// The plan item of the declaration that holds the line (`@unlowered`/`@unbounded`).
     pub tracked: Option<String>,
@@ -229,25 +244,30 @@ impl fmt::Display for Line {
 pub struct BuiltKernel {
     /// The kernel's registered name (`k`, `QkTile<64,64,32,32,128>`).
     pub kernel: String,
+    /// The target the code is for.
     pub target: Target,
     /// The processor (`sm_90`, `gfx90a`); `None` on the CPU and Vulkan.
     pub arch: Option<String>,
+    /// What [`BuiltKernel::code`] holds.
     pub format: CodeFormat,
     /// The device code: PTX text, a linked AMDGPU code object (or the relocatable object
     /// where no linker was found), SPIR-V words little-endian; empty for the CPU, whose
     /// Cranelift code is made where it runs (a bundle carries the module's IR for it).
     pub code: Vec<u8>,
+    /// The manifest the code was built with.
     pub manifest: KernelManifest,
 }
 
 /// What [`BuiltKernel::code`] holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CodeFormat {
+    /// PTX text.
     Ptx,
     /// A linked AMDGPU code object (`.hsaco`).
     Hsaco,
     /// A relocatable AMDGPU object (no linker here).
     AmdgpuObject,
+    /// SPIR-V words, little-endian.
     Spirv,
     /// The CPU: no portable code (Cranelift compiles on the host that runs it); the manifest
     /// holds this host's build.
@@ -255,6 +275,7 @@ pub enum CodeFormat {
 }
 
 impl CodeFormat {
+    /// The format's name (`ptx`, `hsaco`, `amdgpu-object`, `spirv`, `host-machine-code`).
     pub fn name(self) -> &'static str {
         match self {
             CodeFormat::Ptx => "ptx",
@@ -269,6 +290,7 @@ impl CodeFormat {
 /// What the build is for.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The targets to build for.
     pub targets: Vec<Target>,
     /// `--arch` for `cuda` (`sm_90`, the default).
     pub cuda_arch: String,
@@ -321,6 +343,7 @@ impl Build {
             .count()
     }
 
+    /// Whether any line fails the build.
     pub fn failed(&self) -> bool {
         self.errors() > 0
     }

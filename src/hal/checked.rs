@@ -21,7 +21,9 @@ use crate::hal::launch::LaunchError;
 /// is read with the launch (GPU backends; documented in docs/checked-mode.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProgramOptions {
+    /// Checked mode: every access is bounds-checked (`XPU-L013`).
     pub checked: bool,
+    /// ub-traps: unproven `align = N` statements are tested (`XPU-L010`).
     pub ub_traps: bool,
 }
 

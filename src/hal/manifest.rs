@@ -13,7 +13,8 @@
 #![warn(missing_docs)]
 
 use crate::hal::Backend;
-use crate::ir::{ConstBinOp, ConstExpr, ConstUnOp, Function, Handle, Len};
+use crate::ir::template::eval_const;
+use crate::ir::{ConstExpr, Function, Handle, Len};
 
 /// One native operation in a kernel's device code and the tier it was lowered at (§3.3): a
 /// route can learn a kernel is on the slow tier before it launches it.
@@ -119,10 +120,8 @@ impl KernelManifest {
         m.declared_wave = kernel.attrs.wave.map(|(w, _)| w);
         m.pinned_block = kernel.attrs.block.map(|(b, _)| b);
         if let Some(occ) = &kernel.attrs.occupancy {
-            let eval = |h: Option<Handle<ConstExpr>>| {
-                h.and_then(|h| eval_const(kernel, h))
-                    .and_then(|v| u32::try_from(v).ok())
-            };
+            let eval =
+                |h: Option<Handle<ConstExpr>>| h.and_then(|h| eval_const(kernel, h, None).ok());
             m.max_threads = eval(occ.max_threads);
             m.max_waves = eval(occ.max_waves);
             m.min_resident = eval(occ.min_resident);
@@ -136,8 +135,9 @@ impl KernelManifest {
                     total = total.and_then(|t| t.checked_add(n as u64 * decl.elem.size() as u64))
                 }
                 Some(Len::Const(h)) => {
-                    let bytes =
-                        eval_const(kernel, h).and_then(|n| n.checked_mul(decl.elem.size() as u64));
+                    let bytes = eval_const(kernel, h, None)
+                        .ok()
+                        .and_then(|n| (n as u64).checked_mul(decl.elem.size() as u64));
                     total = total.zip(bytes).and_then(|(t, b)| t.checked_add(b));
                 }
             }
@@ -154,54 +154,10 @@ impl KernelManifest {
     }
 }
 
-/// Evaluates a closed constant expression (no template parameter) with wrapping `u64`
-/// arithmetic, as the verifier does for attribute arguments. `None` for a template parameter
-/// or a division by zero.
-pub(crate) fn eval_const(function: &Function, handle: Handle<ConstExpr>) -> Option<u64> {
-    eval_depth(function, handle, 0)
-}
-
-fn eval_depth(function: &Function, handle: Handle<ConstExpr>, depth: u32) -> Option<u64> {
-    // A malformed (cyclic) arena must not overflow the stack.
-    if depth > 256 {
-        return None;
-    }
-    let eval = |h| eval_depth(function, h, depth + 1);
-    Some(match function.consts.try_get(handle)? {
-        ConstExpr::Lit(v) => *v,
-        ConstExpr::Param(_) => return None,
-        ConstExpr::Unary(op, a) => {
-            let a = eval(*a)?;
-            match op {
-                ConstUnOp::Not => (a == 0) as u64,
-                ConstUnOp::Neg => a.wrapping_neg(),
-            }
-        }
-        ConstExpr::Binary(op, a, b) => {
-            let (a, b) = (eval(*a)?, eval(*b)?);
-            match op {
-                ConstBinOp::Add => a.wrapping_add(b),
-                ConstBinOp::Sub => a.wrapping_sub(b),
-                ConstBinOp::Mul => a.wrapping_mul(b),
-                ConstBinOp::Div => a.checked_div(b)?,
-                ConstBinOp::Rem => a.checked_rem(b)?,
-                ConstBinOp::Eq => (a == b) as u64,
-                ConstBinOp::Ne => (a != b) as u64,
-                ConstBinOp::Lt => (a < b) as u64,
-                ConstBinOp::Le => (a <= b) as u64,
-                ConstBinOp::Gt => (a > b) as u64,
-                ConstBinOp::Ge => (a >= b) as u64,
-                ConstBinOp::And => (a != 0 && b != 0) as u64,
-                ConstBinOp::Or => (a != 0 || b != 0) as u64,
-            }
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{ElemType, FunctionKind, Occupancy, Scalar, SharedDecl, Span};
+    use crate::ir::{ConstBinOp, ElemType, FunctionKind, Occupancy, Scalar, SharedDecl, Span};
 
     #[test]
     fn from_kernel_reads_attributes_and_shared() {
@@ -254,6 +210,6 @@ mod tests {
         assert_eq!(m.static_shared_bytes, None);
         let zero = f.consts.append(ConstExpr::Lit(0));
         let div = f.consts.append(ConstExpr::Binary(ConstBinOp::Div, p, zero));
-        assert_eq!(eval_const(&f, div), None);
+        assert!(eval_const(&f, div, None).is_err());
     }
 }

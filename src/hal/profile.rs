@@ -16,6 +16,7 @@ use super::manifest::KernelManifest;
 pub struct DeviceProfile {
     /// `sm_90`, `gfx942`.
     pub arch: &'static str,
+    /// The wave (warp) width in lanes.
     pub wave: u32,
     /// 32-bit registers per multiprocessor (per CU on AMD: the VGPR file of all SIMDs, per
     /// lane × lanes).
@@ -24,9 +25,13 @@ pub struct DeviceProfile {
     pub register_granule: u32,
     /// The most registers one work-item may use.
     pub max_registers_per_thread: u32,
+    /// The most work-items one block may have.
     pub max_threads_per_block: u32,
+    /// The most work-items resident on one multiprocessor.
     pub max_threads_per_multiprocessor: u32,
+    /// The most blocks resident on one multiprocessor.
     pub max_blocks_per_multiprocessor: u32,
+    /// Shared memory per multiprocessor, in bytes.
     pub shared_bytes_per_multiprocessor: u64,
     /// The most shared memory one block may use (with the opt-in where there is one).
     pub max_shared_bytes_per_block: u64,

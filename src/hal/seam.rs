@@ -26,19 +26,33 @@ use std::time::Duration;
 
 /// Codes of [`DeviceError`].
 pub mod codes {
+    /// The backend was left out of this build (its cargo feature is off).
     pub const NOT_COMPILED: &str = "XPU-D001";
+    /// The backend is built but cannot run here (no driver, no device).
     pub const UNAVAILABLE: &str = "XPU-D002";
+    /// A backend name that names none.
     pub const UNKNOWN_BACKEND: &str = "XPU-D003";
+    /// `Device::force` after a device was already selected.
     pub const ALREADY_SELECTED: &str = "XPU-D004";
+    /// A device allocation failed.
     pub const OUT_OF_MEMORY: &str = "XPU-D005";
+    /// An offset or length past the end of a buffer.
     pub const OUT_OF_RANGE: &str = "XPU-D006";
+    /// Host and device sizes disagree.
     pub const SIZE_MISMATCH: &str = "XPU-D007";
+    /// A buffer, stream or event used with a device it does not belong to.
     pub const FOREIGN_OBJECT: &str = "XPU-D008";
+    /// A program the backend could not load.
     pub const LOAD: &str = "XPU-D009";
+    /// Any other failure the driver reported.
     pub const DRIVER: &str = "XPU-D010";
+    /// A buffer lost with a device fault's context.
     pub const LOST: &str = "XPU-D014";
+    /// The device faulted running a kernel.
     pub const DEVICE_FAULT: &str = "XPU-D015";
+    /// A deferred stream's flush stopped at a refused launch.
     pub const FLUSH_FAILED: &str = "XPU-D020";
+    /// An operation on a stream after its failed flush.
     pub const AFTER_FAILED_FLUSH: &str = "XPU-D021";
 }
 
@@ -49,37 +63,80 @@ pub enum DeviceError {
         "error[{}]: the {backend} backend is not compiled into this build",
         codes::NOT_COMPILED
     )]
-    NotCompiled { backend: Backend },
+    /// The backend was left out of this build.
+    NotCompiled {
+        /// The backend asked for.
+        backend: Backend,
+    },
     #[error(
         "error[{}]: the {backend} backend is not available here: {reason}",
         codes::UNAVAILABLE
     )]
-    Unavailable { backend: Backend, reason: String },
+    /// The backend cannot run here.
+    Unavailable {
+        /// The backend asked for.
+        backend: Backend,
+        /// Why (the driver's or loader's message).
+        reason: String,
+    },
     #[error(
         "error[{}]: no backend is named `{name}` (expected interp, cpu, cuda, hip or vulkan)",
         codes::UNKNOWN_BACKEND
     )]
-    UnknownBackend { name: String },
+    /// No backend has this name.
+    UnknownBackend {
+        /// The name given.
+        name: String,
+    },
     #[error("error[{}]: the {selected} backend was already selected; Device::force({requested:?}) must come before the first device touch", codes::ALREADY_SELECTED)]
+    /// `Device::force` came after a device was already selected.
     AlreadySelected {
+        /// The backend already in use.
         selected: Backend,
+        /// The backend `force` asked for, as written.
         requested: String,
     },
     #[error(
         "error[{}]: cannot allocate {bytes} bytes: {reason}",
         codes::OUT_OF_MEMORY
     )]
-    OutOfMemory { bytes: u64, reason: String },
+    /// An allocation failed.
+    OutOfMemory {
+        /// The size asked for, in bytes.
+        bytes: u64,
+        /// The driver's message.
+        reason: String,
+    },
     #[error("error[{}]: out of range: {what}", codes::OUT_OF_RANGE)]
-    OutOfRange { what: String },
+    /// An offset or length past the end.
+    OutOfRange {
+        /// What was out of range, with the numbers.
+        what: String,
+    },
     #[error("error[{}]: size mismatch: {what}", codes::SIZE_MISMATCH)]
-    SizeMismatch { what: String },
+    /// Sizes disagree.
+    SizeMismatch {
+        /// What disagreed, with both sizes.
+        what: String,
+    },
     #[error("error[{}]: {what} belongs to another device", codes::FOREIGN_OBJECT)]
-    ForeignObject { what: String },
+    /// An object from another device.
+    ForeignObject {
+        /// Which object.
+        what: String,
+    },
     #[error("error[{}]: cannot load the program: {message}", codes::LOAD)]
-    Load { message: String },
+    /// The program could not be loaded.
+    Load {
+        /// The backend's message.
+        message: String,
+    },
     #[error("error[{}]: device failure: {message}", codes::DRIVER)]
-    Driver { message: String },
+    /// Another driver failure.
+    Driver {
+        /// The driver's message.
+        message: String,
+    },
     /// The object belonged to a device context lost with the fault of `kernel` (the backend
     /// recreated the context; see [`DeviceError::DeviceFault`]).
     #[error(
@@ -87,7 +144,10 @@ pub enum DeviceError {
          recreated; allocate and upload the buffer again",
         codes::LOST
     )]
-    Lost { kernel: String },
+    Lost {
+        /// The kernel whose fault lost the context.
+        kernel: String,
+    },
     /// The device faulted (a sticky CUDA/HIP error) running `kernel`, the kernel launched
     /// last, and this operation saw it; the backend recreated the context, and every buffer
     /// of the lost one reports [`DeviceError::Lost`] on use.
@@ -96,7 +156,12 @@ pub enum DeviceError {
          context was recreated, and every buffer allocated before the fault is lost",
         codes::DEVICE_FAULT
     )]
-    DeviceFault { kernel: String, message: String },
+    DeviceFault {
+        /// The kernel launched last.
+        kernel: String,
+        /// The driver's message.
+        message: String,
+    },
     /// A deferred stream's flush (at this operation) stopped at a launch the driver
     /// refused: `kernel`'s, with the launch error; the `not_run` launches queued after it did
     /// not run (contract §2.4, deferred streams).
@@ -106,8 +171,11 @@ pub enum DeviceError {
         codes::FLUSH_FAILED
     )]
     FlushFailed {
+        /// The kernel whose launch was refused.
         kernel: String,
+        /// The launch error, as text.
         error: String,
+        /// Launches queued after it that did not run.
         not_run: usize,
     },
     /// An operation on a deferred stream whose earlier flush failed at `kernel`: what the
@@ -118,13 +186,19 @@ pub enum DeviceError {
          results from there on were not computed (KernelStream::clear_failure acknowledges it)",
         codes::AFTER_FAILED_FLUSH
     )]
-    AfterFailedFlush { kernel: String, error: String },
+    AfterFailedFlush {
+        /// The kernel whose launch was refused.
+        kernel: String,
+        /// The launch error, as text.
+        error: String,
+    },
     /// A malformed environment value the operation needed.
     #[error("{0}")]
     Config(#[from] crate::config::BadValue),
 }
 
 impl DeviceError {
+    /// The error's stable code (`XPU-Dnnn`, or `XPU-C001` for a bad environment value).
     pub fn code(&self) -> &'static str {
         match self {
             DeviceError::NotCompiled { .. } => codes::NOT_COMPILED,
@@ -165,12 +239,15 @@ pub fn poison_requested() -> Result<bool, crate::config::BadValue> {
 
 /// A backend's allocation. Freed when the last handle drops (views share it).
 pub trait DeviceMemory: Send + Sync + Any {
+    /// The allocation's size in bytes.
     fn size(&self) -> usize;
+    /// The backend's own type, for downcasting.
     fn as_any(&self) -> &dyn Any;
 }
 
 /// A device→host copy in flight; `wait` blocks until the bytes are on the host.
 pub trait ReadTicket: Send {
+    /// Blocks until the copy is done and returns the bytes.
     fn wait(self: Box<Self>) -> Result<Vec<u8>, DeviceError>;
 }
 
@@ -183,6 +260,7 @@ pub trait StreamImpl: Send + Sync + Any {
     fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError>;
     /// Makes later work on this stream wait for `event`.
     fn wait_for(&self, event: &dyn EventImpl) -> Result<(), DeviceError>;
+    /// The backend's own type, for downcasting.
     fn as_any(&self) -> &dyn Any;
     /// Asks the stream to defer its launches (contract §2.4); `Ok(true)` where it now does.
     /// Turning deferral off flushes the queue first. The default, for backends that do not
@@ -202,12 +280,14 @@ pub trait StreamImpl: Send + Sync + Any {
 
 /// A backend's event.
 pub trait EventImpl: Send + Sync + Any {
+    /// Whether the event has completed (does not block).
     fn is_complete(&self) -> bool;
     /// Blocks until the event has completed.
     fn sync(&self) -> Result<(), DeviceError>;
     /// The device-clock time from `earlier` to this event, where the backend timestamps events
     /// (the Event tier of `KernelTimer`); `None` otherwise.
     fn elapsed_since(&self, earlier: &dyn EventImpl) -> Option<Duration>;
+    /// The backend's own type, for downcasting.
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -227,7 +307,9 @@ pub enum TimerTier {
 /// What one backend implements. Object safe; every method may fail with a [`DeviceError`]
 /// and none may panic on a missing driver.
 pub trait DeviceImpl: Send + Sync + Any {
+    /// Which backend this is.
     fn backend(&self) -> Backend;
+    /// What the device is and can do.
     fn facts(&self) -> &DeviceFacts;
     /// `bytes` of device memory (zero is allowed), filled per `init`.
     fn alloc(&self, bytes: usize, init: Init) -> Result<Arc<dyn DeviceMemory>, DeviceError>;
@@ -258,6 +340,7 @@ pub trait DeviceImpl: Send + Sync + Any {
         dst_offset: usize,
         len: usize,
     ) -> Result<(), DeviceError>;
+    /// A new stream on this device.
     fn create_stream(&self) -> Result<Arc<dyn StreamImpl>, DeviceError>;
     /// Prepares `module` for this device. Device code may be produced lazily, per kernel.
     fn load(&self, module: &Arc<VerifiedModule>) -> Result<Arc<dyn ProgramImpl>, DeviceError>;
@@ -271,6 +354,7 @@ pub trait DeviceImpl: Send + Sync + Any {
         let _ = options;
         self.load(module)
     }
+    /// How this backend's [`KernelTimer`](crate::KernelTimer) brackets work; the host clock by default.
     fn timer_tier(&self) -> TimerTier {
         TimerTier::Host
     }
@@ -324,10 +408,13 @@ pub trait DeviceImpl: Send + Sync + Any {
 /// One kernel's device code made elsewhere (a bundle entry) for [`DeviceImpl::load_prebuilt`].
 #[derive(Clone, Debug)]
 pub struct Prebuilt {
+    /// The kernel's name (instances by their instance name).
     pub kernel: String,
+    /// The device code, in the backend's format (PTX, code object, SPIR-V).
     pub code: Vec<u8>,
     /// The backend's launch metadata stored beside the code.
     pub meta: Option<String>,
+    /// The manifest the code was built with.
     pub manifest: KernelManifest,
 }
 
@@ -347,6 +434,7 @@ pub trait ProgramImpl: Send + Sync {
 
 /// One kernel's device code.
 pub trait KernelImpl: Send + Sync {
+    /// What the device code of the kernel is and needs.
     fn manifest(&self) -> &KernelManifest;
     /// How many compiled specialisations (per block, wave, ...) the kernel holds now; `None`
     /// where the backend does not count them.
@@ -368,10 +456,15 @@ pub trait KernelImpl: Send + Sync {
 /// elements of `elem`.
 #[derive(Clone)]
 pub struct BufferBinding {
+    /// The allocation.
     pub memory: Arc<dyn DeviceMemory>,
+    /// Where the range starts, in bytes.
     pub offset: usize,
+    /// The range's length, in bytes.
     pub len: usize,
+    /// The element type the kernel sees.
     pub elem: ElemType,
+    /// Whether the kernel may write it.
     pub writable: bool,
 }
 
@@ -389,7 +482,9 @@ impl fmt::Debug for BufferBinding {
 /// A checked launch argument. A function tag arrives as a `u32` value (its member index).
 #[derive(Clone, Debug)]
 pub enum DeviceArg {
+    /// A buffer parameter's range.
     Buffer(BufferBinding),
+    /// A scalar parameter's value (a tag as its `u32` index).
     Value(HostValue),
 }
 

@@ -35,6 +35,7 @@ pub enum UbKind {
 }
 
 impl UbKind {
+    /// Every kind, in declaration order.
     pub const ALL: [UbKind; 7] = [
         UbKind::OutOfBounds,
         UbKind::DataRace,
@@ -58,6 +59,7 @@ impl UbKind {
         }
     }
 
+    /// The kind named `name` (as `expect ub NAME` writes it), if any.
     pub fn from_name(name: &str) -> Option<UbKind> {
         UbKind::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -72,8 +74,11 @@ impl fmt::Display for UbKind {
 /// One work-item of a launch, by its coordinates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WorkItem {
+    /// The workgroup's coordinates in the grid.
     pub group: [u32; 3],
+    /// The work-item's coordinates in its workgroup.
     pub local: [u32; 3],
+    /// `group * block + local`, per dimension.
     pub global: [u32; 3],
 }
 
@@ -93,6 +98,7 @@ impl fmt::Display for WorkItem {
 /// buffers keep what was written before it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UbReport {
+    /// What kind of undefined behaviour it was.
     pub kind: UbKind,
     /// The launched kernel.
     pub kernel: String,
@@ -152,16 +158,27 @@ pub enum InterpError {
     /// shadow of writable buffers, 24 bytes per byte), refused before anything ran.
     #[error("launch refused: {space} memory of {need} bytes: {limit}")]
     Memory {
+        /// `shared`, `private` or `race`.
         space: &'static str,
+        /// Bytes the launch needs.
         need: u64,
+        /// The limit it passes, and how to raise it.
         limit: String,
     },
     /// The step budget (`Options::max_steps`) ran out: the launch may not terminate.
     #[error("step budget of {limit} work-item steps exhausted in kernel `{kernel}`")]
-    StepLimit { kernel: String, limit: u64 },
+    StepLimit {
+        /// The launched kernel.
+        kernel: String,
+        /// The budget, in work-item steps.
+        limit: u64,
+    },
     /// The launch's cancellation flag was set (`Options::cancel`: its deadline passed).
     #[error("kernel `{kernel}` cancelled: its deadline passed")]
-    Cancelled { kernel: String },
+    Cancelled {
+        /// The launched kernel.
+        kernel: String,
+    },
 }
 
 impl InterpError {

@@ -29,6 +29,7 @@ pub trait Element: Copy {
     const SCALAR: Scalar;
     /// Little-endian bytes, `SCALAR.size()` of them.
     fn write_le(self, out: &mut [u8]);
+    /// The value from `SCALAR.size()` little-endian bytes.
     fn read_le(bytes: &[u8]) -> Self;
 }
 
@@ -119,10 +120,12 @@ impl Buffer {
         self.bytes.len()
     }
 
+    /// Whether the buffer holds no byte.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
+    /// The content, as bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }

@@ -71,12 +71,16 @@ use memory::Region;
 /// fastest), `shared_bytes` sizes the kernel's dynamically sized shared array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
+    /// Workgroups per dimension.
     pub grid: [u32; 3],
+    /// Work-items per workgroup, per dimension.
     pub block: [u32; 3],
+    /// Bytes of dynamic shared memory (0 when the kernel has no sized-at-launch array).
     pub shared_bytes: u32,
 }
 
 impl Geometry {
+    /// `grid` workgroups of `block` work-items, no dynamic shared memory.
     pub fn new(grid: [u32; 3], block: [u32; 3]) -> Self {
         Geometry {
             grid,
@@ -158,7 +162,9 @@ impl Eq for Cancel {}
 pub struct Report {
     /// Work-item steps (bytecode instructions) executed, over all work-items.
     pub steps: u64,
+    /// Work-items run.
     pub work_items: u64,
+    /// Workgroups run.
     pub workgroups: u64,
     /// The wave width the launch ran at.
     pub wave_width: u32,

@@ -72,6 +72,7 @@ impl<T> Default for Arena<T> {
 }
 
 impl<T> Arena<T> {
+    /// An empty arena.
     pub fn new() -> Self {
         Self::default()
     }
@@ -83,10 +84,12 @@ impl<T> Arena<T> {
         handle
     }
 
+    /// The number of elements.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether the arena holds no element.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
@@ -101,6 +104,7 @@ impl<T> Arena<T> {
         handle.index() < self.items.len()
     }
 
+    /// Each element with its handle, in order of appending.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (Handle<T>, &T)> {
         self.items
             .iter()
@@ -108,6 +112,7 @@ impl<T> Arena<T> {
             .map(|(i, v)| (Handle::from_index(i), v))
     }
 
+    /// Every handle of the arena, in order of appending.
     pub fn handles(&self) -> impl ExactSizeIterator<Item = Handle<T>> {
         (0..self.items.len()).map(Handle::from_index)
     }

@@ -32,6 +32,7 @@ pub enum BitOp {
 }
 
 impl BitOp {
+    /// Every bit operation, in declaration order.
     pub const ALL: [BitOp; 9] = [
         BitOp::Popcount,
         BitOp::Clz,
@@ -59,10 +60,12 @@ impl BitOp {
         }
     }
 
+    /// The operation named `name` in the text format, if any.
     pub fn from_name(name: &str) -> Option<BitOp> {
         BitOp::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// How many arguments the operation takes.
     pub const fn arity(self) -> usize {
         match self {
             BitOp::Popcount | BitOp::Clz | BitOp::Ctz | BitOp::BitReverse => 1,

@@ -10,11 +10,14 @@ pub struct Diagnostic {
     /// A stable code: `XPU-Pnnn` for the parser, `XPU-Vnnn` for the verifier, or one of the
     /// contract's codes (`CAJETA_ERROR_TEMPLATE_REQUIREMENT`, ...).
     pub code: &'static str,
+    /// What is wrong, in one sentence.
     pub message: String,
+    /// Where it is wrong.
     pub span: Span,
 }
 
 impl Diagnostic {
+    /// A diagnostic `code` at `span`.
     pub fn new(code: &'static str, span: Span, message: impl Into<String>) -> Self {
         Diagnostic {
             code,
@@ -45,6 +48,7 @@ impl std::error::Error for Diagnostic {}
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
 impl Diagnostics {
+    /// Every diagnostic as [`Diagnostic::render`] gives it, one per line.
     pub fn render(&self, path: &str) -> String {
         self.0
             .iter()

@@ -7,18 +7,33 @@
 
 use super::{BitOp, Function, Handle, Local, MatrixRole, Scalar, SharedDecl, TagSet, Type};
 
+/// A handle to an expression in its function's [`Function::exprs`] arena.
 pub type ExprId = Handle<Expr>;
 
 /// A literal. Integers hold their two's-complement bits zero-extended to 64; floats hold the
 /// value as an `f64` that is exactly representable in the literal's type.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Literal {
+    /// `true` or `false`.
     Bool(bool),
-    Int { bits: u64, ty: Scalar },
-    Float { value: f64, ty: Scalar },
+    /// An integer of type `ty`.
+    Int {
+        /// The two's-complement bits, zero-extended to 64.
+        bits: u64,
+        /// The integer type.
+        ty: Scalar,
+    },
+    /// A float of type `ty`.
+    Float {
+        /// The value, exactly representable in `ty`.
+        value: f64,
+        /// The float type (`f16`, `f32`, `f64`).
+        ty: Scalar,
+    },
 }
 
 impl Literal {
+    /// The literal's scalar type.
     pub const fn scalar(self) -> Scalar {
         match self {
             Literal::Bool(_) => Scalar::Bool,
@@ -40,6 +55,7 @@ impl Literal {
         }
     }
 
+    /// A float literal of type `ty`; `value` must be exactly representable in `ty`.
     pub fn float(value: f64, ty: Scalar) -> Self {
         Literal::Float { value, ty }
     }
@@ -48,18 +64,24 @@ impl Literal {
 /// A dimension of a coordinate built-in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dim {
+    /// The first dimension.
     X,
+    /// The second dimension.
     Y,
+    /// The third dimension.
     Z,
 }
 
 impl Dim {
+    /// `x`, `y`, `z` in order.
     pub const ALL: [Dim; 3] = [Dim::X, Dim::Y, Dim::Z];
 
+    /// `0`, `1`, `2` for `x`, `y`, `z`.
     pub const fn index(self) -> usize {
         self as usize
     }
 
+    /// The name as written in the text format: `x`, `y` or `z`.
     pub const fn name(self) -> &'static str {
         match self {
             Dim::X => "x",
@@ -74,7 +96,9 @@ impl Dim {
 pub enum Builtin {
     /// `group_id * group_size + local_id`.
     GlobalId(Dim),
+    /// The work-item's index within its workgroup.
     LocalId(Dim),
+    /// The workgroup's index within the grid.
     GroupId(Dim),
     /// The block: work-items per workgroup.
     GroupSize(Dim),
@@ -87,6 +111,7 @@ pub enum Builtin {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A unary operator.
 pub enum UnaryOp {
     /// Arithmetic negation (wrapping for integers).
     Neg,
@@ -95,22 +120,40 @@ pub enum UnaryOp {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The binary operators of the IR; both operands have the same type (shifts included).
 pub enum BinaryOp {
+    /// `+` (wrapping for integers).
     Add,
+    /// `-` (wrapping for integers).
     Sub,
+    /// `*` (wrapping for integers).
     Mul,
+    /// `/` (integer division truncates toward zero).
     Div,
+    /// `%` (the remainder of truncating division).
     Rem,
+    /// `&` on integers and `bool`.
     BitAnd,
+    /// `|` on integers and `bool`.
     BitOr,
+    /// `^` on integers and `bool`.
     BitXor,
+    /// `<<`; the shift amount is taken modulo the width.
     Shl,
+    /// `>>`, arithmetic on signed integers and logical on unsigned; the amount is taken modulo
+    /// the width.
     Shr,
+    /// `==`.
     Eq,
+    /// `!=`.
     Ne,
+    /// `<`.
     Lt,
+    /// `<=`.
     Le,
+    /// `>`.
     Gt,
+    /// `>=`.
     Ge,
     /// Short-circuit `&&`: the right operand runs only when the left is true.
     LogicalAnd,
@@ -119,6 +162,7 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// Whether the operator compares (`== != < <= > >=`) and so yields `bool`.
     pub const fn is_comparison(self) -> bool {
         matches!(
             self,
@@ -130,28 +174,48 @@ impl BinaryOp {
 /// Math built-ins. Each works element-wise on scalars and vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MathFn {
+    /// `sqrt(x)`.
     Sqrt,
+    /// `rsqrt(x)`: `1 / sqrt(x)`.
     Rsqrt,
+    /// `exp(x)`: e to the `x`.
     Exp,
+    /// `exp2(x)`: 2 to the `x`.
     Exp2,
+    /// `log(x)`: natural logarithm.
     Log,
+    /// `log2(x)`: base-2 logarithm.
     Log2,
+    /// `sin(x)` (radians).
     Sin,
+    /// `cos(x)` (radians).
     Cos,
+    /// `tanh(x)`.
     Tanh,
+    /// `pow(x, y)`: `x` to the `y`.
     Pow,
+    /// `fma(a, b, c)`: `a * b + c` with one rounding.
     Fma,
+    /// `min(a, b)`.
     Min,
+    /// `max(a, b)`.
     Max,
+    /// `abs(x)`.
     Abs,
+    /// `floor(x)`.
     Floor,
+    /// `ceil(x)`.
     Ceil,
+    /// `round(x)`: to nearest, ties away from zero.
     Round,
+    /// `trunc(x)`: toward zero.
     Trunc,
+    /// `clamp(x, lo, hi)`.
     Clamp,
 }
 
 impl MathFn {
+    /// Every math function, in declaration order.
     pub const ALL: [MathFn; 19] = [
         MathFn::Sqrt,
         MathFn::Rsqrt,
@@ -190,6 +254,7 @@ impl MathFn {
         )
     }
 
+    /// The built-in's name in the text format (`sqrt`, `fma`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             MathFn::Sqrt => "sqrt",
@@ -214,10 +279,12 @@ impl MathFn {
         }
     }
 
+    /// The function named `name` in the text format, if any.
     pub fn from_name(name: &str) -> Option<MathFn> {
         MathFn::ALL.into_iter().find(|m| m.name() == name)
     }
 
+    /// How many arguments the function takes (1, 2 or 3).
     pub const fn arity(self) -> usize {
         match self {
             MathFn::Pow | MathFn::Min | MathFn::Max => 2,
@@ -236,14 +303,23 @@ impl MathFn {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// An atomic read-modify-write operation (`atomic_<name>`); every one returns the old value.
 pub enum AtomicOp {
+    /// `old + value`.
     Add,
+    /// `old - value`.
     Sub,
+    /// `min(old, value)`.
     Min,
+    /// `max(old, value)`.
     Max,
+    /// `old & value`.
     And,
+    /// `old | value`.
     Or,
+    /// `old ^ value`.
     Xor,
+    /// Stores `value` unconditionally.
     Exchange,
     /// Stores `value` when the current value equals `compare`; returns the old value.
     CompareExchange,
@@ -254,6 +330,7 @@ pub enum AtomicOp {
 }
 
 impl AtomicOp {
+    /// Every atomic operation, in declaration order.
     pub const ALL: [AtomicOp; 11] = [
         AtomicOp::Add,
         AtomicOp::Sub,
@@ -280,6 +357,7 @@ impl AtomicOp {
         }
     }
 
+    /// The built-in's name in the text format (`atomic_add`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             AtomicOp::Add => "atomic_add",
@@ -296,6 +374,7 @@ impl AtomicOp {
         }
     }
 
+    /// The operation named `name` in the text format, if any.
     pub fn from_name(name: &str) -> Option<AtomicOp> {
         AtomicOp::ALL.into_iter().find(|m| m.name() == name)
     }
@@ -304,14 +383,20 @@ impl AtomicOp {
 /// The contract's `MemoryOrder`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemoryOrder {
+    /// No ordering beyond the atomicity of the access itself.
     Relaxed,
+    /// Later accesses of the work-item are not moved before this one.
     Acquire,
+    /// Earlier accesses of the work-item are not moved after this one.
     Release,
+    /// Both `Acquire` and `Release`.
     AcqRel,
+    /// `AcqRel`, and one total order over all `SeqCst` operations.
     SeqCst,
 }
 
 impl MemoryOrder {
+    /// Every order, weakest first.
     pub const ALL: [MemoryOrder; 5] = [
         MemoryOrder::Relaxed,
         MemoryOrder::Acquire,
@@ -320,6 +405,7 @@ impl MemoryOrder {
         MemoryOrder::SeqCst,
     ];
 
+    /// The order's name in the text format (`relaxed`, `acq_rel`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             MemoryOrder::Relaxed => "relaxed",
@@ -330,6 +416,7 @@ impl MemoryOrder {
         }
     }
 
+    /// The order named `name` in the text format, if any.
     pub fn from_name(name: &str) -> Option<MemoryOrder> {
         MemoryOrder::ALL.into_iter().find(|m| m.name() == name)
     }
@@ -338,15 +425,22 @@ impl MemoryOrder {
 /// The combining operator of a wave reduction or scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
+    /// Addition (wrapping for integers).
     Sum,
+    /// The minimum.
     Min,
+    /// The maximum.
     Max,
+    /// Bitwise and (integers) or logical and (`bool`).
     And,
+    /// Bitwise or (integers) or logical or (`bool`).
     Or,
+    /// Bitwise xor (integers) or logical xor (`bool`).
     Xor,
 }
 
 impl ReduceOp {
+    /// Every operator, in declaration order.
     pub const ALL: [ReduceOp; 6] = [
         ReduceOp::Sum,
         ReduceOp::Min,
@@ -356,6 +450,7 @@ impl ReduceOp {
         ReduceOp::Xor,
     ];
 
+    /// The operator's suffix in the text format (`sum` in `wave_reduce_sum`).
     pub const fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -417,159 +512,246 @@ pub enum Place {
     /// A whole local.
     Local(Handle<Local>),
     /// One lane of a vector local.
-    Lane { local: Handle<Local>, lane: u8 },
+    Lane {
+        /// The vector local.
+        local: Handle<Local>,
+        /// The lane index (0 is `x`).
+        lane: u8,
+    },
     /// An element of a buffer, shared array or private array.
-    Element { base: Base, index: ExprId },
+    Element {
+        /// What is indexed.
+        base: Base,
+        /// The element index (`u32`).
+        index: ExprId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// An expression node; operands are [`ExprId`]s into the same function's arena.
 pub enum Expr {
+    /// A constant.
     Literal(Literal),
     /// A function parameter, by index.
     Param(u32),
+    /// The current value of a local.
     Local(Handle<Local>),
     /// A constant parameter of the enclosing template (type `u32`), by index.
     TemplateParam(u32),
+    /// A value the launch provides.
     Builtin(Builtin),
+    /// `op arg`.
     Unary {
+        /// The operator.
         op: UnaryOp,
+        /// The operand.
         arg: ExprId,
     },
+    /// `lhs op rhs`.
     Binary {
+        /// The operator.
         op: BinaryOp,
+        /// The left operand, evaluated first.
         lhs: ExprId,
+        /// The right operand.
         rhs: ExprId,
     },
     /// A value conversion to `to` (lane count kept); semantics in `docs/semantics.md`.
     Cast {
+        /// The target scalar type.
         to: Scalar,
+        /// The value converted.
         arg: ExprId,
     },
     /// A reinterpretation of the bits as `to`, which must have the same size.
     Bitcast {
+        /// The target type.
         to: Type,
+        /// The value reinterpreted.
         arg: ExprId,
     },
+    /// `select(cond, accept, reject)`: both arms are evaluated; the value of `accept` where `cond`
+    /// is true, of `reject` elsewhere (lane-wise for a vector `cond`).
     Select {
+        /// The condition (`bool` or a vector of `bool`).
         cond: ExprId,
+        /// The value where `cond` holds.
         accept: ExprId,
+        /// The value where it does not.
         reject: ExprId,
     },
     /// `if cond { accept } else { reject }`: `cond` is a `bool` scalar and only the arm it
     /// picks is evaluated (unlike `Select`, which evaluates both).
     IfElse {
+        /// The `bool` condition.
         cond: ExprId,
+        /// The value when `cond` is true.
         accept: ExprId,
+        /// The value when `cond` is false.
         reject: ExprId,
     },
     /// A vector built from scalars and smaller vectors whose lanes add up to `lanes`.
     Compose {
+        /// The lane type.
         scalar: Scalar,
+        /// The lane count of the result (one of [`VECTOR_LANES`](crate::ir::VECTOR_LANES)).
         lanes: u8,
+        /// The scalars and vectors, lowest lanes first.
         parts: Vec<ExprId>,
     },
     /// A vector with `value` in every lane.
     Splat {
+        /// The lane count of the result.
         lanes: u8,
+        /// The scalar repeated.
         value: ExprId,
     },
     /// One lane of a vector (`v.x`, `v[2]` with a constant index).
     Extract {
+        /// The vector.
         vector: ExprId,
+        /// The lane index (0 is `x`).
         lane: u8,
     },
     /// A vector of selected lanes (`v.zyx`); at least two lanes.
     Swizzle {
+        /// The vector.
         vector: ExprId,
+        /// The lanes picked, in result order.
         lanes: Vec<u8>,
     },
     /// An element read of a buffer, shared array or private array.
     Index {
+        /// What is indexed.
         base: Base,
+        /// The element index (`u32`).
         index: ExprId,
     },
     /// The element count of a buffer parameter (`u32`).
     Len(u32),
+    /// A call of a helper function; its result is the helper's return value.
     Call {
+        /// The helper called.
         function: Handle<Function>,
+        /// The arguments, one per parameter.
         args: Vec<ExprId>,
     },
     /// The tag naming member `index` of a tag set.
     Tag {
+        /// The tag set.
         set: Handle<TagSet>,
+        /// The member's position in the set.
         index: u32,
     },
     /// A call through a tag: the member the tag names. An out-of-range tag does nothing and
     /// yields the zero of the result type.
     Dispatch {
+        /// The tag value (of the tag set's type).
         tag: ExprId,
+        /// The arguments, passed to the member called.
         args: Vec<ExprId>,
     },
+    /// A math built-in applied element-wise.
     Math {
+        /// The function.
         fun: MathFn,
+        /// The arguments ([`MathFn::arity`] of them).
         args: Vec<ExprId>,
     },
     /// Read-modify-write of `place` (a buffer or shared element); yields the old value.
     Atomic {
+        /// The operation.
         op: AtomicOp,
+        /// The memory order.
         order: MemoryOrder,
+        /// The element updated.
         place: Place,
+        /// The operand (for `CompareExchange`, the value stored).
         value: ExprId,
         /// The expected value, for `CompareExchange` only.
         compare: Option<ExprId>,
     },
+    /// A wave (subgroup) verb over the active lanes of the work-item's wave.
     Wave {
+        /// The verb.
         op: WaveOp,
+        /// The arguments: the value, then the lane, delta or mask where the verb takes one.
         args: Vec<ExprId>,
     },
     /// `vload<N>(buffer, index)`: `lanes` consecutive scalars starting at scalar `index` of a
     /// scalar buffer, as a vector. `align` is the promised alignment in bytes.
     VLoad {
+        /// The scalar buffer read (a buffer parameter).
         base: Base,
+        /// The first scalar's index (`u32`).
         index: ExprId,
+        /// The lane count (one of [`VECTOR_LANES`](crate::ir::VECTOR_LANES)).
         lanes: u8,
+        /// The promised alignment in bytes, if any.
         align: Option<u8>,
     },
     /// A fragment with every element `value`.
     MatrixFill {
+        /// The fragment's role (`a`, `b` or `acc`).
         role: MatrixRole,
+        /// The element type.
         scalar: Scalar,
+        /// Rows of the fragment.
         rows: u8,
+        /// Columns of the fragment.
         cols: u8,
+        /// The element value.
         value: ExprId,
     },
     /// A fragment read row-major from `base` at element `offset`, rows `stride` apart.
     MatrixLoad {
+        /// The fragment's role (`a`, `b` or `acc`).
         role: MatrixRole,
+        /// The element type.
         scalar: Scalar,
+        /// Rows of the fragment.
         rows: u8,
+        /// Columns of the fragment.
         cols: u8,
+        /// The buffer or shared array read.
         base: Base,
+        /// The element index of the first element (`u32`).
         offset: ExprId,
+        /// Elements between the starts of two rows (`u32`).
         stride: ExprId,
     },
     /// `a × b + c`.
     MatrixMma {
+        /// The `a` fragment.
         a: ExprId,
+        /// The `b` fragment.
         b: ExprId,
+        /// The `acc` fragment added.
         c: ExprId,
     },
     /// A bit operation on integer scalars (`popcount(x)`, `bitfield_extract(x, off, n)`, ...).
     Bits {
+        /// The operation.
         op: BitOp,
+        /// The integer arguments.
         args: Vec<ExprId>,
     },
     /// `atomic_load(b[i], order)`: an indivisible read of a buffer or shared element
     /// (`relaxed`, `acquire` or `seq_cst`).
     AtomicLoad {
+        /// The memory order.
         order: MemoryOrder,
+        /// The element read.
         place: Place,
     },
     /// `atomic_store(b[i], value, order)`: an indivisible write of a buffer or shared element
     /// (`relaxed`, `release` or `seq_cst`); yields nothing, so it is a statement.
     AtomicStore {
+        /// The memory order.
         order: MemoryOrder,
+        /// The element written.
         place: Place,
+        /// The value stored.
         value: ExprId,
     },
 }

@@ -12,7 +12,8 @@
 //! each value evaluates, fits `u32` and (but for `dynamic_shared`) is not zero
 //! (`XPU-S001`..`XPU-S004`). The runtime side (the filter and the choice) is `crate::tune`.
 
-use super::{Arena, ConstBinOp, ConstExpr, ConstUnOp, Handle, Module, Span};
+use super::template::{eval_const_in, Consts};
+use super::{Arena, ConstExpr, Handle, Module, Span};
 
 /// Codes of the family checks (the `XPU-S` family is shared with `crate::tune`).
 pub mod codes {
@@ -31,10 +32,15 @@ pub mod codes {
 /// The keys a family declaration gives per member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FamilyKey {
+    /// `tile_m`: rows of the output tile a block computes.
     TileM,
+    /// `tile_n`: columns of the output tile a block computes.
     TileN,
+    /// `threads`: work-items per block.
     Threads,
+    /// `k_block`: the depth of the reduction step.
     KBlock,
+    /// `max_splits`: the most ways the reduction may be split.
     MaxSplits,
     /// Dynamic shared bytes a launch of the member passes (optional, default 0).
     DynamicShared,
@@ -63,6 +69,7 @@ impl FamilyKey {
         }
     }
 
+    /// The key named `name` as written, if any.
     pub fn from_name(name: &str) -> Option<FamilyKey> {
         FamilyKey::ALL.into_iter().find(|k| k.name() == name)
     }
@@ -76,13 +83,16 @@ impl FamilyKey {
 /// `family NAME = Template(key = expr, ...);`
 #[derive(Clone, Debug, PartialEq)]
 pub struct FamilyDecl {
+    /// The family's name.
     pub name: String,
     /// The kernel template the members are instances of.
     pub template: String,
     /// The keys as written, each a constant expression in `consts`; `Param(i)` is the
     /// template's `i`-th parameter.
     pub keys: Vec<(FamilyKey, Handle<ConstExpr>, Span)>,
+    /// The constant expressions the keys refer to.
     pub consts: Arena<ConstExpr>,
+    /// Where the declaration is written.
     pub span: Span,
 }
 
@@ -91,11 +101,17 @@ pub struct FamilyDecl {
 pub struct FamilyMember {
     /// The instance's kernel name (`Gemm<64,64,16,4,4>`).
     pub kernel: String,
+    /// Rows of the output tile.
     pub tile_m: u32,
+    /// Columns of the output tile.
     pub tile_n: u32,
+    /// Work-items per block.
     pub threads: u32,
+    /// The depth of the reduction step.
     pub k_block: u32,
+    /// The most ways the reduction may be split.
     pub max_splits: u32,
+    /// Dynamic shared bytes a launch of the member passes.
     pub dynamic_shared_bytes: u64,
 }
 
@@ -119,9 +135,14 @@ impl FamilyDecl {
                 let Some(&(_, h, span)) = self.keys.iter().find(|(k, _, _)| *k == key) else {
                     return Ok(None);
                 };
-                let v = eval(&self.consts, h, args, 0)
-                    .filter(|&v| u32::try_from(v).is_ok())
-                    .filter(|&v| v > 0 || key == FamilyKey::DynamicShared);
+                let consts = Consts {
+                    arena: &self.consts,
+                    params: &info.params,
+                };
+                let v = eval_const_in(consts, h, Some(args))
+                    .ok()
+                    .filter(|&v| v > 0 || key == FamilyKey::DynamicShared)
+                    .map(u64::from);
                 match v {
                     Some(v) => Ok(Some(v)),
                     None => Err((
@@ -148,44 +169,6 @@ impl FamilyDecl {
         }
         Ok(out)
     }
-}
-
-/// Evaluates `h` with the template's arguments `args` (wrapping `u64`, as the verifier does);
-/// `None` for a division by zero, a parameter out of range or a cyclic arena.
-fn eval(consts: &Arena<ConstExpr>, h: Handle<ConstExpr>, args: &[u32], depth: u32) -> Option<u64> {
-    if depth > 256 {
-        return None;
-    }
-    let e = |h| eval(consts, h, args, depth + 1);
-    Some(match consts.try_get(h)? {
-        ConstExpr::Lit(v) => *v,
-        ConstExpr::Param(i) => *args.get(*i as usize)? as u64,
-        ConstExpr::Unary(op, a) => {
-            let a = e(*a)?;
-            match op {
-                ConstUnOp::Not => (a == 0) as u64,
-                ConstUnOp::Neg => a.wrapping_neg(),
-            }
-        }
-        ConstExpr::Binary(op, a, b) => {
-            let (a, b) = (e(*a)?, e(*b)?);
-            match op {
-                ConstBinOp::Add => a.wrapping_add(b),
-                ConstBinOp::Sub => a.wrapping_sub(b),
-                ConstBinOp::Mul => a.wrapping_mul(b),
-                ConstBinOp::Div => a.checked_div(b)?,
-                ConstBinOp::Rem => a.checked_rem(b)?,
-                ConstBinOp::Eq => (a == b) as u64,
-                ConstBinOp::Ne => (a != b) as u64,
-                ConstBinOp::Lt => (a < b) as u64,
-                ConstBinOp::Le => (a <= b) as u64,
-                ConstBinOp::Gt => (a > b) as u64,
-                ConstBinOp::Ge => (a >= b) as u64,
-                ConstBinOp::And => (a != 0 && b != 0) as u64,
-                ConstBinOp::Or => (a != 0 || b != 0) as u64,
-            }
-        }
-    })
 }
 
 /// The verifier's family checks: every problem as `(code, span, message)`.

@@ -4,6 +4,7 @@
 use super::{Arena, Base, BinaryOp, Block, ElemType, Expr, ExprId, Handle, Len, Span, Type};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Whether a function is launched or called.
 pub enum FunctionKind {
     /// An entry point launched over a grid.
     Kernel,
@@ -12,17 +13,24 @@ pub enum FunctionKind {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A function parameter.
 pub struct Param {
+    /// The name as written.
     pub name: String,
+    /// Its type (buffers for kernels only).
     pub ty: Type,
+    /// Where it was declared.
     pub span: Span,
 }
 
 /// A local variable (mutable; scalars, vectors, private arrays, fragments and tags).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Local {
+    /// The name as written.
     pub name: String,
+    /// Its type.
     pub ty: Type,
+    /// Where it was declared.
     pub span: Span,
 }
 
@@ -30,9 +38,13 @@ pub struct Local {
 /// dynamic shared bytes (`bytes / elem.size()` elements).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SharedDecl {
+    /// The name as written.
     pub name: String,
+    /// The element type.
     pub elem: ElemType,
+    /// The element count; `None` for a launch-sized array.
     pub len: Option<Len>,
+    /// Where it was declared.
     pub span: Span,
 }
 
@@ -40,54 +52,86 @@ pub struct SharedDecl {
 /// arguments and `requires` clauses. Comparisons and `&&`/`||` yield 0 or 1.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConstExpr {
+    /// A literal (evaluated as `u32`).
     Lit(u64),
     /// A template parameter, by index.
     Param(u32),
+    /// `op x`.
     Unary(ConstUnOp, Handle<ConstExpr>),
+    /// `x op y`; `&&` and `||` short-circuit.
     Binary(ConstBinOp, Handle<ConstExpr>, Handle<ConstExpr>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A unary operator of constant expressions.
 pub enum ConstUnOp {
+    /// `!x`: 1 when `x` is 0, else 0.
     Not,
+    /// `-x`.
     Neg,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A binary operator of constant expressions (on `u32`; overflow and division by zero are
+/// errors of the instantiation).
 pub enum ConstBinOp {
+    /// `+`.
     Add,
+    /// `-`.
     Sub,
+    /// `*`.
     Mul,
+    /// `/`.
     Div,
+    /// `%`.
     Rem,
+    /// `==`.
     Eq,
+    /// `!=`.
     Ne,
+    /// `<`.
     Lt,
+    /// `<=`.
     Le,
+    /// `>`.
     Gt,
+    /// `>=`.
     Ge,
+    /// `&&`, short-circuit.
     And,
+    /// `||`, short-circuit.
     Or,
 }
 
 /// `@occupancy(...)`: the block the kernel is budgeted for (contract §3.4).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Occupancy {
+    /// `maxThreads`: work-items per block at most.
     pub max_threads: Option<Handle<ConstExpr>>,
+    /// `maxWaves`: the same ceiling in waves (exclusive with `max_threads`).
     pub max_waves: Option<Handle<ConstExpr>>,
+    /// `minResident`: blocks to keep resident per multiprocessor.
     pub min_resident: Option<Handle<ConstExpr>>,
+    /// `maxRegisters`: a register pin per work-item.
     pub max_registers: Option<Handle<ConstExpr>>,
+    /// Where the attribute was written.
     pub span: Span,
 }
 
 /// `@unlowered(...)`: a tracked hold of the skip gate for one backend (contract §3.6).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Unlowered {
+    /// The backend it holds on (`cpu`, `cuda`, `hip`, `vulkan`).
     pub backend: String,
+    /// The plan item that tracks the condition.
     pub tracked: String,
+    /// `may_lower = true`: the hold is per template instance (no stale detection).
     pub may_lower: bool,
+    /// `hold = true`: the lowering is not attempted.
     pub hold: bool,
+    /// `host_wave_below = N`: holds on the CPU only on a host narrower than `N` lanes.
     pub host_wave_below: Option<u32>,
+    /// Where the attribute was written.
     pub span: Span,
 }
 
@@ -106,11 +150,13 @@ impl Unlowered {
 pub struct Attributes {
     /// `@wave(N)`: the wave width the body assumes.
     pub wave: Option<(u32, Span)>,
+    /// `@occupancy(...)`: the block the kernel is budgeted for.
     pub occupancy: Option<Occupancy>,
     /// `@block(X, Y, Z)`: the one block the kernel is launched with (contract §3.4). Backends
     /// lower it as their bound, the manifest records it, and a launch with another block is
     /// refused (`XPU-L008`). Missing dimensions are 1.
     pub block: Option<([u32; 3], Span)>,
+    /// `@unlowered(...)` holds, one per backend.
     pub unlowered: Vec<Unlowered>,
     /// `@unbounded(tracked = "...")`.
     pub unbounded: Option<(String, Span)>,
@@ -130,25 +176,38 @@ pub struct TemplateInfo {
 }
 
 impl TemplateInfo {
+    /// The instantiation cap when no `max N` is given.
     pub const DEFAULT_MAX: u32 = 8;
 }
 
 /// A kernel, a device helper, or a kernel template.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Function {
+    /// The name, unique in its module.
     pub name: String,
+    /// Kernel or device helper.
     pub kind: FunctionKind,
+    /// The parameters, in order.
     pub params: Vec<Param>,
+    /// The return type (helpers only); `None` for none.
     pub ret: Option<Type>,
+    /// The kernel's declarations.
     pub attrs: Attributes,
+    /// `Some` for a template.
     pub template: Option<TemplateInfo>,
+    /// The local variables.
     pub locals: Arena<Local>,
+    /// The workgroup arrays (kernels only).
     pub shared: Arena<SharedDecl>,
+    /// Constant expressions over the template parameters.
     pub consts: Arena<ConstExpr>,
+    /// Every expression of the body; statements refer to them by handle.
     pub exprs: Arena<Expr>,
     /// The span of each expression, parallel to `exprs`.
     pub expr_spans: Vec<Span>,
+    /// The statements, in order.
     pub body: Block,
+    /// Where the function was declared.
     pub span: Span,
     /// Multi-dimensional arrays: a private (`Base::Local`) or shared (`Base::Shared`) array
     /// declared `[[E; C]; R]` with its lengths, outermost first (`[R, C]`). The array itself
@@ -166,6 +225,7 @@ impl Function {
             .map(|(_, d)| d.as_slice())
     }
 
+    /// An empty function named `name`: no parameters, locals or body, unknown span.
     pub fn new(name: impl Into<String>, kind: FunctionKind) -> Self {
         Function {
             name: name.into(),
@@ -199,6 +259,7 @@ impl Function {
             .unwrap_or(Span::UNKNOWN)
     }
 
+    /// Whether this is a kernel (an entry point).
     pub fn is_kernel(&self) -> bool {
         self.kind == FunctionKind::Kernel
     }

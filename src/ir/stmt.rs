@@ -7,8 +7,11 @@ use super::{Base, ExprId, Handle, Local, Place, Span};
 pub type Block = Vec<Stmt>;
 
 #[derive(Clone, Debug, PartialEq)]
+/// A statement and where it came from.
 pub struct Stmt {
+    /// What the statement does.
     pub kind: StmtKind,
+    /// Its source location.
     pub span: Span,
 }
 
@@ -22,6 +25,7 @@ pub enum FenceScope {
 }
 
 impl FenceScope {
+    /// The scope's name in the text format: `workgroup` or `device`.
     pub const fn name(self) -> &'static str {
         match self {
             FenceScope::Workgroup => "workgroup",
@@ -42,70 +46,102 @@ pub enum LoopKind {
     /// `var` is signed and `step` is negative), and `var += step` runs after each iteration,
     /// `continue` included. A literal `step` is not zero, and negative only when signed.
     For {
+        /// The loop's integer local.
         var: Handle<Local>,
+        /// The first value of `var`.
         start: ExprId,
+        /// The bound `var` runs up to (exclusive).
         end: ExprId,
+        /// The increment; `None` is 1.
         step: Option<ExprId>,
     },
     /// `for var = init; cond; var = update { }`, the C `for (i = n; i > 0; i >>= 1)`: `init`
     /// is assigned to the loop's own local `var` on entry; `cond` is tested before each
     /// iteration; `var = update` runs after each iteration, `continue` included.
     Cond {
+        /// The loop's own local.
         var: Handle<Local>,
+        /// The value assigned to `var` on entry.
         init: ExprId,
+        /// The `bool` tested before each iteration.
         cond: ExprId,
+        /// The value assigned to `var` after each iteration.
         update: ExprId,
     },
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// What a statement does.
 pub enum StmtKind {
     /// Declares `local`, optionally initialised. A local without an initialiser is poison
     /// until assigned (reading it is undefined behaviour the interpreter reports).
     Let {
+        /// The local declared.
         local: Handle<Local>,
+        /// Its initial value, if any.
         init: Option<ExprId>,
     },
+    /// `place = value`.
     Assign {
+        /// The local, lane or element written.
         place: Place,
+        /// The value stored.
         value: ExprId,
     },
+    /// `if cond { then } else { else }`.
     If {
+        /// The `bool` condition.
         cond: ExprId,
+        /// Runs when `cond` is true.
         then_block: Block,
+        /// Runs when `cond` is false (empty without `else`).
         else_block: Block,
     },
+    /// A loop.
     Loop {
+        /// The label `break` and `continue` may name.
         label: Option<String>,
+        /// How the loop iterates.
         kind: LoopKind,
+        /// The statements run each iteration.
         body: Block,
     },
     /// Leaves the innermost loop, or the loop labelled so.
     Break(Option<String>),
     /// Starts the next iteration of the innermost loop, or of the loop labelled so.
     Continue(Option<String>),
+    /// Leaves the function, with the helper's return value if it has one.
     Return(Option<ExprId>),
     /// An expression evaluated for its effect (a call, an atomic).
     Expr(ExprId),
     /// `barrier()`: every work-item of the workgroup arrives before any proceeds; orders
     /// shared and global memory accesses within the workgroup.
     Barrier,
+    /// `fence(scope)`: orders the work-item's memory accesses of `scope` without a rendezvous.
     Fence(FenceScope),
     /// `vstore(buffer, index, value)`: the lanes of `value` to consecutive scalars of a scalar
     /// buffer starting at `index`.
     VStore {
+        /// The scalar buffer written (a buffer parameter).
         base: Base,
+        /// The first scalar's index (`u32`).
         index: ExprId,
+        /// The vector stored.
         value: ExprId,
+        /// The promised alignment in bytes, if any.
         align: Option<u8>,
     },
     /// `{ ... }`: a bare scope. Its statements run in order; its locals die at its end.
     Block(Block),
     /// `matrix_store(fragment, base, offset, stride)`: row-major, rows `stride` apart.
     MatrixStore {
+        /// The fragment stored.
         value: ExprId,
+        /// The buffer or shared array written.
         base: Base,
+        /// The element index of the first element (`u32`).
         offset: ExprId,
+        /// Elements between the starts of two rows (`u32`).
         stride: ExprId,
     },
 }

@@ -14,8 +14,8 @@
 
 use crate::ir::verify::{codes, Sink};
 use crate::ir::{
-    ConstBinOp, ConstExpr, ConstUnOp, Expr, Function, FunctionKind, Handle, Len, Literal, Module,
-    Scalar, Type,
+    Arena, ConstBinOp, ConstExpr, ConstUnOp, Expr, Function, FunctionKind, Handle, Len, Literal,
+    Module, Scalar, Type,
 };
 use std::fmt;
 
@@ -62,11 +62,41 @@ pub fn eval_const(
     h: Handle<ConstExpr>,
     args: Option<&[u32]>,
 ) -> Result<u32, ConstError> {
-    eval(func, h, args, 0)
+    eval_const_in(Consts::of(func), h, args)
+}
+
+/// A constant arena with the names of the template parameters its expressions use: a
+/// function's (`Consts::of`), or a declaration's own arena over a template's parameters (a
+/// shape family).
+#[derive(Clone, Copy)]
+pub struct Consts<'a> {
+    /// The expressions.
+    pub arena: &'a Arena<ConstExpr>,
+    /// The template's parameter names (empty outside a template), for error texts.
+    pub params: &'a [String],
+}
+
+impl<'a> Consts<'a> {
+    /// The constant arena and template parameters of `func`.
+    pub fn of(func: &'a Function) -> Self {
+        Consts {
+            arena: &func.consts,
+            params: func.template.as_ref().map_or(&[], |t| t.params.as_slice()),
+        }
+    }
+}
+
+/// [`eval_const`] over any constant arena: the one evaluator of constant expressions.
+pub fn eval_const_in(
+    consts: Consts<'_>,
+    h: Handle<ConstExpr>,
+    args: Option<&[u32]>,
+) -> Result<u32, ConstError> {
+    eval(consts, h, args, 0)
 }
 
 fn eval(
-    func: &Function,
+    consts: Consts<'_>,
     h: Handle<ConstExpr>,
     args: Option<&[u32]>,
     depth: usize,
@@ -74,9 +104,9 @@ fn eval(
     if depth > MAX_CONST_DEPTH {
         return Err(ConstError::TooDeep);
     }
-    let e = func.consts.try_get(h).ok_or(ConstError::Handle(h))?;
-    let sub = |x| eval(func, x, args, depth + 1);
-    let text = || const_text(func, h);
+    let e = consts.arena.try_get(h).ok_or(ConstError::Handle(h))?;
+    let sub = |x| eval(consts, x, args, depth + 1);
+    let text = || const_text_in(consts, h);
     Ok(match *e {
         ConstExpr::Lit(v) => u32::try_from(v).map_err(|_| ConstError::Overflow(text()))?,
         ConstExpr::Param(i) => {
@@ -171,8 +201,13 @@ fn binop(op: ConstBinOp) -> (&'static str, u8) {
 /// The source text of constant expression `h` (parameters by name), with the parentheses
 /// the text format's precedence needs: `TM == TN && TM % WM == 0`.
 pub fn const_text(func: &Function, h: Handle<ConstExpr>) -> String {
-    fn go(func: &Function, h: Handle<ConstExpr>, depth: usize, out: &mut String) -> u8 {
-        let Some(e) = func.consts.try_get(h).filter(|_| depth <= MAX_CONST_DEPTH) else {
+    const_text_in(Consts::of(func), h)
+}
+
+/// [`const_text`] over any constant arena.
+pub fn const_text_in(consts: Consts<'_>, h: Handle<ConstExpr>) -> String {
+    fn go(c: Consts<'_>, h: Handle<ConstExpr>, depth: usize, out: &mut String) -> u8 {
+        let Some(e) = c.arena.try_get(h).filter(|_| depth <= MAX_CONST_DEPTH) else {
             out.push('?');
             return 9;
         };
@@ -182,10 +217,7 @@ pub fn const_text(func: &Function, h: Handle<ConstExpr>) -> String {
                 9
             }
             ConstExpr::Param(i) => {
-                let name = func
-                    .template
-                    .as_ref()
-                    .and_then(|t| t.params.get(i as usize));
+                let name = c.params.get(i as usize);
                 match name {
                     Some(n) => out.push_str(n),
                     None => out.push_str(&format!("${i}")),
@@ -198,7 +230,7 @@ pub fn const_text(func: &Function, h: Handle<ConstExpr>) -> String {
                     ConstUnOp::Neg => '-',
                 });
                 let mut s = String::new();
-                if go(func, x, depth + 1, &mut s) < 9 {
+                if go(c, x, depth + 1, &mut s) < 9 {
                     out.push('(');
                     out.push_str(&s);
                     out.push(')');
@@ -210,9 +242,9 @@ pub fn const_text(func: &Function, h: Handle<ConstExpr>) -> String {
             ConstExpr::Binary(op, a, b) => {
                 let (sym, p) = binop(op);
                 let mut l = String::new();
-                let lp = go(func, a, depth + 1, &mut l);
+                let lp = go(c, a, depth + 1, &mut l);
                 let mut r = String::new();
-                let rp = go(func, b, depth + 1, &mut r);
+                let rp = go(c, b, depth + 1, &mut r);
                 // Left-associative; comparisons do not chain, so they bracket both sides.
                 let lparen = lp < p || (p == 3 && lp == 3);
                 let rparen = rp <= p;
@@ -233,7 +265,7 @@ pub fn const_text(func: &Function, h: Handle<ConstExpr>) -> String {
         }
     }
     let mut out = String::new();
-    go(func, h, 0, &mut out);
+    go(consts, h, 0, &mut out);
     out
 }
 

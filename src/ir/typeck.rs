@@ -29,6 +29,7 @@ use std::collections::HashMap;
 pub struct TypeError {
     /// A verifier code from [`codes`].
     pub code: &'static str,
+    /// What is wrong, in one sentence.
     pub message: String,
 }
 

@@ -7,21 +7,34 @@ use super::{ConstExpr, Handle, TagSet};
 /// A scalar type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scalar {
+    /// `bool`: `true` or `false`, one byte in memory.
     Bool,
+    /// `i8`: signed 8-bit integer.
     I8,
+    /// `i16`: signed 16-bit integer.
     I16,
+    /// `i32`: signed 32-bit integer.
     I32,
+    /// `i64`: signed 64-bit integer.
     I64,
+    /// `u8`: unsigned 8-bit integer.
     U8,
+    /// `u16`: unsigned 16-bit integer.
     U16,
+    /// `u32`: unsigned 32-bit integer.
     U32,
+    /// `u64`: unsigned 64-bit integer.
     U64,
+    /// `f16`: IEEE 754 binary16.
     F16,
+    /// `f32`: IEEE 754 binary32.
     F32,
+    /// `f64`: IEEE 754 binary64.
     F64,
 }
 
 impl Scalar {
+    /// Every scalar type, in declaration order.
     pub const ALL: [Scalar; 12] = [
         Scalar::Bool,
         Scalar::I8,
@@ -55,6 +68,7 @@ impl Scalar {
         }
     }
 
+    /// The scalar named `name` in the text format, if any.
     pub fn from_name(name: &str) -> Option<Scalar> {
         Scalar::ALL.into_iter().find(|s| s.name() == name)
     }
@@ -69,22 +83,27 @@ impl Scalar {
         }
     }
 
+    /// Size in bits as stored in memory (`bool` is 8).
     pub const fn bits(self) -> u32 {
         self.size() * 8
     }
 
+    /// Whether the type is `f16`, `f32` or `f64`.
     pub const fn is_float(self) -> bool {
         matches!(self, Scalar::F16 | Scalar::F32 | Scalar::F64)
     }
 
+    /// Whether the type is a signed or unsigned integer.
     pub const fn is_int(self) -> bool {
         self.is_signed() || self.is_unsigned()
     }
 
+    /// Whether the type is `i8`, `i16`, `i32` or `i64`.
     pub const fn is_signed(self) -> bool {
         matches!(self, Scalar::I8 | Scalar::I16 | Scalar::I32 | Scalar::I64)
     }
 
+    /// Whether the type is `u8`, `u16`, `u32` or `u64`.
     pub const fn is_unsigned(self) -> bool {
         matches!(self, Scalar::U8 | Scalar::U16 | Scalar::U32 | Scalar::U64)
     }
@@ -99,15 +118,19 @@ impl Scalar {
 /// scalars. `lanes == 1` is the scalar itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ElemType {
+    /// The lane type.
     pub scalar: Scalar,
+    /// The lane count; 1 for a scalar element.
     pub lanes: u8,
 }
 
 impl ElemType {
+    /// A scalar element.
     pub const fn scalar(scalar: Scalar) -> Self {
         ElemType { scalar, lanes: 1 }
     }
 
+    /// A vector element of `lanes` lanes of `scalar`.
     pub const fn vector(scalar: Scalar, lanes: u8) -> Self {
         ElemType { scalar, lanes }
     }
@@ -121,6 +144,7 @@ impl ElemType {
         }
     }
 
+    /// Size in bytes of one element in memory (lane size times lanes).
     pub const fn size(self) -> u32 {
         self.scalar.size() * self.lanes as u32
     }
@@ -132,7 +156,9 @@ pub const VECTOR_LANES: [u8; 5] = [2, 3, 4, 8, 16];
 /// Whether a global buffer parameter may be written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
+    /// Read only (`buf<T>`).
     Read,
+    /// Read and written (`buf<T, rw>`).
     ReadWrite,
 }
 
@@ -148,6 +174,7 @@ pub enum MatrixRole {
 }
 
 impl MatrixRole {
+    /// The role's name in the text format: `a`, `b` or `acc`.
     pub const fn name(self) -> &'static str {
         match self {
             MatrixRole::A => "a",
@@ -160,6 +187,7 @@ impl MatrixRole {
 /// The length of an array: fixed, or decided by a template's constant parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Len {
+    /// A length known now.
     Fixed(u32),
     /// A constant expression over the enclosing template's parameters; instantiation turns it
     /// into `Fixed`.
@@ -169,24 +197,33 @@ pub enum Len {
 /// A type of a value, a parameter or a local.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
+    /// A scalar value.
     Scalar(Scalar),
     /// A vector of 2, 3, 4, 8 or 16 lanes.
     Vector(Scalar, u8),
     /// A global buffer (kernel parameters only).
     Buffer {
+        /// The element type.
         elem: ElemType,
+        /// Whether the kernel may write it.
         access: Access,
     },
     /// A private (per-work-item) array (locals only).
     Array {
+        /// The element type.
         elem: ElemType,
+        /// The element count.
         len: Len,
     },
     /// A cooperative-matrix fragment, owned by a wave.
     Matrix {
+        /// Which operand of the multiply-add it is.
         role: MatrixRole,
+        /// The element type.
         scalar: Scalar,
+        /// Rows.
         rows: u8,
+        /// Columns.
         cols: u8,
     },
     /// A function tag: an index into a closed set of device helpers.
@@ -194,12 +231,19 @@ pub enum Type {
 }
 
 impl Type {
+    /// `bool`.
     pub const BOOL: Type = Type::Scalar(Scalar::Bool);
+    /// `i32`.
     pub const I32: Type = Type::Scalar(Scalar::I32);
+    /// `u32`.
     pub const U32: Type = Type::Scalar(Scalar::U32);
+    /// `i64`.
     pub const I64: Type = Type::Scalar(Scalar::I64);
+    /// `u64`.
     pub const U64: Type = Type::Scalar(Scalar::U64);
+    /// `f32`.
     pub const F32: Type = Type::Scalar(Scalar::F32);
+    /// `f64`.
     pub const F64: Type = Type::Scalar(Scalar::F64);
 
     /// The scalar of a scalar or vector type.

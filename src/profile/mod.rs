@@ -73,19 +73,39 @@ pub mod codes {
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error("error[{}]: cannot write the trace {}: {message}", codes::WRITE, .path.display())]
-    Write { path: PathBuf, message: String },
+    /// The trace could not be written (`XPU-F001`).
+    Write {
+        /// The trace's path.
+        path: PathBuf,
+        /// The I/O error.
+        message: String,
+    },
     #[error("error[{}]: cannot read the trace {}: {message}", codes::READ, .path.display())]
-    Read { path: PathBuf, message: String },
+    /// A trace could not be read or is not trace-event JSON (`XPU-F002`).
+    Read {
+        /// The trace's path.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
     #[error("error[{}]: cannot run `{command}`: {message}", codes::SPAWN)]
-    Spawn { command: String, message: String },
+    /// The profiled command could not be started (`XPU-F003`).
+    Spawn {
+        /// The command.
+        command: String,
+        /// The I/O error.
+        message: String,
+    },
     #[error(
         "error[{}]: `xpu profile` needs a command after `--`",
         codes::NO_COMMAND
     )]
+    /// `xpu profile` was given no command (`XPU-F004`).
     NoCommand,
 }
 
 impl ProfileError {
+    /// The error's stable code (`XPU-Fnnn`).
     pub fn code(&self) -> &'static str {
         match self {
             ProfileError::Write { .. } => codes::WRITE,
@@ -109,6 +129,7 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// The tier's name in the trace: `DEVICE`, `EVENT` or `HOST`.
     pub fn name(self) -> &'static str {
         match self {
             Tier::Device => "DEVICE",
@@ -121,13 +142,18 @@ impl Tier {
 /// What a span is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
+    /// A kernel launch.
     Launch,
+    /// Lowering a kernel to device code.
     Compile,
+    /// A copy between host and device.
     Copy,
+    /// A stream or event synchronisation.
     Sync,
 }
 
 impl Kind {
+    /// The kind's name in the trace (`launch`, `compile`, `copy`, `sync`).
     pub fn name(self) -> &'static str {
         match self {
             Kind::Launch => "launch",
@@ -143,7 +169,9 @@ impl Kind {
 pub struct Args {
     /// The backend's name.
     pub backend: &'static str,
+    /// The launch's grid, in workgroups.
     pub grid: Option<[u32; 3]>,
+    /// The launch's block, in work-items.
     pub block: Option<[u32; 3]>,
     /// Bytes moved (copies) or bound (launches).
     pub bytes: Option<u64>,
@@ -158,7 +186,9 @@ pub struct Stamp(pub u64);
 /// A span's name: a static string, or a name interned once ([`intern`]).
 #[derive(Clone, Copy, Debug)]
 pub enum Name {
+    /// A name known at compile time.
     Static(&'static str),
+    /// A name interned at run time, by its index.
     Interned(u32),
 }
 

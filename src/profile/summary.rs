@@ -8,10 +8,13 @@ use std::path::Path;
 /// One kernel's line of the summary.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelLine {
+    /// The kernel's name.
     pub kernel: String,
+    /// Launches of it in the trace.
     pub count: usize,
     /// Microseconds.
     pub total_us: f64,
+    /// The median launch, in microseconds.
     pub median_us: f64,
     /// Of the device time of every kernel in the trace, 0 to 1.
     pub share: f64,
@@ -22,7 +25,9 @@ pub struct KernelLine {
 /// The summary of a trace: one line per kernel, most time first, and the capture's counters.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {
+    /// One line per kernel, most time first.
     pub kernels: Vec<KernelLine>,
+    /// The capture's counters, by name.
     pub counters: BTreeMap<String, u64>,
     /// Every span in the trace (host and device).
     pub spans: usize,

@@ -111,9 +111,13 @@ pub fn read_table(path: &Path) -> Result<Table, RecordError> {
 /// The census of one backend.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Census {
+    /// The backend's name.
     pub backend: String,
+    /// How many kernels were registered (loaded) on it.
     pub registered: usize,
+    /// Registered kernels whose results were value-checked.
     pub covered: Vec<String>,
+    /// Kernels the census table excuses.
     pub excused: Vec<String>,
     /// Registered, not value-checked, not excused.
     pub uncovered: Vec<String>,
@@ -122,6 +126,7 @@ pub struct Census {
 }
 
 impl Census {
+    /// Whether the census passes: nothing uncovered, no stale excuse.
     pub fn ok(&self) -> bool {
         self.uncovered.is_empty() && self.stale.is_empty()
     }

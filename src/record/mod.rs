@@ -82,37 +82,78 @@ pub mod codes {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
     #[error("error[{}]: {}: {message}", codes::WRITE, .path.display())]
-    Write { path: PathBuf, message: String },
-    #[error("error[{}]: {}: {message}", codes::MALFORMED, .path.display())]
-    Malformed { path: PathBuf, message: String },
-    #[error("error[{}]: {}: {message}", codes::MODULE, .path.display())]
-    Module { path: PathBuf, message: String },
-    #[error("error[{}]: {}: {message}", codes::BLOB, .path.display())]
-    Blob { path: PathBuf, message: String },
-    #[error("error[{}]: {}:{line}: {message}", codes::HELD_LIST, .path.display())]
-    HeldList {
+    /// The record folder cannot be written (`XPU-R001`).
+    Write {
+        /// The path.
         path: PathBuf,
+        /// The I/O error.
+        message: String,
+    },
+    #[error("error[{}]: {}: {message}", codes::MALFORMED, .path.display())]
+    /// A record is unreadable or malformed (`XPU-R002`).
+    Malformed {
+        /// The record.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    #[error("error[{}]: {}: {message}", codes::MODULE, .path.display())]
+    /// A record's module is missing, mismatched or does not verify (`XPU-R003`).
+    Module {
+        /// The record.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    #[error("error[{}]: {}: {message}", codes::BLOB, .path.display())]
+    /// A record's buffer blob is missing or mismatched (`XPU-R004`).
+    Blob {
+        /// The record.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    #[error("error[{}]: {}:{line}: {message}", codes::HELD_LIST, .path.display())]
+    /// A held-list line is malformed (`XPU-R005`).
+    HeldList {
+        /// The held list.
+        path: PathBuf,
+        /// The line, from 1.
         line: usize,
+        /// What is wrong.
         message: String,
     },
     #[error("error[{}]: already recording into {}; cannot also record into {}", codes::ALREADY_RECORDING, .current.display(), .requested.display())]
+    /// Recording was armed again for another folder (`XPU-R006`).
     AlreadyRecording {
+        /// The folder being recorded into.
         current: PathBuf,
+        /// The folder asked for.
         requested: PathBuf,
     },
     #[error("error[{}]: {}:{line}: {message}", codes::CENSUS_TABLE, .path.display())]
+    /// A census table line is malformed (`XPU-R011`).
     CensusTable {
+        /// The table.
         path: PathBuf,
+        /// The line, from 1 (0: the file could not be read).
         line: usize,
+        /// What is wrong.
         message: String,
     },
     #[error("error[{}]: {}: no launch records", codes::EMPTY, .path.display())]
-    Empty { path: PathBuf },
+    /// The folder holds no records (`XPU-R013`).
+    Empty {
+        /// The folder.
+        path: PathBuf,
+    },
     #[error("{0}")]
+    /// A malformed environment value.
     Config(#[from] crate::config::BadValue),
 }
 
 impl RecordError {
+    /// The error's stable code (`XPU-Rnnn`, or `XPU-C001`).
     pub fn code(&self) -> &'static str {
         match self {
             RecordError::Write { .. } => codes::WRITE,
@@ -173,11 +214,15 @@ pub(crate) fn set_armed(on: bool) {
 /// What recording did: launches recorded and not, and the compressed bytes written.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecordSummary {
+    /// The record folder.
     pub dir: PathBuf,
+    /// Launches recorded.
     pub recorded: u64,
     /// Launches past the budget, or whose buffers could not be read back.
     pub unrecorded: u64,
+    /// Compressed bytes written.
     pub bytes: u64,
+    /// The byte budget recording ran under.
     pub budget: u64,
 }
 

@@ -47,6 +47,7 @@ pub struct Held {
     pub excused: bool,
     /// The plan item or reason.
     pub reason: String,
+    /// The held list's line, from 1.
     pub line: usize,
 }
 
@@ -120,10 +121,15 @@ pub fn parse_held(path: &Path, text: &str) -> Result<BTreeMap<String, Held>, Rec
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
     /// Every written buffer agrees; `max_ulps` is the largest float difference (0: exact).
-    Agree { max_ulps: u64 },
+    Agree {
+        /// The largest float difference in ulps (0: exact).
+        max_ulps: u64,
+    },
     /// A written buffer differs beyond the tolerance (`excused`: the held list excuses it).
     Disagree {
+        /// The buffer parameter that differs.
         param: String,
+        /// The first element index that differs.
         index: usize,
         /// The interpreter's value.
         expected: String,
@@ -131,32 +137,47 @@ pub enum Verdict {
         actual: String,
         /// How far apart two floats are (`None`: integers, or a NaN against a number).
         ulps: Option<u64>,
+        /// Whether the held list excuses it.
         excused: bool,
     },
     /// The interpreter reported undefined behaviour (`XPU-REF02`).
-    Undefined { kind: String, report: String },
+    Undefined {
+        /// The UB kind's name.
+        kind: String,
+        /// The interpreter's report.
+        report: String,
+    },
     /// The interpreter could not run the record (it cannot define the kernel, or the record
     /// is unusable).
-    Refused { message: String },
+    Refused {
+        /// Why.
+        message: String,
+    },
 }
 
 /// One replayed record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replayed {
+    /// The record file.
     pub file: PathBuf,
+    /// The kernel it launched.
     pub kernel: String,
+    /// The backend it was recorded on.
     pub backend: String,
+    /// How it compares.
     pub verdict: Verdict,
 }
 
 /// The outcome of a replay.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
+    /// Every replayed record, in replay order.
     pub replayed: Vec<Replayed>,
     /// Records the budget did not reach.
     pub not_reached: Vec<PathBuf>,
     /// Held kernels whose every replayed record agreed exactly, with the held list's line.
     pub stale: Vec<(String, usize)>,
+    /// The held list used, if any.
     pub held_path: Option<PathBuf>,
 }
 

@@ -43,6 +43,7 @@ pub trait ShapeProbe {
 /// Where a [`ShapeResult`]'s kernel came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
+    /// Set by [`set_shape_override`].
     Override,
     /// The only survivor.
     Single,
@@ -55,6 +56,7 @@ pub enum Source {
 }
 
 impl Source {
+    /// The source's name as printed (`override`, `single`, `cache`, `timing`, `refused`).
     pub const fn name(self) -> &'static str {
         match self {
             Source::Override => "override",
@@ -69,17 +71,20 @@ impl Source {
 /// What [`ShapeChoice::choose`] decided.
 #[derive(Clone, Debug)]
 pub struct ShapeResult {
+    /// The family chosen from.
     pub family: String,
     /// `MxNxK`.
     pub problem: String,
     /// The chosen kernel, `None` on a refusal.
     pub kernel: Option<String>,
+    /// Where the kernel came from.
     pub source: Source,
     /// The winner's lead over the runner-up (per mille of the winner's median), where two or
     /// more were timed (now or when the stored value was).
     pub margin_per_mille: Option<u32>,
     /// A margin under [`TIE_PER_MILLE`].
     pub tie: bool,
+    /// Why nothing was chosen, on a refusal.
     pub refusal: Option<LaunchError>,
     /// Whether the chosen shape's launch must opt in to the larger shared limit.
     pub needs_opt_in: bool,

@@ -20,10 +20,13 @@ use std::fmt;
 pub struct ShapeCandidate {
     /// The kernel (a template instance's name, `Gemm<64,64,16,4,4>`).
     pub kernel: String,
+    /// Rows of the output tile a block computes.
     pub tile_m: u32,
+    /// Columns of the output tile a block computes.
     pub tile_n: u32,
     /// Work-items per block.
     pub threads: u32,
+    /// The depth of the reduction step.
     pub k_block: u32,
     /// The most split-K slices a launch of this shape may use.
     pub max_splits: u32,
@@ -34,7 +37,9 @@ pub struct ShapeCandidate {
 /// A named list of candidates of one kernel design.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShapeFamily {
+    /// The family's name.
     pub name: String,
+    /// Its candidates, in declaration order.
     pub candidates: Vec<ShapeCandidate>,
 }
 
@@ -66,8 +71,11 @@ impl ShapeFamily {
 /// A problem size, `MxNxK`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Problem {
+    /// Rows of the output.
     pub m: u64,
+    /// Columns of the output.
     pub n: u64,
+    /// The reduction depth.
     pub k: u64,
 }
 
@@ -139,6 +147,7 @@ impl Rule {
 /// One rule applied to one candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Check {
+    /// The rule applied.
     pub rule: Rule,
     /// What the candidate needs, `None` where its kernel fact is absent.
     pub need: Option<u64>,
@@ -165,8 +174,11 @@ impl fmt::Display for Check {
 /// Every check of one candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
+    /// The candidate judged.
     pub candidate: ShapeCandidate,
+    /// Its kernel's facts (shared memory, registers, ...).
     pub facts: KernelFacts,
+    /// Every rule applied, in rule order.
     pub checks: Vec<Check>,
     /// Whether a launch of this shape must opt in to the larger shared limit.
     pub needs_opt_in: bool,
@@ -181,6 +193,7 @@ impl Verdict {
         self.checks.iter().find(|c| !c.passed)
     }
 
+    /// Whether every check passed.
     pub fn survives(&self) -> bool {
         self.pruned_by().is_none()
     }
@@ -207,9 +220,13 @@ impl fmt::Display for Verdict {
 /// A family judged at one problem on one device.
 #[derive(Clone, Debug)]
 pub struct ShapeFilter {
+    /// The family's name.
     pub family: String,
+    /// The problem it was judged at.
     pub problem: Problem,
+    /// The device it was judged on.
     pub device: DeviceFacts,
+    /// One verdict per candidate, in family order.
     pub verdicts: Vec<Verdict>,
 }
 

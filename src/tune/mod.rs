@@ -83,7 +83,9 @@ pub mod codes {
 /// corrupt file, a probe that failed): what `xpu tune` prints as notes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
+    /// The finding's code.
     pub code: &'static str,
+    /// What happened, in one sentence.
     pub message: String,
 }
 

@@ -29,8 +29,11 @@ use std::fmt;
 /// What refused a row: the gate's name (`m>=64`, `registry`, `supports f16`) and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Gate {
+    /// The refusal's code (`XPU-T...`).
     pub code: &'static str,
+    /// The gate's name as written (`m>=64`, `registry`, `supports f16`).
     pub gate: String,
+    /// Why it refused, in one sentence.
     pub reason: String,
 }
 
@@ -43,16 +46,22 @@ impl fmt::Display for Gate {
 /// A problem dimension a shape gate reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dim {
+    /// Rows of the output, `m` in `MxNxK`.
     M,
+    /// Columns of the output, `n`.
     N,
+    /// The reduction depth, `k`.
     K,
 }
 
 /// A static condition on the problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShapeGate {
+    /// `d>=v`.
     AtLeast(Dim, u64),
+    /// `d<=v`.
     AtMost(Dim, u64),
+    /// `d%v==0`.
     MultipleOf(Dim, u64),
 }
 
@@ -116,9 +125,13 @@ impl ShapeGate {
 /// One kernel variant serving one format in one regime.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouteRow {
+    /// The data format the row serves (`f32`, `f16`).
     pub format: String,
+    /// The regime it serves (`prefill`, `decode`).
     pub regime: String,
+    /// The kernel (a template instance's name).
     pub kernel: String,
+    /// Static conditions on the problem (`when ...`); all must pass.
     pub shape_gates: Vec<ShapeGate>,
     /// Capabilities the kernel needs natively or emulated.
     pub needs: Vec<Feature>,
@@ -169,8 +182,11 @@ impl RouteRow {
 /// Why a bind found no row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouteRefusal {
+    /// The format asked for.
     pub format: String,
+    /// The regime asked for.
     pub regime: String,
+    /// The problem asked for.
     pub problem: Problem,
     /// Each row considered and the gate that refused it (empty: no row for the pair).
     pub refused: Vec<(String, Gate)>,
@@ -207,7 +223,9 @@ impl fmt::Display for RouteRefusal {
 /// One problem the audit found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
+    /// The finding's code (`XPU-T...`).
     pub code: &'static str,
+    /// What is wrong, in one sentence.
     pub message: String,
 }
 
@@ -222,10 +240,13 @@ impl fmt::Display for Finding {
 pub struct RouteTable {
     /// The module file the rows' kernels are in (the text form's `module`).
     pub module: Option<String>,
+    /// Every format the table must serve.
     pub formats: Vec<String>,
+    /// Every regime the table must serve.
     pub regimes: Vec<String>,
     /// Problems the audit walks.
     pub shapes: Vec<Problem>,
+    /// The rows, in declaration order.
     pub rows: Vec<RouteRow>,
 }
 

@@ -81,6 +81,7 @@ fn default_cap_error() -> Option<crate::config::BadValue> {
 }
 
 impl CpuDevice {
+    /// The host CPU, with the worker cap of `CAJETA_XPU_CPU_WORKERS` (else every core).
     pub fn new() -> Self {
         let wave = jit::host_simd_width();
         let facts = DeviceFacts {
@@ -124,6 +125,7 @@ impl CpuDevice {
         self.settings.cap.store(n, Ordering::Relaxed);
     }
 
+    /// Workers a launch may use now (at least 1).
     pub fn worker_cap(&self) -> usize {
         self.settings.cap.load(Ordering::Relaxed).max(1)
     }

@@ -45,11 +45,17 @@ pub enum Exception {
 /// What decides whether a launch may be queued.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LaunchTraits {
+    /// Arguments the launch passes.
     pub args: usize,
+    /// Bytes of the argument list.
     pub arg_bytes: usize,
+    /// Whether the program is in checked mode (or ub-traps).
     pub checked: bool,
+    /// Whether the launch has a deadline.
     pub deadline: bool,
+    /// Whether an argument is a buffer array (or texture, image).
     pub buffer_array: bool,
+    /// Whether the profiler's device sink or a launch recorder is live.
     pub observed: bool,
 }
 
@@ -82,12 +88,15 @@ pub trait Node {
     fn kernel(&self) -> u64;
     /// The shape of the argument list (each parameter's size in bytes, in order).
     fn shape(&self) -> &[u32];
+    /// The launch's parameters (grid, block, shared bytes, argument bytes).
     fn params(&self) -> &Self::Params;
 }
 
 /// What a backend does with a flushed sequence.
 pub trait Recorder<N: Node> {
+    /// The backend's executable graph.
     type Graph;
+    /// The backend's launch error.
     type Error;
     /// Launches one node as a direct launch would.
     fn direct(&mut self, node: &N) -> Result<(), Self::Error>;
@@ -104,9 +113,13 @@ pub trait Recorder<N: Node> {
 /// after it did not run.
 #[derive(Debug)]
 pub struct FlushFailure<N, E> {
+    /// The launch that failed.
     pub node: N,
+    /// Its position in the flushed sequence.
     pub index: usize,
+    /// The backend's error.
     pub error: E,
+    /// Launches after it that did not run.
     pub not_run: usize,
 }
 
@@ -154,6 +167,7 @@ fn same_signature<N: Node>(sig: &[(u64, Vec<u32>)], nodes: &[N]) -> bool {
 }
 
 impl<N: Node, G> Deferred<N, G> {
+    /// An empty queue, deferring launches when `deferred`.
     pub fn new(deferred: bool) -> Self {
         Deferred {
             deferred,
@@ -173,6 +187,7 @@ impl<N: Node, G> Deferred<N, G> {
         self.deferred = on;
     }
 
+    /// The counters so far.
     pub fn stat(&self) -> DeferStat {
         self.stat
     }

@@ -243,6 +243,13 @@ impl VkKernel {
                         .device
                         .create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
                     {
+                        let inner = &self.inner;
+                        super::pipelines::save(
+                            &inner.device,
+                            cache.0,
+                            &inner.cache,
+                            &inner.cache_key,
+                        );
                         self.inner.device.destroy_pipeline_cache(cache.0, None);
                         *cache = (fresh, 0);
                     }

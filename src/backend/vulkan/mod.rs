@@ -21,8 +21,9 @@
 //!   where the device has it, a descriptor pool per launch otherwise. `XPU_VK_TRACE=1`
 //!   prints one stderr line per launch, submission, event and wait with host microseconds.
 //! - **Device code** is emitted per kernel at first use and cached; pipelines are specialised
-//!   per block and dynamic shared size (spec constants) and kept, with a `VkPipelineCache`.
-//!   A view whose offset is not a multiple of `minStorageBufferOffsetAlignment` is refused
+//!   per block and dynamic shared size (spec constants) and kept, with a `VkPipelineCache`
+//!   whose data the next process starts from (`pipelines`). The SPIR-V persists in the code
+//!   cache (`backend::cache`). A view whose offset is not a multiple of `minStorageBufferOffsetAlignment` is refused
 //!   (`XPU-L012`).
 //! - **Waves** (§3.2): a declared W the device can require as its subgroup size
 //!   (`VK_EXT_subgroup_size_control`) is built natively at W; otherwise the emitter's narrow
@@ -34,6 +35,7 @@
 
 pub mod aot;
 mod kernel;
+mod pipelines;
 pub mod stored;
 
 use kernel::{hash_words, VkKernel};
@@ -184,8 +186,9 @@ impl Drop for Inner {
             }
             self.device
                 .destroy_command_pool(*self.command_pool.lock(), None);
-            self.device
-                .destroy_pipeline_cache(self.pipeline_cache.lock().0, None);
+            let cache = self.pipeline_cache.lock().0;
+            pipelines::save(&self.device, cache, &self.cache, &self.cache_key);
+            self.device.destroy_pipeline_cache(cache, None);
             self.device.destroy_device(None);
             self.instance.destroy_instance(None);
         }
@@ -1414,10 +1417,6 @@ impl VulkanDevice {
             )
         }
         .map_err(|e| vk_err("vkCreateCommandPool", e))?;
-        // SAFETY: a default (empty) create info on the live device; destroyed with the device.
-        let cache =
-            unsafe { device.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None) }
-                .map_err(|e| vk_err("vkCreatePipelineCache", e))?;
 
         let name = props
             .device_name_as_c_str()
@@ -1485,6 +1484,21 @@ impl VulkanDevice {
                 }
             },
         };
+        let store = crate::backend::cache::CodeCache::disk_only(settings.cache_dir.clone());
+        let cache_key = crate::backend::cache::DeviceKey {
+            arch: stored::target(&caps, size_control),
+            driver: format!(
+                "{:x}-{}",
+                props.driver_version,
+                idp.device_uuid
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            ),
+            compiler: stored::compiler_id(),
+        };
+        let cache = pipelines::create(&device, &store, &cache_key)
+            .map_err(|e| vk_err("vkCreatePipelineCache", e))?;
         Ok(VulkanDevice {
             inner: Arc::new(Inner {
                 _entry: entry,
@@ -1516,19 +1530,8 @@ impl VulkanDevice {
                 trace: settings.trace,
                 next_stream: AtomicU64::new(0),
                 code_bytes: AtomicU64::new(0),
-                cache: crate::backend::cache::CodeCache::disk_only(settings.cache_dir.clone()),
-                cache_key: crate::backend::cache::DeviceKey {
-                    arch: stored::target(&caps, size_control),
-                    driver: format!(
-                        "{:x}-{}",
-                        props.driver_version,
-                        idp.device_uuid
-                            .iter()
-                            .map(|b| format!("{b:02x}"))
-                            .collect::<String>()
-                    ),
-                    compiler: stored::compiler_id(),
-                },
+                cache: store,
+                cache_key,
                 instance,
                 device,
             }),

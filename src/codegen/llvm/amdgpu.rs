@@ -18,7 +18,7 @@
 //!   syncscope("workgroup") acquire` (docs/semantics.md: a barrier orders shared and global
 //!   memory within the workgroup). Fences are `acq_rel` at `workgroup` or `agent` scope.
 //!   LLVM 19's C API cannot set a sync scope, so these are tiny functions parsed from IR text
-//!   and linked into the module once ([`Amdgpu::ir_helper`]); they are always-inlined.
+//!   and linked into the module once (`Amdgpu::ir_helper`); they are always-inlined.
 //! - **Lane exchange** through `ds_bpermute` (byte address = source lane × 4). In wave 64 on
 //!   gfx10+, `ds_bpermute` reaches only the lane's own half; there the other half comes
 //!   through `v_permlane64` (gfx11+), and gfx10 at wave 64 refuses the exchange by name.

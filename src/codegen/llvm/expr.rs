@@ -173,6 +173,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 for a in args.clone() {
                     vals.push(self.value(a)?.into());
                 }
+                if self.passes_lanes(*function) {
+                    vals.push(self.lanes()?.into());
+                }
                 let call = self.b().build_call(callee, &vals, "")?;
                 return Ok(call.try_as_basic_value().basic());
             }
@@ -464,18 +467,21 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let ctx = self.cx.context;
         let c = self.value(cond)?.into_int_value();
         let sync = self.converge_begin()?;
+        let (then_lanes, else_lanes) = self.split_lanes(sync, c)?;
         let then_bb = ctx.append_basic_block(self.llfn, "ifx.then");
         let else_bb = ctx.append_basic_block(self.llfn, "ifx.else");
         let merge = ctx.append_basic_block(self.llfn, "ifx.end");
         self.b().build_conditional_branch(c, then_bb, else_bb)?;
         self.enter_sync(sync, merge);
         self.b().position_at_end(then_bb);
+        self.set_lanes(then_lanes)?;
         let a = self.value(accept);
         let a_end = self.b().get_insert_block().expect("positioned");
         if a.is_ok() {
             self.b().build_unconditional_branch(merge)?;
         }
         self.b().position_at_end(else_bb);
+        self.set_lanes(else_lanes)?;
         let r = self.value(reject);
         let r_end = self.b().get_insert_block().expect("positioned");
         if r.is_ok() {
@@ -487,7 +493,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let phi = self.b().build_phi(a.get_type(), "")?;
         phi.add_incoming(&[(&a, a_end), (&r, r_end)]);
         let v = phi.as_basic_value();
-        self.converge_end(sync)?;
+        self.converge_end(sync, false)?;
         Ok(v)
     }
 
@@ -505,12 +511,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         // The lanes that evaluate the right-hand side wait for the others at the merge, as
         // at the end of an IR `if`.
         let sync = self.converge_begin()?;
+        let (when_a, unless_a) = self.split_lanes(sync, a)?;
         if and {
             self.b().build_conditional_branch(a, rhs_bb, merge)?;
         } else {
             self.b().build_conditional_branch(a, merge, rhs_bb)?;
         }
         self.b().position_at_end(rhs_bb);
+        self.set_lanes(if and { when_a } else { unless_a })?;
         let b = self.value(rhs)?.into_int_value();
         let rhs_end = self.b().get_insert_block().expect("positioned");
         self.b().build_unconditional_branch(merge)?;
@@ -518,7 +526,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let phi = self.b().build_phi(ctx.bool_type(), "")?;
         let short = ctx.bool_type().const_int(!and as u64, false);
         phi.add_incoming(&[(&short, lhs_bb), (&b, rhs_end)]);
-        self.converge_end(sync)?;
+        self.converge_end(sync, false)?;
         Ok(phi.as_basic_value())
     }
 
@@ -630,9 +638,35 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         // uses wave verbs, as at the end of an IR `if`: without it a wave scan after the
         // dispatch saw each member's lanes alone on the H200 (fuzz case 961, a partial sum).
         let sync = self.converge_begin()?;
+        // Each member is called with the lanes that picked it (a vote per member, before
+        // the lanes part).
+        let parent = match (sync, members.iter().any(|m| self.passes_lanes(*m))) {
+            (Some(p), _) => Some(p),
+            (None, true) => Some(self.lanes()?),
+            (None, false) => None,
+        };
+        let mut member_lanes = Vec::new();
+        for (i, m) in members.iter().enumerate() {
+            member_lanes.push(match parent {
+                Some(parent) if self.passes_lanes(*m) => {
+                    let picked = self.b().build_int_compare(
+                        IntPredicate::EQ,
+                        t,
+                        self.cx.i32(i as u64),
+                        "",
+                    )?;
+                    Some(self.t.ballot(self.cx, parent, picked)?)
+                }
+                _ => None,
+            });
+        }
         self.b().build_switch(t, end, &switch_cases)?;
-        for (_, bb, callee) in cases {
+        for ((_, bb, callee), lanes) in cases.into_iter().zip(member_lanes) {
             self.b().position_at_end(bb);
+            let mut vals = vals.clone();
+            if let Some(l) = lanes {
+                vals.push(l.into());
+            }
             let call = self.b().build_call(callee, &vals, "")?;
             if let (Some((s, _)), Some(v)) = (slot, call.try_as_basic_value().basic()) {
                 self.b().build_store(s, v)?;
@@ -640,7 +674,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             self.b().build_unconditional_branch(end)?;
         }
         self.b().position_at_end(end);
-        self.converge_end(sync)?;
+        self.converge_end(sync, false)?;
         match slot {
             Some((s, ty)) => Ok(Some(self.b().build_load(ty, s, "")?)),
             None => Ok(None),

@@ -562,7 +562,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b().position_at_end(done);
         let phi = self.b().build_phi(ft, "fmod")?;
         phi.add_incoming(&[(&early_v, entry_bb), (&general_v, general_end)]);
-        self.converge_end(sync)?;
+        self.converge_end(sync, false)?;
         Ok(phi.as_basic_value())
     }
 }

@@ -393,7 +393,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             return self.dist_store(scalar, value, base, offset, stride, rows, cols);
         }
         let ctx = self.cx.context;
-        let mask = self.t.active_mask(self.cx)?;
+        let mask = self.lanes()?;
         let first = self
             .cx
             .call_value(

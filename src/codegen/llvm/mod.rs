@@ -45,9 +45,9 @@ mod wave;
 
 use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
-    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType,
-    Expr, ExprId, FenceScope, Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place,
-    ReduceOp, Scalar, Span, Stmt, StmtKind, Type, UnaryOp, WaveOp,
+    self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstExpr, ElemType, Expr, ExprId, FenceScope,
+    Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Span,
+    Stmt, StmtKind, Type, UnaryOp, WaveOp,
 };
 pub use checked::REPORT_SYMBOL;
 use inkwell::basic_block::BasicBlock;
@@ -151,7 +151,7 @@ pub struct Cx<'ctx> {
     pub distributed_matrices: std::cell::Cell<bool>,
     /// The cooperative-matrix operations lowered so far and their tiers.
     pub matrix_ops: std::cell::RefCell<Vec<MatrixOp>>,
-    /// What the code tests at run time (checked mode, ub-traps: [`checked`]).
+    /// What the code tests at run time (checked mode, ub-traps: `checked`).
     pub checks: Checks,
     /// The check sites emitted so far, module-wide (a report names one by index).
     pub sites: std::cell::RefCell<Vec<CheckSite>>,
@@ -661,12 +661,15 @@ fn value_type<'ctx>(
 fn helper_fn_type<'ctx>(
     cx: &Cx<'ctx>,
     target: &dyn LoweringTarget,
-    _module: &ir::Module,
+    module: &ir::Module,
     f: &Function,
 ) -> LResult<inkwell::types::FunctionType<'ctx>> {
     let mut params: Vec<BasicMetadataTypeEnum> = Vec::new();
     for p in &f.params {
         params.push(value_type(cx, target, p.ty)?.into());
+    }
+    if takes_lane_mask(target, module, f) {
+        params.push(cx.context.i64_type().into());
     }
     Ok(match f.ret {
         Some(t) => value_type(cx, target, t)?.fn_type(&params, false),
@@ -674,45 +677,16 @@ fn helper_fn_type<'ctx>(
     })
 }
 
-/// Evaluates a constant expression over template arguments.
-pub fn const_eval(f: &Function, h: Handle<ConstExpr>, args: &[u32]) -> Option<u64> {
-    let e = f.consts.try_get(h)?;
-    Some(match e {
-        ConstExpr::Lit(v) => *v,
-        ConstExpr::Param(i) => *args.get(*i as usize)? as u64,
-        ConstExpr::Unary(op, a) => {
-            let a = const_eval(f, *a, args)?;
-            match op {
-                ConstUnOp::Not => (a == 0) as u64,
-                ConstUnOp::Neg => (a as u32).wrapping_neg() as u64,
-            }
-        }
-        ConstExpr::Binary(op, a, b) => {
-            let a = const_eval(f, *a, args)?;
-            let b = const_eval(f, *b, args)?;
-            match op {
-                ConstBinOp::Add => a.checked_add(b)?,
-                ConstBinOp::Sub => a.checked_sub(b)?,
-                ConstBinOp::Mul => a.checked_mul(b)?,
-                ConstBinOp::Div => a.checked_div(b)?,
-                ConstBinOp::Rem => a.checked_rem(b)?,
-                ConstBinOp::Eq => (a == b) as u64,
-                ConstBinOp::Ne => (a != b) as u64,
-                ConstBinOp::Lt => (a < b) as u64,
-                ConstBinOp::Le => (a <= b) as u64,
-                ConstBinOp::Gt => (a > b) as u64,
-                ConstBinOp::Ge => (a >= b) as u64,
-                ConstBinOp::And => (a != 0 && b != 0) as u64,
-                ConstBinOp::Or => (a != 0 || b != 0) as u64,
-            }
-        }
-    })
+/// The value of a constant expression of `f` instanced with template arguments `args` (the
+/// verifier's evaluator; `None` where it refuses, which the verifier has already reported).
+fn const_eval(f: &Function, h: Handle<ConstExpr>, args: &[u32]) -> Option<u32> {
+    ir::template::eval_const(f, h, Some(args)).ok()
 }
 
 fn len_of(f: &Function, len: Len, args: &[u32]) -> LResult<u32> {
     match len {
         Len::Fixed(n) => Ok(n),
-        Len::Const(h) => match const_eval(f, h, args).and_then(|v| u32::try_from(v).ok()) {
+        Len::Const(h) => match const_eval(f, h, args) {
             Some(n) => Ok(n),
             None => Err(LowerError::new(
                 codes::INPUT,
@@ -801,7 +775,7 @@ fn lower_kernel<'ctx>(
     let eval = |h: Option<Handle<ConstExpr>>| -> LResult<Option<u32>> {
         match h {
             None => Ok(None),
-            Some(h) => match const_eval(f, h, args).and_then(|v| u32::try_from(v).ok()) {
+            Some(h) => match const_eval(f, h, args) {
                 Some(v) => Ok(Some(v)),
                 None => Err(LowerError::new(
                     codes::INPUT,
@@ -928,9 +902,21 @@ struct FnCx<'a, 'ctx> {
     /// frame's code); and a helper's return value on its way out. Made on first use.
     escape_slot: Option<PointerValue<'ctx>>,
     return_slot: Option<PointerValue<'ctx>>,
+    /// On a target that tracks lanes (`LoweringTarget::tracks_lanes`), in a function that
+    /// uses wave verbs: the `i64` mask of the lanes logically running with this one. Set
+    /// at a kernel's entry from the hardware, at a helper's from its caller; narrowed by a
+    /// vote at every branch of an if, loop test, `&&`/`||` and dispatch, and set back at
+    /// the merge (without the lanes that left). Every wave verb and warp sync uses it.
+    lane_mask: Option<PointerValue<'ctx>>,
     /// The outcome of the last checked access's bounds test (`checked.rs`), taken by the
     /// load or atomic that follows it.
     last_ok: Option<inkwell::values::IntValue<'ctx>>,
+}
+
+/// Whether a helper takes its caller's logical lane mask as a last, hidden parameter: on a
+/// target that tracks lanes, when the helper (or one it reaches) uses a wave verb.
+fn takes_lane_mask(target: &dyn LoweringTarget, module: &ir::Module, f: &Function) -> bool {
+    target.tracks_lanes() && uses_waves(module, f, 0)
 }
 
 /// Whether `f`, or a helper it reaches, uses a wave verb. A call through a tag counts if any
@@ -1018,6 +1004,7 @@ fn lower_function<'ctx>(
         syncs: Vec::new(),
         escape_slot: None,
         return_slot: None,
+        lane_mask: None,
         last_ok: None,
     };
     if fx.sync_waves {
@@ -1056,6 +1043,20 @@ fn lower_function<'ctx>(
             }
             _ => fx.params.push(ParamVal::Value(v)),
         }
+    }
+    if fx.sync_waves && target.tracks_lanes() {
+        // A kernel starts with every lane of the wave that exists; a helper with its
+        // caller's lanes (the hidden last parameter, `takes_lane_mask`).
+        let mask = match kernel_symbol {
+            Some(_) => target.active_mask(cx)?,
+            None => llfn
+                .get_nth_param(i)
+                .ok_or_else(|| LowerError::new(codes::LLVM, "the lane-mask parameter"))?
+                .into_int_value(),
+        };
+        let slot = fx.entry_alloca(cx.context.i64_type().into(), "lanes")?;
+        cx.builder.build_store(slot, mask)?;
+        fx.lane_mask = Some(slot);
     }
     // Locals: one slot each in the entry block, promoted to registers by LLVM.
     for (h, l) in f.locals.iter() {

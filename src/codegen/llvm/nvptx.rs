@@ -178,17 +178,19 @@ impl LoweringTarget for Nvptx {
     }
 
     /// Volta and later schedule lanes independently: lanes that diverged need not run
-    /// together again after the merge. `bar.warp.sync` on the lanes that arrived together
-    /// makes them; lanes that exited since do not hold it up.
-    fn converge_begin<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<Option<IntValue<'ctx>>> {
-        Ok(Some(
-            cx.call_value("llvm.nvvm.activemask", &[], &[])?
-                .into_int_value(),
-        ))
+    /// together again after the merge, and `activemask` after a `bar.warp.sync` may still
+    /// miss lanes that are logically there (H200: a wave scan after a loop whose trip count
+    /// depended on the lane summed a part of the wave). So the lowering keeps the logical
+    /// mask (`FnCx::lane_mask`) and passes it to every `.sync` instruction.
+    fn tracks_lanes(&self) -> bool {
+        true
     }
 
     fn converge_end<'ctx>(&self, cx: &Cx<'ctx>, mask: IntValue<'ctx>) -> LResult<()> {
-        cx.call_intrinsic("llvm.nvvm.bar.warp.sync", &[], &[mask.into()])?;
+        let m = cx
+            .builder
+            .build_int_truncate(mask, cx.context.i32_type(), "")?;
+        cx.call_intrinsic("llvm.nvvm.bar.warp.sync", &[], &[m.into()])?;
         Ok(())
     }
 

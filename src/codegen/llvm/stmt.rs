@@ -29,17 +29,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             } => {
                 let c = self.value(*cond)?.into_int_value();
                 let sync = self.converge_begin()?;
+                let (then_lanes, else_lanes) = self.split_lanes(sync, c)?;
                 let then_bb = self.cx.context.append_basic_block(self.llfn, "then");
                 let else_bb = self.cx.context.append_basic_block(self.llfn, "else");
                 let merge = self.cx.context.append_basic_block(self.llfn, "endif");
                 self.b().build_conditional_branch(c, then_bb, else_bb)?;
                 self.enter_sync(sync, merge);
                 self.b().position_at_end(then_bb);
+                self.set_lanes(then_lanes)?;
                 let r = self.block(then_block);
                 if r.is_ok() && self.open() {
                     self.b().build_unconditional_branch(merge)?;
                 }
                 self.b().position_at_end(else_bb);
+                self.set_lanes(else_lanes)?;
                 let r = r.and_then(|()| self.block(else_block));
                 if r.is_ok() && self.open() {
                     self.b().build_unconditional_branch(merge)?;
@@ -47,7 +50,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.leave_sync(sync);
                 r?;
                 self.b().position_at_end(merge);
-                self.converge_end(sync)?;
+                self.converge_end(sync, Self::may_leave(&[then_block, else_block]))?;
                 if sync.is_some() && self.escapes_from(&[then_block, else_block], None) {
                     self.dispatch_escape()?;
                 }
@@ -247,12 +250,16 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
         self.b().build_unconditional_branch(header)?;
         self.b().position_at_end(header);
+        // The lanes starting this iteration: all that entered, then those the latch let on.
+        let at_header = self.converge_begin()?;
+        let mut iteration = at_header;
         match kind {
             LoopKind::Infinite => {
                 self.b().build_unconditional_branch(body_bb)?;
             }
             LoopKind::While(c) => {
                 let c = self.value(*c)?.into_int_value();
+                iteration = self.split_lanes(at_header, c)?.0;
                 self.b().build_conditional_branch(c, body_bb, exit)?;
             }
             LoopKind::For { .. } => {
@@ -276,28 +283,49 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     let gt = self.b().build_int_compare(IntPredicate::SGT, v, end, "")?;
                     c = self.b().build_select(neg, gt, c, "")?.into_int_value();
                 }
+                iteration = self.split_lanes(at_header, c)?.0;
                 self.b().build_conditional_branch(c, body_bb, exit)?;
             }
             LoopKind::Cond { cond, .. } => {
                 let c = self.value(*cond)?.into_int_value();
+                iteration = self.split_lanes(at_header, c)?.0;
                 self.b().build_conditional_branch(c, body_bb, exit)?;
             }
         }
-        self.enter_sync(sync, exit);
+        // Where lanes may leave an iteration early, the latch is the iteration's merge:
+        // every lane of the iteration goes through it (a `break` or an escape with its code
+        // set), so the next iteration's lanes can be voted there.
+        let k = self.loops.len();
+        let tracked_latch = iteration.is_some() && Self::may_leave(&[body]);
+        match (tracked_latch, sync) {
+            (true, _) => self.syncs.push(SyncFrame {
+                merge: latch,
+                loops: k + 1,
+            }),
+            (false, sync) => self.enter_sync(sync, exit),
+        }
         self.loops.push(LoopFrame {
             label: label.clone(),
             brk: exit,
             cont: latch,
         });
         self.b().position_at_end(body_bb);
+        self.set_lanes(iteration)?;
         let r = self.block(body);
         self.loops.pop();
-        self.leave_sync(sync);
+        if tracked_latch {
+            self.syncs.pop();
+        } else {
+            self.leave_sync(sync);
+        }
         r?;
         if self.open() {
             self.b().build_unconditional_branch(latch)?;
         }
         self.b().position_at_end(latch);
+        if let (true, Some(lanes)) = (tracked_latch, iteration) {
+            self.latch_dispatch(k, lanes, exit)?;
+        }
         if let Some((slot, end, step, _)) = for_state {
             let v = self
                 .b()
@@ -313,7 +341,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
         self.b().build_unconditional_branch(header)?;
         self.b().position_at_end(exit);
-        self.converge_end(sync)?;
+        self.converge_end(sync, Self::may_leave(&[body]))?;
         if sync.is_some() && self.escapes_from(&[body], Some(label)) {
             self.dispatch_escape()?;
         }
@@ -327,11 +355,101 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// that leave the construct early pass through its merge too (`SyncFrame`), so all of
     /// them arrive. A kernel's `return` ends the lane, and ended lanes do not hold up a warp
     /// sync.
+    ///
+    /// The value is the logical lane mask on entry (the parent's lanes, `lane_mask`), or
+    /// `None` where the target reconverges by itself or no wave verb is reached.
     pub(super) fn converge_begin(&self) -> LResult<Option<IntValue<'ctx>>> {
-        if !self.sync_waves || !self.open() {
-            return Ok(None);
+        match self.lane_mask {
+            Some(slot) if self.open() => {
+                let i64t = self.cx.context.i64_type();
+                Ok(Some(
+                    self.b().build_load(i64t, slot, "lanes")?.into_int_value(),
+                ))
+            }
+            _ => Ok(None),
         }
-        self.t.converge_begin(self.cx)
+    }
+
+    /// The logical mask of the lanes running here, as an `i64`: the tracked one where the
+    /// target needs it (`lane_mask`), else the hardware's.
+    pub(super) fn lanes(&self) -> LResult<IntValue<'ctx>> {
+        match self.lane_mask {
+            Some(slot) => {
+                let i64t = self.cx.context.i64_type();
+                Ok(self.b().build_load(i64t, slot, "lanes")?.into_int_value())
+            }
+            None => self.t.active_mask(self.cx),
+        }
+    }
+
+    /// Whether a call to helper `h` passes the lane mask (its hidden last parameter).
+    pub(super) fn passes_lanes(&self, h: Handle<Function>) -> bool {
+        self.lane_mask.is_some()
+            && self
+                .module
+                .functions
+                .try_get(h)
+                .is_some_and(|g| takes_lane_mask(self.t, self.module, g))
+    }
+
+    /// Sets the tracked lane mask (a no-op where none is tracked).
+    pub(super) fn set_lanes(&self, mask: Option<IntValue<'ctx>>) -> LResult<()> {
+        if let (Some(slot), Some(m)) = (self.lane_mask, mask) {
+            self.b().build_store(slot, m)?;
+        }
+        Ok(())
+    }
+
+    /// At a branch on `cond` taken by the lanes of `parent` (from `converge_begin`): the
+    /// masks of the lanes going each way, `(taken, not taken)`. A vote, so every lane of
+    /// `parent` must be here, which the tracking guarantees.
+    pub(super) fn split_lanes(
+        &self,
+        parent: Option<IntValue<'ctx>>,
+        cond: IntValue<'ctx>,
+    ) -> LResult<(Option<IntValue<'ctx>>, Option<IntValue<'ctx>>)> {
+        let Some(parent) = parent else {
+            return Ok((None, None));
+        };
+        let taken = self.t.ballot(self.cx, parent, cond)?;
+        let other = self.b().build_xor(parent, taken, "")?;
+        Ok((Some(taken), Some(other)))
+    }
+
+    /// The latch of loop `k` (the `k`-th open loop) when it is the iteration's merge: the
+    /// lanes of the iteration (`lanes`) are all here; those that finished the body or
+    /// `continue`d go on to the next iteration, under a mask voted among them; those that
+    /// `break` (code cleared) or escape further (code kept) go to `exit`.
+    fn latch_dispatch(
+        &mut self,
+        k: usize,
+        lanes: IntValue<'ctx>,
+        exit: BasicBlock<'ctx>,
+    ) -> LResult<()> {
+        let ctx = self.cx.context;
+        let i32t = ctx.i32_type();
+        let slot = self
+            .escape_slot
+            .ok_or_else(|| LowerError::new(codes::LLVM, "a tracked latch without its slot"))?;
+        let code = self.b().build_load(i32t, slot, "escape")?.into_int_value();
+        let is = |c: u64| {
+            self.b()
+                .build_int_compare(IntPredicate::EQ, code, i32t.const_int(c, false), "")
+        };
+        let (brk, cont) = (is(1 + 2 * k as u64)?, is(2 + 2 * k as u64)?);
+        let stay = self.b().build_or(is(0)?, cont, "")?;
+        let next = self.t.ballot(self.cx, lanes, stay)?;
+        self.set_lanes(Some(next))?;
+        let own = self.b().build_or(brk, cont, "")?;
+        let left = self
+            .b()
+            .build_select(own, i32t.const_zero(), code, "")?
+            .into_int_value();
+        self.b().build_store(slot, left)?;
+        let on = ctx.append_basic_block(self.llfn, "latch.on");
+        self.b().build_conditional_branch(stay, on, exit)?;
+        self.b().position_at_end(on);
+        Ok(())
     }
 
     pub(super) fn enter_sync(&mut self, sync: Option<IntValue<'ctx>>, merge: BasicBlock<'ctx>) {
@@ -445,10 +563,42 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
-    pub(super) fn converge_end(&self, mask: Option<IntValue<'ctx>>) -> LResult<()> {
-        match mask {
-            Some(m) => self.t.converge_end(self.cx, m),
-            None => Ok(()),
+    /// At the merge point of a construct entered with `converge_begin`'s `mask`: the lanes
+    /// wait for each other and the lane mask is the parent's again. When lanes may have
+    /// left the construct (`left`: a `break`, `continue` or `return` inside it), the mask
+    /// is voted afresh over the lanes that arrived, without those passing through on their
+    /// way out (an escape code set) and without those that ended.
+    pub(super) fn converge_end(&self, mask: Option<IntValue<'ctx>>, left: bool) -> LResult<()> {
+        let Some(parent) = mask else {
+            return Ok(());
+        };
+        if left {
+            let stay = self.not_escaping()?;
+            let m = self.t.ballot(self.cx, parent, stay)?;
+            self.set_lanes(Some(m))
+        } else {
+            self.t.converge_end(self.cx, parent)?;
+            self.set_lanes(Some(parent))
         }
+    }
+
+    /// Whether this lane is not on its way out of a construct (its escape code is clear).
+    fn not_escaping(&self) -> LResult<IntValue<'ctx>> {
+        let i32t = self.cx.context.i32_type();
+        Ok(match self.escape_slot {
+            Some(slot) => {
+                let code = self.b().build_load(i32t, slot, "escape")?.into_int_value();
+                self.b()
+                    .build_int_compare(IntPredicate::EQ, code, i32t.const_zero(), "")?
+            }
+            None => self.cx.context.bool_type().const_all_ones(),
+        })
+    }
+
+    /// Whether lanes may leave `stmts` before their end, counting every `break`,
+    /// `continue` and `return` inside them (a kernel's `return` too, which ends the lane:
+    /// the merge's mask must drop it).
+    pub(super) fn may_leave(stmts: &[&[Stmt]]) -> bool {
+        stmts.iter().any(|b| escapes(b, &mut Vec::new(), true))
     }
 }

@@ -99,13 +99,16 @@ pub trait LoweringTarget {
     /// whose order asks for it).
     fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()>;
 
-    /// On entry to a divergent if/loop of a kernel that uses wave verbs: the value that
-    /// `converge_end` needs to make the lanes arriving here together wait for each other
-    /// again at the merge point, or `None` where the hardware reconverges by itself.
-    fn converge_begin<'ctx>(&self, _cx: &Cx<'ctx>) -> LResult<Option<IntValue<'ctx>>> {
-        Ok(None)
+    /// Whether the lowering must keep the logical lane mask itself: lanes that diverged
+    /// need not run together again after the merge, and the hardware's own active mask
+    /// says who happens to be running, not who is logically in the construct (NVIDIA's
+    /// independent thread scheduling). Where this is false, the hardware reconverges at
+    /// the merge and `active_mask` is the logical mask.
+    fn tracks_lanes(&self) -> bool {
+        false
     }
-    /// At the merge point of a construct that `converge_begin` answered for.
+    /// At the merge point of a tracked construct: makes the lanes in `mask` (an `i64`, as
+    /// `active_mask` gives it) wait for each other.
     fn converge_end<'ctx>(&self, _cx: &Cx<'ctx>, _mask: IntValue<'ctx>) -> LResult<()> {
         Ok(())
     }

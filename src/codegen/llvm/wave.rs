@@ -164,7 +164,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     ) -> LResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let ctx = self.cx.context;
-        let mask = self.t.active_mask(self.cx)?;
+        let mask = self.lanes()?;
         let w = self.t.wave_width() as u64;
         let lane = || self.t.coord(self.cx, Coord::LaneId);
         Ok(match op {

@@ -240,7 +240,6 @@ pub enum Item {
 pub struct Family {
     pub name: String,
     pub template: String,
-    pub template_span: Span,
     pub keys: Vec<(String, Span, Expr)>,
     pub span: Span,
 }
@@ -261,21 +260,5 @@ impl Expr {
             _ => 0,
         };
         Expr { kind, span, depth }
-    }
-
-    /// The positional arguments of a call, if this is one.
-    pub fn call_args(&self) -> Option<(&str, Vec<&Expr>)> {
-        match &self.kind {
-            ExprKind::Call { name, args, .. } => Some((
-                name,
-                args.iter()
-                    .filter_map(|a| match a {
-                        Arg::Pos(e) => Some(e),
-                        Arg::Named(..) => None,
-                    })
-                    .collect(),
-            )),
-            _ => None,
-        }
     }
 }

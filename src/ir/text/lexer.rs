@@ -38,18 +38,24 @@ pub const KEYWORDS: &[&str] = &[
 pub enum Number {
     /// An integer: its magnitude (at most `u64::MAX`), whether it was written in hex.
     Int {
+        /// The magnitude.
         value: u64,
+        /// Whether it was written `0x...`.
         hex: bool,
+        /// The type suffix written (`7u8`), if any.
         suffix: Option<Scalar>,
     },
     /// A float: its decimal text without `_` (`1.5e-3`, `inf`, `nan`), read later at its type.
     Float {
+        /// The text.
         text: String,
+        /// The type suffix written (`1.0f16`), if any.
         suffix: Option<Scalar>,
     },
 }
 
 impl Number {
+    /// The type suffix written, if any.
     pub fn suffix(&self) -> Option<Scalar> {
         match self {
             Number::Int { suffix, .. } | Number::Float { suffix, .. } => *suffix,
@@ -58,16 +64,21 @@ impl Number {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A token's kind and payload.
 pub enum Tok {
+    /// An identifier that is not a keyword.
     Ident(String),
     /// A keyword from [`KEYWORDS`].
     Kw(&'static str),
+    /// A number.
     Num(Number),
+    /// A string literal, escapes decoded.
     Str(String),
     /// `'name`.
     Label(String),
     /// Punctuation and operators, longest match: `<<=` before `<<` before `<`.
     Punct(&'static str),
+    /// The end of the input.
     Eof,
 }
 
@@ -89,9 +100,13 @@ impl Tok {
 /// A token with where it starts (`span`) and its byte range in the source.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Token {
+    /// What the token is.
     pub tok: Tok,
+    /// Where it starts (line and column).
     pub span: Span,
+    /// Its first byte in the source.
     pub start: usize,
+    /// One past its last byte.
     pub end: usize,
 }
 

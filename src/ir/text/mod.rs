@@ -6,15 +6,16 @@
 //!   `print(parse(print(m))) == print(m)` for every module the parser accepts and every
 //!   well-formed module built in Rust.
 //!
-//! The pipeline is [`lexer`] → [`parser`] (syntax tree, [`ast`]) → `lower` (names, literal
+//! The pipeline is [`lexer`] → `parser` (syntax tree, `ast`) → `lower` (names, literal
 //! types, IR); the printer inverts the lowering's literal typing exactly. Comments are not
 //! part of the IR, so `print(parse(src))` drops them.
 
-pub mod ast;
+// The syntax tree and the parser are internal: programs go through `parse`/`parse_file`.
+pub(crate) mod ast;
 pub mod lexer;
 pub mod literal;
 mod lower;
-pub mod parser;
+pub(crate) mod parser;
 mod printer;
 pub mod run;
 

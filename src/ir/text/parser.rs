@@ -8,7 +8,7 @@ use super::codes;
 use super::lexer::{Number, Tok, Token};
 use super::literal;
 use crate::ir::text::run::{ArgInit, Expect, RunArg, RunSpec, Value};
-use crate::ir::{BinaryOp, Diagnostic, MatrixRole, Scalar, Span, UnaryOp, VECTOR_LANES};
+use crate::ir::{BinaryOp, Diagnostic, MatrixRole, Scalar, Span, UnaryOp};
 
 /// The deepest nesting of blocks, parentheses and operator trees the parser accepts.
 pub const MAX_DEPTH: u32 = 128;
@@ -398,7 +398,7 @@ impl Parser {
         self.bump();
         let (name, _) = self.name("a family name")?;
         self.expect("=")?;
-        let (template, template_span) = self.ident("a kernel template name")?;
+        let (template, _) = self.ident("a kernel template name")?;
         self.expect("(")?;
         let mut keys = Vec::new();
         while !self.at(")") {
@@ -414,7 +414,6 @@ impl Parser {
         Ok(Family {
             name,
             template,
-            template_span,
             keys,
             span,
         })
@@ -1598,9 +1597,4 @@ pub fn role_from_name(name: &str) -> Option<MatrixRole> {
         "acc" => Some(MatrixRole::Acc),
         _ => None,
     }
-}
-
-/// Whether `n` is a lane count a vector may have.
-pub fn valid_lanes(n: u64) -> bool {
-    VECTOR_LANES.iter().any(|l| *l as u64 == n)
 }

@@ -45,8 +45,11 @@ pub struct RunSpec {
 /// `arg NAME = INIT;`: the value of one kernel parameter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunArg {
+    /// The parameter's name.
     pub name: String,
+    /// Its value.
     pub init: ArgInit,
+    /// Where the line is written.
     pub span: Span,
 }
 
@@ -69,20 +72,39 @@ pub enum ArgInit {
     /// `[v0, v1, ...]`: a buffer's flat scalars (a vector buffer takes lanes in order).
     List(Vec<Value>),
     /// `fill(len, value)`: `len` elements, each `value` (every lane of a vector element).
-    Fill { len: u32, value: Value },
+    Fill {
+        /// Element count.
+        len: u32,
+        /// The value of every element.
+        value: Value,
+    },
     /// `iota(len)` or `iota(len, start, step)`: element `i` is `start + i * step` (default
     /// start 0, step 1, written as integers).
-    Iota { len: u32, start: Value, step: Value },
+    Iota {
+        /// Element count.
+        len: u32,
+        /// Element 0's value.
+        start: Value,
+        /// The difference between neighbours.
+        step: Value,
+    },
     /// `random(len, lo, hi, seed S)`: uniform values in `[lo, hi]` from the seeded generator.
     Random {
+        /// Element count.
         len: u32,
+        /// The lowest value.
         lo: Value,
+        /// The highest value.
         hi: Value,
+        /// The generator's seed (the same seed gives the same values).
         seed: u64,
     },
     /// `uninit(len)`: a fresh buffer of `len` elements, poisoned (reading one is undefined
     /// behaviour the interpreter reports). Arguments only, never expectations.
-    Uninit { len: u32 },
+    Uninit {
+        /// Element count.
+        len: u32,
+    },
 }
 
 impl ArgInit {
@@ -106,23 +128,39 @@ pub enum Expect {
     /// `expect NAME = VALUE;`: the buffer parameter holds `value` after the launch (any
     /// [`ArgInit`] form but `Uninit`; `Scalar` is not a buffer and the runner refuses it).
     Buffer {
+        /// The buffer parameter's name.
         name: String,
+        /// The expected contents.
         value: ArgInit,
+        /// Where the line is written.
         span: Span,
     },
     /// `expect NAME = interp;`: the buffer agrees with the reference interpreter's result
     /// (within `ulps` for floats).
-    Interp { name: String, span: Span },
+    Interp {
+        /// The buffer parameter's name.
+        name: String,
+        /// Where the line is written.
+        span: Span,
+    },
     /// `expect ub KIND;`: the interpreter reports undefined behaviour of that kind
     /// (`XPU-REF02`).
-    Ub { kind: String, span: Span },
+    Ub {
+        /// The UB kind's name (`out_of_bounds`, `data_race`, ...).
+        kind: String,
+        /// Where the line is written.
+        span: Span,
+    },
     /// `expect refused CODE;`: the launch or the verification is refused with that code.
     /// `expect refused CODE on NAME, ...;` says so of the named backends only (a hostile
     /// input one backend holds and another refuses); on the others the block's remaining
     /// expectations apply. Several refusals for one backend: any of the codes.
     Refused {
+        /// The expected error code (`XPU-L003`, ...).
         code: String,
+        /// The backends it applies to; empty for every backend.
         backends: Vec<String>,
+        /// Where the line is written.
         span: Span,
     },
 }
@@ -140,6 +178,7 @@ impl Expect {
         }
     }
 
+    /// Where the expectation is written.
     pub fn span(&self) -> Span {
         match self {
             Expect::Buffer { span, .. }

@@ -51,10 +51,12 @@ impl VerifiedModule {
         &self.module
     }
 
+    /// The module, giving up the verifier's facts.
     pub fn into_module(self) -> Module {
         self.module
     }
 
+    /// The function behind `handle`.
     pub fn function(&self, handle: Handle<Function>) -> &Function {
         &self.module.functions[handle]
     }

@@ -168,7 +168,7 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
             phi.add_incoming(&[(&*o, from), (&v, body_end)]);
             *o = phi.as_basic_value();
         }
-        self.0.converge_end(sync)?;
+        self.0.converge_end(sync, false)?;
         Ok(out)
     }
 }
