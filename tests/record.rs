@@ -641,6 +641,61 @@ fn a_profiler_ring_drained_concurrently_sees_every_record_once() {
     assert_eq!(sum, n * (n - 1) / 2);
 }
 
+/// The profiler's per-thread log of finished spans keeps every span, in order, across chunks
+/// and spares, and reading it does not consume it.
+#[test]
+fn a_profiler_log_keeps_every_value_in_order_across_chunks() {
+    use xpu::profile::log::{Log, CHUNK};
+    let log = Log::<u64>::new();
+    let n = CHUNK as u64 * 2 + 17;
+    for i in 0..n {
+        // SAFETY: this test's thread is the only producer.
+        let _ = unsafe { log.push(i) };
+    }
+    assert_eq!(log.len(), n as usize);
+    // Spares are used and refilled without losing or repeating a value.
+    assert!(log.refill());
+    for i in n..n + CHUNK as u64 {
+        // SAFETY: as above.
+        let _ = unsafe { log.push(i) };
+    }
+    assert!(log.refill());
+    assert!(!log.refill());
+    let n = n + CHUNK as u64;
+    let mut seen = Vec::new();
+    log.for_each(|v| seen.push(*v));
+    assert_eq!(seen, (0..n).collect::<Vec<_>>());
+    // Reading does not consume.
+    let mut again = 0;
+    log.for_each(|_| again += 1);
+    assert_eq!(again, n);
+}
+
+/// A reader of a log being written sees a prefix, in order.
+#[test]
+fn a_profiler_log_reader_sees_a_prefix_while_the_producer_writes() {
+    use xpu::profile::log::{Log, CHUNK};
+    let log = std::sync::Arc::new(Log::<u64>::new());
+    let producer = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for i in 0..(CHUNK as u64 * 3) {
+                // SAFETY: this thread is the only producer.
+                let _ = unsafe { log.push(i) };
+            }
+        })
+    };
+    for _ in 0..50 {
+        let mut next = 0u64;
+        log.for_each(|v| {
+            assert_eq!(*v, next);
+            next += 1;
+        });
+    }
+    producer.join().unwrap();
+    assert_eq!(log.len(), CHUNK * 3);
+}
+
 /// The profiler's counter, converted by its fit, follows the monotonic clock.
 #[test]
 fn the_profiler_clock_follows_the_monotonic_clock() {

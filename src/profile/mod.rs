@@ -18,12 +18,19 @@
 //! # The launch path
 //!
 //! Capture costs a launch two reads of a cheap counter ([`clock`]: `rdtsc` where the TSC is
-//! invariant) and one record written into the calling thread's preallocated ring ([`ring`]):
-//! no allocation, no lock, no formatting, no clock conversion. Kernel names are interned once
-//! per kernel ([`intern`]). A writer thread (`xpu-profile`) drains the rings every few
-//! milliseconds (at once when a ring is half full), resolves device spans, and keeps the
-//! spans; the trace is formatted at [`finish`]. A full ring spills into a list (a lock taken
-//! only then) and drops nothing; the spill count is the trace's `ring_overflow`.
+//! invariant) and one fixed-size record (kernel id, grid, block, bytes, tier, two stamps):
+//! no allocation, no lock, no formatting, no clock conversion; kernel names are interned once
+//! per kernel ([`intern`]), backend and stage names through a thread-local cache. A span that
+//! is final when recorded (every host span, and a launch on a host backend, whose device span
+//! is its call's window) goes into the calling thread's [`log`]: append-only chunks that no
+//! other thread reads before the trace is written. Launches on asynchronous streams, stream
+//! completions and vendor dispatch records go through the thread's preallocated [`ring`],
+//! which a writer thread (`xpu-profile`) drains every few milliseconds (at once when a ring
+//! is half full) to resolve device spans. The writer also keeps each log a few chunks whose
+//! pages it has already touched, so that the launch path does not take the page faults of a
+//! growing capture. Everything is formatted only at [`finish`]. A full ring spills into a list
+//! (a lock taken only then) and drops nothing; the spill count is the trace's
+//! `ring_overflow`.
 //!
 //! Device spans of asynchronous streams wait in a pending table until their stream completes;
 //! the table grows rather than dropping a launch. The trace's `otherData` carries the counters
@@ -37,6 +44,7 @@
 //! also registered with `atexit` when capture is armed.
 
 pub mod clock;
+pub mod log;
 pub mod ring;
 pub mod summary;
 
@@ -204,13 +212,7 @@ pub type DeviceClock = Box<dyn FnOnce() -> Option<u64> + Send>;
 
 /// What a thread writes into its ring.
 enum Rec {
-    Host {
-        kind: Kind,
-        name: Name,
-        start: u64,
-        end: u64,
-        args: Args,
-    },
+    /// A launch whose device span is resolved later (asynchronous streams).
     Launch {
         name: Name,
         stream: u64,
@@ -243,6 +245,8 @@ struct Local {
     id: u64,
     name: String,
     ring: Ring<Rec>,
+    /// Spans final when recorded (host spans, launches on host backends).
+    log: log::Log<Out>,
 }
 
 /// Every thread's ring (never removed: a thread that exits leaves its records to drain).
@@ -375,6 +379,7 @@ fn register() -> *const Local {
         id,
         name,
         ring: Ring::new(),
+        log: log::Log::new(),
     });
     let ptr = Arc::as_ptr(&local);
     THREADS.lock().push(local);
@@ -382,12 +387,76 @@ fn register() -> *const Local {
     ptr
 }
 
+/// The calling thread's ring and log.
 #[inline]
-fn push(rec: Rec) {
+fn local() -> &'static Local {
     let mut ptr = LOCAL.with(Cell::get);
     if ptr.is_null() {
         ptr = register();
     }
+    // SAFETY: `ptr` points into an `Arc<Local>` that `THREADS` keeps for the process's life.
+    unsafe { &*ptr }
+}
+
+/// Appends a finished span to the calling thread's log (no other thread reads it before the
+/// trace is written).
+#[inline]
+fn log_span(mut out: Out) {
+    let local = local();
+    out.thread = local.id as u32;
+    // SAFETY: this thread is the only one that pushes into its own log.
+    if unsafe { local.log.push(out) } {
+        if let Some(w) = WRITER.get() {
+            w.unpark();
+        }
+    }
+}
+
+/// Backend and stage names, indexed by [`Out::backend`] and [`Out::stage`] (0 is none).
+static STATICS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The last few names looked up in [`STATICS`] by this thread: (address, length, index).
+    static STATIC_CACHE: Cell<[(usize, usize, u8); 4]> = const { Cell::new([(0, 0, 0); 4]) };
+}
+
+/// The index of `s` in [`STATICS`] (a thread-local cache first: no lock on the launch path).
+#[inline]
+fn static_index(s: &'static str) -> u8 {
+    if s.is_empty() {
+        return 0;
+    }
+    let key = (s.as_ptr() as usize, s.len());
+    let mut cache = STATIC_CACHE.with(Cell::get);
+    if let Some(e) = cache.iter().find(|e| (e.0, e.1) == key) {
+        return e.2;
+    }
+    let i = static_index_slow(s);
+    cache.rotate_right(1);
+    cache[0] = (key.0, key.1, i);
+    STATIC_CACHE.with(|c| c.set(cache));
+    i
+}
+
+#[cold]
+fn static_index_slow(s: &'static str) -> u8 {
+    let mut statics = STATICS.lock();
+    if statics.is_empty() {
+        statics.push("");
+    }
+    if let Some(i) = statics.iter().position(|t| *t == s) {
+        return i as u8;
+    }
+    if statics.len() == 255 {
+        return 0;
+    }
+    statics.push(s);
+    (statics.len() - 1) as u8
+}
+
+#[inline]
+fn push(rec: Rec) {
+    let ptr: *const Local = local();
     // SAFETY: `ptr` points into an `Arc<Local>` that `THREADS` keeps for the process's life,
     // and this thread is the only one that pushes into its own ring.
     let wake = unsafe { (*ptr).ring.push(rec) };
@@ -407,13 +476,9 @@ pub fn host_span(kind: Kind, name: &str, start: Stamp, args: Args) {
 /// [`host_span`] of a name already interned or static (no lock).
 pub fn host_span_named(kind: Kind, name: Name, start: Stamp, args: Args) {
     let end = clock::ticks();
-    push(Rec::Host {
-        kind,
-        name,
-        start: start.0,
-        end,
-        args,
-    });
+    let mut out = out_of(kind, name, start.0, end, &args);
+    out.flags |= flag::HOST;
+    log_span(out);
 }
 
 /// A launch on stream `key`: its host span from `start` to `end` on the calling thread, and
@@ -426,6 +491,14 @@ pub fn launch_span(
     args: Args,
     device: DeviceTiming,
 ) {
+    if let DeviceTiming::Exact = device {
+        // Host streams run the launch inside the call: one record for both spans, final now.
+        let mut out = out_of(Kind::Launch, name, start.0, end.0, &args);
+        out.stream = key;
+        out.flags |= flag::HOST | flag::DEVICE;
+        log_span(out);
+        return;
+    }
     push(Rec::Launch {
         name,
         stream: key,
@@ -492,40 +565,89 @@ pub fn stream_completed(key: u64, sync_start: Stamp) {
     });
 }
 
-/// How long a resolved span lasts.
-#[derive(Clone, Copy)]
-enum Dur {
-    Ticks(u64),
-    Ns(u64),
+/// Bits of [`Out::flags`].
+mod flag {
+    /// A host span on the thread's track.
+    pub const HOST: u8 = 1;
+    /// A device span on the stream's track (with the span's tier).
+    pub const DEVICE: u8 = 2;
+    /// `dur` is nanoseconds (else counter ticks).
+    pub const NS: u8 = 4;
+    pub const GRID: u8 = 8;
+    pub const BLOCK: u8 = 16;
+    pub const BYTES: u8 = 32;
 }
 
-/// A resolved span, as kept until the trace is written.
-#[derive(Clone)]
+/// A resolved span, as kept until the trace is written: a fixed-size record, formatted only
+/// then. A launch on a host backend is one record for both its host span and its device span
+/// (the same window, exact); a launch on an asynchronous stream is a host record and, once
+/// resolved, a device record.
+#[derive(Clone, Copy)]
 struct Out {
-    kind: Kind,
     name: Name,
-    /// A thread ordinal, or a stream key (`device`).
-    track: u64,
-    device: bool,
     start: u64,
-    dur: Dur,
-    tier: Option<Tier>,
-    args: Args,
+    /// Counter ticks, or nanoseconds with [`flag::NS`].
+    dur: u64,
+    /// The stream key of a device span.
+    stream: u64,
+    bytes: u64,
+    grid: [u32; 3],
+    block: [u32; 3],
+    /// The thread ordinal of a host span.
+    thread: u32,
+    /// Indexes into [`STATICS`] (0: none).
+    backend: u8,
+    stage: u8,
+    kind: Kind,
+    tier: Tier,
+    flags: u8,
+}
+
+/// Resolved spans, in chunks that are never reallocated (a long capture grows without
+/// copying what it holds).
+struct Chunks {
+    full: Vec<Vec<Out>>,
+    cur: Vec<Out>,
+}
+
+/// Spans per chunk.
+const CHUNK: usize = 4096;
+
+impl Default for Chunks {
+    fn default() -> Chunks {
+        Chunks {
+            full: Vec::new(),
+            cur: Vec::with_capacity(CHUNK),
+        }
+    }
+}
+
+impl Chunks {
+    #[inline]
+    fn push(&mut self, out: Out) {
+        if self.cur.len() == self.cur.capacity() {
+            let next = Vec::with_capacity(CHUNK);
+            self.full.push(std::mem::replace(&mut self.cur, next));
+        }
+        self.cur.push(out);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Out> {
+        self.full.iter().flatten().chain(self.cur.iter())
+    }
 }
 
 /// A device span waiting for its stream (or its dispatch record).
 struct Pend {
-    name: Name,
-    start: u64,
+    out: Out,
     /// When the launch call returned: a completion whose sync began after it covers it.
     returned: u64,
-    args: Args,
     timing: DeviceTiming,
 }
 
 #[derive(Default)]
 struct Store {
-    spans: Vec<Out>,
+    spans: Chunks,
     pending: HashMap<u64, Vec<Pend>>,
     /// Per stream: completions seen (sync start, end), sorted, the latest few.
     completions: HashMap<u64, Vec<(u64, u64)>>,
@@ -537,6 +659,38 @@ struct Store {
     early: HashMap<u64, (u64, u64)>,
     /// The backend of each stream's first span (to name its track).
     stream_backend: HashMap<u64, &'static str>,
+    /// The stream of the last launch accepted (its backend is known).
+    last_stream: Option<u64>,
+}
+
+/// A span of `kind` from `start` to `end` (ticks) with `args`, on no track yet.
+#[inline]
+fn out_of(kind: Kind, name: Name, start: u64, end: u64, args: &Args) -> Out {
+    let mut flags = 0;
+    if args.grid.is_some() {
+        flags |= flag::GRID;
+    }
+    if args.block.is_some() {
+        flags |= flag::BLOCK;
+    }
+    if args.bytes.is_some() {
+        flags |= flag::BYTES;
+    }
+    Out {
+        name,
+        start,
+        dur: end.saturating_sub(start),
+        stream: 0,
+        bytes: args.bytes.unwrap_or(0),
+        grid: args.grid.unwrap_or_default(),
+        block: args.block.unwrap_or_default(),
+        thread: 0,
+        backend: static_index(args.backend),
+        stage: args.stage.map_or(0, static_index),
+        kind,
+        tier: Tier::Host,
+        flags,
+    }
 }
 
 static STORE: Mutex<Option<Store>> = Mutex::new(None);
@@ -548,6 +702,7 @@ fn drain() {
     let store = store.get_or_insert_with(Store::default);
     let mut touched: Vec<u64> = Vec::new();
     for local in &locals {
+        local.log.refill();
         let id = local.id;
         // SAFETY: drains are serialised by the store's lock, held here.
         unsafe { local.ring.drain(|rec| store.accept(id, rec, &mut touched)) };
@@ -562,22 +717,6 @@ fn drain() {
 impl Store {
     fn accept(&mut self, thread: u64, rec: Rec, touched: &mut Vec<u64>) {
         match rec {
-            Rec::Host {
-                kind,
-                name,
-                start,
-                end,
-                args,
-            } => self.spans.push(Out {
-                kind,
-                name,
-                track: thread,
-                device: false,
-                start,
-                dur: Dur::Ticks(end.saturating_sub(start)),
-                tier: None,
-                args,
-            }),
             Rec::Launch {
                 name,
                 stream,
@@ -586,37 +725,30 @@ impl Store {
                 args,
                 device,
             } => {
-                self.stream_backend.entry(stream).or_insert(args.backend);
-                let host = Out {
-                    kind: Kind::Launch,
-                    name,
-                    track: thread,
-                    device: false,
-                    start,
-                    dur: Dur::Ticks(end.saturating_sub(start)),
-                    tier: None,
-                    args: args.clone(),
-                };
+                if self.last_stream != Some(stream) {
+                    self.stream_backend.entry(stream).or_insert(args.backend);
+                    self.last_stream = Some(stream);
+                }
+                let mut out = out_of(Kind::Launch, name, start, end, &args);
+                out.thread = thread as u32;
+                out.stream = stream;
+                out.flags |= flag::HOST;
                 match device {
                     DeviceTiming::None => {}
-                    DeviceTiming::Exact => self.spans.push(Out {
-                        track: stream,
-                        device: true,
-                        tier: Some(Tier::Host),
-                        ..host.clone()
-                    }),
+                    // Host streams run the launch inside the call: one record for both spans.
+                    DeviceTiming::Exact => out.flags |= flag::DEVICE,
                     timing => {
+                        let mut dev = out;
+                        dev.flags = (out.flags & !flag::HOST) | flag::DEVICE;
                         self.pending.entry(stream).or_default().push(Pend {
-                            name,
-                            start,
+                            out: dev,
                             returned: end,
-                            args,
                             timing,
                         });
                         touched.push(stream);
                     }
                 }
-                self.spans.push(host);
+                self.spans.push(out);
             }
             Rec::Completed {
                 stream,
@@ -634,8 +766,9 @@ impl Store {
             Rec::Record { id, start, end } => match self.awaiting.remove(&id) {
                 Some(mut out) => {
                     out.start = start;
-                    out.dur = Dur::Ticks(end.saturating_sub(start));
-                    out.tier = Some(Tier::Device);
+                    out.dur = end.saturating_sub(start);
+                    out.flags &= !flag::NS;
+                    out.tier = Tier::Device;
                     self.spans.push(out);
                 }
                 None => {
@@ -671,38 +804,29 @@ impl Store {
         for (end, list) in batches {
             let n = list.len() as u64;
             for (i, p) in list.into_iter().enumerate() {
-                let start = p.start.max(cursor);
-                let mut out = Out {
-                    kind: Kind::Launch,
-                    name: p.name,
-                    track: key,
-                    device: true,
-                    start,
-                    dur: Dur::Ticks(0),
-                    tier: Some(Tier::Host),
-                    args: p.args,
-                };
+                let start = p.out.start.max(cursor);
+                let mut out = p.out;
+                out.start = start;
+                out.tier = Tier::Host;
                 let host_share = end.saturating_sub(start) / (n - i as u64).max(1);
+                out.dur = host_share;
                 match p.timing {
                     DeviceTiming::Pending(Some((tier, clock))) => match clock() {
                         Some(ns) => {
-                            out.dur = Dur::Ns(ns);
-                            out.tier = Some(tier);
+                            out.dur = ns;
+                            out.flags |= flag::NS;
+                            out.tier = tier;
                             cursor = start + fit.ticks_of(ns);
                         }
-                        None => {
-                            out.dur = Dur::Ticks(host_share);
-                            cursor = start + host_share;
-                        }
+                        None => cursor = start + host_share,
                     },
                     DeviceTiming::Record(id) => {
-                        out.dur = Dur::Ticks(host_share);
                         cursor = start + host_share;
                         match self.early.remove(&id) {
                             Some((s, e)) => {
                                 out.start = s;
-                                out.dur = Dur::Ticks(e.saturating_sub(s));
-                                out.tier = Some(Tier::Device);
+                                out.dur = e.saturating_sub(s);
+                                out.tier = Tier::Device;
                             }
                             None => {
                                 self.awaiting.insert(id, out);
@@ -710,10 +834,7 @@ impl Store {
                             }
                         }
                     }
-                    _ => {
-                        out.dur = Dur::Ticks(host_share);
-                        cursor = start + host_share;
-                    }
+                    _ => cursor = start + host_share,
                 }
                 self.spans.push(out);
             }
@@ -773,7 +894,8 @@ pub fn trace_json() -> String {
     let unmatched = store.awaiting.len();
     let q = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into());
     let pid = 1;
-    let mut out = String::with_capacity(256 * (store.spans.len() + 16));
+    let logged: usize = locals.iter().map(|l| l.log.len()).sum();
+    let mut out = String::with_capacity(256 * (logged + CHUNK * (store.spans.full.len() + 1) + 16));
     out.push_str("{\"traceEvents\":[");
     let _ = write!(
         out,
@@ -789,20 +911,23 @@ pub fn trace_json() -> String {
     }
     // Stream tracks follow the host threads: tids from 1_000_000 in first-seen order.
     let mut stream_tids: HashMap<u64, u64> = HashMap::new();
-    let mut write_span = |out: &mut String, s: &Out, dur_ns: u64, tier: Option<Tier>| {
-        let tid = if s.device {
+    let statics: Vec<&'static str> = STATICS.lock().clone();
+    let static_of = |i: u8| statics.get(i as usize).copied().unwrap_or("");
+    let mut write_span = |out: &mut String, s: &Out, device: bool| {
+        let tid = if device {
             let next = 1_000_000 + stream_tids.len() as u64;
-            let tid = *stream_tids.entry(s.track).or_insert(next);
+            let tid = *stream_tids.entry(s.stream).or_insert(next);
             if tid == next {
-                let name = streams.get(&s.track).cloned().unwrap_or_else(|| {
+                let name = streams.get(&s.stream).cloned().unwrap_or_else(|| {
                     format!(
                         "{} stream {:#x}",
                         store
                             .stream_backend
-                            .get(&s.track)
+                            .get(&s.stream)
                             .copied()
+                            .or(Some(static_of(s.backend)).filter(|b| !b.is_empty()))
                             .unwrap_or("device"),
-                        s.track & 0xffff_ffff
+                        s.stream & 0xffff_ffff
                     )
                 });
                 let _ = write!(
@@ -813,61 +938,73 @@ pub fn trace_json() -> String {
             }
             tid
         } else {
-            s.track
+            u64::from(s.thread)
+        };
+        let dur_ns = if s.flags & flag::NS != 0 {
+            s.dur
+        } else {
+            fit.dur_ns(s.dur)
         };
         let name = q(name_of(s.name));
-        let cat = if s.device {
-            format!("device.{}", s.kind.name())
-        } else {
-            s.kind.name().to_string()
-        };
+        let dev = if device { "device." } else { "" };
         let _ = write!(
             out,
-            ",{{\"name\":{name},\"cat\":\"{cat}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":{pid},\"tid\":{tid},\"args\":{{",
+            ",{{\"name\":{name},\"cat\":\"{dev}{}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":{pid},\"tid\":{tid},\"args\":{{",
+            s.kind.name(),
             fit.ns(s.start) as f64 / 1000.0,
             dur_ns as f64 / 1000.0,
         );
         let mut sep = "";
-        let a = &s.args;
-        if !a.backend.is_empty() {
-            let _ = write!(out, "\"backend\":{}", q(a.backend));
+        let backend = static_of(s.backend);
+        if !backend.is_empty() {
+            let _ = write!(out, "\"backend\":{}", q(backend));
             sep = ",";
         }
         if s.kind == Kind::Launch {
             let _ = write!(out, "{sep}\"kernel\":{name}");
             sep = ",";
         }
-        if let Some(g) = a.grid {
+        if s.flags & flag::GRID != 0 {
+            let g = s.grid;
             let _ = write!(out, "{sep}\"grid\":[{},{},{}]", g[0], g[1], g[2]);
             sep = ",";
         }
-        if let Some(b) = a.block {
+        if s.flags & flag::BLOCK != 0 {
+            let b = s.block;
             let _ = write!(out, "{sep}\"block\":[{},{},{}]", b[0], b[1], b[2]);
             sep = ",";
         }
-        if let Some(b) = a.bytes {
-            let _ = write!(out, "{sep}\"bytes\":{b}");
+        if s.flags & flag::BYTES != 0 {
+            let _ = write!(out, "{sep}\"bytes\":{}", s.bytes);
             sep = ",";
         }
-        if let Some(st) = a.stage {
-            let _ = write!(out, "{sep}\"stage\":{}", q(st));
+        let stage = static_of(s.stage);
+        if !stage.is_empty() {
+            let _ = write!(out, "{sep}\"stage\":{}", q(stage));
             sep = ",";
         }
-        if let Some(t) = tier {
-            let _ = write!(out, "{sep}\"tier\":\"{}\"", t.name());
+        if device {
+            let _ = write!(out, "{sep}\"tier\":\"{}\"", s.tier.name());
         }
         out.push_str("}}");
     };
-    let dur_of = |d: Dur| match d {
-        Dur::Ticks(t) => fit.dur_ns(t),
-        Dur::Ns(ns) => ns,
+    let mut both = |out: &mut String, s: &Out| {
+        if s.flags & flag::HOST != 0 {
+            write_span(out, s, false);
+        }
+        if s.flags & flag::DEVICE != 0 {
+            write_span(out, s, true);
+        }
     };
-    for s in &store.spans {
-        write_span(&mut out, s, dur_of(s.dur), s.tier);
+    for l in &locals {
+        l.log.for_each(|s| both(&mut out, s));
     }
-    // Spans whose dispatch record never came: submit to complete.
+    for s in store.spans.iter() {
+        both(&mut out, s);
+    }
+    // Spans whose dispatch record never came: submit to complete (their tier is `HOST`).
     for s in store.awaiting.values() {
-        write_span(&mut out, s, dur_of(s.dur), Some(Tier::Host));
+        write_span(&mut out, s, true);
     }
     let device_sources: serde_json::Map<String, serde_json::Value> = sources
         .iter()
