@@ -119,6 +119,7 @@ struct CtxState {
 // SAFETY: a CUDA context handle may be used from any thread once made current there, which
 // `bind` does before every driver call.
 unsafe impl Send for Ctx {}
+// SAFETY: shared references only make the same driver calls, which are thread-safe.
 unsafe impl Sync for Ctx {}
 
 /// Whether a driver error is sticky: the context is lost and every later call fails until it
@@ -844,6 +845,7 @@ pub struct CudaStream {
 
 // SAFETY: CUDA streams may be used from any thread of the process (with the context bound).
 unsafe impl Send for CudaStream {}
+// SAFETY: shared references only make the same driver calls, which are thread-safe.
 unsafe impl Sync for CudaStream {}
 
 impl CudaStream {
@@ -1014,6 +1016,7 @@ pub struct CudaEvent {
 
 // SAFETY: events may be used from any thread with the context bound.
 unsafe impl Send for CudaEvent {}
+// SAFETY: shared references only make the same driver calls, which are thread-safe.
 unsafe impl Sync for CudaEvent {}
 
 impl Drop for CudaEvent {
@@ -1499,6 +1502,7 @@ impl Loaded {
 
 // SAFETY: module and function handles are usable from any thread with the context bound.
 unsafe impl Send for CudaKernel {}
+// SAFETY: shared references only make the same driver calls, which are thread-safe.
 unsafe impl Sync for CudaKernel {}
 
 impl Drop for CudaKernel {

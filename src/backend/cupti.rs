@@ -320,10 +320,8 @@ fn read_buffer(api: &Api, buffer: *mut u8, valid: usize) {
                     read_u64(record, 24),
                 ));
             }
-            KIND_EXTERNAL_CORRELATION => {
-                if read_u32(record, 4) == EXTERNAL_KIND {
-                    m.external.insert(read_u32(record, 16), read_u64(record, 8));
-                }
+            KIND_EXTERNAL_CORRELATION if read_u32(record, 4) == EXTERNAL_KIND => {
+                m.external.insert(read_u32(record, 16), read_u64(record, 8));
             }
             _ => {}
         }

@@ -102,6 +102,7 @@ struct Api {
 // SAFETY: the entry points are plain C functions of a thread-safe runtime; the library
 // handle is only kept alive.
 unsafe impl Send for Api {}
+// SAFETY: shared references only make the same driver calls, which are thread-safe.
 unsafe impl Sync for Api {}
 
 const HIP_SUCCESS: HipError = 0;
@@ -536,8 +537,8 @@ impl DeviceImpl for HipDevice {
             }
             if init == Init::Poison {
                 // SAFETY: `p` holds `bytes` bytes.
-                self.ctx
-                    .check("hipMemset", unsafe { (self.api.memset)(p, 0xFF, bytes) })?;
+                let r = unsafe { (self.api.memset)(p, 0xFF, bytes) };
+                self.ctx.check("hipMemset", r)?;
             }
         }
         Ok(Arc::new(HipMemory {
@@ -765,6 +766,7 @@ impl HipStream {
 
 // SAFETY: HIP streams may be used from any thread.
 unsafe impl Send for HipStream {}
+// SAFETY: shared references only make the same driver calls, which are thread-safe.
 unsafe impl Sync for HipStream {}
 
 impl Drop for HipStream {
@@ -841,6 +843,7 @@ pub struct HipEvent {
 
 // SAFETY: HIP events may be used from any thread.
 unsafe impl Send for HipEvent {}
+// SAFETY: shared references only make the same driver calls, which are thread-safe.
 unsafe impl Sync for HipEvent {}
 
 impl Drop for HipEvent {
@@ -1163,6 +1166,7 @@ pub struct HipKernel {
 
 // SAFETY: module and function handles may be used from any thread.
 unsafe impl Send for HipKernel {}
+// SAFETY: shared references only make the same driver calls, which are thread-safe.
 unsafe impl Sync for HipKernel {}
 
 impl Drop for HipKernel {

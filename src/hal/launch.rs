@@ -743,11 +743,13 @@ pub enum LaunchError {
     },
     /// The device faulted (a sticky CUDA/HIP error: an illegal or misaligned address, a trap)
     /// while running `kernel`, the kernel launched last before the fault was seen. The
-    /// backend recreated the device's context: the device goes on, and every buffer of the
-    /// lost context reports `XPU-D014` on use.
+    /// backend recreates the device's context where the driver lets it (the message says how
+    /// it went; where it could not, later calls give `XPU-D016`), and every buffer of the lost
+    /// context reports `XPU-D014` on use.
     #[error(
-        "error[{}]: kernel {kernel}: the device faulted running it: {message}; the device's \
-         context was recreated, and every buffer allocated before the fault is lost",
+        "error[{}]: kernel {kernel}: the device faulted running it: {message} (the \
+         message says whether the context was recreated); every buffer allocated before the \
+         fault is lost",
         codes::DEVICE_FAULT
     )]
     DeviceFault {

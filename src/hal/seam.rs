@@ -151,11 +151,13 @@ pub enum DeviceError {
         kernel: String,
     },
     /// The device faulted (a sticky CUDA/HIP error) running `kernel`, the kernel launched
-    /// last, and this operation saw it; the backend recreated the context, and every buffer
-    /// of the lost one reports [`DeviceError::Lost`] on use.
+    /// last, and this operation saw it; the backend recreated the context where the driver
+    /// lets it (the message says; else later calls give [`DeviceError::Unrecovered`]), and
+    /// every buffer of the lost one reports [`DeviceError::Lost`] on use.
     #[error(
-        "error[{}]: the device faulted running kernel {kernel}: {message}; the device's \
-         context was recreated, and every buffer allocated before the fault is lost",
+        "error[{}]: the device faulted running kernel {kernel}: {message} (the \
+         message says whether the context was recreated); every buffer allocated before the \
+         fault is lost",
         codes::DEVICE_FAULT
     )]
     DeviceFault {
