@@ -13,25 +13,7 @@ impl Em<'_> {
         if let Some(v) = self.debug_var {
             return v;
         }
-        let st = self
-            .buffer_struct(Scalar::U32, false)
-            .expect("32-bit buffer elements need no capability");
-        let pt = self.tk(TyKey::Ptr(StorageClass::StorageBuffer, st));
-        let var = self.b.id();
-        self.b
-            .module_mut()
-            .types_global_values
-            .push(Instruction::new(
-                Op::Variable,
-                Some(pt),
-                Some(var),
-                vec![Operand::StorageClass(StorageClass::StorageBuffer)],
-            ));
-        self.b.decorate(
-            var,
-            spirv::Decoration::DescriptorSet,
-            vec![Operand::LiteralBit32(0)],
-        );
+        let var = self.u32_storage_var();
         self.debug_var = Some(var);
         var
     }
