@@ -340,7 +340,8 @@ fn wave_width_other_than_32_is_refused_by_name() {
     assert_eq!(e.code, llvm::codes::WAVE);
 }
 
-fn ptx_of(src: &str) -> String {
+/// The first kernel of `src` lowered for sm_90.
+fn lower_sm90(src: &str) -> llvm::Lowered {
     let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
     let (h, _) = vm.kernels().next().unwrap();
     llvm::lower(
@@ -350,8 +351,10 @@ fn ptx_of(src: &str) -> String {
         &Default::default(),
     )
     .unwrap()
-    .text()
-    .to_string()
+}
+
+fn ptx_of(src: &str) -> String {
+    lower_sm90(src).text().to_string()
 }
 
 /// The IR's lanes reconverge at the end of every if/loop; on NVIDIA (independent thread
@@ -1418,18 +1421,6 @@ mod print_assert {
     const PLAIN: &str =
         "kernel k(out: buf<u32, rw>) {\n    let i: u32 = global_id.x;\n    out[i] = i;\n}\n";
 
-    fn lower(src: &str) -> llvm::Lowered {
-        let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
-        let (h, _) = vm.kernels().next().unwrap();
-        llvm::lower(
-            vm.module(),
-            &[KernelRef::plain(h)],
-            &Nvptx::new(90),
-            &Default::default(),
-        )
-        .unwrap()
-    }
-
     fn sites() -> Vec<DebugSite> {
         vec![
             DebugSite {
@@ -1460,7 +1451,7 @@ mod print_assert {
     /// the ABI; code without either statement is unchanged and has no buffer.
     #[test]
     fn ptx_writes_records_into_the_debug_buffer() {
-        let out = lower(SRC);
+        let out = lower_sm90(SRC);
         let ptx = out.text();
         assert!(
             ptx.contains(&format!(
@@ -1479,7 +1470,7 @@ mod print_assert {
         assert!(k.debug);
         assert_eq!(k.debug_sites, sites());
         assert!(!k.report, "print is not a check");
-        let plain = lower(PLAIN);
+        let plain = lower_sm90(PLAIN);
         assert!(!plain.text().contains("xpu_debug"));
         assert!(!plain.kernels[0].debug && plain.kernels[0].debug_sites.is_empty());
         if ptxas::find().is_some() {
@@ -1495,7 +1486,7 @@ mod print_assert {
     /// decodes the records as one from a fresh lowering does.
     #[test]
     fn the_cached_header_carries_the_sites() {
-        let out = lower(SRC);
+        let out = lower_sm90(SRC);
         let header = xpu::backend::cuda::abi_header(&out.kernels[0]);
         assert!(header.contains("// xpu-debug\n"), "{header}");
         let back: Vec<DebugSite> = header
