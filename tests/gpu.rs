@@ -75,12 +75,7 @@ fn every_filetest_kernel_lowers_and_assembles() {
     for (path, vm) in modules() {
         for (h, f) in vm.kernels() {
             let name = format!("{}::{}", path.display(), f.name);
-            let out = match llvm::lower(
-                vm.module(),
-                &[KernelRef::plain(h)],
-                &target,
-                &Default::default(),
-            ) {
+            let out = match llvm::lower(&vm, &[KernelRef::plain(h)], &target, &Default::default()) {
                 Ok(o) => o,
                 Err(e) if e.code == llvm::codes::UNSUPPORTED || e.code == llvm::codes::WAVE => {
                     refused.push(format!("{name}: {e}"));
@@ -133,13 +128,8 @@ fn ptx_snapshots() {
             if !wanted.contains(&f.name.as_str()) {
                 continue;
             }
-            let out = llvm::lower(
-                vm.module(),
-                &[KernelRef::plain(h)],
-                &target,
-                &Default::default(),
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
+            let out = llvm::lower(&vm, &[KernelRef::plain(h)], &target, &Default::default())
+                .unwrap_or_else(|e| panic!("{e}"));
             let file = dir.join(format!("{}.ptx", f.name));
             let text = out.text();
             if bless {
@@ -174,7 +164,7 @@ fn matrices_native_where_wmma_fits_and_software_elsewhere() {
         let vm = xpu::ir::parse(&src).unwrap().verify().unwrap();
         let (h, _) = vm.kernels().next().unwrap();
         let out = llvm::lower(
-            vm.module(),
+            &vm,
             &[KernelRef::plain(h)],
             &Nvptx::new(90),
             &Default::default(),
@@ -206,7 +196,7 @@ fn distributed_software_tiles_do_not_spill_on_sm_90() {
         let (h, _) = vm.kernels().next().unwrap();
         let lower = |dist: bool| {
             llvm::lower(
-                vm.module(),
+                &vm,
                 &[KernelRef::plain(h)],
                 &Nvptx::new(90),
                 &llvm::Options {
@@ -275,7 +265,7 @@ fn matrix_tiers_demote_together_and_can_be_forced() {
         let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
         let (h, _) = vm.kernels().next().unwrap();
         llvm::lower(
-            vm.module(),
+            &vm,
             &[KernelRef::plain(h)],
             &Nvptx::new(90),
             &llvm::Options {
@@ -331,7 +321,7 @@ fn wave_width_other_than_32_is_refused_by_name() {
     let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
     let (h, _) = vm.kernels().next().unwrap();
     let e = llvm::lower(
-        vm.module(),
+        &vm,
         &[KernelRef::plain(h)],
         &Nvptx::new(90),
         &Default::default(),
@@ -345,7 +335,7 @@ fn lower_sm90(src: &str) -> llvm::Lowered {
     let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
     let (h, _) = vm.kernels().next().unwrap();
     llvm::lower(
-        vm.module(),
+        &vm,
         &[KernelRef::plain(h)],
         &Nvptx::new(90),
         &Default::default(),
@@ -400,7 +390,7 @@ fn occupancy_becomes_nvvm_annotations() {
     let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
     let (h, _) = vm.kernels().next().unwrap();
     let out = llvm::lower(
-        vm.module(),
+        &vm,
         &[KernelRef::plain(h)],
         &Nvptx::new(90),
         &Default::default(),
@@ -428,7 +418,7 @@ mod amd {
         let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
         let refs = llvm::kernel_refs(vm.module());
         codeobj::build(
-            vm.module(),
+            &vm,
             &refs,
             &Amdgpu::new(arch).unwrap(),
             &BuildOptions::default(),
@@ -458,7 +448,7 @@ mod amd {
                 for k in llvm::kernel_refs(vm.module()) {
                     let name = format!("{}::{}", path.display(), k.name(vm.module()));
                     let objs = match codeobj::build(
-                        vm.module(),
+                        &vm,
                         std::slice::from_ref(&k),
                         &target,
                         &BuildOptions::default(),
@@ -539,9 +529,8 @@ mod amd {
                         },
                         ..Default::default()
                     };
-                    let objs =
-                        codeobj::build(vm.module(), &refs, &Amdgpu::new(arch).unwrap(), &opts)
-                            .unwrap_or_else(|e| panic!("{ty} {arch}: {e}"));
+                    let objs = codeobj::build(&vm, &refs, &Amdgpu::new(arch).unwrap(), &opts)
+                        .unwrap_or_else(|e| panic!("{ty} {arch}: {e}"));
                     objs[0].kernels[0].descriptor.clone().unwrap()
                 };
                 let (d, r) = (build(true), build(false));
@@ -573,7 +562,7 @@ mod amd {
                 }
                 for arch in ["gfx90a", "gfx942", "gfx1100"] {
                     let objs = codeobj::build(
-                        vm.module(),
+                        &vm,
                         &[KernelRef::plain(h)],
                         &Amdgpu::new(arch).unwrap(),
                         &BuildOptions::default(),
@@ -612,7 +601,7 @@ mod amd {
                         ..Default::default()
                     };
                     let objs = codeobj::build(
-                        vm.module(),
+                        &vm,
                         &[KernelRef::plain(h)],
                         &Amdgpu::new(arch).unwrap(),
                         &opts,
@@ -693,7 +682,7 @@ mod amd {
             keep_llvm_ir: true,
             ..Default::default()
         };
-        let ir = llvm::lower(vm.module(), &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
+        let ir = llvm::lower(&vm, &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
             .unwrap()
             .llvm_ir
             .unwrap();
@@ -736,7 +725,7 @@ mod amd {
             keep_llvm_ir: true,
             ..Default::default()
         };
-        let ir = llvm::lower(vm.module(), &refs, &Amdgpu::new("gfx942").unwrap(), &opts)
+        let ir = llvm::lower(&vm, &refs, &Amdgpu::new("gfx942").unwrap(), &opts)
             .unwrap()
             .llvm_ir
             .unwrap();
@@ -763,8 +752,7 @@ mod amd {
             linker: Some("/nonexistent/ld.lld".into()),
             ..Default::default()
         };
-        let objs =
-            codeobj::build(vm.module(), &refs, &Amdgpu::new("gfx90a").unwrap(), &opts).unwrap();
+        let objs = codeobj::build(&vm, &refs, &Amdgpu::new("gfx90a").unwrap(), &opts).unwrap();
         let o = &objs[0];
         assert!(o.code.is_none());
         assert!(!o.object.is_empty());
@@ -1009,7 +997,7 @@ mod checked {
         let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
         let (h, _) = vm.kernels().next().unwrap();
         llvm::lower(
-            vm.module(),
+            &vm,
             &[KernelRef::plain(h)],
             &Nvptx::new(90),
             &llvm::Options {
@@ -1100,12 +1088,7 @@ mod checked {
         let (mut lowered, mut failures) = (0, Vec::new());
         for (path, vm) in modules() {
             for (h, f) in vm.kernels() {
-                let plain = llvm::lower(
-                    vm.module(),
-                    &[KernelRef::plain(h)],
-                    &target,
-                    &Default::default(),
-                );
+                let plain = llvm::lower(&vm, &[KernelRef::plain(h)], &target, &Default::default());
                 if plain.is_err() {
                     continue;
                 }
@@ -1113,7 +1096,7 @@ mod checked {
                     checks: all,
                     ..Default::default()
                 };
-                match llvm::lower(vm.module(), &[KernelRef::plain(h)], &target, &opts) {
+                match llvm::lower(&vm, &[KernelRef::plain(h)], &target, &opts) {
                     Ok(out) => {
                         lowered += 1;
                         if ptxas::find().is_some() {
@@ -1141,7 +1124,7 @@ mod checked {
                 checks,
                 ..Default::default()
             };
-            llvm::lower(vm.module(), &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
+            llvm::lower(&vm, &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
                 .unwrap()
                 .llvm_ir
                 .unwrap()
@@ -1308,13 +1291,8 @@ mod gates {
         for block in [None, Some(1024)] {
             let vm = xpu::ir::parse(&heavy(96, block)).unwrap().verify().unwrap();
             let (h, _) = vm.kernels().next().unwrap();
-            let out = llvm::lower(
-                vm.module(),
-                &[KernelRef::plain(h)],
-                &target,
-                &Default::default(),
-            )
-            .unwrap();
+            let out =
+                llvm::lower(&vm, &[KernelRef::plain(h)], &target, &Default::default()).unwrap();
             let ptx = out.text();
             assert_eq!(
                 ptx.contains(".reqntid 1024, 1, 1"),
@@ -1509,7 +1487,7 @@ mod print_assert {
             ..Default::default()
         };
         let target = Amdgpu::new("gfx90a").unwrap();
-        let ir = llvm::lower(vm.module(), &refs, &target, &opts)
+        let ir = llvm::lower(&vm, &refs, &target, &opts)
             .unwrap()
             .llvm_ir
             .unwrap();
@@ -1524,7 +1502,7 @@ mod print_assert {
             3,
             "{ir}"
         );
-        let objs = codeobj::build(vm.module(), &refs, &target, &BuildOptions::default()).unwrap();
+        let objs = codeobj::build(&vm, &refs, &target, &BuildOptions::default()).unwrap();
         let k = &objs[0].kernels[0];
         assert!(k.abi.debug);
         assert_eq!(k.abi.debug_sites, sites());

@@ -1279,7 +1279,7 @@ impl CudaProgram {
         self.lowerings
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let out = llvm::lower(
-            self.module.module(),
+            &self.module,
             &[llvm::KernelRef::plain(handle)],
             target,
             &llvm::Options {

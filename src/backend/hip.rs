@@ -981,7 +981,7 @@ impl HipProgram {
         let matrix_dist = crate::config::get().matrix_dist.clone()?;
         let matrix_impl = crate::config::get().matrix_impl.clone()?;
         let objs = codeobj::build(
-            self.module.module(),
+            &self.module,
             &[KernelRef::plain(handle)],
             &target,
             &BuildOptions {

@@ -621,9 +621,10 @@ mod imp {
     impl Bare {
         fn new(cx: &Ctx<'_>, mem: &Arc<dyn DeviceMemory>) -> Result<Bare, String> {
             use cudarc::driver::result;
-            let module =
-                crate::ir::parse(&super::kernels_source()).map_err(|e| e.render("bench.xk"))?;
-            let touch = module.function("touch").ok_or("no touch kernel")?;
+            let module = crate::ir::parse(&super::kernels_source())
+                .and_then(crate::ir::Module::verify)
+                .map_err(|e| e.render("bench.xk"))?;
+            let touch = module.kernel("touch").ok_or("no touch kernel")?;
             let ptx = crate::codegen::llvm::lower(
                 &module,
                 &[crate::codegen::llvm::KernelRef::plain(touch)],

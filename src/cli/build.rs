@@ -150,15 +150,14 @@ mod amd {
         let mut failed = false;
         // One kernel at a time, so that one refusal does not hide the others' manifests.
         for (h, _) in module.kernels() {
-            let objects =
-                match codeobj::build(module.module(), &[KernelRef::plain(h)], &target, &opts) {
-                    Ok(o) => o,
-                    Err(e) => {
-                        eprintln!("{path}: error[{}]: {e}", e.code());
-                        failed = true;
-                        continue;
-                    }
-                };
+            let objects = match codeobj::build(&module, &[KernelRef::plain(h)], &target, &opts) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("{path}: error[{}]: {e}", e.code());
+                    failed = true;
+                    continue;
+                }
+            };
             for o in &objects {
                 if let Some(note) = &o.note {
                     eprintln!("{path}: note: {note}");
@@ -227,7 +226,7 @@ mod imp {
         for (h, f) in module.kernels() {
             let t0 = std::time::Instant::now();
             let out = match llvm::lower(
-                module.module(),
+                &module,
                 &[KernelRef::plain(h)],
                 &target,
                 &Default::default(),

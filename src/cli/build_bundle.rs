@@ -132,7 +132,7 @@ fn amdgpu(
     let mut noted = false;
     for (h, f) in module.kernels() {
         let objects = match codeobj::build(
-            module.module(),
+            &module,
             &[KernelRef::plain(h)],
             &target,
             &BuildOptions::default(),
@@ -279,7 +279,7 @@ fn cuda(
     let mut errors = Vec::new();
     for (h, f) in module.kernels() {
         let out = match llvm::lower(
-            module.module(),
+            &module,
             &[KernelRef::plain(h)],
             &target,
             &Default::default(),

@@ -272,8 +272,7 @@ pub fn compile(
     cfg.whole_waves = whole_waves;
     cfg.streaming = streaming;
     cfg.ub_traps = ub_traps;
-    let types = |h: Handle<Function>| module.expr_types(h);
-    CompiledKernel::compile(module.module(), handle, cfg, &types)
+    CompiledKernel::compile(module, handle, cfg)
 }
 
 /// The static shared memory of `kernel` as the JIT lays it out (each fixed-size array 16-byte

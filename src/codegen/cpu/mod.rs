@@ -27,7 +27,7 @@ pub mod pool;
 pub mod rt;
 pub mod stream;
 
-use crate::ir::{Function, Handle, Module, Type};
+use crate::ir::{Function, Handle, VerifiedModule};
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -294,14 +294,15 @@ pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> C
 }
 
 impl CompiledKernel {
-    /// Compiles `kernel` of `module`; `types` gives each function's expression types (the
-    /// verifier's table).
-    pub fn compile<'m>(
-        module: &'m Module,
+    /// Compiles `kernel` of the verified module `vm`, reading each function's expression
+    /// types from the verifier's table.
+    pub fn compile(
+        vm: &VerifiedModule,
         kernel: Handle<Function>,
         cfg: Config,
-        types: &'m dyn Fn(Handle<Function>) -> &'m [Option<Type>],
     ) -> Result<CompiledKernel, Error> {
+        let module = vm.module();
+        let types = |h: Handle<Function>| vm.expr_types(h);
         let t0 = Instant::now();
         let f = &module.functions[kernel];
         let name = f.name.clone();
@@ -352,7 +353,7 @@ impl CompiledKernel {
         ctx.func.name = UserFuncName::user(0, id.as_u32());
         let lowered = {
             let b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let lw = lower::Lower::new(b, &mut jm, module, kernel, cfg, types);
+            let lw = lower::Lower::new(b, &mut jm, module, kernel, cfg, &types);
             lw.run(kernel)?
         };
         let sites = lowered.sites.clone();

@@ -300,11 +300,12 @@ impl BuildError {
 /// wave width the kernels build at (each kernel at its `@wave`, else the processor's
 /// default; a declared width the processor cannot build is refused with `XPU-L03`).
 pub fn build(
-    module: &ir::Module,
+    vm: &ir::VerifiedModule,
     kernels: &[KernelRef],
     target: &Amdgpu,
     opts: &BuildOptions,
 ) -> Result<Vec<CodeObject>, BuildError> {
+    let module = vm.module();
     // Group by the width each kernel gets, in first-seen order.
     let mut groups: Vec<(Amdgpu, Vec<KernelRef>)> = Vec::new();
     for k in kernels {
@@ -324,13 +325,13 @@ pub fn build(
             assembly: false,
             ..t
         };
-        let lowered = llvm::lower(module, &ks, &t, &opts.lower).map_err(BuildError::Lower)?;
+        let lowered = llvm::lower(vm, &ks, &t, &opts.lower).map_err(BuildError::Lower)?;
         let assembly = if opts.assembly {
             let ta = Amdgpu {
                 assembly: true,
                 ..t.clone()
             };
-            let a = llvm::lower(module, &ks, &ta, &opts.lower).map_err(BuildError::Lower)?;
+            let a = llvm::lower(vm, &ks, &ta, &opts.lower).map_err(BuildError::Lower)?;
             Some(a.text())
         } else {
             None

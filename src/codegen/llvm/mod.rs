@@ -49,7 +49,7 @@ use crate::codegen::checks::{CheckSite, Checks};
 use crate::ir::{
     self, AtomicOp, Base, BinaryOp, BitOp, Builtin, ConstExpr, ElemType, Expr, ExprId, FenceScope,
     Function, Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Span,
-    Stmt, StmtKind, Type, UnaryOp, WaveOp,
+    Stmt, StmtKind, Type, UnaryOp, VerifiedModule, WaveOp,
 };
 pub use checked::REPORT_SYMBOL;
 use inkwell::basic_block::BasicBlock;
@@ -336,11 +336,12 @@ fn init_targets() {
 /// Lowers `kernels` of `module` (which must have passed the verifier) for `target` into one
 /// piece of device code.
 pub fn lower(
-    module: &ir::Module,
+    vm: &VerifiedModule,
     kernels: &[KernelRef],
     target: &dyn LoweringTarget,
     opts: &Options,
 ) -> LResult<Lowered> {
+    let module = vm.module();
     init_targets();
     let context = Context::create();
     let cx = Cx {
@@ -433,7 +434,7 @@ pub fn lower(
     }
     for &h in &reach {
         let f = &module.functions[h];
-        lower_function(&cx, target, module, f, &[], helpers[&h], &helpers, None)
+        lower_function(&cx, target, vm, h, &[], helpers[&h], &helpers, None)
             .map_err(|e| named(e, &f.name))?;
     }
 
@@ -457,7 +458,7 @@ pub fn lower(
         while !symbols.insert(symbol.clone()) {
             symbol.push('_');
         }
-        let abi = lower_kernel(&cx, target, module, f, args, &name, &symbol, &helpers)
+        let abi = lower_kernel(&cx, target, vm, k.function, args, &name, &symbol, &helpers)
             .map_err(|e| named(e, &name))?;
         abis.push(abi);
     }
@@ -673,13 +674,14 @@ fn value_abi(ty: Type) -> ParamAbi {
 fn lower_kernel<'ctx>(
     cx: &Cx<'ctx>,
     target: &dyn LoweringTarget,
-    module: &ir::Module,
-    f: &Function,
+    vm: &VerifiedModule,
+    h: Handle<Function>,
     args: &[u32],
     name: &str,
     symbol: &str,
     helpers: &HashMap<Handle<Function>, FunctionValue<'ctx>>,
 ) -> LResult<KernelAbi> {
+    let f = vm.function(h);
     let declared_wave = f.attrs.wave.map(|(w, _)| w);
     if let Some((w, span)) = f.attrs.wave {
         if !target.supports_wave(w) {
@@ -760,7 +762,7 @@ fn lower_kernel<'ctx>(
             .map(|t| t.min(volume as u32));
     }
 
-    let info = lower_function(cx, target, module, f, args, llfn, helpers, Some(symbol))?;
+    let info = lower_function(cx, target, vm, h, args, llfn, helpers, Some(symbol))?;
     target.finish_kernel(cx, llfn, &bounds)?;
     for (slot, align) in abi.iter_mut().zip(info.base_align) {
         if let ParamAbi::Buffer {
@@ -838,7 +840,7 @@ struct FnCx<'a, 'ctx> {
     module: &'a ir::Module,
     f: &'a Function,
     args: &'a [u32],
-    types: Vec<Option<Type>>,
+    types: &'a [Option<Type>],
     llfn: FunctionValue<'ctx>,
     entry: BasicBlock<'ctx>,
     params: Vec<ParamVal<'ctx>>,
@@ -929,17 +931,20 @@ fn escapes(stmts: &[Stmt], inner: &mut Vec<Option<String>>, returns_escape: bool
 }
 
 #[allow(clippy::too_many_arguments)]
-fn lower_function<'ctx>(
-    cx: &Cx<'ctx>,
-    target: &dyn LoweringTarget,
-    module: &ir::Module,
-    f: &Function,
+fn lower_function<'a, 'ctx>(
+    cx: &'a Cx<'ctx>,
+    target: &'a dyn LoweringTarget,
+    vm: &'a VerifiedModule,
+    h: Handle<Function>,
     args: &[u32],
     llfn: FunctionValue<'ctx>,
     helpers: &HashMap<Handle<Function>, FunctionValue<'ctx>>,
     kernel_symbol: Option<&str>,
 ) -> LResult<FnInfo> {
-    let types = ir::typeck::check_function(module, f).types();
+    let module = vm.module();
+    let f = vm.function(h);
+    // The verifier's types: the lowering never checks a function again.
+    let types = vm.expr_types(h);
     let entry = cx.context.append_basic_block(llfn, "entry");
     cx.builder.position_at_end(entry);
     let mut fx = FnCx {
@@ -1288,8 +1293,8 @@ mod tests {
 
     #[test]
     fn lowers_saxpy_to_ptx() {
-        let m = module();
-        let refs = kernel_refs(&m);
+        let m = module().verify().unwrap_or_else(|e| panic!("{e}"));
+        let refs = kernel_refs(m.module());
         let t = nvptx::Nvptx::new(90);
         let out = lower(&m, &refs, &t, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
         let ptx = out.text();
