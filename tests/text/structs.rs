@@ -83,7 +83,7 @@ fn struct_rules_have_codes_and_positions() {
         // Unknown field, on a local and a buffer element, and in a literal.
         (
             "kernel k(ps: buf<Particle, rw>) { let p = ps[0]; ps[0].mass = p.nope; }",
-            "2:62 XPU-V140",
+            "2:65 XPU-V140",
         ),
         (
             "kernel k(ps: buf<Particle, rw>) { ps[0].nope = 1.0; }",
@@ -92,11 +92,11 @@ fn struct_rules_have_codes_and_positions() {
         // A struct where it cannot go.
         (
             "kernel k(ps: buf<Particle, rw>) { let p = ps[0]; ps[0].mass = p + 1.0; }",
-            "2:62 XPU-V144",
+            "2:63 XPU-V144",
         ),
         (
             "kernel k(ps: buf<Particle, rw>) { atomic_add(ps[0].mass, 1.0); }",
-            "2:45 XPU-V144",
+            "2:46 XPU-V144",
         ),
         (
             "kernel k(ps: buf<Particle, rw>) { let p = ps[0]; let q = wave_broadcast(p, 0); }",
@@ -109,7 +109,7 @@ fn struct_rules_have_codes_and_positions() {
         ("kernel k(p: Particle) { }", "2:13 XPU-V144"),
         (
             "kernel k(ps: buf<Particle, rw>) { let a: [Particle; 4]; }",
-            "2:42 XPU-V144",
+            "2:43 XPU-V144",
         ),
         (
             "kernel k(ps: buf<Particle, rw>) { shared a: [Particle; 4]; }",
@@ -118,14 +118,18 @@ fn struct_rules_have_codes_and_positions() {
         // Literals: fields missing, out of order, twice.
         (
             "kernel k(ps: buf<Particle, rw>) { ps[0] = Particle { pos: vec3<f32>(0.0), mass: 1.0 }; }",
-            "2:75 XPU-V145",
+            "2:43 XPU-V145",
         ),
         (
             "kernel k(ps: buf<Particle, rw>) { let v = vec3<f32>(0.0); \
              ps[0] = Particle { vel: v, pos: v, mass: 1.0 }; }",
-            "2:87 XPU-V145",
+            "2:78 XPU-V145",
         ),
-        // Mismatches.
+        // Mismatches: a non-struct for a struct, a struct for a declared scalar.
+        (
+            "kernel k(ps: buf<Particle, rw>) { let p = ps[0]; let x: f32 = p; }",
+            "2:63 XPU-V144",
+        ),
         (
             "kernel k(ps: buf<Particle, rw>) { let p: Particle = 1.0; }",
             "2:53 XPU-V146",

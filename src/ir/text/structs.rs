@@ -57,6 +57,9 @@ pub mod codes {
     pub const RUN_VALUE: &str = "XPU-P051";
 }
 
+/// The most words a run block's `fill` of a `buf<S>` may write (64 MiB).
+pub const MAX_FILL_WORDS: u64 = 1 << 24;
+
 /// The largest struct a helper may return, in 32-bit words.
 pub const MAX_RETURN_WORDS: u32 = 16;
 
@@ -2030,7 +2033,22 @@ impl Desugar<'_> {
                 }
                 v.clone()
             }
-            ArgInit::Fill { len, value } => vec![*value; *len as usize * per],
+            ArgInit::Fill { len, value } => {
+                // The words are written here, so a `fill` is bounded (64 MiB of words).
+                if *len as u64 * stride as u64 > MAX_FILL_WORDS {
+                    self.error(
+                        codes::RUN_VALUE,
+                        span,
+                        format!(
+                            "`{pname}`: `fill({len}, ..)` of `{}` structs is more than \
+                             {MAX_FILL_WORDS} words",
+                            info.name
+                        ),
+                    );
+                    return Err(());
+                }
+                vec![*value; *len as usize * per]
+            }
             ArgInit::Uninit { len } => {
                 return Ok(ArgInit::Uninit {
                     len: len.saturating_mul(stride as u32),
@@ -2058,11 +2076,17 @@ impl Desugar<'_> {
                 for j in 0..l.elem.lanes as u32 {
                     let v = *it.next().unwrap_or(&Value::Int(0));
                     let Some(bits) = leaf_bits(l.elem.scalar, v) else {
+                        let shown = match v {
+                            Value::Int(i) => i.to_string(),
+                            Value::Float(f) => format!("{f:?}"),
+                            Value::Bool(b) => b.to_string(),
+                        };
                         self.error(
                             codes::RUN_VALUE,
                             span,
                             format!(
-                                "`{pname}`: field `{}` of element {e} is `{}`, which {v:?} is not",
+                                "`{pname}`: field `{}` of element {e} is `{}`, which `{shown}` \
+                                 is not (a float for f32/f64, an integer in range otherwise)",
                                 l.path.join("."),
                                 l.elem.scalar.name()
                             ),
