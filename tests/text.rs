@@ -14,6 +14,9 @@ use xpu::ir::{
     TemplateInfo, Type, UnaryOp, Unlowered, WaveOp,
 };
 
+#[path = "text/structs.rs"]
+mod structs;
+
 /// Parses `src`, panicking with the rendered diagnostics on failure.
 fn must_parse(src: &str) -> Module {
     match parse(src) {

@@ -282,6 +282,7 @@ impl Session {
                     }
                 }
                 AstItem::TagSet(t) => names.push(t.name.clone()),
+                AstItem::Struct(s) => names.push(s.name.clone()),
                 AstItem::Family(f) => names.push(f.name.clone()),
                 AstItem::Run(_) => {
                     return Err(ReplError::new(

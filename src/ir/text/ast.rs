@@ -37,6 +37,11 @@ pub enum ExprKind {
     Index(Box<Expr>, Box<Expr>),
     /// `if cond { accept } else { reject }`, evaluating only the arm `cond` picks.
     IfElse(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `Name { field: value, ... }`: a struct literal (lowered away by `super::structs`).
+    StructLit {
+        name: String,
+        fields: Vec<(String, Span, Expr)>,
+    },
     /// `name<generics>(args)`: built-ins, constructors and helper calls.
     Call {
         name: String,
@@ -88,6 +93,8 @@ pub enum TypeKind {
         cols: u8,
     },
     Tag(String),
+    /// A name that is no built-in type: a `struct` item's (lowered away by `super::structs`).
+    Named(String),
 }
 
 #[derive(Clone, Debug)]
@@ -238,8 +245,17 @@ pub struct TagSet {
     pub span: Span,
 }
 
+/// `struct Name { field: Type, ... }` (lowered away by `super::structs`).
+#[derive(Clone, Debug)]
+pub struct StructDef {
+    pub name: String,
+    pub name_span: Span,
+    pub fields: Vec<(String, Span, Type)>,
+}
+
 #[derive(Clone, Debug)]
 pub enum Item {
+    Struct(StructDef),
     TagSet(TagSet),
     Function(Function),
     Run(RunSpec),
@@ -261,6 +277,9 @@ impl Expr {
             ExprKind::Unary(_, a) | ExprKind::Cast(a, _) | ExprKind::Field(a, _, _) => a.depth,
             ExprKind::Binary(_, a, b) | ExprKind::Index(a, b) => a.depth.max(b.depth),
             ExprKind::IfElse(c, a, b) => c.depth.max(a.depth).max(b.depth),
+            ExprKind::StructLit { fields, .. } => {
+                fields.iter().map(|(_, _, e)| e.depth).max().unwrap_or(0)
+            }
             ExprKind::Call { args, .. } => args
                 .iter()
                 .map(|a| match a {

@@ -870,6 +870,15 @@ impl Lowerer<'_> {
                 rows: *rows,
                 cols: *cols,
             },
+            TypeKind::Named(name) => {
+                // Only without any `struct` item (`super::structs` lowers structs away).
+                self.error(
+                    codes::UNKNOWN_TYPE,
+                    t.span,
+                    format!("unknown type `{name}`"),
+                );
+                return Err(());
+            }
             TypeKind::Tag(set) => match self.set_names.get(set).copied() {
                 Some(h) => Type::Tag(h),
                 None => {
@@ -1808,6 +1817,15 @@ impl Lowerer<'_> {
                     }
                 },
             },
+            ExprKind::StructLit { name, .. } => {
+                // Only without any `struct` item (`super::structs` lowers literals away).
+                self.error(
+                    codes::UNKNOWN_TYPE,
+                    e.span,
+                    format!("unknown struct `{name}`"),
+                );
+                return Err(());
+            }
             ExprKind::TagPath { set, member } => {
                 let Some(h) = self.set_names.get(set).copied() else {
                     self.error(

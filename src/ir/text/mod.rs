@@ -18,6 +18,7 @@ mod lower;
 pub(crate) mod parser;
 mod printer;
 pub mod run;
+pub mod structs;
 
 use crate::ir::text::run::RunSpec;
 use crate::ir::{Diagnostic, Diagnostics, MathFn, Module, Scalar, Span, Type};
@@ -96,6 +97,7 @@ pub fn parse_file(src: &str) -> Result<(Module, Vec<RunSpec>), Diagnostics> {
     let mut p = parser::Parser::new(tokens);
     let items = p.items();
     diags.append(&mut p.diags);
+    let items = structs::desugar(items, &mut diags);
     let module = lower::lower(&items, &mut diags);
     if !diags.is_empty() {
         diags.sort_by_key(|d| d.span);

@@ -345,7 +345,7 @@ impl Parser {
             let starts_item = matches!(
                 self.tok(),
                 Tok::Punct("@") | Tok::Kw("kernel" | "device" | "tagset" | "run")
-            ) || matches!(self.tok(), Tok::Ident(s) if s == "family");
+            ) || matches!(self.tok(), Tok::Ident(s) if s == "family" || s == "struct");
             if depth <= 0 && starts_item && self.pos != start {
                 return;
             }
@@ -385,8 +385,9 @@ impl Parser {
             Tok::Kw("tagset") => self.tagset().map(Item::TagSet),
             Tok::Kw("run") => self.run_block().map(Item::Run),
             Tok::Ident(s) if s == "family" => self.family().map(Item::Family),
+            Tok::Ident(s) if s == "struct" => self.struct_def().map(Item::Struct),
             _ => {
-                self.expected("`kernel`, `device fn`, `tagset`, `family` or `run`");
+                self.expected("`kernel`, `device fn`, `struct`, `tagset`, `family` or `run`");
                 Err(())
             }
         }
@@ -416,6 +417,28 @@ impl Parser {
             template,
             keys,
             span,
+        })
+    }
+
+    /// `struct NAME { field: Type, ... }` (`struct` is a word only here).
+    fn struct_def(&mut self) -> PResult<StructDef> {
+        self.bump();
+        let (name, name_span) = self.name("a struct name")?;
+        self.expect("{")?;
+        let mut fields = Vec::new();
+        while !self.at("}") {
+            let (field, fspan) = self.ident("a field name")?;
+            self.expect(":")?;
+            fields.push((field, fspan, self.ty()?));
+            if !self.eat(",") {
+                break;
+            }
+        }
+        self.expect("}")?;
+        Ok(StructDef {
+            name,
+            name_span,
+            fields,
         })
     }
 
@@ -1013,10 +1036,9 @@ impl Parser {
                 self.close_angle()?;
                 TypeKind::Tag(set)
             }
-            _ => {
-                self.error(codes::UNKNOWN_TYPE, span, format!("unknown type `{name}`"));
-                return Err(());
-            }
+            // Any other name is a struct's; `super::structs` resolves it (`XPU-P006` when
+            // no struct has it).
+            _ => TypeKind::Named(name),
         };
         Ok(Type { kind, span })
     }
@@ -1228,6 +1250,26 @@ impl Parser {
                         },
                         span,
                     );
+                    return self.check_depth(e);
+                }
+                // `Name { field: ...`: a struct literal. The `{ ident :` lookahead keeps
+                // `if c { x = 1; }` and `while c { ... }` statements apart.
+                if self.at("{")
+                    && matches!(self.tok_at(1), Tok::Ident(_))
+                    && matches!(self.tok_at(2), Tok::Punct(":"))
+                {
+                    self.bump();
+                    let mut fields = Vec::new();
+                    while !self.at("}") {
+                        let (field, fspan) = self.ident("a field name")?;
+                        self.expect(":")?;
+                        fields.push((field, fspan, self.expr()?));
+                        if !self.eat(",") {
+                            break;
+                        }
+                    }
+                    self.expect("}")?;
+                    let e = Expr::new(ExprKind::StructLit { name, fields }, span);
                     return self.check_depth(e);
                 }
                 Ok(Expr::new(ExprKind::Name(name), span))
