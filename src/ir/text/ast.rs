@@ -88,6 +88,8 @@ pub enum TypeKind {
         cols: u8,
     },
     Tag(String),
+    /// `shared T`: a shared array by reference (`T` should be an array type).
+    Shared(Box<Type>),
 }
 
 #[derive(Clone, Debug)]
