@@ -1970,31 +1970,31 @@ mod memhelpers {
             // A read-only buffer where the parameter is `rw`.
             (
                 format!("{W}kernel k(a: buf<f32>) {{\n    w(a, 0);\n}}"),
-                ("XPU-V131", 5, 7),
+                ("XPU-V131", 5, 5),
             ),
             // Another element type.
             (
                 format!("{W}kernel k(a: buf<u32, rw>) {{\n    w(a, 0);\n}}"),
-                ("XPU-V130", 5, 7),
+                ("XPU-V130", 5, 5),
             ),
             // A shared array for a buffer.
             (
                 format!("{W}kernel k() {{\n    shared t: [f32; 4];\n    w(t, 0);\n}}"),
-                ("XPU-V130", 6, 7),
+                ("XPU-V130", 6, 5),
             ),
             // A shared array of another length, and a launch-sized one for a sized parameter.
             (
                 format!("{S}kernel k(o: buf<f32, rw>) {{\n    shared t: [f32; 8];\n    let x: f32 = s(t);\n}}"),
-                ("XPU-V130", 6, 20),
+                ("XPU-V130", 6, 18),
             ),
             (
                 format!("{S}kernel k(o: buf<f32, rw>) {{\n    shared t: [f32];\n    let x: f32 = s(t);\n}}"),
-                ("XPU-V130", 6, 20),
+                ("XPU-V130", 6, 18),
             ),
             // A private array for a shared one.
             (
                 format!("{S}kernel k(o: buf<f32, rw>) {{\n    let t: [f32; 4];\n    let x: f32 = s(t);\n}}"),
-                ("XPU-V130", 6, 20),
+                ("XPU-V130", 6, 18),
             ),
             // Not the name of memory.
             (
@@ -2013,7 +2013,7 @@ mod memhelpers {
             // A tag set member that takes memory.
             (
                 format!("tagset T = [w];\n{W}kernel k() {{ }}"),
-                ("XPU-V133", 2, 11),
+                ("XPU-V133", 2, 13),
             ),
             // Atomics on a private array through a parameter.
             (
