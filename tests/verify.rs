@@ -1962,6 +1962,7 @@ mod memhelpers {
     }
 
     const W: &str = "device fn w(p: buf<f32, rw>, i: u32) {\n    p[i] = 1.0;\n}\n";
+    // A literal index of a memory parameter is an element, not a lane.
     const S: &str = "device fn s(t: shared [f32; 4]) -> f32 {\n    return t[0];\n}\n";
 
     #[test]

@@ -1952,8 +1952,7 @@ impl Lowerer<'_> {
                 if let ExprKind::Name(n) = &base.kind {
                     let b = match cx.resolve(n) {
                         Some(Resolved::Param(i)) => {
-                            let addressable =
-                                matches!(cx.func.params[i as usize].ty, Type::Buffer { .. });
+                            let addressable = cx.func.params[i as usize].ty.is_memory();
                             Some((Base::Param(i), addressable))
                         }
                         Some(Resolved::Shared(h)) => Some((Base::Shared(h), true)),
