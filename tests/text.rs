@@ -2395,7 +2395,7 @@ fn memory_helpers_are_canonical_and_inlined_kernels_print_back() {
 }
 
 device fn tree(s: shared [u32; 64], t: u32) {
-    s[t] = s[t] + 1;
+    s[t] += 1;
 }
 
 device fn any(s: shared [u32], a: [f32; 4], out: buf<f32, rw>) {
