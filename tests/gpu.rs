@@ -1078,6 +1078,27 @@ mod checked {
         }
     }
 
+    /// Helpers taking a buffer, a shared array and a private array (issue 23 item 4): inlined
+    /// by the verifier, so checked mode's sites name the kernel's own memory, at the helper's
+    /// lines (2, 5, 8), and the PTX assembles.
+    #[test]
+    fn checked_sites_through_memory_helpers_name_the_kernels_memory() {
+        let src = "device fn put(p: buf<u32, rw>, i: u32, v: u32) {\n    p[i] = v;\n}\n\
+                   device fn get(s: shared [u32], i: u32) -> u32 {\n    return s[i];\n}\n\
+                   device fn set(a: [u32; 4], i: u32) {\n    a[i] = i;\n}\n\
+                   kernel k(y: buf<u32, rw>) {\n    shared t: [u32; 64];\n    let a: [u32; 4];\n    let l: u32 = local_id.x;\n    t[l] = l;\n    barrier();\n    set(a, l % 4);\n    let v: u32 = get(t, l + 1);\n    put(y, l, v + a[l % 4]);\n}\n";
+        let out = lower_with(src, BOUNDS);
+        let k = &out.kernels[0];
+        let sites: Vec<(u32, &str)> = k.sites.iter().map(|s| (s.line, s.what.as_str())).collect();
+        for want in [(2, "buffer y"), (5, "shared t"), (8, "array a")] {
+            assert!(sites.contains(&want), "{sites:?}");
+        }
+        let ptx = out.text();
+        if ptxas::find().is_some() {
+            ptxas::assemble(&ptx, "sm_90").unwrap_or_else(|e| panic!("{e}\n{ptx}"));
+        }
+    }
+
     #[test]
     fn every_filetest_kernel_lowers_with_every_check() {
         let all = Checks {

@@ -952,3 +952,31 @@ kernel k(out: buf<f32, rw>) {
     assert_eq!((u.kind, u.span.line), (UbKind::UninitRead, 7), "{u}");
     assert_eq!(out.to_values::<f32>()[0], 4.0);
 }
+
+/// An out-of-bounds access through a helper's buffer parameter (issue 23 item 4) is reported
+/// against the kernel's buffer, at the helper's line.
+#[test]
+fn out_of_bounds_through_a_memory_helper_names_the_kernels_buffer() {
+    let m = module(
+        r#"
+device fn put(p: buf<u32, rw>, i: u32) {
+    p[i] = i;
+}
+kernel k(ys: buf<u32, rw>) {
+    put(ys, global_id.x + 2);
+}
+"#,
+    );
+    let mut ys = Buffer::uninit(16);
+    let u = ub(run(
+        &m,
+        "k",
+        Geometry::linear(1, 4),
+        &mut [Arg::Buffer(&mut ys)],
+        &Options::default(),
+    ));
+    assert_eq!(u.kind, UbKind::OutOfBounds);
+    assert_eq!(u.item.global, [2, 0, 0]);
+    assert_eq!((u.span.line, u.kernel.as_str()), (3, "k"));
+    assert!(u.detail.contains("ys"), "{}", u.detail);
+}

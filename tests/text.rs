@@ -2382,3 +2382,43 @@ fn print_formats_are_checked_in_the_text() {
     assert!(errors("kernel k(n: u32) {\n    print(n);\n}\n")[0].ends_with("XPU-P003"));
     assert!(errors("kernel k(n: u32) {\n    assert(n < 1, n);\n}\n")[0].ends_with("XPU-P003"));
 }
+
+/// Helpers that take memory (issue 23 item 4): the parameter types and by-reference
+/// arguments print canonically; the verified module, its calls inlined (with a labelled
+/// one-iteration loop for an early `return`), prints as text that parses and verifies back.
+#[test]
+fn memory_helpers_are_canonical_and_inlined_kernels_print_back() {
+    let src = "device fn find(keys: buf<u32>, n: u32, v: u32) -> u32 {
+    for j: u32 in 0..n {
+        if keys[j] >= v {
+            return j;
+        }
+    }
+    return n;
+}
+
+device fn tree(s: shared [u32; 64], t: u32) {
+    s[t] += 1;
+}
+
+device fn any(s: shared [u32], a: [f32; 4], out: buf<f32, rw>) {
+    out[0] = a[s[0]];
+}
+
+kernel k(out: buf<u32, rw>, keys: buf<u32>, o: buf<f32, rw>) {
+    shared t: [u32; 64];
+    let a: [f32; 4];
+    out[0] = find(keys, 8, 3);
+    tree(t, local_id.x);
+    any(t, a, o);
+}
+";
+    canonical(src);
+    let vm = must_parse(src).verify().unwrap();
+    let printed = print(vm.module());
+    assert!(printed.contains("'inline_find_"), "{printed}");
+    fixed_point(vm.module()).unwrap();
+    must_parse(&printed)
+        .verify()
+        .unwrap_or_else(|d| panic!("{d}\n{printed}"));
+}

@@ -1948,3 +1948,130 @@ mod flow {
         again.verify().unwrap_or_else(|d| panic!("{text}\n{d}"));
     }
 }
+
+/// Helpers that take memory by reference (issue 23 item 4): each refusal with its code at the
+/// argument or call, and what passes.
+mod memhelpers {
+    fn first(src: &str) -> (&'static str, u32, u32) {
+        let d = match xpu::ir::parse(src) {
+            Ok(m) => m.verify().expect_err(src),
+            Err(d) => d,
+        };
+        let p = &d.0[0];
+        (p.code, p.span.line, p.span.col)
+    }
+
+    const W: &str = "device fn w(p: buf<f32, rw>, i: u32) {\n    p[i] = 1.0;\n}\n";
+    // A literal index of a memory parameter is an element, not a lane.
+    const S: &str = "device fn s(t: shared [f32; 4]) -> f32 {\n    return t[0];\n}\n";
+
+    #[test]
+    fn each_refusal_at_its_node() {
+        let cases: Vec<(String, (&str, u32, u32))> = vec![
+            // A read-only buffer where the parameter is `rw`.
+            (
+                format!("{W}kernel k(a: buf<f32>) {{\n    w(a, 0);\n}}"),
+                ("XPU-V131", 5, 5),
+            ),
+            // Another element type.
+            (
+                format!("{W}kernel k(a: buf<u32, rw>) {{\n    w(a, 0);\n}}"),
+                ("XPU-V130", 5, 5),
+            ),
+            // A shared array for a buffer.
+            (
+                format!("{W}kernel k() {{\n    shared t: [f32; 4];\n    w(t, 0);\n}}"),
+                ("XPU-V130", 6, 5),
+            ),
+            // A shared array of another length, and a launch-sized one for a sized parameter.
+            (
+                format!("{S}kernel k(o: buf<f32, rw>) {{\n    shared t: [f32; 8];\n    let x: f32 = s(t);\n}}"),
+                ("XPU-V130", 6, 18),
+            ),
+            (
+                format!("{S}kernel k(o: buf<f32, rw>) {{\n    shared t: [f32];\n    let x: f32 = s(t);\n}}"),
+                ("XPU-V130", 6, 18),
+            ),
+            // A private array for a shared one.
+            (
+                format!("{S}kernel k(o: buf<f32, rw>) {{\n    let t: [f32; 4];\n    let x: f32 = s(t);\n}}"),
+                ("XPU-V130", 6, 18),
+            ),
+            // Not the name of memory.
+            (
+                format!("{W}kernel k(a: buf<f32, rw>) {{\n    w(a[0], 0);\n}}"),
+                ("XPU-P045", 5, 7),
+            ),
+            // A call inside an expression.
+            (
+                format!("{S}kernel k(o: buf<f32, rw>) {{\n    shared t: [f32; 4];\n    o[0] = s(t) + 1.0;\n}}"),
+                ("XPU-V132", 6, 12),
+            ),
+            (
+                format!("{S}kernel k(o: buf<f32, rw>) {{\n    shared t: [f32; 4];\n    if s(t) > 0.0 {{ }}\n}}"),
+                ("XPU-V132", 6, 8),
+            ),
+            // A tag set member that takes memory.
+            (
+                format!("tagset T = [w];\n{W}kernel k() {{ }}"),
+                ("XPU-V133", 2, 13),
+            ),
+            // Atomics on a private array through a parameter.
+            (
+                "device fn a(p: [u32; 4]) {\n    atomic_add(p[0], 1);\n}\nkernel k() { }".to_string(),
+                ("XPU-V017", 2, 5),
+            ),
+            // `shared` before something that is not a one-dimensional array.
+            (
+                "device fn a(p: shared f32) { }\nkernel k() { }".to_string(),
+                ("XPU-P046", 1, 16),
+            ),
+            // A shared array by reference anywhere but a helper parameter.
+            (
+                "kernel k(p: shared [f32; 4]) { }".to_string(),
+                ("XPU-V030", 1, 10),
+            ),
+        ];
+        for (src, want) in &cases {
+            assert_eq!(first(src), *want, "{src}");
+        }
+    }
+
+    /// A Rust-built module with a reference outside a call argument is refused (`XPU-V134`).
+    #[test]
+    fn a_reference_outside_a_call_is_refused() {
+        use xpu::ir::{Base, Expr, StmtKind};
+        let mut m = xpu::ir::parse("kernel k(o: buf<f32, rw>) {\n    o[0] = 1.0;\n}").unwrap();
+        let (h, _) = m.functions.iter().next().unwrap();
+        let f = &mut m.functions[h];
+        let r = f.add_expr(Expr::Ref(Base::Param(0)), xpu::ir::Span::new(2, 5));
+        f.body.push(xpu::ir::Stmt {
+            kind: StmtKind::Expr(r),
+            span: xpu::ir::Span::new(2, 5),
+        });
+        let d = m.verify().expect_err("a bare reference");
+        assert!(d.0.iter().any(|p| p.code == "XPU-V134"), "{d:?}");
+    }
+
+    /// What verifies: memory helpers are inlined, so no concrete function calls one, and the
+    /// kernel's facts see the helper's accesses (the `align = 16` of a `vload` in a helper
+    /// raises the base alignment of the kernel buffer passed to it).
+    #[test]
+    fn calls_are_inlined_and_facts_see_through_them() {
+        let src = format!(
+            "{W}device fn r(x: buf<f32>) -> vec4<f32> {{\n    return vload<4>(x, 0, align = 16);\n}}\n\
+             kernel k(o: buf<f32, rw>, x: buf<f32, rw>) {{\n    w(o, 0);\n    let v: vec4<f32> = r(x);\n    o[1] = v.x;\n}}"
+        );
+        let vm = xpu::ir::parse(&src).unwrap().verify().unwrap();
+        let (k, f) = vm.kernels().next().unwrap();
+        assert!(f
+            .exprs
+            .iter()
+            .all(|(_, e)| !matches!(e, xpu::ir::Expr::Call { .. })));
+        assert!(f
+            .exprs
+            .iter()
+            .all(|(_, e)| !matches!(e, xpu::ir::Expr::Ref(_))));
+        assert_eq!(vm.info(k).base_align, vec![4, 16]);
+    }
+}

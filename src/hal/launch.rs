@@ -1067,6 +1067,7 @@ pub fn type_name(ty: Type) -> String {
             cols,
         } => format!("matrix<{}, {}, {rows}, {cols}>", role.name(), scalar.name()),
         Type::Tag(_) => "tag".to_string(),
+        Type::Shared { elem, .. } => format!("shared [{}]", elem_name(elem)),
     }
 }
 

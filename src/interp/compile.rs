@@ -542,7 +542,7 @@ fn slots_of(ty: Type) -> Option<u32> {
             elem,
             len: Len::Fixed(n),
         } => n.checked_mul(u32::from(elem.lanes))?,
-        Type::Array { .. } | Type::Buffer { .. } => return None,
+        Type::Array { .. } | Type::Buffer { .. } | Type::Shared { .. } => return None,
     })
 }
 
@@ -1503,6 +1503,13 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                     span,
                 });
                 Opnd { slot: dst, n }
+            }
+            // The verifier inlines every call that passes memory.
+            Expr::Ref(_) => {
+                return refuse(
+                    span,
+                    "a buffer or array by reference outside an inlined helper call",
+                )
             }
             Expr::Len(p) => {
                 match f.params.get(*p as usize).map(|p| p.ty) {

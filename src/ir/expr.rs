@@ -629,6 +629,11 @@ pub enum Expr {
     },
     /// The element count of a buffer parameter (`u32`).
     Len(u32),
+    /// A buffer, shared array or private array passed by reference: only as an argument of
+    /// a [`Expr::Call`] whose parameter has that memory type ([`Type::is_memory`]). The
+    /// verifier inlines every call that takes one ([`crate::ir::inline`]), so no backend
+    /// sees it.
+    Ref(Base),
     /// A call of a helper function; its result is the helper's return value.
     Call {
         /// The helper called.
@@ -774,6 +779,7 @@ impl Expr {
             | Expr::TemplateParam(_)
             | Expr::Builtin(_)
             | Expr::Len(_)
+            | Expr::Ref(_)
             | Expr::Tag { .. } => vec![],
             Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } => {
                 vec![arg]
@@ -837,6 +843,7 @@ impl Expr {
             | Expr::TemplateParam(_)
             | Expr::Builtin(_)
             | Expr::Len(_)
+            | Expr::Ref(_)
             | Expr::Tag { .. } => {}
             Expr::Unary { arg, .. } | Expr::Cast { arg, .. } | Expr::Bitcast { arg, .. } => f(*arg),
             Expr::Binary { lhs, rhs, .. } => {

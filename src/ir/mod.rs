@@ -16,6 +16,7 @@ mod expr;
 pub mod family;
 mod function;
 pub mod layout;
+pub mod inline;
 mod module;
 mod span;
 mod stmt;

@@ -135,10 +135,12 @@ pub fn base_elem_checked(func: &Function, base: Base) -> Result<ElemType, TypeEr
                 format!("parameter index {i} out of range"),
             )),
             Some(p) => match p.ty {
-                Type::Buffer { elem, .. } => Ok(elem),
+                Type::Buffer { elem, .. }
+                | Type::Array { elem, .. }
+                | Type::Shared { elem, .. } => Ok(elem),
                 _ => Err(TypeError::new(
                     codes::INDEX,
-                    format!("parameter `{}` is not a buffer", p.name),
+                    format!("parameter `{}` is not a buffer or array", p.name),
                 )),
             },
         },
@@ -166,10 +168,102 @@ pub fn base_writable(func: &Function, base: Base) -> Option<bool> {
     match base {
         Base::Param(i) => match func.params.get(i as usize)?.ty {
             Type::Buffer { access, .. } => Some(access == Access::ReadWrite),
+            Type::Array { .. } | Type::Shared { .. } => Some(true),
             _ => None,
         },
         Base::Shared(h) => func.shared.try_get(h).map(|_| true),
         Base::Local(h) => func.locals.try_get(h).map(|_| true),
+    }
+}
+
+/// Whether `base` is private memory: a private array local, or a helper's private-array
+/// parameter (atomics and `matrix_store` need a buffer or shared array).
+pub fn base_is_private(func: &Function, base: Base) -> bool {
+    match base {
+        Base::Local(_) => true,
+        Base::Param(i) => matches!(
+            func.params.get(i as usize).map(|p| p.ty),
+            Some(Type::Array { .. })
+        ),
+        Base::Shared(_) => false,
+    }
+}
+
+/// Whether `base` is a buffer: a kernel's buffer parameter or a helper's buffer parameter.
+pub fn base_is_buffer(func: &Function, base: Base) -> bool {
+    match base {
+        Base::Param(i) => matches!(
+            func.params.get(i as usize).map(|p| p.ty),
+            Some(Type::Buffer { .. })
+        ),
+        _ => false,
+    }
+}
+
+/// The type a reference to `base` has ([`Expr::Ref`]): a buffer parameter's type, a
+/// shared array as [`Type::Shared`], a private array's type. `None` if malformed.
+pub fn ref_type(func: &Function, base: Base) -> Option<Type> {
+    match base {
+        Base::Param(i) => func.params.get(i as usize).map(|p| p.ty),
+        Base::Shared(h) => func.shared.try_get(h).map(|s| Type::Shared {
+            elem: s.elem,
+            len: s.len,
+        }),
+        Base::Local(h) => func.locals.try_get(h).map(|l| l.ty),
+    }
+}
+
+/// Whether memory of type `arg` may be passed for a helper parameter of type `param`
+/// (both [`Type::is_memory`]): the code and the reason when it may not. A length that is
+/// still a template's constant expression is checked per instance.
+pub fn memory_arg_error(arg: Type, param: Type) -> Option<(&'static str, String)> {
+    fn same_len(a: Len, p: Len) -> bool {
+        match (a, p) {
+            (Len::Fixed(a), Len::Fixed(p)) => a == p,
+            _ => true,
+        }
+    }
+    let kind = |t: Type| match t {
+        Type::Buffer { .. } => "a buffer",
+        Type::Shared { .. } => "a shared array",
+        Type::Array { .. } => "a private array",
+        _ => "not memory",
+    };
+    let ok = match (arg, param) {
+        (
+            Type::Buffer { elem: ae, access },
+            Type::Buffer {
+                elem: pe,
+                access: pa,
+            },
+        ) if ae == pe => {
+            if pa == Access::ReadWrite && access == Access::Read {
+                return Some((
+                    codes::MEMORY_ACCESS,
+                    "a read-only buffer, where the parameter is `rw`".to_string(),
+                ));
+            }
+            true
+        }
+        (Type::Shared { elem: ae, len: al }, Type::Shared { elem: pe, len: pl }) if ae == pe => {
+            match (al, pl) {
+                (_, None) => true,
+                (Some(a), Some(p)) => same_len(a, p),
+                (None, Some(_)) => false,
+            }
+        }
+        (Type::Array { elem: ae, len: al }, Type::Array { elem: pe, len: pl }) if ae == pe => {
+            same_len(al, pl)
+        }
+        _ => false,
+    };
+    if ok {
+        None
+    } else {
+        Some((
+            codes::MEMORY_ARG,
+            format!("{} of another type or length", kind(arg)),
+        ))
     }
 }
 
@@ -212,6 +306,11 @@ pub fn type_name(module: &Module, ty: Type) -> String {
         Type::Tag(set) => match module.tag_sets.try_get(set) {
             Some(t) => format!("tag<{}>", t.name),
             None => "tag<?>".to_string(),
+        },
+        Type::Shared { elem: e, len } => match len {
+            Some(Len::Fixed(n)) => format!("shared [{}; {n}]", elem(e)),
+            Some(Len::Const(_)) => format!("shared [{}; <const>]", elem(e)),
+            None => format!("shared [{}]", elem(e)),
         },
     }
 }
@@ -637,6 +736,19 @@ impl<'a> Typer<'a> {
                 self.u32_operand(*index, codes::INDEX, "an index")?;
                 elem.value_type()
             }
+            Expr::Ref(base) => match ref_type(func, *base) {
+                Some(t) if t.is_memory() => t,
+                Some(_) => {
+                    return here(
+                        codes::MEMORY_REF,
+                        format!(
+                            "`{}` is not a buffer or array to pass by reference",
+                            base_name(func, *base)
+                        ),
+                    )
+                }
+                None => return here(codes::HANDLE, format!("{base:?} does not exist")),
+            },
             Expr::Len(i) => match func.params.get(*i as usize) {
                 None => return here(codes::HANDLE, format!("parameter index {i} out of range")),
                 Some(p) => match p.ty {
@@ -906,6 +1018,44 @@ impl<'a> Typer<'a> {
             );
         }
         for (i, (p, &a)) in params.iter().zip(args).enumerate() {
+            if p.ty.is_memory() || matches!(self.func.exprs.try_get(a), Some(Expr::Ref(_))) {
+                let t = match self.func.exprs.try_get(a) {
+                    Some(Expr::Ref(_)) => self.operand(a)?,
+                    _ => {
+                        return here(
+                            codes::MEMORY_ARG,
+                            format!(
+                                "argument {} of `{callee}` (`{}`, {}) takes the name of a buffer, \
+                                 shared array or private array",
+                                i + 1,
+                                p.name,
+                                self.tn(p.ty)
+                            ),
+                        )
+                    }
+                };
+                let problem = if p.ty.is_memory() {
+                    memory_arg_error(t, p.ty)
+                } else {
+                    Some((
+                        codes::MEMORY_ARG,
+                        "memory, where a value is taken".to_string(),
+                    ))
+                };
+                if let Some((code, why)) = problem {
+                    return here(
+                        code,
+                        format!(
+                            "argument {} of `{callee}` (`{}`) must be {}, not {} ({why})",
+                            i + 1,
+                            p.name,
+                            self.tn(p.ty),
+                            self.tn(t)
+                        ),
+                    );
+                }
+                continue;
+            }
             let t = self.operand(a)?;
             if t != p.ty {
                 return here(
@@ -1037,7 +1187,7 @@ impl<'a> Typer<'a> {
                 format!("expression {index:?} does not exist"),
             );
         }
-        if let Base::Local(_) = base {
+        if base_is_private(self.func, base) {
             return here(
                 codes::ATOMIC,
                 format!(
@@ -1113,7 +1263,7 @@ impl<'a> Typer<'a> {
                 format!("expression {index:?} does not exist"),
             );
         }
-        if let Base::Local(_) = base {
+        if base_is_private(self.func, base) {
             return here(
                 codes::ATOMIC,
                 format!(
@@ -1289,7 +1439,7 @@ pub fn vector_access(
         );
     }
     let elem = base_elem_checked(func, base).map_err(Failure::Here)?;
-    if !matches!(base, Base::Param(_)) || elem.lanes != 1 {
+    if !base_is_buffer(func, base) || elem.lanes != 1 {
         return here(
             codes::VLOAD,
             format!(

@@ -201,14 +201,14 @@ pub enum Type {
     Scalar(Scalar),
     /// A vector of 2, 3, 4, 8 or 16 lanes.
     Vector(Scalar, u8),
-    /// A global buffer (kernel parameters only).
+    /// A global buffer (kernel parameters; helper parameters, by reference).
     Buffer {
         /// The element type.
         elem: ElemType,
         /// Whether the kernel may write it.
         access: Access,
     },
-    /// A private (per-work-item) array (locals only).
+    /// A private (per-work-item) array (locals; helper parameters, by reference).
     Array {
         /// The element type.
         elem: ElemType,
@@ -228,6 +228,14 @@ pub enum Type {
     },
     /// A function tag: an index into a closed set of device helpers.
     Tag(Handle<TagSet>),
+    /// A workgroup (shared) array passed by reference: helper parameters only
+    /// (`s: shared [E; N]`, or `s: shared [E]` for any length).
+    Shared {
+        /// The element type.
+        elem: ElemType,
+        /// The element count; `None` accepts a shared array of any length.
+        len: Option<Len>,
+    },
 }
 
 impl Type {
@@ -275,5 +283,14 @@ impl Type {
     /// Scalars and vectors: the types arithmetic, locals and `select` work on.
     pub const fn is_value(self) -> bool {
         matches!(self, Type::Scalar(_) | Type::Vector(..))
+    }
+
+    /// Memory passed by reference: a buffer, a shared array or a private array (as a
+    /// helper's parameter, the types its caller passes an [`crate::ir::Expr::Ref`] for).
+    pub const fn is_memory(self) -> bool {
+        matches!(
+            self,
+            Type::Buffer { .. } | Type::Array { .. } | Type::Shared { .. }
+        )
     }
 }

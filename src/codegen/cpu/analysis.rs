@@ -545,9 +545,11 @@ impl Walk<'_, '_> {
             c
         };
         let c = match expr {
-            Expr::Literal(_) | Expr::TemplateParam(_) | Expr::Len(_) | Expr::Tag { .. } => {
-                Class::Uniform
-            }
+            Expr::Literal(_)
+            | Expr::TemplateParam(_)
+            | Expr::Len(_)
+            | Expr::Ref(_)
+            | Expr::Tag { .. } => Class::Uniform,
             Expr::Param(i) => self
                 .params
                 .get(*i as usize)

@@ -158,6 +158,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let v = self.load_elem(ptr, elem, align)?;
                 self.zero_unless(v, ok)?
             }
+            // The verifier inlines every call that passes memory.
+            Expr::Ref(_) => {
+                return self.err(
+                    codes::INPUT,
+                    "a buffer or array by reference outside an inlined helper call",
+                )
+            }
             Expr::Len(i) => match self.params.get(*i as usize) {
                 Some(ParamVal::Buffer { len, .. }) => (*len).into(),
                 _ => return self.err(codes::INPUT, "`len` of a parameter that is not a buffer"),

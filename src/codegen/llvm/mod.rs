@@ -610,7 +610,7 @@ fn value_type<'ctx>(
                 Err(m) => return unsupported(m),
             }
         }
-        Type::Buffer { .. } | Type::Array { .. } => {
+        Type::Buffer { .. } | Type::Array { .. } | Type::Shared { .. } => {
             return internal("a buffer or array is not a value")
         }
     })

@@ -372,6 +372,10 @@ impl Em<'_> {
                 let elem = self.base_elem(base)?;
                 self.load_elem(base, elem, i)?
             }
+            // The verifier inlines every call that passes memory.
+            Expr::Ref(_) => {
+                return refuse("a buffer or array by reference outside an inlined helper call")
+            }
             Expr::Len(p) => match self.len_member.get(p as usize).copied().flatten() {
                 Some(m) => self.push_load(m),
                 None => return refuse("len of a parameter that is not a buffer"),

@@ -697,6 +697,7 @@ impl<'a> Em<'a> {
                 Ok(self.tk(TyKey::Array(e, c)))
             }
             Type::Buffer { .. } => refuse("a buffer value outside a kernel parameter"),
+            Type::Shared { .. } => refuse("a shared array by reference outside a helper parameter"),
         }
     }
 

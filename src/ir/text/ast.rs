@@ -95,6 +95,8 @@ pub enum TypeKind {
     Tag(String),
     /// A name that is no built-in type: a `struct` item's (lowered away by `super::structs`).
     Named(String),
+    /// `shared T`: a shared array by reference (`T` should be an array type).
+    Shared(Box<Type>),
 }
 
 #[derive(Clone, Debug)]

@@ -879,6 +879,26 @@ impl Lowerer<'_> {
                 );
                 return Err(());
             }
+            TypeKind::Shared(inner) => match &inner.kind {
+                TypeKind::Array { elem, len } if !matches!(elem.kind, TypeKind::Array { .. }) => {
+                    Type::Shared {
+                        elem: self.elem(func, elem)?,
+                        len: match len {
+                            Some(l) => Some(self.len(func, l)?),
+                            None => None,
+                        },
+                    }
+                }
+                _ => {
+                    self.error(
+                        codes::MEMORY_PARAM_TYPE,
+                        t.span,
+                        "`shared` in a type is followed by a one-dimensional array type \
+                         (`shared [E; N]` or `shared [E]`)",
+                    );
+                    return Err(());
+                }
+            },
             TypeKind::Tag(set) => match self.set_names.get(set).copied() {
                 Some(h) => Type::Tag(h),
                 None => {
@@ -1950,8 +1970,7 @@ impl Lowerer<'_> {
                 if let ExprKind::Name(n) = &base.kind {
                     let b = match cx.resolve(n) {
                         Some(Resolved::Param(i)) => {
-                            let addressable =
-                                matches!(cx.func.params[i as usize].ty, Type::Buffer { .. });
+                            let addressable = cx.func.params[i as usize].ty.is_memory();
                             Some((Base::Param(i), addressable))
                         }
                         Some(Resolved::Shared(h)) => Some((Base::Shared(h), true)),
@@ -2201,14 +2220,30 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Call arguments, each typed by its parameter.
+    /// Call arguments, each typed by its parameter; a memory parameter ([`Type::is_memory`])
+    /// takes the name of a buffer, shared array or private array, passed by reference.
     fn args(&mut self, cx: &mut FnCx, pos: &[&ast::Expr], params: &[Type]) -> LResult<Vec<ExprId>> {
         let ids: Vec<LResult<ExprId>> = pos
             .iter()
             .enumerate()
-            .map(|(i, a)| {
-                let expect = scalar_of(params.get(i).copied());
-                self.expr(cx, a, expect)
+            .map(|(i, a)| match params.get(i) {
+                Some(t) if t.is_memory() => {
+                    let ExprKind::Name(_) = &a.kind else {
+                        self.error(
+                            codes::MEMORY_ARG,
+                            a.span,
+                            "a helper's buffer or array parameter takes the name of a buffer, \
+                             shared array or private array",
+                        );
+                        return Err(());
+                    };
+                    let base = self.base(cx, a)?;
+                    Ok(cx.func.add_expr(Expr::Ref(base), a.span))
+                }
+                _ => {
+                    let expect = scalar_of(params.get(i).copied());
+                    self.expr(cx, a, expect)
+                }
             })
             .collect();
         ids.into_iter().collect()

@@ -76,6 +76,11 @@ pub mod codes {
     /// A multi-dimensional array with a length that is not an integer literal, or indexed
     /// with fewer subscripts than it has dimensions.
     pub const DIMS: &str = "XPU-P031";
+    /// A helper's buffer or array parameter given something other than the name of a
+    /// buffer, shared array or private array.
+    pub const MEMORY_ARG: &str = "XPU-P045";
+    /// `shared` in a type not followed by a one-dimensional array type.
+    pub const MEMORY_PARAM_TYPE: &str = "XPU-P046";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.

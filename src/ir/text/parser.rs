@@ -969,6 +969,14 @@ impl Parser {
     }
 
     fn ty_inner(&mut self, span: Span) -> PResult<Type> {
+        // `shared [E; N]` / `shared [E]`: a shared array by reference (helper parameters).
+        if self.eat_kw("shared") {
+            let inner = self.ty()?;
+            return Ok(Type {
+                kind: TypeKind::Shared(Box::new(inner)),
+                span,
+            });
+        }
         if self.eat("[") {
             let elem = Box::new(self.ty()?);
             let len = if self.eat(";") {

@@ -484,6 +484,10 @@ impl<'m> FnPrinter<'m> {
                 "tag<{}>",
                 self.m.tag_sets.try_get(h).map_or("?", |t| t.name.as_str())
             ),
+            Type::Shared { elem: e, len } => match len {
+                Some(l) => format!("shared [{}; {}]", elem(e), self.len(l)),
+                None => format!("shared [{}]", elem(e)),
+            },
         }
     }
 
@@ -1376,6 +1380,7 @@ impl<'m> FnPrinter<'m> {
             }
             Expr::Index { base, index } => post(self.element(*base, *index, depth)),
             Expr::Len(i) => post(format!("len({})", self.param(*i))),
+            Expr::Ref(b) => post(self.base(*b)),
             Expr::Call { function, args: a } => {
                 let callee = self.m.functions.try_get(*function);
                 let name = callee.map_or("?", |f| f.name.as_str());
@@ -1630,7 +1635,8 @@ impl Sim<'_, '_> {
                     Expr::TemplateParam(i) => self.refer(Ent::TParam(*i as usize)),
                     Expr::Index { base, .. }
                     | Expr::VLoad { base, .. }
-                    | Expr::MatrixLoad { base, .. } => self.base(*base),
+                    | Expr::MatrixLoad { base, .. }
+                    | Expr::Ref(base) => self.base(*base),
                     Expr::Atomic { place, .. }
                     | Expr::AtomicLoad { place, .. }
                     | Expr::AtomicStore { place, .. } => {

@@ -12,6 +12,7 @@ use crate::ir::{
 pub(super) fn check(module: &Module, f: &Function, typed: &FunctionTypes, sink: &mut Sink) {
     uses(f, sink);
     dims(f, sink);
+    super::memcall::check(module, f, sink);
     for (e, err) in typed.errors() {
         sink.at(f, err.code, f.expr_span(e), err.message.clone());
     }
@@ -88,7 +89,7 @@ fn dims(f: &Function, sink: &mut Sink) {
 }
 
 /// Every expression handle a statement refers to directly, in evaluation order.
-pub(super) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
+pub(crate) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
     match &s.kind {
         StmtKind::Let { init, .. } => out.extend(init),
         StmtKind::Assign { place, value } => {
@@ -305,7 +306,8 @@ impl Walker<'_, '_> {
                 Expr::Local(h) => self.use_local(*h, span),
                 Expr::Index { base, .. }
                 | Expr::VLoad { base, .. }
-                | Expr::MatrixLoad { base, .. } => self.use_base(*base, span),
+                | Expr::MatrixLoad { base, .. }
+                | Expr::Ref(base) => self.use_base(*base, span),
                 Expr::Atomic { place, .. }
                 | Expr::AtomicLoad { place, .. }
                 | Expr::AtomicStore { place, .. } => self.place_scope(place, span),
@@ -777,7 +779,7 @@ impl Walker<'_, '_> {
             self.err(codes::MATRIX_STORE, span, msg);
             return;
         };
-        if let Base::Local(_) = base {
+        if typeck::base_is_private(self.f, base) {
             let msg = format!(
                 "matrix_store to private array `{}`; it stores to a buffer or shared array",
                 base_name(self.f, base)

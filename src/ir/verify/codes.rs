@@ -147,3 +147,19 @@ pub const PRINT_FORMAT: &str = "XPU-V110";
 pub const PRINT_VALUE: &str = "XPU-V111";
 /// An `assert` condition that is not `bool`.
 pub const ASSERT_COND: &str = "XPU-V112";
+
+/// A helper's buffer, shared-array or private-array parameter given something else: not
+/// the name of memory, memory of another kind (a buffer for a shared array), another
+/// element type, or another length (issue 23 item 4).
+pub const MEMORY_ARG: &str = "XPU-V130";
+/// A read-only buffer passed where the helper's parameter is `buf<E, rw>`.
+pub const MEMORY_ACCESS: &str = "XPU-V131";
+/// A call of a helper that takes memory somewhere other than a statement of its own, the
+/// whole value of a `let` or an assignment, or the whole value of a `return`.
+pub const MEMORY_CALL_SITE: &str = "XPU-V132";
+/// A tag set member with a buffer, shared-array or private-array parameter (tags dispatch
+/// to helpers of values only).
+pub const MEMORY_TAG: &str = "XPU-V133";
+/// A reference to memory ([`crate::ir::Expr::Ref`]) anywhere but as a call argument for a
+/// memory parameter.
+pub const MEMORY_REF: &str = "XPU-V134";

@@ -89,8 +89,10 @@ fn decl_type(
 ) {
     let allowed = match ty {
         Type::Scalar(_) | Type::Vector(..) => true,
-        Type::Buffer { .. } => site == Site::KernelParam,
-        Type::Array { .. } => site == Site::Local,
+        // Helpers take memory by reference (issue 23 item 4).
+        Type::Buffer { .. } => matches!(site, Site::KernelParam | Site::HelperParam),
+        Type::Array { .. } => matches!(site, Site::Local | Site::HelperParam),
+        Type::Shared { .. } => site == Site::HelperParam,
         Type::Matrix { .. } => site != Site::KernelParam,
         Type::Tag(set) => {
             if !module.tag_sets.contains(set) {
@@ -107,8 +109,11 @@ fn decl_type(
     };
     if !allowed {
         let rule = match ty {
-            Type::Buffer { .. } => "buffers are kernel parameters only",
-            Type::Array { .. } => "private arrays are locals only",
+            Type::Buffer { .. } => "buffers are kernel and helper parameters only",
+            Type::Array { .. } => "private arrays are locals and helper parameters only",
+            Type::Shared { .. } => {
+                "shared arrays by reference are helper parameters only (a kernel declares its own)"
+            }
             _ => "fragments are not kernel parameters",
         };
         sink.at(
@@ -128,6 +133,11 @@ fn decl_type(
         }
         Type::Array { elem, len } if elem_ok(f, elem, what, span, sink) => {
             length(f, len, what, span, sink);
+        }
+        Type::Shared { elem, len } if elem_ok(f, elem, what, span, sink) => {
+            if let Some(len) = len {
+                length(f, len, what, span, sink);
+            }
         }
         Type::Matrix { rows, cols, .. } if rows == 0 || cols == 0 => {
             sink.at(

@@ -104,6 +104,18 @@ fn tag_sets(module: &Module, sink: &mut Sink) {
                 );
                 continue;
             }
+            if let Some(p) = f.params.iter().find(|p| p.ty.is_memory()) {
+                sink.push(
+                    codes::MEMORY_TAG,
+                    p.span,
+                    format!(
+                        "tag set `{}` member `{}` takes `{}` by reference; tags dispatch to \
+                         helpers that take values only (call it directly)",
+                        set.name, f.name, p.name
+                    ),
+                );
+                continue;
+            }
             match first {
                 None => first = Some(f),
                 Some(g) => {

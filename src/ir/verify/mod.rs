@@ -22,6 +22,8 @@ mod body;
 pub mod codes;
 mod decls;
 mod items;
+pub mod memcall;
+pub(crate) use body::stmt_roots;
 mod nesting;
 
 pub use items::{MAX_CALL_DEPTH, MAX_INLINED_SIZE};
@@ -171,6 +173,11 @@ impl VerifiedModule {
             handles.push(out.module.functions.append(f));
         }
         sink.finish()?;
+        for h in crate::ir::inline::inline_memory_calls(&mut out.module) {
+            out.types[h.index()] =
+                typeck::check_function(&out.module, &out.module.functions[h]).types();
+            out.infos[h.index()] = FunctionInfo::of(&out.module.functions[h]);
+        }
         Ok((out, handles))
     }
 }
@@ -269,6 +276,10 @@ pub fn verify(module: Module) -> Result<VerifiedModule, Diagnostics> {
     items::check_instance_names(&module, &mut sink);
     items::check_call_limits(&module, &mut sink);
     sink.finish()?;
+    // Helpers that take memory are inlined (issue 23 item 4): what backends and facts see.
+    for h in crate::ir::inline::inline_memory_calls(&mut module) {
+        types[h.index()] = typeck::check_function(&module, &module.functions[h]).types();
+    }
     let infos = module
         .functions
         .iter()

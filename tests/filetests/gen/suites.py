@@ -1280,6 +1280,10 @@ def rd_pf_normalize():
             E("cdf", cdf, "f64"), E("u", u, "f64"), E("seed", new_seed, "i32")]
 
 
+# The same kernel with cdfCalc and d_randu as helpers taking buffers (issue 23 item 4).
+case("tests/filetests/ports/particlefilter_helpers.xk", 0)(rd_pf_normalize)
+
+
 def kmeans():
     npoints, nfeatures, nclusters = 700, 5, 4
     arg, feats = R("input", npoints * nfeatures, 0.0, 1.0, 141, "f32")

@@ -194,6 +194,12 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.check_align(*index, &i, s, *align, span);
                 Ev::Vals(self.load_elem(*base, &i, span, *lanes as u32)?)
             }
+            // The verifier inlines every call that passes memory.
+            Expr::Ref(_) => {
+                return Err(
+                    self.internal("a buffer or array by reference outside an inlined helper call")
+                )
+            }
             Expr::Len(i) => {
                 let len = match self.kparams[*i as usize] {
                     KParam::Buf { off, .. } => self.buf_ref(off).1,
