@@ -1308,6 +1308,7 @@ mod tests {
             Expr::Wave {
                 op: WaveOp::Reduce(ReduceOp::Sum),
                 args: vec![sum],
+                width: None,
             },
             s,
         );

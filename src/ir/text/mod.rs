@@ -75,6 +75,9 @@ pub mod codes {
     /// A multi-dimensional array with a length that is not an integer literal, or indexed
     /// with fewer subscripts than it has dimensions.
     pub const DIMS: &str = "XPU-P031";
+    /// A wave verb's `width =` (issue 23 item 3): on a verb that takes no tile (a vote,
+    /// `wave_elect`), given twice, or not an unsuffixed integer literal.
+    pub const TILE: &str = "XPU-P040";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.
@@ -202,6 +205,7 @@ pub fn is_builtin_function(name: &str) -> bool {
                 | "dispatch"
                 | "matrix_mma"
                 | "barrier"
+                | "wave_barrier"
                 | "fence"
                 | "vstore"
                 | "matrix_store"

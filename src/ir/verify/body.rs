@@ -137,6 +137,7 @@ pub(super) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
         StmtKind::Break(_)
         | StmtKind::Continue(_)
         | StmtKind::Barrier
+        | StmtKind::WaveBarrier
         | StmtKind::Fence(_)
         | StmtKind::Block(_) => {}
     }
@@ -473,7 +474,7 @@ impl Walker<'_, '_> {
             }
             StmtKind::Block(b) => self.block(b),
             StmtKind::Return(value) => self.ret(*value, span),
-            StmtKind::Expr(_) | StmtKind::Barrier | StmtKind::Fence(_) => {}
+            StmtKind::Expr(_) | StmtKind::Barrier | StmtKind::WaveBarrier | StmtKind::Fence(_) => {}
             StmtKind::VStore {
                 base,
                 index,

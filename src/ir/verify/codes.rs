@@ -147,3 +147,9 @@ pub const PRINT_FORMAT: &str = "XPU-V110";
 pub const PRINT_VALUE: &str = "XPU-V111";
 /// An `assert` condition that is not `bool`.
 pub const ASSERT_COND: &str = "XPU-V112";
+
+/// A wave verb's tile width (`width = T`, issue 23 item 3) that is not a power of two from 1
+/// to 64, or a `width` on a verb that takes none (the votes, `wave_elect`).
+pub const TILE_WIDTH: &str = "XPU-V120";
+/// A tile wider than the kernel's declared `@wave(N)`.
+pub const TILE_WAVE: &str = "XPU-V121";
