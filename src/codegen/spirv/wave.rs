@@ -363,6 +363,13 @@ impl Em<'_> {
             WaveOp::Broadcast | WaveOp::Shuffle => {
                 let (ls, _) = self.sl(args[1]);
                 let l = self.cast(vs[1], ls, Scalar::U32, 1)?;
+                // `width = W`: the lane counts modulo the tile, here the wave.
+                let l = if width.is_some() {
+                    let m = self.cu32(self.wave_w - 1);
+                    self.opi(Op::BitwiseAnd, u, &[l, m])
+                } else {
+                    l
+                };
                 self.shuffle(t, vs[0], l)?
             }
             WaveOp::ShuffleXor | WaveOp::ShuffleUp | WaveOp::ShuffleDown | WaveOp::Rotate => {
