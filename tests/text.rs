@@ -648,11 +648,11 @@ fn diagnostics_have_exact_positions() {
         errors(
             "kernel k(a: u32) {\n    let x: u32 = wave_reduce_sum(a, width = 4, width = 8);\n}\n"
         ),
-        vec!["2:46 XPU-P040"]
+        vec!["2:48 XPU-P040"]
     );
     assert_eq!(
         errors("kernel k(a: u32) {\n    let x: u32 = wave_reduce_sum(a, width = a);\n}\n"),
-        vec!["2:44 XPU-P040"]
+        vec!["2:45 XPU-P040"]
     );
     assert_eq!(errors("kernel k(a: flaot) {\n}\n"), vec!["1:13 XPU-P006"]);
     assert_eq!(
@@ -2415,5 +2415,25 @@ kernel tiles(a: buf<u32, rw>, f: buf<f32, rw>) {
     f[i] = wave_broadcast(f[i], 1, width = 2) + wave_rotate(f[i], 5, width = 1);
 }
 ",
+    );
+}
+
+#[test]
+fn the_fuzzer_generates_tile_widths_that_verify() {
+    // Issue 23 item 3: the differential fuzzer's kernels use `width = T` now and then, and
+    // every one of them verifies (a tile no wider than a declared `@wave`).
+    let mut with_tiles = 0;
+    for seed in 0..300u64 {
+        let case = xpu::fuzz::gen::generate_for_cpu(seed);
+        if case.src.contains(", width = ") {
+            with_tiles += 1;
+            let m = xpu::ir::parse(&case.src).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            m.verify()
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{}", case.src));
+        }
+    }
+    assert!(
+        with_tiles >= 10,
+        "only {with_tiles} of 300 cases use a tile"
     );
 }
