@@ -1598,18 +1598,28 @@ fn tiles_and_wave_barrier_lower_for_nvptx_and_amdgpu() {
     assert_eq!(lowered, 3, "tiles_w32, wave_sum_w32, tile_reduce");
     let vm = xpu::ir::parse(&wave64).unwrap().verify().unwrap();
     let (h, _) = vm.kernels().next().unwrap();
-    let amd = llvm::lower(
+    let opts = llvm::Options {
+        keep_llvm_ir: true,
+        ..Default::default()
+    };
+    let ir = llvm::lower(
         vm.module(),
         &[KernelRef::plain(h)],
         &Amdgpu::new("gfx90a").unwrap(),
-        &Default::default(),
+        &opts,
     )
+    .unwrap()
+    .llvm_ir
     .unwrap();
-    assert!(
-        amd.text().contains("llvm.amdgcn.wave.barrier"),
-        "{}",
-        amd.text()
-    );
+    // The helper is inlined: the barrier sits between the wavefront fences.
+    let rel = ir
+        .find("fence syncscope(\"wavefront\") release")
+        .expect(&ir);
+    let bar = ir.find("call void @llvm.amdgcn.wave.barrier()").expect(&ir);
+    let acq = ir
+        .find("fence syncscope(\"wavefront\") acquire")
+        .expect(&ir);
+    assert!(rel < bar && bar < acq, "{ir}");
     if codeobj::find_linker().is_some() {
         codeobj::build(
             vm.module(),
