@@ -10,7 +10,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         args: &[Vec<Val>],
         width: Option<u32>,
         span: Span,
-    ) -> Result<Vec<Val>, JitError> {
+    ) -> Result<Vec<Val>, Error> {
         let n = self.n as usize;
         // The tile: `t` consecutive lanes; a width above the wave is the wave.
         let t = width.map_or(n, |w| (w as usize).min(n));
