@@ -190,7 +190,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         s: Scalar,
         args: &[Vec<Val>],
         t: usize,
-    ) -> Result<Vec<Val>, JitError> {
+    ) -> Result<Vec<Val>, Error> {
         let n = self.n as usize;
         let e = self.exec();
         let bits = self.mask_bits(&e);
