@@ -734,6 +734,16 @@ fn ub_corpus_reports_kind_location_and_work_item() {
         ("div_by_zero", UbKind::DivByZero, 4, 2),
         ("rem_by_zero", UbKind::DivByZero, 3, 0),
         ("non_uniform_broadcast", UbKind::NonUniform, 3, 1),
+        // Issue 23 item 3: wave barriers and tiles.
+        ("data_race_wave_barrier_no_barrier", UbKind::DataRace, 12, 1),
+        ("data_race_wave_barrier_other_wave", UbKind::DataRace, 9, 8),
+        (
+            "barrier_divergence_wave_barrier",
+            UbKind::BarrierDivergence,
+            6,
+            0,
+        ),
+        ("out_of_bounds_tile_broadcast", UbKind::OutOfBounds, 3, 0),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ub");
     let mut files: Vec<_> = std::fs::read_dir(&dir)

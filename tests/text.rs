@@ -642,6 +642,21 @@ fn diagnostics_have_exact_positions() {
         vec!["2:5 XPU-P004"]
     );
     assert_eq!(errors("kernel k() {\n    f(1);\n}\n"), vec!["2:5 XPU-P005"]);
+    // Tile widths (issue 23 item 3): not on a vote, not twice, a literal.
+    assert_eq!(
+        errors("kernel k() {\n    let b: bool = wave_any(true, width = 4);\n}\n"),
+        vec!["2:34 XPU-P040"]
+    );
+    assert_eq!(
+        errors(
+            "kernel k(a: u32) {\n    let x: u32 = wave_reduce_sum(a, width = 4, width = 8);\n}\n"
+        ),
+        vec!["2:48 XPU-P040"]
+    );
+    assert_eq!(
+        errors("kernel k(a: u32) {\n    let x: u32 = wave_reduce_sum(a, width = a);\n}\n"),
+        vec!["2:45 XPU-P040"]
+    );
     assert_eq!(errors("kernel k(a: flaot) {\n}\n"), vec!["1:13 XPU-P006"]);
     assert_eq!(
         errors("kernel k(a: u32, a: u32) {\n}\n"),
@@ -1605,7 +1620,13 @@ mod gen {
                         }
                         _ => vec![self.expr(ty, d), self.u32e(d)],
                     };
-                    Some(self.add(Expr::Wave { op, args }))
+                    // A tile (`width = T`) on the verbs that take one, sometimes.
+                    let width = (!matches!(
+                        op,
+                        WaveOp::Ballot | WaveOp::Any | WaveOp::All | WaveOp::Elect
+                    ) && self.src.chance(3))
+                    .then(|| self.src.pick(&[1u32, 2, 4, 8, 16, 32, 64]));
+                    Some(self.add(Expr::Wave { op, args, width }))
                 }
                 (17 | 18, Type::Vector(s, n)) => {
                     if self.src.chance(3) {
@@ -2055,6 +2076,7 @@ mod gen {
                         stride,
                     }
                 }
+                12 if self.src.chance(2) => StmtKind::WaveBarrier,
                 12 => StmtKind::Barrier,
                 13 if nested => StmtKind::Block(self.block(d + 1)),
                 _ => return None,
@@ -2421,4 +2443,40 @@ kernel k(out: buf<u32, rw>, keys: buf<u32>, o: buf<f32, rw>) {
     must_parse(&printed)
         .verify()
         .unwrap_or_else(|d| panic!("{d}\n{printed}"));
+}
+
+#[test]
+fn tile_widths_and_wave_barrier_are_canonical() {
+    // Issue 23 item 3: `width = T` prints last, as written; `wave_barrier();` a statement.
+    canonical(
+        "@wave(32)
+kernel tiles(a: buf<u32, rw>, f: buf<f32, rw>) {
+    let i: u32 = global_id.x;
+    a[i] = wave_shuffle(a[i], 3, width = 16) + wave_shuffle_down(a[i], 1, width = 4);
+    wave_barrier();
+    a[i] = wave_reduce_sum(a[i], width = 8) ^ wave_exclusive_scan_max(a[i], width = 32);
+    f[i] = wave_broadcast(f[i], 1, width = 2) + wave_rotate(f[i], 5, width = 1);
+}
+",
+    );
+}
+
+#[test]
+fn the_fuzzer_generates_tile_widths_that_verify() {
+    // Issue 23 item 3: the differential fuzzer's kernels use `width = T` now and then, and
+    // every one of them verifies (a tile no wider than a declared `@wave`).
+    let mut with_tiles = 0;
+    for seed in 0..300u64 {
+        let case = xpu::fuzz::gen::generate_for_cpu(seed);
+        if case.src.contains(", width = ") {
+            with_tiles += 1;
+            let m = xpu::ir::parse(&case.src).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            m.verify()
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{}", case.src));
+        }
+    }
+    assert!(
+        with_tiles >= 10,
+        "only {with_tiles} of 300 cases use a tile"
+    );
 }

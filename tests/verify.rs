@@ -1138,6 +1138,7 @@ fn garbage_never_panics() {
                 2 => Expr::Wave {
                     op: WaveOp::Elect,
                     args: vec![Handle::from_index(1000)],
+                    width: Some(i),
                 },
                 3 => Expr::Atomic {
                     op: AtomicOp::CompareExchange,
@@ -1187,6 +1188,32 @@ kernel k() {
     let x: i32 = -f();
 }",
         "XPU-V011",
+        3,
+        18,
+    ),
+    // Issue #23 item 3: tile widths.
+    (
+        "kernel k(a: u32) {
+    let x: u32 = wave_reduce_sum(a, width = 12);
+}",
+        "XPU-V120",
+        2,
+        18,
+    ),
+    (
+        "kernel k(a: u32) {
+    let x: u32 = wave_shuffle(a, 0, width = 128);
+}",
+        "XPU-V120",
+        2,
+        18,
+    ),
+    (
+        "@wave(8)
+kernel k(a: u32) {
+    let x: u32 = wave_shuffle_down(a, 1, width = 16);
+}",
+        "XPU-V121",
         3,
         18,
     ),

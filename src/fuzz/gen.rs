@@ -58,6 +58,9 @@ struct Gen {
     helpers: Vec<(String, &'static str, &'static str)>,
     top_level: bool,
     waves: bool,
+    /// The widest tile (`width = T`) a wave verb may name: the declared `@wave`, else 64
+    /// (a tile above the wave the kernel runs at is that wave).
+    tile_max: u32,
     /// Inside a device helper: no kernel locals, buffers or shared memory.
     helper: bool,
     /// Work-items in the launch.
@@ -324,12 +327,23 @@ impl Gen {
                 } else {
                     self.expr(ty, d)
                 };
+                // Now and then within tiles (issue 23 item 3).
+                let tile = if self.rng.chance(25) {
+                    let max = self.tile_max;
+                    let widths: Vec<u32> = [1u32, 2, 4, 8, 16, 32, 64]
+                        .into_iter()
+                        .filter(|&t| t <= max)
+                        .collect();
+                    format!(", width = {}", self.rng.pick(&widths))
+                } else {
+                    String::new()
+                };
                 match op {
                     "shuffle_xor" | "shuffle_down" | "shuffle_up" | "rotate" => {
                         let k = self.rng.below(5);
-                        format!("wave_{op}({x}, {k}u32)")
+                        format!("wave_{op}({x}, {k}u32{tile})")
                     }
-                    _ => format!("wave_{op}({x})"),
+                    _ => format!("wave_{op}({x}{tile})"),
                 }
             }
             6 if self.waves && ty == "bool" => {
@@ -835,6 +849,7 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
         helpers: Vec::new(),
         top_level: true,
         waves: true,
+        tile_max: wave_attr.unwrap_or(64),
         helper: false,
         total: 0,
         full_waves: false,

@@ -280,6 +280,12 @@ pub(crate) enum Inst {
         a: Slot,
         b: Slot,
         n: u32,
+        /// The tile width (`width = T`); 0 for the whole wave.
+        width: u32,
+        span: Span,
+    },
+    /// `wave_barrier()`: the work-item suspends until every lane of its wave meets it.
+    WaveBarrier {
         span: Span,
     },
     /// Cooperative-matrix verbs: wave-collective, every lane of the wave takes part.
@@ -356,6 +362,8 @@ pub(crate) struct Program {
     pub synchronises: bool,
     /// Whether it has a wave verb (the scheduler's wave pass is skipped otherwise).
     pub waves: bool,
+    /// Whether it has a `wave_barrier()` (per-wave race phases are kept only then).
+    pub wave_barriers: bool,
     /// The `print` and `assert` statements compiled, by the site number their records carry.
     pub debug_sites: Vec<crate::ir::debug::DebugSite>,
 }
@@ -378,6 +386,7 @@ pub(crate) fn compile(
         tag_sets: vec![Vec::new(); module.tag_sets.len()],
         barriers: false,
         waves: false,
+        wave_barriers: false,
         debug_sites: Vec::new(),
     };
     b.func_index(kernel)?;
@@ -416,6 +425,7 @@ pub(crate) fn compile(
         shared,
         synchronises: b.barriers || b.waves,
         waves: b.waves,
+        wave_barriers: b.wave_barriers,
         debug_sites: b.debug_sites,
     })
 }
@@ -430,6 +440,7 @@ struct ProgBuilder<'m> {
     tag_sets: Vec<Vec<u32>>,
     barriers: bool,
     waves: bool,
+    wave_barriers: bool,
     debug_sites: Vec<crate::ir::debug::DebugSite>,
 }
 
@@ -872,6 +883,11 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
             StmtKind::Barrier => {
                 self.pb.barriers = true;
                 self.emit(Inst::Barrier { span: s.span });
+            }
+            StmtKind::WaveBarrier => {
+                self.pb.waves = true;
+                self.pb.wave_barriers = true;
+                self.emit(Inst::WaveBarrier { span: s.span });
             }
             StmtKind::Print { format, args } => {
                 let mut types = Vec::with_capacity(args.len());
@@ -1566,7 +1582,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                 });
                 Opnd { slot: dst, n: 1 }
             }
-            Expr::Wave { op, args } => {
+            Expr::Wave { op, args, width } => {
                 self.pb.waves = true;
                 let (s, n) = match op {
                     WaveOp::Elect | WaveOp::Any | WaveOp::All | WaveOp::Ballot => (Scalar::Bool, 1),
@@ -1592,6 +1608,7 @@ impl<'a, 'm> FnCompiler<'a, 'm> {
                     a,
                     b,
                     n,
+                    width: width.unwrap_or(0),
                     span,
                 });
                 Opnd {

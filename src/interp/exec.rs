@@ -135,8 +135,15 @@ pub(crate) struct Machine<'p> {
     pub checks: bool,
     pub group: [u32; 3],
     pub group_linear: u32,
+    /// The newest phase id handed out (phases, `memory.rs`).
     pub phase: u32,
     pub group_start: u32,
+    /// The first phase of the running barrier segment: every access of the workgroup since
+    /// its last `barrier()` has a phase at or above it.
+    pub seg_start: u32,
+    /// Per wave of the workgroup (kernels with `wave_barrier()` only): its current phase,
+    /// advanced by each `wave_barrier()` it passes.
+    pub wave_phase: Vec<u32>,
     pub steps: u64,
     pub budget: u64,
     /// Nonzero once the launch is cancelled (its deadline passed).
@@ -201,11 +208,29 @@ impl<'p> Machine<'p> {
     }
 
     fn who(&self, it: &Item, span: Span) -> Accessor {
+        let lane = it.lid % self.wave;
         Accessor {
             item: it.gid,
-            phase: self.phase,
+            phase: match self.wave_phase.get((it.lid / self.wave) as usize) {
+                Some(&p) => p,
+                None => self.seg_start,
+            },
             group_start: self.group_start,
+            seg_start: self.seg_start,
+            wave_first: it.gid - lane,
+            wave_w: self.wave,
             site: memory::pack_site(span),
+        }
+    }
+
+    /// Starts a barrier segment at the newest phase (a workgroup's start, a released
+    /// barrier): every wave of the workgroup's `vol` work-items is in it.
+    pub fn new_segment(&mut self, vol: u32) {
+        self.seg_start = self.phase;
+        if self.prog.wave_barriers {
+            let waves = vol.div_ceil(self.wave) as usize;
+            self.wave_phase.clear();
+            self.wave_phase.resize(waves, self.phase);
         }
     }
 
@@ -931,6 +956,7 @@ impl<'p> Machine<'p> {
                     return Ok(());
                 }
                 Inst::Wave { .. }
+                | Inst::WaveBarrier { .. }
                 | Inst::MFill { .. }
                 | Inst::MLoad { .. }
                 | Inst::MMma { .. }
@@ -1110,6 +1136,7 @@ impl<'p> Machine<'p> {
             return Err(self.ub(at, at.top().func, span, UbKind::BarrierDivergence, detail));
         }
         self.phase = self.phase.wrapping_add(1);
+        self.new_segment(items.len() as u32);
         for it in items.iter_mut() {
             it.resume();
         }
@@ -1124,6 +1151,7 @@ impl<'p> Machine<'p> {
     fn inst_span(&self, it: &Item) -> Span {
         match self.inst(it) {
             Inst::Barrier { span }
+            | Inst::WaveBarrier { span }
             | Inst::Wave { span, .. }
             | Inst::MFill { span, .. }
             | Inst::MLoad { span, .. }
@@ -1148,6 +1176,20 @@ impl<'p> Machine<'p> {
         let w = self.wave as usize;
         let lane = |l: usize| l - first;
         match *inst {
+            Inst::WaveBarrier { span } => {
+                self.collective(items, group, wave_len, func, span, "wave_barrier")?;
+                // Every lane of the wave meets here: what each did before is ordered before
+                // what any does after (a new phase for this wave only).
+                self.phase = self.phase.wrapping_add(1);
+                let k = first / w;
+                if let Some(p) = self.wave_phase.get_mut(k) {
+                    *p = self.phase;
+                }
+                for &l in group {
+                    items[l].resume();
+                }
+                Ok(())
+            }
             Inst::Wave {
                 op,
                 s,
@@ -1155,6 +1197,7 @@ impl<'p> Machine<'p> {
                 a,
                 b,
                 n,
+                width,
                 span,
             } => {
                 // Which lanes are active, by lane id.
@@ -1162,30 +1205,48 @@ impl<'p> Machine<'p> {
                 for &l in group {
                     active[lane(l)] = true;
                 }
+                // The tile: `t` consecutive lanes (the whole wave without `width`, and a
+                // width above the wave is the wave), `base(l)` its first lane.
+                let t = if width == 0 {
+                    w
+                } else {
+                    (width as usize).min(w)
+                };
+                let base = |l: usize| l & !(t - 1);
                 let mut out: Vec<u64> = vec![0; group.len() * n as usize];
                 let val = |items: &[Item], l: usize, i: u32| items[l].slot(a + i);
                 match op {
                     WaveOp::Reduce(r) | WaveOp::InclusiveScan(r) | WaveOp::ExclusiveScan(r) => {
                         let f = value::reduce_fn(r, s).unwrap_or(|a, _| a);
                         for i in 0..n {
-                            let mut acc = value::reduce_identity(r, s);
-                            let mut started = false;
-                            for (k, &l) in group.iter().enumerate() {
-                                let v = val(items, l, i);
-                                let before = acc;
-                                // The first active lane's value starts the fold, so a
-                                // lone -0.0 or NaN survives a sum or a min.
-                                acc = if started { f(acc, v) } else { v };
-                                started = true;
-                                out[k * n as usize + i as usize] = match op {
-                                    WaveOp::ExclusiveScan(_) => before,
-                                    _ => acc,
-                                };
-                            }
-                            if let WaveOp::Reduce(_) = op {
-                                for k in 0..group.len() {
-                                    out[k * n as usize + i as usize] = acc;
+                            // `group` ascends, so each tile's lanes are one run of it.
+                            let mut k0 = 0;
+                            while k0 < group.len() {
+                                let tile = base(lane(group[k0]));
+                                let mut k1 = k0;
+                                while k1 < group.len() && base(lane(group[k1])) == tile {
+                                    k1 += 1;
                                 }
+                                let mut acc = value::reduce_identity(r, s);
+                                let mut started = false;
+                                for (k, &l) in group.iter().enumerate().take(k1).skip(k0) {
+                                    let v = val(items, l, i);
+                                    let before = acc;
+                                    // The first active lane's value starts the fold, so a
+                                    // lone -0.0 or NaN survives a sum or a min.
+                                    acc = if started { f(acc, v) } else { v };
+                                    started = true;
+                                    out[k * n as usize + i as usize] = match op {
+                                        WaveOp::ExclusiveScan(_) => before,
+                                        _ => acc,
+                                    };
+                                }
+                                if let WaveOp::Reduce(_) = op {
+                                    for k in k0..k1 {
+                                        out[k * n as usize + i as usize] = acc;
+                                    }
+                                }
+                                k0 = k1;
                             }
                         }
                     }
@@ -1204,22 +1265,32 @@ impl<'p> Machine<'p> {
                                 ),
                             ));
                         }
-                        if src >= w as u64 || !active[src as usize] {
+                        if width != 0 && src >= t as u64 {
                             return Err(self.ub(
                                 &items[lead],
                                 func,
                                 span,
                                 UbKind::OutOfBounds,
-                                format!(
-                                    "wave_broadcast from lane {src}, which is {}",
-                                    self.lane_state(src, wave_len)
-                                ),
+                                format!("wave_broadcast from lane {src}, outside a tile of {t}"),
                             ));
                         }
-                        let from = first + src as usize;
-                        for (k, _) in group.iter().enumerate() {
+                        for (k, &l) in group.iter().enumerate() {
+                            let from = base(lane(l)) as u64 + src;
+                            if from >= w as u64 || !active[from as usize] {
+                                return Err(self.ub(
+                                    &items[l],
+                                    func,
+                                    span,
+                                    UbKind::OutOfBounds,
+                                    format!(
+                                        "wave_broadcast from lane {from}, which is {}",
+                                        self.lane_state(from, wave_len)
+                                    ),
+                                ));
+                            }
                             for i in 0..n {
-                                out[k * n as usize + i as usize] = val(items, from, i);
+                                out[k * n as usize + i as usize] =
+                                    val(items, first + from as usize, i);
                             }
                         }
                     }
@@ -1229,10 +1300,14 @@ impl<'p> Machine<'p> {
                     | WaveOp::ShuffleDown
                     | WaveOp::Rotate => {
                         for (k, &l) in group.iter().enumerate() {
-                            let me = lane(l) as u64;
+                            // Within the tile: `me` the lane's place in it, `tb` its first lane.
+                            let tb = base(lane(l)) as u64;
+                            let me = lane(l) as u64 - tb;
                             let x = items[l].slot(b);
+                            let w = t;
                             // `None`: out of range, own value (docs/semantics.md).
                             let src: Option<u64> = match op {
+                                WaveOp::Shuffle if width != 0 => Some(x % t as u64),
                                 WaveOp::Shuffle => {
                                     if x >= w as u64 {
                                         return Err(self.ub(
@@ -1252,7 +1327,7 @@ impl<'p> Machine<'p> {
                                 WaveOp::ShuffleDown => me.checked_add(x).filter(|&s| s < w as u64),
                                 _ => Some((me + x % w as u64) % w as u64),
                             };
-                            let from = match src {
+                            let from = match src.map(|s| s + tb) {
                                 None => l,
                                 Some(s) => {
                                     if !active[s as usize] {

@@ -9,6 +9,12 @@
 //! accesses to one byte by different work-items conflict when at least one writes, they are
 //! not both atomic, and they are not ordered by a barrier: they are in the same phase, or in
 //! different workgroups (an earlier access in a phase below `group_start`).
+//!
+//! `wave_barrier()` refines this: the phases since the workgroup's last barrier form a
+//! *segment* (from `seg_start`), and each wave has its own phase within it, advanced by each
+//! `wave_barrier()` its lanes meet at. An earlier access in the segment is ordered before a
+//! later one only when both are by lanes of one wave and a wave barrier lies between them
+//! (the earlier phase is below the accessor's).
 
 use crate::ir::Scalar;
 use half::f16;
@@ -208,6 +214,9 @@ pub(crate) struct Cell {
 }
 
 const ATOMIC: u32 = 1 << 31;
+/// Several readers (`r_item`) or several atomic writers (`w_item`, with [`ATOMIC`]), all
+/// lanes of one wave in one phase: the low 30 bits are that wave's first work-item + 1.
+const WAVE: u32 = 1 << 30;
 /// Several readers (`r_item`) or several atomic writers (`w_item`, where it reads as an atomic
 /// write by a work-item that is no one).
 const MANY: u32 = u32::MAX;
@@ -228,8 +237,15 @@ pub(crate) enum Access {
 #[derive(Clone, Copy)]
 pub(crate) struct Accessor {
     pub item: u32,
+    /// The phase of the accessor's wave.
     pub phase: u32,
     pub group_start: u32,
+    /// The first phase of the running barrier segment.
+    pub seg_start: u32,
+    /// The first work-item of the accessor's wave and the wave width: the work-items
+    /// `wave_first .. wave_first + wave_w` are its wave.
+    pub wave_first: u32,
+    pub wave_w: u32,
     /// The access's source location ([`pack_site`]).
     pub site: u32,
 }
@@ -348,10 +364,43 @@ impl Region {
     }
 }
 
-/// Whether an earlier access in `phase` by `item` (+1 encoded) is unordered with `who`.
+/// Whether an earlier access in `phase` by `rec` (a `w_item` or `r_item` record) is
+/// unordered with `who`.
 #[inline]
-fn unordered(phase: u32, who: Accessor) -> bool {
-    phase == who.phase || phase < who.group_start
+fn unordered(phase: u32, rec: u32, who: Accessor) -> bool {
+    if phase < who.group_start {
+        return true;
+    }
+    if phase < who.seg_start {
+        return false;
+    }
+    // In this barrier segment: ordered only by a wave barrier of the accessor's own wave.
+    !(phase < who.phase && same_wave(rec, who))
+}
+
+/// Whether the access or accesses `rec` records were all by lanes of `who`'s wave.
+#[inline]
+fn same_wave(rec: u32, who: Accessor) -> bool {
+    if rec == MANY || rec & !ATOMIC == 0 {
+        return false;
+    }
+    let r = rec & !ATOMIC;
+    if r & WAVE != 0 {
+        (r & !WAVE) - 1 == who.wave_first
+    } else {
+        (r - 1).wrapping_sub(who.wave_first) < who.wave_w
+    }
+}
+
+/// The record of several concurrent accesses, the one recorded (`rec`) and `who`'s: of one
+/// wave when both are of `who`'s, else [`MANY`].
+#[inline]
+fn several(rec: u32, who: Accessor) -> u32 {
+    if same_wave(rec, who) {
+        WAVE | (who.wave_first + 1)
+    } else {
+        MANY
+    }
 }
 
 #[inline]
@@ -365,7 +414,7 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
     let w_atomic = cell.w_item & ATOMIC != 0;
     match how {
         Access::Read => {
-            if w != 0 && unordered(cell.w_phase, who) {
+            if w != 0 && unordered(cell.w_phase, cell.w_item, who) {
                 return Err(Conflict {
                     other_item: writer(cell.w_item),
                     other_wrote: true,
@@ -374,18 +423,15 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
             }
             cell.r_site = who.site;
             let r = cell.r_item;
-            if r == 0 || r == me {
+            if r == 0 || r == me || !unordered(cell.r_phase, r, who) {
+                // None, our own, or ordered before us (by a barrier or a wave barrier):
+                // whatever races with them races with us.
                 cell.r_item = me;
                 cell.r_phase = who.phase;
             } else if cell.r_phase >= who.group_start {
-                // The earlier reader is in this workgroup: ordered before us by a barrier,
-                // or in this very phase (then both must be remembered).
-                if cell.r_phase == who.phase {
-                    cell.r_item = MANY;
-                } else {
-                    cell.r_item = me;
-                    cell.r_phase = who.phase;
-                }
+                // Concurrent readers in this workgroup: both must be remembered.
+                cell.r_item = several(r, who);
+                cell.r_phase = cell.r_phase.min(who.phase);
             } else {
                 // A reader in another workgroup stays unordered with every later writer.
                 cell.r_item = MANY;
@@ -393,7 +439,7 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
         }
         Access::Write | Access::Atomic | Access::AtomicStore => {
             let atomic = how != Access::Write;
-            if w != 0 && !(atomic && w_atomic) && unordered(cell.w_phase, who) {
+            if w != 0 && !(atomic && w_atomic) && unordered(cell.w_phase, cell.w_item, who) {
                 return Err(Conflict {
                     other_item: writer(cell.w_item),
                     other_wrote: true,
@@ -401,10 +447,14 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
                 });
             }
             let r = cell.r_item;
-            if r != 0 && r != me && unordered(cell.r_phase, who) {
+            if r != 0 && r != me && unordered(cell.r_phase, r, who) {
                 return Err(Conflict {
                     // Several readers: name none in particular.
-                    other_item: if r == MANY { u32::MAX } else { r - 1 },
+                    other_item: if r == MANY || r & WAVE != 0 {
+                        u32::MAX
+                    } else {
+                        r - 1
+                    },
                     other_wrote: false,
                     other_site: cell.r_site,
                 });
@@ -421,7 +471,7 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
             }
             // An atomic write. The reads stay recorded: other work-items' atomics race with
             // them (a write by this work-item no longer orders them before those).
-            let earlier = cell.w_item != 0 && unordered(cell.w_phase, who);
+            let earlier = cell.w_item != 0 && unordered(cell.w_phase, cell.w_item, who);
             if !earlier {
                 cell.w_item = me | ATOMIC;
                 cell.w_phase = who.phase;
@@ -430,7 +480,11 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
                 // Another work-item's atomic (a plain write would have raced above), not
                 // ordered with this one: both stay unordered with every later plain access.
                 // The earliest phase stays.
-                cell.w_item = MANY;
+                cell.w_item = if cell.w_item == MANY {
+                    MANY
+                } else {
+                    ATOMIC | several(cell.w_item, who)
+                };
             }
             // Else this work-item's own write in this phase stays the record (a plain one
             // races with everything this atomic races with, and with other atomics too).
@@ -442,7 +496,7 @@ fn track(cell: &mut Cell, how: Access, who: Accessor) -> Result<(), Conflict> {
 /// The work-item a conflict names for a `w_item` record: `u32::MAX` for several.
 #[inline]
 fn writer(w_item: u32) -> u32 {
-    if w_item == MANY {
+    if w_item == MANY || w_item & WAVE != 0 {
         u32::MAX
     } else {
         (w_item & !ATOMIC) - 1
@@ -458,8 +512,63 @@ mod tests {
             item,
             phase,
             group_start,
+            seg_start: phase,
+            wave_first: item,
+            wave_w: 1,
             site: 0,
         }
+    }
+
+    /// Item `item` of waves of 4 in a workgroup from phase 1, segment from `seg`, its wave at
+    /// `phase`.
+    fn lane(item: u32, phase: u32, seg: u32) -> Accessor {
+        Accessor {
+            item,
+            phase,
+            group_start: 1,
+            seg_start: seg,
+            wave_first: item & !3,
+            wave_w: 4,
+            site: 0,
+        }
+    }
+
+    #[test]
+    fn wave_barrier_orders_only_its_wave() {
+        // Lane 1 writes, its wave passes a wave barrier (phase 2), lane 2 reads: ordered.
+        let mut r = Region::shared(8, true);
+        r.access(0, 4, Access::Write, lane(1, 1, 1), true).unwrap();
+        r.access(0, 4, Access::Read, lane(2, 2, 1), true).unwrap();
+        // Lane 5 (the other wave, still in phase 1 of the segment) races with both.
+        assert!(r.access(0, 4, Access::Write, lane(5, 1, 1), true).is_err());
+        // Without the wave barrier the read races.
+        let mut r = Region::shared(8, true);
+        r.access(0, 4, Access::Write, lane(1, 1, 1), true).unwrap();
+        assert!(r.access(0, 4, Access::Read, lane(2, 1, 1), true).is_err());
+        // Several readers of one wave, a wave barrier, then a write by one lane: ordered;
+        // a write by the other wave in the segment races with them.
+        let mut r2 = Region::shared(8, true);
+        r2.access(0, 4, Access::Write, lane(0, 1, 1), true).unwrap();
+        r2.access(0, 4, Access::Read, lane(1, 3, 1), true).unwrap();
+        r2.access(0, 4, Access::Read, lane(2, 3, 1), true).unwrap();
+        r2.access(0, 4, Access::Write, lane(3, 4, 1), true).unwrap();
+        let mut r3 = Region::shared(8, true);
+        r3.access(0, 4, Access::Write, lane(0, 1, 1), true).unwrap();
+        r3.access(0, 4, Access::Read, lane(1, 3, 1), true).unwrap();
+        r3.access(0, 4, Access::Read, lane(2, 3, 1), true).unwrap();
+        assert!(r3.access(0, 4, Access::Write, lane(6, 2, 1), true).is_err());
+        // Atomics by two lanes of one wave, a wave barrier, a plain read of that wave: ordered.
+        let mut r = Region::shared(4, true);
+        r.access(0, 4, Access::Atomic, lane(0, 1, 1), false)
+            .unwrap();
+        r.access(0, 4, Access::Atomic, lane(1, 1, 1), false)
+            .unwrap();
+        assert!(r.access(0, 4, Access::Read, lane(2, 1, 1), false).is_err());
+        r.access(0, 4, Access::Read, lane(2, 2, 1), false).unwrap();
+        // After a workgroup barrier (a new segment) every wave is ordered.
+        let mut r = Region::shared(4, true);
+        r.access(0, 4, Access::Write, lane(0, 1, 1), true).unwrap();
+        r.access(0, 4, Access::Write, lane(7, 5, 5), true).unwrap();
     }
 
     #[test]

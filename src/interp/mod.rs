@@ -228,10 +228,10 @@ pub fn launch_handle(
     let groups = u64::from(grid[0])
         .saturating_mul(u64::from(grid[1]))
         .saturating_mul(u64::from(grid[2]));
-    // The race shadow numbers work-items in 31 bits.
-    if vol.saturating_mul(groups) >= (1 << 31) - 1 {
+    // The race shadow numbers work-items in 30 bits.
+    if vol.saturating_mul(groups) >= (1 << 30) - 1 {
         return Err(InterpError::BadLaunch(format!(
-            "{} work-items; the interpreter runs fewer than 2^31 per launch",
+            "{} work-items; the interpreter runs fewer than 2^30 per launch",
             u128::from(vol) * u128::from(groups)
         )));
     }
@@ -405,6 +405,8 @@ pub fn launch_handle(
         group_linear: 0,
         phase: 0,
         group_start: 0,
+        seg_start: 0,
+        wave_phase: Vec::new(),
         steps: 0,
         budget: options.max_steps.unwrap_or(u64::MAX),
         cancel: match &options.cancel {
@@ -536,6 +538,7 @@ fn run_groups(m: &mut Machine<'_>, vol: u32, groups: u32, seed: Option<u64>) -> 
         ];
         m.phase = m.phase.wrapping_add(1);
         m.group_start = m.phase;
+        m.new_segment(vol);
         for s in &mut m.shared {
             s.reset();
         }

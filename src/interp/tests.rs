@@ -86,7 +86,11 @@ impl K {
         self.e(Expr::Index { base, index })
     }
     fn wave(&mut self, op: WaveOp, args: Vec<ExprId>) -> ExprId {
-        self.e(Expr::Wave { op, args })
+        self.e(Expr::Wave {
+            op,
+            args,
+            width: None,
+        })
     }
     fn cast(&mut self, to: Scalar, arg: ExprId) -> ExprId {
         self.e(Expr::Cast { to, arg })

@@ -771,7 +771,22 @@ impl FunctionBuilder {
     /// A wave operation (shuffles, votes, reductions, scans).
     pub fn wave(&mut self, op: WaveOp, args: Vec<Value>) -> Value {
         let args = args.into_iter().map(|a| a.0).collect();
-        self.expr(Expr::Wave { op, args })
+        self.expr(Expr::Wave {
+            op,
+            args,
+            width: None,
+        })
+    }
+
+    /// A wave operation within tiles of `width` consecutive lanes (`wave_shuffle(x, l,
+    /// width = 16)`).
+    pub fn wave_tile(&mut self, op: WaveOp, args: Vec<Value>, width: u32) -> Value {
+        let args = args.into_iter().map(|a| a.0).collect();
+        self.expr(Expr::Wave {
+            op,
+            args,
+            width: Some(width),
+        })
     }
 
     /// A reduction over the wave (`reduce_add`, `reduce_max`, ...).
@@ -1039,6 +1054,11 @@ impl FunctionBuilder {
     /// visible.
     pub fn barrier(&mut self) {
         self.stmt(StmtKind::Barrier);
+    }
+
+    /// `wave_barrier();`: the active lanes of the wave meet; orders their memory accesses.
+    pub fn wave_barrier(&mut self) {
+        self.stmt(StmtKind::WaveBarrier);
     }
 
     /// `fence(scope);`: orders this work-item's memory accesses at `scope`.

@@ -223,6 +223,7 @@ fn check_block(block: &[Stmt]) -> Result<(), Ineligible> {
     for s in block {
         match &s.kind {
             StmtKind::Barrier => return Err("has a barrier"),
+            StmtKind::WaveBarrier => return Err("has a wave barrier"),
             StmtKind::Fence(_) => return Err("has a fence"),
             StmtKind::MatrixStore { .. } => return Err("uses matrix fragments"),
             // Their records name the work-item, which coarsening changes.
@@ -726,6 +727,7 @@ impl Pass<'_> {
             | StmtKind::Break(_)
             | StmtKind::Continue(_)
             | StmtKind::Barrier
+            | StmtKind::WaveBarrier
             | StmtKind::Fence(_)
             | StmtKind::Print { .. }
             | StmtKind::Assert { .. }

@@ -682,6 +682,12 @@ pub enum Expr {
         op: WaveOp,
         /// The arguments: the value, then the lane, delta or mask where the verb takes one.
         args: Vec<ExprId>,
+        /// `width = T`: the verb works within tiles of `T` consecutive lanes (CUDA's
+        /// `__shfl_sync(mask, v, lane, width)`): lanes, deltas and masks count within the
+        /// tile and a reduction or scan combines the tile. `None` is the whole wave. `T` is a
+        /// power of two from 1 to 64 (`XPU-V120`); a `T` above the wave width the kernel
+        /// runs at is that width (docs/semantics.md, "Tiles").
+        width: Option<u32>,
     },
     /// `vload<N>(buffer, index)`: `lanes` consecutive scalars starting at scalar `index` of a
     /// scalar buffer, as a vector. `align` is the promised alignment in bytes.

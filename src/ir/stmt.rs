@@ -117,6 +117,10 @@ pub enum StmtKind {
     /// `barrier()`: every work-item of the workgroup arrives before any proceeds; orders
     /// shared and global memory accesses within the workgroup.
     Barrier,
+    /// `wave_barrier()` (CUDA's `__syncwarp()`): the active lanes of the work-item's wave
+    /// arrive before any proceeds; orders their shared and global memory accesses
+    /// (docs/semantics.md, "Wave barrier").
+    WaveBarrier,
     /// `fence(scope)`: orders the work-item's memory accesses of `scope` without a rendezvous.
     Fence(FenceScope),
     /// `vstore(buffer, index, value)`: the lanes of `value` to consecutive scalars of a scalar

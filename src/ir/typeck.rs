@@ -827,7 +827,10 @@ impl<'a> Typer<'a> {
                 compare,
                 ..
             } => self.atomic(*op, place, *value, *compare)?,
-            Expr::Wave { op, args } => self.wave(*op, args)?,
+            Expr::Wave { op, args, width } => {
+                self.tile(*op, *width)?;
+                self.wave(*op, args)?
+            }
             Expr::AtomicLoad { order, place } => self.atomic_access(*order, place, None)?,
             Expr::AtomicStore {
                 order,
@@ -1328,6 +1331,43 @@ impl<'a> Typer<'a> {
             }
         }
         Ok(want)
+    }
+
+    /// A wave verb's tile (`width = T`, issue 23 item 3): only on the lane exchanges,
+    /// reductions and scans, `T` a power of two from 1 to 64 (`XPU-V120`), and no wider
+    /// than the kernel's declared `@wave` (`XPU-V121`).
+    fn tile(&self, op: WaveOp, width: Option<u32>) -> Result<(), Failure> {
+        let Some(t) = width else { return Ok(()) };
+        let name = wave_name(op);
+        if matches!(
+            op,
+            WaveOp::Ballot | WaveOp::Any | WaveOp::All | WaveOp::Elect
+        ) {
+            return here(
+                codes::TILE_WIDTH,
+                format!("`{name}` takes no `width`; the lane exchanges, reductions and scans do"),
+            );
+        }
+        if !t.is_power_of_two() || t > 64 {
+            return here(
+                codes::TILE_WIDTH,
+                format!("`{name}(..., width = {t})`: a tile width is a power of two from 1 to 64"),
+            );
+        }
+        if self.func.kind == crate::ir::FunctionKind::Kernel {
+            if let Some((w, _)) = self.func.attrs.wave {
+                if t > w {
+                    return here(
+                        codes::TILE_WAVE,
+                        format!(
+                            "`{name}(..., width = {t})` in a kernel declared `@wave({w})`: a tile \
+                             is at most the wave"
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     fn wave(&self, op: WaveOp, args: &[ExprId]) -> Result<Type, Failure> {

@@ -503,7 +503,7 @@ impl Walk<'_, '_> {
                 self.expr(*e);
             }
             StmtKind::Block(b) => self.block(b),
-            StmtKind::Barrier | StmtKind::Fence(_) => {}
+            StmtKind::Barrier | StmtKind::WaveBarrier | StmtKind::Fence(_) => {}
             StmtKind::VStore { index, value, .. } => {
                 self.expr(*index);
                 self.expr(*value);
@@ -699,11 +699,13 @@ impl Walk<'_, '_> {
                 self.expr(*value);
                 Class::Varying
             }
-            Expr::Wave { op, args } => {
+            Expr::Wave { op, args, width } => {
                 for &a in args {
                     self.expr(a);
                 }
                 match op {
+                    // Within a tile the result differs between tiles.
+                    _ if width.is_some() => Class::Varying,
                     WaveOp::Reduce(_)
                     | WaveOp::Broadcast
                     | WaveOp::Ballot

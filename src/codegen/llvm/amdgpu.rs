@@ -324,6 +324,17 @@ impl LoweringTarget for Amdgpu {
         )
     }
 
+    fn wave_barrier<'ctx>(&self, cx: &Cx<'ctx>, _mask: IntValue<'ctx>) -> LResult<()> {
+        // The wave runs in lockstep: a code-motion barrier between wavefront-scope fences.
+        self.call_helper(
+            cx,
+            "xpu.amdgpu.wave_barrier",
+            "define void @xpu.amdgpu.wave_barrier() #0 {\n  fence syncscope(\"wavefront\") release\n  \
+             call void @llvm.amdgcn.wave.barrier()\n  fence syncscope(\"wavefront\") acquire\n  \
+             ret void\n}\ndeclare void @llvm.amdgcn.wave.barrier() #0",
+        )
+    }
+
     fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()> {
         let (name, s) = match scope {
             FenceScope::Workgroup => ("xpu.amdgpu.fence.workgroup", "workgroup"),

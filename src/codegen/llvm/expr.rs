@@ -226,7 +226,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 value,
                 compare,
             } => self.atomic(*op, *order, place, *value, *compare, e)?,
-            Expr::Wave { op, args } => {
+            Expr::Wave { op, args, width } => {
                 let mut vals = Vec::new();
                 for a in args.clone() {
                     vals.push(self.value(a)?);
@@ -235,7 +235,11 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     Some(a) => Some(self.ty(*a)?),
                     None => None,
                 };
-                self.wave(*op, ty, &vals)?
+                let w = self.t.wave_width();
+                match width.map(|t| t.min(w)) {
+                    Some(t) if t < w => self.wave_tile(*op, ty, &vals, t)?,
+                    _ => self.wave(*op, ty, &vals)?,
+                }
             }
             Expr::VLoad {
                 base,

@@ -886,6 +886,16 @@ fn uses_waves(module: &ir::Module, f: &Function, depth: u32) -> bool {
     if depth > 64 {
         return true;
     }
+    // `wave_barrier()` names the wave's lanes: the logical mask, not who happens to run.
+    fn wave_barrier_in(stmts: &[Stmt]) -> bool {
+        stmts.iter().any(|s| {
+            matches!(s.kind, StmtKind::WaveBarrier)
+                || s.kind.blocks().into_iter().any(|b| wave_barrier_in(b))
+        })
+    }
+    if wave_barrier_in(&f.body) {
+        return true;
+    }
     f.exprs.iter().any(|(_, e)| match e {
         // Matrix verbs exchange lanes' shares (or are warp-collective native instructions).
         Expr::Wave { .. } | Expr::MatrixLoad { .. } | Expr::MatrixMma { .. } => true,
@@ -1257,6 +1267,7 @@ mod tests {
             Expr::Wave {
                 op: WaveOp::Reduce(ReduceOp::Sum),
                 args: vec![sum],
+                width: None,
             },
             s,
         );

@@ -168,6 +168,15 @@ impl LoweringTarget for Nvptx {
         Ok(())
     }
 
+    fn wave_barrier<'ctx>(&self, cx: &Cx<'ctx>, mask: IntValue<'ctx>) -> LResult<()> {
+        // `bar.warp.sync` orders the memory accesses of the threads it names.
+        let m = cx
+            .builder
+            .build_int_truncate(mask, cx.context.i32_type(), "")?;
+        cx.call_intrinsic("llvm.nvvm.bar.warp.sync", &[], &[m.into()])?;
+        Ok(())
+    }
+
     fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()> {
         let name = match scope {
             FenceScope::Workgroup => "llvm.nvvm.membar.cta",

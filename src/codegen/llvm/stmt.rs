@@ -113,6 +113,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 self.expr(*e)?;
             }
             StmtKind::Barrier => self.t.barrier(self.cx)?,
+            StmtKind::WaveBarrier => {
+                let mask = self.lanes()?;
+                self.t.wave_barrier(self.cx, mask)?
+            }
             StmtKind::Fence(scope) => self.t.fence(self.cx, *scope)?,
             StmtKind::Print { .. } | StmtKind::Assert { .. } => self.debug_stmt(&s.kind)?,
             StmtKind::VStore {

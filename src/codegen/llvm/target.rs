@@ -98,6 +98,9 @@ pub trait LoweringTarget {
     /// A memory fence at `scope` with acquire-release strength (also used around atomics
     /// whose order asks for it).
     fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()>;
+    /// `wave_barrier()`: the lanes of `mask` (the logical lane mask, an `i64`) meet, and
+    /// their memory accesses before it are ordered before those after it.
+    fn wave_barrier<'ctx>(&self, cx: &Cx<'ctx>, mask: IntValue<'ctx>) -> LResult<()>;
 
     /// Whether the lowering must keep the logical lane mask itself: lanes that diverged
     /// need not run together again after the merge, and the hardware's own active mask

@@ -255,6 +255,224 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         })
     }
 
+    /// A wave verb within tiles of `t` consecutive lanes, `t` below the wave width
+    /// (docs/semantics.md, "Tiles"): exchanges go through the indexed exchange to a lane of
+    /// the tile (the lane's own value where the source leaves it); reductions and scans
+    /// combine the tile's active lanes.
+    pub(super) fn wave_tile(
+        &mut self,
+        op: WaveOp,
+        ty: Option<Type>,
+        args: &[BasicValueEnum<'ctx>],
+        t: u32,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        use inkwell::values::InstructionOpcode as O;
+        let ctx = self.cx.context;
+        let mask = self.lanes()?;
+        let tm = self.cx.i32(u64::from(t - 1));
+        let lane = self.t.coord(self.cx, Coord::LaneId)?;
+        let inner = self.b().build_and(lane, tm, "")?;
+        let tb = self.b().build_xor(lane, inner, "")?;
+        match op {
+            WaveOp::Reduce(r) | WaveOp::InclusiveScan(r) | WaveOp::ExclusiveScan(r) => {
+                let Some(ty) = ty else {
+                    return self.err(codes::INPUT, "a wave verb without a value");
+                };
+                let s = ty.scalar().unwrap_or(Scalar::Bool);
+                let scan = match op {
+                    WaveOp::Reduce(_) => None,
+                    WaveOp::InclusiveScan(_) => Some(true),
+                    _ => Some(false),
+                };
+                if s == Scalar::Bool {
+                    let i32t: BasicTypeEnum = match ty {
+                        Type::Vector(_, n) => ctx.i32_type().vec_type(n as u32).into(),
+                        _ => ctx.i32_type().into(),
+                    };
+                    let xi = self.b().build_cast(O::ZExt, args[0], i32t, "")?;
+                    let u = match ty {
+                        Type::Vector(_, n) => Type::Vector(Scalar::U32, n),
+                        _ => Type::U32,
+                    };
+                    let r32 = self.wave_tile(op, Some(u), &[xi], t)?;
+                    let z = r32.get_type().const_zero();
+                    return self.icmp(IntPredicate::NE, r32, z);
+                }
+                self.tile_collective(r, s, scan, mask, args[0], t, inner, tb)
+            }
+            WaveOp::Ballot | WaveOp::Any | WaveOp::All | WaveOp::Elect => self.err(
+                codes::INPUT,
+                "a vote with a tile width (the verifier refuses it)",
+            ),
+            _ => {
+                let d = args[1].into_int_value();
+                let b = self.b();
+                let (x, own) = match op {
+                    WaveOp::Broadcast | WaveOp::Shuffle => (d, None),
+                    WaveOp::ShuffleXor => {
+                        let x = b.build_xor(inner, d, "")?;
+                        (x, Some(b.build_int_compare(IntPredicate::UGT, x, tm, "")?))
+                    }
+                    WaveOp::ShuffleUp => {
+                        let x = b.build_int_sub(inner, d, "")?;
+                        (
+                            x,
+                            Some(b.build_int_compare(IntPredicate::UGT, d, inner, "")?),
+                        )
+                    }
+                    WaveOp::ShuffleDown => {
+                        let x = b.build_int_add(inner, d, "")?;
+                        // inner + d >= t without wrapping: d >= t - inner.
+                        let room = b.build_int_sub(self.cx.i32(u64::from(t)), inner, "")?;
+                        (
+                            x,
+                            Some(b.build_int_compare(IntPredicate::UGE, d, room, "")?),
+                        )
+                    }
+                    _ => (b.build_int_add(inner, d, "")?, None),
+                };
+                let x = b.build_and(x, tm, "")?;
+                let src = b.build_or(tb, x, "")?;
+                let v = self.exchange_value(Exchange::Index, mask, args[0], src)?;
+                match own {
+                    Some(c) => self.select(c.into(), args[0], v),
+                    None => Ok(v),
+                }
+            }
+        }
+    }
+
+    /// [`wave_collective`](Self::wave_collective) within tiles of `t` lanes: `inner` is the
+    /// lane's place in its tile and `tb` the tile's first lane.
+    #[allow(clippy::too_many_arguments)]
+    fn tile_collective(
+        &mut self,
+        r: ReduceOp,
+        s: Scalar,
+        scan: Option<bool>,
+        mask: IntValue<'ctx>,
+        x: BasicValueEnum<'ctx>,
+        t: u32,
+        inner: IntValue<'ctx>,
+        tb: IntValue<'ctx>,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        let ctx = self.cx.context;
+        let ty = x.get_type();
+        let ident = self.reduce_identity(r, s, ty);
+        let full_bb = ctx.append_basic_block(self.llfn, "tile.full");
+        let part_bb = ctx.append_basic_block(self.llfn, "tile.partial");
+        let end_bb = ctx.append_basic_block(self.llfn, "tile.end");
+        let full = self
+            .b()
+            .build_int_compare(IntPredicate::EQ, mask, self.full_mask(), "")?;
+        self.b().build_conditional_branch(full, full_bb, part_bb)?;
+
+        // Whole wave active: a butterfly or Kogge–Stone tree inside each tile.
+        self.b().position_at_end(full_bb);
+        let t = u64::from(t);
+        let full_v = match scan {
+            None => {
+                let mut v = x;
+                let mut off = t / 2;
+                while off >= 1 {
+                    let o = self.exchange_value(Exchange::Xor, mask, v, self.cx.i32(off))?;
+                    v = self.combine(r, s, v, o)?;
+                    off /= 2;
+                }
+                v
+            }
+            Some(inclusive) => {
+                let mut v = x;
+                let mut off = 1;
+                while off < t {
+                    let o = self.exchange_value(Exchange::Up, mask, v, self.cx.i32(off))?;
+                    let c = self.combine(r, s, v, o)?;
+                    let has = self.b().build_int_compare(
+                        IntPredicate::UGE,
+                        inner,
+                        self.cx.i32(off),
+                        "",
+                    )?;
+                    v = self.select(has.into(), c, v)?;
+                    off *= 2;
+                }
+                if inclusive {
+                    v
+                } else {
+                    let prev = self.exchange_value(Exchange::Up, mask, v, self.cx.i32(1))?;
+                    let first =
+                        self.b()
+                            .build_int_compare(IntPredicate::EQ, inner, self.cx.i32(0), "")?;
+                    self.select(first.into(), ident, prev)?
+                }
+            }
+        };
+        let full_end = self.b().get_insert_block().expect("positioned");
+        self.b().build_unconditional_branch(end_bb)?;
+
+        // Some lanes inactive: visit the tile's lanes in order (every lane of the mask runs
+        // the same `t` iterations, each reading a lane of its own tile).
+        self.b().position_at_end(part_bb);
+        let acc = self.entry_alloca(ty, "tile.acc")?;
+        let idx = self.entry_alloca(ctx.i32_type().into(), "tile.lane")?;
+        let started = self.entry_alloca(ctx.bool_type().into(), "tile.started")?;
+        self.b().build_store(acc, ident)?;
+        self.b().build_store(idx, self.cx.i32(0))?;
+        self.b()
+            .build_store(started, ctx.bool_type().const_zero())?;
+        let head = ctx.append_basic_block(self.llfn, "tile.loop");
+        let done = ctx.append_basic_block(self.llfn, "tile.loopend");
+        self.b().build_unconditional_branch(head)?;
+        self.b().position_at_end(head);
+        let k = self
+            .b()
+            .build_load(ctx.i32_type(), idx, "")?
+            .into_int_value();
+        let l = self.b().build_or(tb, k, "")?;
+        let v = self.exchange_value(Exchange::Index, mask, x, l)?;
+        let l64 = self.b().build_int_z_extend(l, ctx.i64_type(), "")?;
+        let bit = self.b().build_right_shift(mask, l64, false, "")?;
+        let bit = self.b().build_and(bit, self.cx.i64(1), "")?;
+        let mut take = self
+            .b()
+            .build_int_compare(IntPredicate::NE, bit, self.cx.i64(0), "")?;
+        if let Some(inclusive) = scan {
+            let p = if inclusive {
+                IntPredicate::ULE
+            } else {
+                IntPredicate::ULT
+            };
+            let before = self.b().build_int_compare(p, k, inner, "")?;
+            take = self.b().build_and(take, before, "")?;
+        }
+        let cur = self.b().build_load(ty, acc, "")?;
+        let was = self
+            .b()
+            .build_load(ctx.bool_type(), started, "")?
+            .into_int_value();
+        let comb = self.combine(r, s, cur, v)?;
+        let comb = self.select(was.into(), comb, v)?;
+        let next = self.select(take.into(), comb, cur)?;
+        self.b().build_store(acc, next)?;
+        let now = self.b().build_or(was, take, "")?;
+        self.b().build_store(started, now)?;
+        let k1 = self.b().build_int_add(k, self.cx.i32(1), "")?;
+        self.b().build_store(idx, k1)?;
+        let more = self
+            .b()
+            .build_int_compare(IntPredicate::ULT, k1, self.cx.i32(t), "")?;
+        self.b().build_conditional_branch(more, head, done)?;
+        self.b().position_at_end(done);
+        let part_v = self.b().build_load(ty, acc, "")?;
+        let part_end = self.b().get_insert_block().expect("positioned");
+        self.b().build_unconditional_branch(end_bb)?;
+
+        self.b().position_at_end(end_bb);
+        let phi = self.b().build_phi(ty, "")?;
+        phi.add_incoming(&[(&full_v, full_end), (&part_v, part_end)]);
+        Ok(phi.as_basic_value())
+    }
+
     /// A reduction (`scan == None`) or an inclusive/exclusive scan over the active lanes:
     /// a butterfly or Kogge–Stone tree when the whole wave is active, and a loop over the
     /// lanes of the mask otherwise (correct for any active set).

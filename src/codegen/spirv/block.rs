@@ -304,6 +304,27 @@ impl Em<'_> {
                     ],
                 );
             }
+            StmtKind::WaveBarrier => {
+                if matches!(self.mode, WaveMode::Virtual { .. }) {
+                    // The kernel body's own are workgroup barriers (`virtual_stmt`).
+                    return refuse(format!(
+                        "wave_barrier() inside a helper in a virtual wave (@wave({}) on \
+                         subgroups of {}): the wave's subgroups meet only at a workgroup \
+                         barrier, which the whole workgroup must reach",
+                        self.wave_w, self.caps.subgroup_size
+                    ));
+                }
+                let sg = self.cu32(SCOPE_SUBGROUP);
+                let sem = self.cu32(SEM_ACQ_REL | SEM_WORKGROUP | SEM_UNIFORM);
+                self.op_void(
+                    Op::ControlBarrier,
+                    vec![
+                        Operand::IdScope(sg),
+                        Operand::IdScope(sg),
+                        Operand::IdMemorySemantics(sem),
+                    ],
+                );
+            }
             StmtKind::Fence(scope) => {
                 let (sc, bits) = match scope {
                     FenceScope::Workgroup => (SCOPE_WORKGROUP, SEM_WORKGROUP | SEM_UNIFORM),

@@ -409,7 +409,7 @@ impl Em<'_> {
                 value,
                 compare,
             } => self.atomic(op, order, place, value, compare)?,
-            Expr::Wave { op, args } => self.wave(op, &args, ty)?,
+            Expr::Wave { op, args, width } => self.wave(op, &args, width, ty)?,
             Expr::VLoad {
                 base,
                 index,

@@ -255,7 +255,13 @@ impl Em<'_> {
         ))
     }
 
-    pub(super) fn wave(&mut self, op: WaveOp, args: &[ExprId], ty: Option<Type>) -> R<Word> {
+    pub(super) fn wave(
+        &mut self,
+        op: WaveOp,
+        args: &[ExprId],
+        width: Option<u32>,
+        ty: Option<Type>,
+    ) -> R<Word> {
         if let WaveMode::Virtual { slots } = self.mode {
             // Verbs of the kernel body are emulated before their statement (`pre_verbs`);
             // one reaching here sits where the workgroup cannot be made to meet it.
@@ -272,6 +278,22 @@ impl Em<'_> {
             return refuse("subgroup operations (VK_SUBGROUP_FEATURE_BASIC)");
         }
         self.uses_wave_verbs = true;
+        if let Some(t) = width
+            .map(|t| t.min(self.wave_w))
+            .filter(|&t| t < self.wave_w)
+        {
+            // Tiles of `t` lanes within a wave of one subgroup or less: the narrow lowering
+            // with waves of `t` (clusters of `t` consecutive subgroup invocations). The
+            // operands are evaluated first, under the kernel's own wave.
+            let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+            let (mode, w) = (self.mode, self.wave_w);
+            self.mode = WaveMode::Narrow;
+            self.wave_w = t;
+            let r = self.wave_narrow_vals(op, args, &vs, ty);
+            self.mode = mode;
+            self.wave_w = w;
+            return r;
+        }
         if self.mode == WaveMode::Narrow {
             return self.wave_narrow(op, args, ty);
         }
@@ -341,6 +363,13 @@ impl Em<'_> {
             WaveOp::Broadcast | WaveOp::Shuffle => {
                 let (ls, _) = self.sl(args[1]);
                 let l = self.cast(vs[1], ls, Scalar::U32, 1)?;
+                // `width = W`: the lane counts modulo the tile, here the wave.
+                let l = if width.is_some() {
+                    let m = self.cu32(self.wave_w - 1);
+                    self.opi(Op::BitwiseAnd, u, &[l, m])
+                } else {
+                    l
+                };
                 self.shuffle(t, vs[0], l)?
             }
             WaveOp::ShuffleXor | WaveOp::ShuffleUp | WaveOp::ShuffleDown | WaveOp::Rotate => {

@@ -185,6 +185,18 @@ impl Em<'_> {
     }
 
     pub(super) fn wave_narrow(&mut self, op: WaveOp, args: &[ExprId], ty: Option<Type>) -> R<Word> {
+        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        self.wave_narrow_vals(op, args, &vs, ty)
+    }
+
+    /// [`wave_narrow`](Self::wave_narrow) of operands `vs` already evaluated.
+    pub(super) fn wave_narrow_vals(
+        &mut self,
+        op: WaveOp,
+        args: &[ExprId],
+        vs: &[Word],
+        ty: Option<Type>,
+    ) -> R<Word> {
         self.cap(Capability::GroupNonUniform);
         let sc = self.cu32(SCOPE_SUBGROUP);
         let t = self.value_ty(ty.unwrap_or(Type::BOOL))?;
@@ -193,7 +205,6 @@ impl Em<'_> {
         } else {
             self.sl(args[0])
         };
-        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
         let u = self.u32t();
         let bt = self.boolt();
         let w = self.wave_w;

@@ -54,6 +54,7 @@ impl Em<'_> {
             StmtKind::Break(_)
             | StmtKind::Continue(_)
             | StmtKind::Barrier
+            | StmtKind::WaveBarrier
             | StmtKind::Fence(_)
             | StmtKind::Block(_) => {
                 vec![]
@@ -77,7 +78,9 @@ impl Em<'_> {
         for e in Self::stmt_roots(&s.kind) {
             self.verbs_in(e, &mut v);
         }
+        // A wave barrier spans the wave's subgroups: the workgroup meets it together.
         !v.is_empty()
+            || matches!(s.kind, StmtKind::WaveBarrier)
             || s.kind
                 .blocks()
                 .iter()
@@ -289,6 +292,12 @@ impl Em<'_> {
                     }
                     self.emit_loop(label, kind, body)
                 }
+                StmtKind::WaveBarrier => {
+                    // The wave spans several subgroups: a workgroup barrier, met by every
+                    // invocation (a lane predicated off included), orders their accesses.
+                    self.wg_barrier();
+                    Ok(())
+                }
                 _ => {
                     self.pre_verbs(&Self::stmt_roots(&s.kind), &mut done)?;
                     match self.vpred {
@@ -320,7 +329,7 @@ impl Em<'_> {
         }
         let depth = self.frames.len();
         for v in verbs {
-            let Expr::Wave { op, args } = self.func().exprs[v].clone() else {
+            let Expr::Wave { op, args, width } = self.func().exprs[v].clone() else {
                 continue;
             };
             let mut vals = Vec::new();
@@ -328,7 +337,7 @@ impl Em<'_> {
                 vals.push(self.guarded_value(a)?);
             }
             let ty = self.ty_of(v);
-            let r = self.virtual_verb(op, &args, &vals, ty)?;
+            let r = self.virtual_verb(op, &args, &vals, ty, width)?;
             self.lane_vals.insert((depth, v), r);
             done.push(v);
         }
@@ -650,10 +659,13 @@ impl Em<'_> {
         args: &[ExprId],
         vals: &[Word],
         ty: Option<Type>,
+        width: Option<u32>,
     ) -> R<Word> {
         let u = self.u32t();
         let bt = self.boolt();
-        let w = self.wave_w;
+        // A tile of `width` lanes is a wave of that many for the exchange (lanes and the
+        // fold count within it); a width above the wave is the wave.
+        let w = width.map_or(self.wave_w, |t| t.min(self.wave_w));
         let t = self.value_ty(ty.unwrap_or(Type::BOOL))?;
         let (s, lanes) = if args.is_empty() {
             (Scalar::Bool, 1)

@@ -186,6 +186,15 @@ pub fn wave_takes_lane(op: WaveOp) -> bool {
     )
 }
 
+/// Whether `op` takes a tile (`width = T`): the lane exchanges, reductions and scans; the
+/// votes and `wave_elect` do not.
+pub fn wave_takes_width(op: WaveOp) -> bool {
+    !matches!(
+        op,
+        WaveOp::Ballot | WaveOp::Any | WaveOp::All | WaveOp::Elect
+    )
+}
+
 /// The per-function state of the lowering.
 struct FnCx {
     func: Function,
@@ -1352,7 +1361,11 @@ impl Lowerer<'_> {
                     name,
                     generics: None,
                     args,
-                } if matches!(name.as_str(), "barrier" | "vstore" | "matrix_store") => {
+                } if matches!(
+                    name.as_str(),
+                    "barrier" | "wave_barrier" | "vstore" | "matrix_store"
+                ) =>
+                {
                     self.stmt_builtin(cx, name, args, e.span)?
                 }
                 _ => K::Expr(self.expr(cx, e, None)?),
@@ -1498,6 +1511,10 @@ impl Lowerer<'_> {
                 self.arity(name, &pos, 0, span)?;
                 Ok(K::Barrier)
             }
+            "wave_barrier" => {
+                self.arity(name, &pos, 0, span)?;
+                Ok(K::WaveBarrier)
+            }
             "vstore" => {
                 self.arity(name, &pos, 3, span)?;
                 let base = self.base(cx, pos[0])?;
@@ -1561,6 +1578,89 @@ impl Lowerer<'_> {
             }
         }
         Ok((pos, align))
+    }
+
+    /// A wave verb: positional arguments, then `width = T` on the verbs that take a tile
+    /// (`XPU-P040` for a `width` anywhere else, given twice or not an unsuffixed integer).
+    fn wave_call(&mut self, cx: &mut FnCx, op: WaveOp, name: &str, args: &[Arg]) -> LResult<Expr> {
+        let mut out = Vec::new();
+        let mut ok = true;
+        let mut width = None;
+        let mut i = 0;
+        for a in args {
+            match a {
+                Arg::Pos(e) => {
+                    let expect = (i == 1 && wave_takes_lane(op)).then_some(Scalar::U32);
+                    i += 1;
+                    match self.expr(cx, e, expect) {
+                        Ok(id) => out.push(id),
+                        Err(()) => ok = false,
+                    }
+                }
+                Arg::Named(key, kspan, e) if key == "width" => {
+                    if !wave_takes_width(op) {
+                        self.error(
+                            codes::TILE,
+                            *kspan,
+                            format!(
+                                "`{name}` takes no `width`; the lane exchanges, reductions and \
+                                 scans do"
+                            ),
+                        );
+                        ok = false;
+                    } else if width.is_some() {
+                        self.error(codes::TILE, *kspan, "`width =` given twice");
+                        ok = false;
+                    } else {
+                        match &e.kind {
+                            ExprKind::Num {
+                                num:
+                                    Number::Int {
+                                        value,
+                                        suffix: None,
+                                        ..
+                                    },
+                                neg: false,
+                            } => match u32::try_from(*value) {
+                                Ok(v) => width = Some(v),
+                                Err(_) => {
+                                    self.error(
+                                        codes::TILE,
+                                        e.span,
+                                        format!("tile width {value} does not fit u32"),
+                                    );
+                                    ok = false;
+                                }
+                            },
+                            _ => {
+                                self.error(
+                                    codes::TILE,
+                                    e.span,
+                                    "a tile width is an unsuffixed integer literal: `width = 16`",
+                                );
+                                ok = false;
+                            }
+                        }
+                    }
+                }
+                Arg::Named(key, kspan, _) => {
+                    self.error(
+                        codes::BUILTIN,
+                        *kspan,
+                        format!("unexpected argument `{key} =`"),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return Err(());
+        }
+        Ok(Expr::Wave {
+            op,
+            args: out,
+            width,
+        })
     }
 
     fn arity(&mut self, name: &str, pos: &[&ast::Expr], n: usize, span: Span) -> LResult<()> {
@@ -2064,6 +2164,9 @@ impl Lowerer<'_> {
         expect: Option<Scalar>,
         span: Span,
     ) -> LResult<Expr> {
+        if let Some(op) = wave_op(name) {
+            return self.wave_call(cx, op, name, args);
+        }
         let (pos, align) = self.split_args(args, name == "vload", span)?;
         if let Some(g) = generics {
             return self.generic_call(cx, name, g, &pos, align, span);
@@ -2090,21 +2193,6 @@ impl Lowerer<'_> {
         }
         if matches!(name, "atomic_load" | "atomic_store") {
             return self.atomic_access(cx, name == "atomic_store", &pos, span);
-        }
-        if let Some(op) = wave_op(name) {
-            let mut out = Vec::new();
-            let mut ok = true;
-            for (i, a) in pos.iter().enumerate() {
-                let expect = (i == 1 && wave_takes_lane(op)).then_some(Scalar::U32);
-                match self.expr(cx, a, expect) {
-                    Ok(id) => out.push(id),
-                    Err(()) => ok = false,
-                }
-            }
-            if !ok {
-                return Err(());
-            }
-            return Ok(Expr::Wave { op, args: out });
         }
         match name {
             "select" => {
@@ -2192,7 +2280,7 @@ impl Lowerer<'_> {
                     c: c?,
                 })
             }
-            "barrier" | "vstore" | "matrix_store" | "fence" => {
+            "barrier" | "wave_barrier" | "vstore" | "matrix_store" | "fence" => {
                 self.error(
                     codes::BUILTIN,
                     span,

@@ -81,6 +81,9 @@ pub mod codes {
     pub const MEMORY_ARG: &str = "XPU-P045";
     /// `shared` in a type not followed by a one-dimensional array type.
     pub const MEMORY_PARAM_TYPE: &str = "XPU-P046";
+    /// A wave verb's `width =` (issue 23 item 3): on a verb that takes no tile (a vote,
+    /// `wave_elect`), given twice, or not an unsuffixed integer literal.
+    pub const TILE: &str = "XPU-P040";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.
@@ -209,6 +212,7 @@ pub fn is_builtin_function(name: &str) -> bool {
                 | "dispatch"
                 | "matrix_mma"
                 | "barrier"
+                | "wave_barrier"
                 | "fence"
                 | "vstore"
                 | "matrix_store"

@@ -802,6 +802,7 @@ impl<'m> FnPrinter<'m> {
                 let _ = writeln!(out, "{pad}}}");
             }
             StmtKind::Barrier => out.push_str("barrier();\n"),
+            StmtKind::WaveBarrier => out.push_str("wave_barrier();\n"),
             StmtKind::Fence(scope) => {
                 let _ = writeln!(out, "fence({});", scope.name());
             }
@@ -1480,15 +1481,19 @@ impl<'m> FnPrinter<'m> {
                 }
                 post(format!("atomic_store({})", parts.join(", ")))
             }
-            Expr::Wave { op, args: a } => post(format!(
-                "{}({})",
-                wave_name(*op),
-                args(a, &|i| if i == 1 && wave_takes_lane(*op) {
-                    u32c
-                } else {
-                    none
-                })
-            )),
+            Expr::Wave { op, args: a, width } => {
+                let mut list = args(a, &|i| {
+                    if i == 1 && wave_takes_lane(*op) {
+                        u32c
+                    } else {
+                        none
+                    }
+                });
+                if let Some(w) = width {
+                    list.push_str(&format!(", width = {w}"));
+                }
+                post(format!("{}({list})", wave_name(*op)))
+            }
             Expr::VLoad {
                 base,
                 index,

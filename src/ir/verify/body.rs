@@ -138,6 +138,7 @@ pub(crate) fn stmt_roots(s: &Stmt, out: &mut Vec<ExprId>) {
         StmtKind::Break(_)
         | StmtKind::Continue(_)
         | StmtKind::Barrier
+        | StmtKind::WaveBarrier
         | StmtKind::Fence(_)
         | StmtKind::Block(_) => {}
     }
@@ -475,7 +476,7 @@ impl Walker<'_, '_> {
             }
             StmtKind::Block(b) => self.block(b),
             StmtKind::Return(value) => self.ret(*value, span),
-            StmtKind::Expr(_) | StmtKind::Barrier | StmtKind::Fence(_) => {}
+            StmtKind::Expr(_) | StmtKind::Barrier | StmtKind::WaveBarrier | StmtKind::Fence(_) => {}
             StmtKind::VStore {
                 base,
                 index,

@@ -163,3 +163,8 @@ pub const MEMORY_TAG: &str = "XPU-V133";
 /// A reference to memory ([`crate::ir::Expr::Ref`]) anywhere but as a call argument for a
 /// memory parameter.
 pub const MEMORY_REF: &str = "XPU-V134";
+/// A wave verb's tile width (`width = T`, issue 23 item 3) that is not a power of two from 1
+/// to 64, or a `width` on a verb that takes none (the votes, `wave_elect`).
+pub const TILE_WIDTH: &str = "XPU-V120";
+/// A tile wider than the kernel's declared `@wave(N)`.
+pub const TILE_WAVE: &str = "XPU-V121";

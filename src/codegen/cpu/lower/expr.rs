@@ -249,14 +249,14 @@ impl<'a, 'm> Lower<'a, 'm> {
                 compare,
                 ..
             } => Ev::Vals(vec![self.atomic(*op, place, *value, *compare, ty, span)?]),
-            Expr::Wave { op, args } => {
+            Expr::Wave { op, args, width } => {
                 let vs: Vec<Vec<Val>> = self.eval_ops(args)?.into_iter().map(Ev::vals).collect();
                 let s = if args.is_empty() {
                     Scalar::Bool
                 } else {
                     scalar_of(self.ty(args[0]))
                 };
-                Ev::Vals(self.wave(*op, s, &vs, span)?)
+                Ev::Vals(self.wave(*op, s, &vs, *width, span)?)
             }
             Expr::MatrixFill {
                 rows,

@@ -166,7 +166,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.expr(*e)?;
             }
             StmtKind::Barrier => self.barrier(),
-            StmtKind::Fence(_) => {
+            // A wave is one vector here, its lanes' accesses already in program order: the
+            // fence keeps memory ordered across the barrier for the code generator too.
+            StmtKind::Fence(_) | StmtKind::WaveBarrier => {
                 self.b.ins().fence();
             }
             StmtKind::VStore {

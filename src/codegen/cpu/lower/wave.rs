@@ -8,9 +8,15 @@ impl<'a, 'm> Lower<'a, 'm> {
         op: WaveOp,
         s: Scalar,
         args: &[Vec<Val>],
+        width: Option<u32>,
         span: Span,
     ) -> Result<Vec<Val>, Error> {
         let n = self.n as usize;
+        // The tile: `t` consecutive lanes; a width above the wave is the wave.
+        let t = width.map_or(n, |w| (w as usize).min(n));
+        if t < n {
+            return self.wave_tile(op, s, args, t);
+        }
         if let (WaveOp::Reduce(r), Known::Full) = (op, self.known) {
             // Every lane active, known at compile time: the fold, no mask test.
             let xs = self.lanes(s, &args[0][0]);
@@ -169,6 +175,131 @@ impl<'a, 'm> Lower<'a, 'm> {
                     } else {
                         out.push(Val::V(self.pack_lanes(s, &res)));
                     }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// A wave verb within tiles of `t < n` consecutive lanes (docs/semantics.md, "Tiles"):
+    /// reductions and scans fold each tile's active lanes in lane order; exchanges address
+    /// lanes of the tile and take the lane's own value where the source leaves it.
+    fn wave_tile(
+        &mut self,
+        op: WaveOp,
+        s: Scalar,
+        args: &[Vec<Val>],
+        t: usize,
+    ) -> Result<Vec<Val>, Error> {
+        let n = self.n as usize;
+        let e = self.exec();
+        let bits = self.mask_bits(&e);
+        let active: Vec<Value> = (0..n)
+            .map(|l| {
+                let b = self.b.ins().ushr_imm_u(bits, l as i64);
+                let b = self.b.ins().band_imm_u(b, 1);
+                self.b.ins().ireduce(types::I8, b)
+            })
+            .collect();
+        match op {
+            WaveOp::Reduce(r) | WaveOp::InclusiveScan(r) | WaveOp::ExclusiveScan(r) => {
+                let xs = self.lanes(s, &args[0][0]);
+                let ident = self.reduce_identity(r, s);
+                let f0 = self.b.ins().iconst(types::I8, 0);
+                let mut outs = Vec::with_capacity(n);
+                for tile in (0..n).step_by(t) {
+                    let mut acc = ident;
+                    let mut started = f0;
+                    let mut scan = Vec::with_capacity(t);
+                    for l in tile..tile + t {
+                        let before = acc;
+                        let comb = self.reduce_op(r, s, acc, xs[l]);
+                        let nacc = self.b.ins().select(started, comb, xs[l]);
+                        acc = self.b.ins().select(active[l], nacc, acc);
+                        started = self.b.ins().bor(started, active[l]);
+                        scan.push(match op {
+                            WaveOp::ExclusiveScan(_) => before,
+                            _ => acc,
+                        });
+                    }
+                    match op {
+                        WaveOp::Reduce(_) => outs.extend(std::iter::repeat_n(acc, t)),
+                        _ => outs.extend(scan),
+                    }
+                }
+                Ok(vec![Val::V(self.pack_lanes(s, &outs))])
+            }
+            WaveOp::Ballot | WaveOp::Any | WaveOp::All | WaveOp::Elect => {
+                Err(self.internal("a vote with a tile width (the verifier refuses it)"))
+            }
+            _ => {
+                let comps = &args[0];
+                let lsrc = &args[1][0];
+                let size = s.size();
+                let slot = self.b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    n as u32 * size.max(1) + 16,
+                    4,
+                ));
+                let src_lanes: Vec<Value> = self.lanes(Scalar::U32, lsrc);
+                let tm = (t - 1) as i64;
+                let mut out = Vec::new();
+                for x in comps {
+                    let xs = self.lanes(s, x);
+                    for (l, &v) in xs.iter().enumerate() {
+                        self.b
+                            .ins()
+                            .stack_store(types::I64, v, slot, (l as u32 * size) as i32);
+                    }
+                    let stack = self.b.ins().stack_addr(types::I64, slot, 0);
+                    let mut res = Vec::new();
+                    for l in 0..n {
+                        // The lane's place in its tile, and the tile's first lane.
+                        let inner = l & (t - 1);
+                        let me = self.b.ins().iconst(types::I32, inner as i64);
+                        let d = src_lanes[l];
+                        // (source lane within the tile, use own value)
+                        let (src, own) = match op {
+                            WaveOp::Broadcast | WaveOp::Shuffle => {
+                                (self.b.ins().band_imm_u(d, tm), None)
+                            }
+                            WaveOp::ShuffleXor => {
+                                let x = self.b.ins().bxor(me, d);
+                                let out_of =
+                                    self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, x, tm);
+                                (self.b.ins().band_imm_u(x, tm), Some(out_of))
+                            }
+                            WaveOp::ShuffleUp => {
+                                let x = self.b.ins().isub(me, d);
+                                let out_of = self.b.ins().icmp(IntCC::UnsignedGreaterThan, d, me);
+                                (self.b.ins().band_imm_u(x, tm), Some(out_of))
+                            }
+                            WaveOp::ShuffleDown => {
+                                let x = self.b.ins().iadd(me, d);
+                                let room = self.b.ins().iconst(types::I32, (t - inner) as i64);
+                                let out_of =
+                                    self.b
+                                        .ins()
+                                        .icmp(IntCC::UnsignedGreaterThanOrEqual, d, room);
+                                (self.b.ins().band_imm_u(x, tm), Some(out_of))
+                            }
+                            _ => {
+                                let x = self.b.ins().iadd(me, d);
+                                (self.b.ins().band_imm_u(x, tm), None)
+                            }
+                        };
+                        let src = self.b.ins().iadd_imm_s(src, (l - inner) as i64);
+                        let s64 = self.b.ins().uextend(types::I64, src);
+                        let o = self.b.ins().imul_imm_s(s64, size as i64);
+                        let a = self.b.ins().iadd(stack, o);
+                        let v = self.b.ins().load(uty(s), notrap(), a, 0);
+                        let v = match own {
+                            Some(c) => self.b.ins().select(c, xs[l], v),
+                            None => v,
+                        };
+                        res.push(v);
+                    }
+                    out.push(Val::V(self.pack_lanes(s, &res)));
                 }
                 Ok(out)
             }
