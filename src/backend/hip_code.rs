@@ -34,7 +34,9 @@ const MAGIC: &[u8; 8] = b"XPUHSA\x00\x01";
 pub struct Built {
     /// The AMDGPU code object (ELF).
     pub code: Vec<u8>,
+    /// The launch ABI (from a cached entry: its header, with the name and waves from the IR).
     pub abi: KernelAbi,
+    /// The kernel's manifest, read from the code object's metadata when it was built.
     pub manifest: KernelManifest,
     /// Read from the disk cache (LLVM did not run).
     pub cached: bool,
