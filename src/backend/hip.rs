@@ -26,7 +26,7 @@
 //!   them out per the code object's kernarg metadata.
 //! - **Timing**: HIP events give the Event tier of `KernelTimer`.
 
-use crate::backend::common;
+use crate::backend::common::{self, BuildError};
 use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::amdgpu::Amdgpu;
 use crate::codegen::llvm::KernelAbi;
@@ -958,11 +958,11 @@ pub fn bundled_code(p: Prebuilt) -> Result<BundledCode, DeviceError> {
 }
 
 impl HipProgram {
-    fn build(&self, name: &str) -> Result<HipKernel, String> {
+    fn build(&self, name: &str) -> Result<HipKernel, BuildError> {
         let handle = self
             .module
             .kernel(name)
-            .ok_or_else(|| format!("no kernel `{name}` in the module"))?;
+            .ok_or_else(|| Error::new(codes::INPUT, format!("no kernel `{name}` in the module")))?;
         // A bundle's code object is code without checks: taken only when none are asked for.
         let bundled = self
             .prebuilt
@@ -981,7 +981,7 @@ impl HipProgram {
     fn lower(
         &self,
         handle: crate::ir::Handle<Function>,
-    ) -> Result<(Vec<u8>, KernelAbi, KernelManifest), String> {
+    ) -> Result<(Vec<u8>, KernelAbi, KernelManifest), BuildError> {
         let ir_hash = self
             .ir_hash
             .get_or_init(|| crate::backend::hip_code::ir_hash(&self.module));
@@ -1007,8 +1007,8 @@ impl HipProgram {
         code: Vec<u8>,
         abi: KernelAbi,
         manifest: KernelManifest,
-    ) -> Result<HipKernel, String> {
-        let loaded = HipLoaded::load(&self.ctx, &code, &abi).map_err(|e| e.to_string())?;
+    ) -> Result<HipKernel, BuildError> {
+        let loaded = HipLoaded::load(&self.ctx, &code, &abi)?;
         let mut manifest = manifest;
         manifest.kernel = name.to_string();
         crate::hal::profile::fill_manifest(&self.arch, &mut manifest);
@@ -1120,12 +1120,7 @@ impl ProgramImpl for HipProgram {
         }
         let limit = super::common::PRIVATE_BYTES_GPU;
         super::common::check_private(name, &self.module, kernel, limit, "the HIP backend")?;
-        let k = Arc::new(self.build(name).map_err(|reason| LaunchError::NoCode {
-            kernel: name.to_string(),
-            backend: Backend::Hip,
-            reason,
-            by_device: false,
-        })?);
+        let k = Arc::new(self.build(name).map_err(|e| e.launch(name, Backend::Hip))?);
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)
     }

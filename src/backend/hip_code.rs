@@ -15,11 +15,13 @@
 //! symbol absent from the code) is removed, counted as rejected and built again.
 
 use crate::backend::cache::{hash_hex, CodeCache, DeviceKey};
+use crate::backend::common::BuildError;
 use crate::backend::gpu_abi::{abi_from_header, abi_header};
 use crate::codegen::checks::Checks;
 use crate::codegen::llvm::amdgpu::Amdgpu;
 use crate::codegen::llvm::codeobj::{self, BuildOptions};
 use crate::codegen::llvm::{KernelAbi, KernelRef};
+use crate::codegen::Error;
 use crate::hal::manifest::KernelManifest;
 use crate::ir::{Function, Handle, VerifiedModule};
 
@@ -163,18 +165,13 @@ pub fn code_object(
     arch: &str,
     checks: Checks,
     cache: &CodeCache,
-) -> Result<Built, String> {
-    let target = Amdgpu::new(arch).ok_or("unknown processor")?;
+) -> Result<Built, BuildError> {
+    let target = Amdgpu::new(arch)
+        .ok_or_else(|| Error::unsupported(format!("unknown AMDGPU processor `{arch}`")))?;
     let f = module.function(handle);
     let wave = target.for_kernel(f.attrs.wave.map(|(w, _)| w)).wave;
-    let matrix_dist = crate::config::get()
-        .matrix_dist
-        .clone()
-        .map_err(|e| e.to_string())?;
-    let matrix_impl = crate::config::get()
-        .matrix_impl
-        .clone()
-        .map_err(|e| e.to_string())?;
+    let matrix_dist = crate::config::get().matrix_dist.clone()?;
+    let matrix_impl = crate::config::get().matrix_impl.clone()?;
     let key = device_key(arch);
     let options = format!("{checks:?} dist={matrix_dist} impl={matrix_impl:?}");
     let wave_s = wave.to_string();
@@ -206,14 +203,18 @@ pub fn code_object(
             ..BuildOptions::default()
         },
     )
-    .map_err(|e| e.to_string())?;
-    let obj = objs.into_iter().next().ok_or("no code object")?;
+    .map_err(|e| match e {
+        codeobj::BuildError::Lower(e) => e,
+        codeobj::BuildError::CodeObject(e) => Error::new(e.code(), e.to_string()),
+    })?;
+    let none = || Error::internal("the build produced no code object");
+    let obj = objs.into_iter().next().ok_or_else(none)?;
     let code = match (&obj.code, &obj.note) {
         (Some(c), _) => c.clone(),
-        (None, Some(n)) => return Err(n.to_string()),
-        (None, None) => return Err("no code object".into()),
+        (None, Some(n)) => return Err(Error::new(n.code(), n.to_string()).into()),
+        (None, None) => return Err(none().into()),
     };
-    let built = obj.kernels.into_iter().next().ok_or("no kernel built")?;
+    let built = obj.kernels.into_iter().next().ok_or_else(none)?;
     let b = Built {
         code,
         abi: built.abi,
