@@ -1976,7 +1976,8 @@ kernel cached(y: buf<f32, rw>, x: buf<f32>, n: u32) {
             let (d, imp) = cpu(CodeCache::disk_only(Some(dir.clone())));
             assert_eq!(run(&d, SRC), (want.clone(), 1), "{what}: compiled again");
             let st = imp.code_cache().store.stats();
-            assert_eq!((st.disk_hits, st.rejected), (0, 1), "{what}: rejected");
+            // (A foreign payload in a good envelope is read, then refused: a disk hit too.)
+            assert_eq!(st.rejected, 1, "{what}: rejected");
             assert_eq!(
                 std::fs::read(&stored[0]).unwrap(),
                 good,

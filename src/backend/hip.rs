@@ -30,6 +30,7 @@ use crate::backend::common::{self, BuildError};
 use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::amdgpu::Amdgpu;
 use crate::codegen::llvm::KernelAbi;
+use crate::codegen::{codes, Error};
 use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
