@@ -306,7 +306,11 @@ fn xpu_build_o_then_a_second_process_launches_without_lowering() {
     let b = Bundle::open(&out).unwrap();
     assert_eq!(b.entries().filter(|e| e.backend == Backend::Cpu).count(), 2);
     let path = out.to_str().unwrap();
-    child("child_loads_bundle", &[("XPU_TEST_BUNDLE", path)]);
+    // No code cache: the child counts the CPU's compiles, which a warm cache would skip.
+    child(
+        "child_loads_bundle",
+        &[("XPU_TEST_BUNDLE", path), ("XPU_CACHE_DIR", "off")],
+    );
     // A kernel the build refused writes no bundle.
     let bad = dir.join("bad.xk");
     std::fs::write(&bad, "kernel k(out: buf<u32, rw>) {\n    out[0] = 1\n}\n").unwrap();
@@ -450,7 +454,12 @@ fn child_churns_programs() {
         Device::from_impl(std::sync::Arc::new(
             xpu::backend::interp::InterpDevice::new(),
         )),
-        Device::from_impl(std::sync::Arc::new(xpu::backend::cpu::CpuDevice::new())),
+        // No disk cache: thousands of programs would write as many files.
+        Device::from_impl(std::sync::Arc::new(
+            xpu::backend::cpu::CpuDevice::with_cache(xpu::backend::cpu::stored::CpuCache::new(
+                None,
+            )),
+        )),
     ];
     if let Ok(vk) = xpu::backend::vulkan::VulkanDevice::open_with(vk_settings(None)) {
         devices.push(Device::from_impl(std::sync::Arc::new(vk)));
@@ -491,7 +500,10 @@ fn child_churns_programs() {
 
 #[test]
 fn a_kernel_keeps_at_most_its_cap_of_specialisations() {
-    let cpu = Device::from_impl(std::sync::Arc::new(xpu::backend::cpu::CpuDevice::new()));
+    // No disk cache: an evicted specialisation is compiled again, not loaded.
+    let cpu = Device::from_impl(std::sync::Arc::new(
+        xpu::backend::cpu::CpuDevice::with_cache(xpu::backend::cpu::stored::CpuCache::new(None)),
+    ));
     let module = xpu::ir::parse(SRC).unwrap().verify().unwrap();
     let program = cpu.load(module).unwrap();
     let kernel = program.kernel("square").unwrap();

@@ -1565,7 +1565,7 @@ fn tiles_and_wave_barrier_lower_for_nvptx_and_amdgpu() {
                 continue;
             }
             let out = llvm::lower(
-                vm.module(),
+                &vm,
                 &[KernelRef::plain(h)],
                 &Nvptx::new(90),
                 &Default::default(),
@@ -1584,7 +1584,7 @@ fn tiles_and_wave_barrier_lower_for_nvptx_and_amdgpu() {
             }
             if codeobj::find_linker().is_some() {
                 codeobj::build(
-                    vm.module(),
+                    &vm,
                     &[KernelRef::plain(h)],
                     &Amdgpu::new("gfx1100").unwrap(),
                     &Default::default(),
@@ -1602,7 +1602,7 @@ fn tiles_and_wave_barrier_lower_for_nvptx_and_amdgpu() {
         ..Default::default()
     };
     let ir = llvm::lower(
-        vm.module(),
+        &vm,
         &[KernelRef::plain(h)],
         &Amdgpu::new("gfx90a").unwrap(),
         &opts,
@@ -1621,7 +1621,7 @@ fn tiles_and_wave_barrier_lower_for_nvptx_and_amdgpu() {
     assert!(rel < bar && bar < acq, "{ir}");
     if codeobj::find_linker().is_some() {
         codeobj::build(
-            vm.module(),
+            &vm,
             &[KernelRef::plain(h)],
             &Amdgpu::new("gfx90a").unwrap(),
             &Default::default(),
@@ -1632,5 +1632,154 @@ fn tiles_and_wave_barrier_lower_for_nvptx_and_amdgpu() {
             "tiles_and_wave_barrier_lower_for_nvptx_and_amdgpu",
             "ld.lld not found",
         );
+    }
+}
+
+/// The AMDGPU code-object cache (issue 21, item 3), at the layer below the HIP runtime
+/// (`xpu::backend::hip_code::code_object`, which needs LLVM and ld.lld, no device): a second
+/// cache over the same folder (a second process's) gets the linked code object without LLVM;
+/// a damaged, truncated or foreign entry is removed and rebuilt; checks are their own entry.
+#[cfg(feature = "hip")]
+mod amd_cache {
+    use std::path::{Path, PathBuf};
+    use std::time::Instant;
+    use xpu::backend::cache::CodeCache;
+    use xpu::backend::hip_code::{code_object, device_key, ir_hash};
+    use xpu::codegen::checks::Checks;
+    use xpu::codegen::llvm::codeobj;
+
+    const SRC: &str = r#"
+kernel cached(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
+    shared t: [f32; 64];
+    let l: u32 = local_id.x;
+    let i: u32 = global_id.x;
+    t[l] = exp(x[i]) * a;
+    barrier();
+    if i < n {
+        y[i] = t[63 - l] + sin(x[i]);
+    }
+}
+"#;
+
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for sub in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(sub.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                out.push(f.path());
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn code_objects_are_cached_across_caches_and_bad_entries_are_rebuilt() {
+        if codeobj::find_linker().is_none() {
+            super::skip("amd_cache", "ld.lld not found: no code objects to cache");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("xpu-hip-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let vm = xpu::ir::parse(SRC).unwrap().verify().unwrap();
+        let h = vm.kernel("cached").unwrap();
+        let ir = ir_hash(&vm);
+        let none = Checks::default();
+        for arch in ["gfx90a", "gfx1100"] {
+            let t = Instant::now();
+            let cold = code_object(
+                &vm,
+                &ir,
+                h,
+                arch,
+                none,
+                &CodeCache::disk_only(Some(dir.clone())),
+            )
+            .unwrap();
+            let t_cold = t.elapsed();
+            assert!(!cold.cached && cold.code.starts_with(b"\x7fELF"));
+            let store = CodeCache::disk_only(Some(dir.clone()));
+            let t = Instant::now();
+            let warm = code_object(&vm, &ir, h, arch, none, &store).unwrap();
+            let t_warm = t.elapsed();
+            assert!(warm.cached, "{arch}: from the cache");
+            assert_eq!(store.stats().disk_hits, 1);
+            assert_eq!(warm.code, cold.code);
+            assert_eq!(warm.manifest, cold.manifest);
+            assert_eq!(
+                (
+                    &warm.abi.symbol,
+                    warm.abi.wave_width,
+                    warm.abi.report,
+                    &warm.abi.sites
+                ),
+                (
+                    &cold.abi.symbol,
+                    cold.abi.wave_width,
+                    cold.abi.report,
+                    &cold.abi.sites
+                )
+            );
+            assert_eq!(warm.abi.static_shared_bytes, cold.abi.static_shared_bytes);
+            println!(
+                "{arch}: code object cold {:.2} ms (LLVM + ld.lld), warm {:.3} ms ({:.3}x)",
+                t_cold.as_secs_f64() * 1e3,
+                t_warm.as_secs_f64() * 1e3,
+                t_warm.as_secs_f64() / t_cold.as_secs_f64()
+            );
+        }
+        let stored = files(&dir);
+        assert_eq!(stored.len(), 2, "one entry per processor");
+        let path = &stored[0];
+        let good = std::fs::read(path).unwrap();
+        let arch = if path.to_string_lossy().contains("gfx1100") {
+            "gfx1100"
+        } else {
+            "gfx90a"
+        };
+        let n = good.len();
+        let mut flipped = good.clone();
+        flipped[n - 100] ^= 0x33;
+        let foreign = {
+            let hash = path.file_stem().unwrap().to_str().unwrap().to_string();
+            let store = CodeCache::disk_only(Some(dir.clone()));
+            store.put(
+                &device_key(arch),
+                &hash,
+                "hsaco",
+                b"XPUHSA\x00\x01 not a code object".to_vec(),
+            );
+            std::fs::read(path).unwrap()
+        };
+        for (what, bytes) in [
+            ("flipped", flipped),
+            ("truncated", good[..n / 3].to_vec()),
+            ("foreign", foreign),
+        ] {
+            std::fs::write(path, &bytes).unwrap();
+            let store = CodeCache::disk_only(Some(dir.clone()));
+            let b = code_object(&vm, &ir, h, arch, none, &store).unwrap();
+            assert!(!b.cached, "{what}: rebuilt");
+            assert_eq!(store.stats().rejected, 1, "{what}: rejected");
+            assert_eq!(std::fs::read(path).unwrap(), good, "{what}: replaced");
+        }
+        // Checked code is its own entry.
+        let checked = Checks {
+            bounds: true,
+            ub_traps: false,
+        };
+        let store = CodeCache::disk_only(Some(dir.clone()));
+        let b = code_object(&vm, &ir, h, "gfx90a", checked, &store).unwrap();
+        assert!(!b.cached && b.abi.report);
+        assert!(
+            code_object(&vm, &ir, h, "gfx90a", checked, &store)
+                .unwrap()
+                .cached
+        );
+        assert_eq!(files(&dir).len(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -233,6 +233,19 @@ impl CodeCache {
         }
     }
 
+    /// Forgets the entry for (`key`, `hash`): its payload checked but the caller could not
+    /// use it (another layout, code that does not load). The file is removed and counted as
+    /// rejected, so that the caller's `put` writes a good one.
+    pub fn reject(&self, key: &DeviceKey, hash: &str, ext: &str) {
+        self.memory
+            .lock()
+            .remove(&(key.clone(), format!("{hash}.{ext}")));
+        if let Some(path) = self.path(key, hash, ext) {
+            let _ = std::fs::remove_file(&path);
+        }
+        self.stats.lock().rejected += 1;
+    }
+
     /// Drops every entry from memory (the disk files stay); a later `get` reads the disk.
     pub fn clear_memory(&self) {
         self.memory.lock().clear();

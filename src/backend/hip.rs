@@ -29,8 +29,7 @@
 use crate::backend::common::{self, BuildError};
 use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::amdgpu::Amdgpu;
-use crate::codegen::llvm::codeobj::{self, BuildOptions};
-use crate::codegen::llvm::{KernelAbi, KernelRef};
+use crate::codegen::llvm::KernelAbi;
 use crate::codegen::{codes, Error};
 use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
@@ -393,6 +392,8 @@ pub struct HipDevice {
     facts: DeviceFacts,
     arch: String,
     ctx: Arc<HipCtx>,
+    /// Code objects across processes ([`crate::backend::hip_code`]).
+    cache: Arc<crate::backend::cache::CodeCache>,
 }
 
 impl HipDevice {
@@ -465,6 +466,9 @@ impl HipDevice {
             facts,
             arch,
             ctx: HipCtx::open(a, ordinal),
+            cache: Arc::new(crate::backend::cache::CodeCache::disk_only(
+                crate::backend::cache::CodeCache::default_dir(),
+            )),
         })
     }
 
@@ -483,6 +487,8 @@ impl HipDevice {
             checks,
             prebuilt: Mutex::new(HashMap::new()),
             lowerings: std::sync::atomic::AtomicU64::new(0),
+            cache: self.cache.clone(),
+            ir_hash: std::sync::OnceLock::new(),
         }
     }
 
@@ -907,8 +913,11 @@ pub struct HipProgram {
     checks: Checks,
     /// Code objects from a bundle, by kernel: taken instead of lowering.
     prebuilt: Mutex<HashMap<String, BundledCode>>,
-    /// Kernels lowered by LLVM here (not taken from a bundle).
+    /// Kernels lowered by LLVM here (not taken from a bundle or the disk cache).
     lowerings: std::sync::atomic::AtomicU64,
+    cache: Arc<crate::backend::cache::CodeCache>,
+    /// The module's IR hash (its cache entries' part), made at the first build.
+    ir_hash: std::sync::OnceLock<String>,
 }
 
 /// A kernel's code object from a bundle, with its launch ABI and manifest.
@@ -968,45 +977,28 @@ impl HipProgram {
         self.load_code(name, code, abi, manifest)
     }
 
-    /// Lowers kernel `handle` to a linked code object for this processor.
+    /// Kernel `handle` as a linked code object for this processor: from the disk cache, or
+    /// lowered ([`crate::backend::hip_code::code_object`]).
     fn lower(
         &self,
         handle: crate::ir::Handle<Function>,
     ) -> Result<(Vec<u8>, KernelAbi, KernelManifest), BuildError> {
-        self.lowerings
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let target = Amdgpu::new(&self.arch).ok_or_else(|| {
-            Error::unsupported(format!("unknown AMDGPU processor `{}`", self.arch))
-        })?;
-        let matrix_dist = crate::config::get().matrix_dist.clone()?;
-        let matrix_impl = crate::config::get().matrix_impl.clone()?;
-        let objs = codeobj::build(
+        let ir_hash = self
+            .ir_hash
+            .get_or_init(|| crate::backend::hip_code::ir_hash(&self.module));
+        let b = crate::backend::hip_code::code_object(
             &self.module,
-            &[KernelRef::plain(handle)],
-            &target,
-            &BuildOptions {
-                lower: crate::codegen::llvm::Options {
-                    checks: self.checks,
-                    matrix_dist,
-                    matrix_impl,
-                    ..Default::default()
-                },
-                ..BuildOptions::default()
-            },
-        )
-        .map_err(|e| match e {
-            codeobj::BuildError::Lower(e) => e,
-            codeobj::BuildError::CodeObject(e) => Error::new(e.code(), e.to_string()),
-        })?;
-        let none = || Error::internal("the build produced no code object");
-        let obj = objs.into_iter().next().ok_or_else(none)?;
-        let code = match (&obj.code, &obj.note) {
-            (Some(c), _) => c.clone(),
-            (None, Some(n)) => return Err(Error::new(n.code(), n.to_string()).into()),
-            (None, None) => return Err(none().into()),
-        };
-        let built = obj.kernels.into_iter().next().ok_or_else(none)?;
-        Ok((code, built.abi, built.manifest))
+            ir_hash,
+            handle,
+            &self.arch,
+            self.checks,
+            &self.cache,
+        )?;
+        if !b.cached {
+            self.lowerings
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok((b.code, b.abi, b.manifest))
     }
 
     /// Loads `code` (whose entry and report global `abi` names) as kernel `name`.

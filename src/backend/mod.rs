@@ -19,6 +19,8 @@ pub mod gpu_abi;
 pub mod gpu_args;
 #[cfg(feature = "hip")]
 pub mod hip;
+#[cfg(feature = "hip")]
+pub mod hip_code;
 pub mod host;
 pub mod interp;
 pub mod vulkan;

@@ -524,6 +524,7 @@ impl Map<'_> {
                 }
                 StmtKind::Expr(e) => StmtKind::Expr(map(*e)),
                 StmtKind::Barrier => StmtKind::Barrier,
+                StmtKind::WaveBarrier => StmtKind::WaveBarrier,
                 StmtKind::Fence(s) => StmtKind::Fence(*s),
                 StmtKind::VStore {
                     base,
@@ -717,6 +718,7 @@ fn stmt_exprs_mut(k: &mut StmtKind, map: &dyn Fn(&mut ExprId)) {
         | StmtKind::Break(_)
         | StmtKind::Continue(_)
         | StmtKind::Barrier
+        | StmtKind::WaveBarrier
         | StmtKind::Fence(_)
         | StmtKind::Block(_) => {}
     }

@@ -18,6 +18,10 @@
 //!   ([`streaming_footprint`]) runs the kernel's streaming
 //!   code where it has some ([`jit::stream`]): prefetched inputs, non-temporal outputs.
 //!   `CAJETA_XPU_CPU_STREAMING=off|auto|force` or [`CpuDevice::set_streaming`] overrides it.
+//! - Compiled code persists across processes in the device code cache ([`stored`]): a
+//!   specialisation another process compiled is loaded, not lowered again.
+
+pub mod stored;
 
 use crate::backend::host::{self, HostStream};
 use crate::codegen::cpu::{self as jit, BufRef, CompiledKernel, Fault};
@@ -54,6 +58,8 @@ struct Settings {
     streaming: Mutex<Result<Mode, crate::config::BadValue>>,
     /// Bytes of machine code held by live specialisations ([`DeviceImpl::code_memory`]).
     code_bytes: AtomicU64,
+    /// The persistent code cache.
+    cache: stored::CpuCache,
 }
 
 /// Compiled specialisations a kernel keeps at most; past it the least recently launched one
@@ -81,8 +87,16 @@ fn default_cap_error() -> Option<crate::config::BadValue> {
 }
 
 impl CpuDevice {
-    /// The host CPU, with the worker cap of `CAJETA_XPU_CPU_WORKERS` (else every core).
+    /// The host CPU, with the worker cap of `CAJETA_XPU_CPU_WORKERS` (else every core) and
+    /// the code cache in the default folder ([`crate::backend::cache::CodeCache::default_dir`]).
     pub fn new() -> Self {
+        CpuDevice::with_cache(stored::CpuCache::new(
+            crate::backend::cache::CodeCache::default_dir(),
+        ))
+    }
+
+    /// The host CPU with its code cached in `cache` (`stored::CpuCache::new(None)`: none).
+    pub fn with_cache(cache: stored::CpuCache) -> Self {
         let wave = jit::host_simd_width();
         let facts = DeviceFacts {
             wave_width: Some(wave),
@@ -103,8 +117,14 @@ impl CpuDevice {
                 cap_error: Mutex::new(default_cap_error()),
                 streaming: Mutex::new(crate::config::get().cpu_streaming.clone()),
                 code_bytes: AtomicU64::new(0),
+                cache,
             }),
         }
+    }
+
+    /// The device's persistent code cache (its counters: [`crate::backend::cache::Stats`]).
+    pub fn code_cache(&self) -> &stored::CpuCache {
+        &self.settings.cache
     }
 
     /// When launches run the streaming code of kernels that have some: `Auto` (the default)
@@ -158,6 +178,7 @@ impl DeviceImpl for CpuDevice {
             kernels: Mutex::new(HashMap::new()),
             settings: self.settings.clone(),
             ub_traps: options.ub_traps,
+            ir_hash: Arc::new(OnceLock::new()),
         }))
     }
 
@@ -210,6 +231,8 @@ struct CpuProgram {
     settings: Arc<Settings>,
     /// Unconfirmed `align` statements are tested ([`ProgramOptions::ub_traps`]).
     ub_traps: bool,
+    /// The hash of the module's IR (its cache entries' part), made at the first compile.
+    ir_hash: Arc<OnceLock<String>>,
 }
 
 /// The block a kernel is first compiled at, to validate the lowering and fill the manifest:
@@ -266,13 +289,32 @@ pub fn compile(
     streaming: bool,
     ub_traps: bool,
 ) -> Result<CompiledKernel, jit::Error> {
-    let f = module.function(handle);
+    let cfg = config_for(
+        module.function(handle),
+        block,
+        wave,
+        whole_waves,
+        streaming,
+        ub_traps,
+    );
+    CompiledKernel::compile(module, handle, cfg)
+}
+
+/// The configuration [`compile`] builds with.
+fn config_for(
+    f: &Function,
+    block: [u32; 3],
+    wave: u32,
+    whole_waves: bool,
+    streaming: bool,
+    ub_traps: bool,
+) -> jit::Config {
     let mut cfg = jit::config(f, block, None);
     cfg.wave = wave;
     cfg.whole_waves = whole_waves;
     cfg.streaming = streaming;
     cfg.ub_traps = ub_traps;
-    CompiledKernel::compile(module, handle, cfg)
+    cfg
 }
 
 /// The static shared memory of `kernel` as the JIT lays it out (each fixed-size array 16-byte
@@ -345,6 +387,8 @@ impl CpuProgram {
             ub_traps: self.ub_traps,
             compile_time: Mutex::new(Duration::ZERO),
             compiles: AtomicU64::new(0),
+            loads: AtomicU64::new(0),
+            ir_hash: self.ir_hash.clone(),
         });
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)
@@ -394,6 +438,10 @@ pub struct CpuKernel {
     compile_time: Mutex<Duration>,
     /// Specialisations compiled (every Cranelift compile of this kernel).
     compiles: AtomicU64,
+    /// Specialisations loaded from the disk cache instead.
+    loads: AtomicU64,
+    /// The program's IR hash.
+    ir_hash: Arc<OnceLock<String>>,
 }
 
 impl Drop for CpuKernel {
@@ -471,22 +519,49 @@ impl CpuKernel {
         self.build(key)
     }
 
-    /// Compiles the specialisation `key` and keeps it; the first one compiled gives the
-    /// manifest its code facts.
+    /// Specialisations of this kernel loaded from the disk cache rather than compiled.
+    pub fn cache_loads(&self) -> u64 {
+        self.loads.load(Ordering::Relaxed)
+    }
+
+    /// Loads the specialisation `key` from the disk cache, or compiles it (and stores it
+    /// there), and keeps it; the first one built gives the manifest its code facts.
     fn build(&self, key: SpecKey) -> Result<Arc<CompiledKernel>, LaunchError> {
         let (block, wave, whole_waves, streaming) = key;
-        self.compiles.fetch_add(1, Ordering::Relaxed);
-        let c = compile(
-            &self.module,
-            self.handle,
-            block,
-            wave,
-            whole_waves,
-            streaming,
-            self.ub_traps,
-        )
-        .map_err(|e| jit_refusal(self.name(), e))?;
-        *self.compile_time.lock() += c.compile_time;
+        let f = self.module.function(self.handle);
+        let cfg = config_for(f, block, wave, whole_waves, streaming, self.ub_traps);
+        let cache = &self.settings.cache;
+        // The JIT's diagnostics (`XPU_JIT_DUMP`, `_ASM`, `_BIN`, `_TIME`, the REPL's `:asm`)
+        // describe a compile: with any of them on the cache is not read.
+        let diag = crate::config::get().jit.clone().unwrap_or_default();
+        let read = cache.store.dir().is_some()
+            && !(diag.dump || diag.asm || diag.time || diag.bin.is_some() || jit::capturing_clif());
+        let hash = cache.store.dir().map(|_| {
+            let ir = self.ir_hash.get_or_init(|| {
+                crate::backend::cache::hash_hex(&[format!("{:?}", self.module.module()).as_bytes()])
+            });
+            stored::CpuCache::entry(ir, &f.name, &cfg)
+        });
+        let loaded = match &hash {
+            Some(h) if read => cache.load(h, &f.name),
+            _ => None,
+        };
+        let c = match loaded {
+            Some(c) => {
+                self.loads.fetch_add(1, Ordering::Relaxed);
+                c
+            }
+            None => {
+                self.compiles.fetch_add(1, Ordering::Relaxed);
+                let (c, image) = CompiledKernel::compile_with_image(&self.module, self.handle, cfg)
+                    .map_err(|e| jit_refusal(self.name(), e))?;
+                if let (Some(h), Some(image)) = (&hash, &image) {
+                    cache.store(h, image);
+                }
+                *self.compile_time.lock() += c.compile_time;
+                c
+            }
+        };
         self.built.get_or_init(|| {
             let mut m = self.base.clone();
             m.code_bytes = Some(c.code_bytes);

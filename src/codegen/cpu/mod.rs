@@ -20,6 +20,7 @@
 //! [`CompiledKernel::launch`] runs a grid over a pool of worker threads ([`pool`]).
 
 pub mod analysis;
+pub mod image;
 pub mod lanes;
 mod lower;
 pub use lower::MAX_STATE_BYTES;
@@ -117,7 +118,7 @@ pub mod err {
 }
 
 /// A source location the generated code may report, by index.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Site {
     pub line: u32,
     pub col: u32,
@@ -275,6 +276,42 @@ pub fn capture_clif<R>(f: impl FnOnce() -> R) -> (R, String) {
     (result, text.unwrap_or_default())
 }
 
+/// A lowered kernel's CLIF function with the module declarations it refers to, kept by
+/// [`CompiledKernel::measure_reload`].
+struct KeptClif {
+    func: cranelift_codegen::ir::Function,
+    decls: Vec<(String, Linkage, cranelift_codegen::ir::Signature)>,
+}
+
+thread_local! {
+    /// Where [`CompiledKernel::compile_with_image`] leaves a copy of its CLIF function while
+    /// [`CompiledKernel::measure_reload`] runs.
+    static CLIF_KEEP: std::cell::RefCell<Option<KeptClif>> = const { std::cell::RefCell::new(None) };
+    static CLIF_KEEPING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// How long each way of making a kernel's code in a second process takes
+/// ([`CompiledKernel::measure_reload`]; issue 21, item 3 names the two reloads).
+#[derive(Clone, Copy, Debug)]
+pub struct ReloadTimes {
+    /// The cold path: IR → CLIF lowering and Cranelift's code generation.
+    pub cold: Duration,
+    /// Option (b): Cranelift's code generation from the lowered CLIF function (a copy in
+    /// memory: the time to deserialise a stored one comes on top, so this is its floor).
+    pub clif: Duration,
+    /// Option (a), kept: reading a stored [`image::CodeImage`] and relocating its machine code
+    /// into executable memory ([`CompiledKernel::from_image`]).
+    pub image: Duration,
+    /// Bytes of the stored image.
+    pub image_bytes: usize,
+}
+
+/// Whether [`capture_clif`] runs on this thread (a caller that wants the Cranelift IR of a
+/// compile then compiles rather than loading cached code).
+pub fn capturing_clif() -> bool {
+    CLIF_CAPTURE.with(|c| c.borrow().is_some())
+}
+
 /// The default configuration on this host for a kernel and launch.
 pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> Config {
     let wave = kernel
@@ -293,6 +330,73 @@ pub fn config(kernel: &Function, block: [u32; 3], launch_wave: Option<u32>) -> C
     }
 }
 
+/// Why cached code did not load ([`CompiledKernel::from_image`]): the image was refused or
+/// the JIT could not place it. The caller compiles instead.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cached code: {0}")]
+pub struct ImageError(pub String);
+
+/// The host's Cranelift ISA with the backend's flags (`verify`: Cranelift's IR verifier on).
+fn host_isa(verify: bool) -> Result<cranelift_codegen::isa::OwnedTargetIsa, String> {
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").map_err(|e| e.to_string())?;
+    flags.set("is_pic", "false").map_err(|e| e.to_string())?;
+    flags
+        .set("enable_verifier", if verify { "true" } else { "false" })
+        .map_err(|e| e.to_string())?;
+    cranelift_native::builder()
+        .map_err(|e| e.to_string())?
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| e.to_string())
+}
+
+/// What the code [`CompiledKernel::compile`] makes depends on besides its kernel and
+/// [`Config`]: the target triple, Cranelift's shared flags (the verifier's excepted, which
+/// changes no code) and the ISA's feature flags as detected on this host. Part of every
+/// cache key and of every [`image::CodeImage`].
+pub fn host_isa_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| match host_isa(false) {
+        Ok(isa) => {
+            let shared: Vec<String> = isa
+                .flags()
+                .iter()
+                .filter(|v| v.name != "enable_verifier")
+                .map(|v| v.to_string())
+                .collect();
+            let own: Vec<String> = isa.isa_flags().iter().map(|v| v.to_string()).collect();
+            format!(
+                "{} cranelift-{} [{}] [{}]",
+                isa.triple(),
+                cranelift_jit::VERSION,
+                shared.join(","),
+                own.join(",")
+            )
+        }
+        Err(e) => format!("no-isa {e}"),
+    })
+}
+
+/// The JIT module every kernel's code lives in: the host ISA, with the runtime helpers'
+/// symbols.
+fn new_module(verify: bool) -> Result<JITModule, String> {
+    let isa = host_isa(verify)?;
+    let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
+    for (sym, ptr) in rt::symbols().into_iter().chain(stream::symbols()) {
+        jb.symbol(sym, ptr);
+    }
+    Ok(JITModule::new(jb))
+}
+
+/// The names of the runtime helpers generated code may call (the JIT's symbol table).
+pub fn helper_names() -> Vec<&'static str> {
+    rt::symbols()
+        .into_iter()
+        .chain(stream::symbols())
+        .map(|(s, _)| s)
+        .collect()
+}
+
 impl CompiledKernel {
     /// Compiles `kernel` of the verified module `vm`, reading each function's expression
     /// types from the verifier's table.
@@ -301,6 +405,16 @@ impl CompiledKernel {
         kernel: Handle<Function>,
         cfg: Config,
     ) -> Result<CompiledKernel, Error> {
+        Self::compile_with_image(vm, kernel, cfg).map(|(c, _)| c)
+    }
+
+    /// [`CompiledKernel::compile`], with the code as an [`image::CodeImage`] for the disk
+    /// cache (`None` where a relocation is of a kind images do not carry).
+    pub fn compile_with_image(
+        vm: &VerifiedModule,
+        kernel: Handle<Function>,
+        cfg: Config,
+    ) -> Result<(CompiledKernel, Option<image::CodeImage>), Error> {
         let module = vm.module();
         let types = |h: Handle<Function>| vm.expr_types(h);
         let t0 = Instant::now();
@@ -314,13 +428,6 @@ impl CompiledKernel {
             )
             .in_function(&name));
         }
-        let mut flags = settings::builder();
-        flags
-            .set("opt_level", "speed")
-            .map_err(|e| codegen(e.to_string()))?;
-        flags
-            .set("is_pic", "false")
-            .map_err(|e| codegen(e.to_string()))?;
         // Cranelift's IR verifier costs about 30 % of the compile time (sgemm 6.4 → 4.4 ms):
         // on in debug builds and with `XPU_JIT_VERIFY=1`, where a lowering bug is then a
         // `codes::INTERNAL` refusal rather than bad code.
@@ -329,18 +436,7 @@ impl CompiledKernel {
             .clone()
             .map_err(|e| codegen(e.to_string()))?;
         let verify = cfg!(debug_assertions) || diag.verify;
-        flags
-            .set("enable_verifier", if verify { "true" } else { "false" })
-            .map_err(|e| codegen(e.to_string()))?;
-        let isa = cranelift_native::builder()
-            .map_err(|e| codegen(e.to_string()))?
-            .finish(settings::Flags::new(flags))
-            .map_err(|e| codegen(e.to_string()))?;
-        let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
-        for (sym, ptr) in rt::symbols().into_iter().chain(stream::symbols()) {
-            jb.symbol(sym, ptr);
-        }
-        let mut jm = JITModule::new(jb);
+        let mut jm = new_module(verify).map_err(codegen)?;
         let mut ctx = jm.make_context();
         let mut fctx = FunctionBuilderContext::new();
         let mut sig = jm.make_signature();
@@ -356,6 +452,21 @@ impl CompiledKernel {
             let lw = lower::Lower::new(b, &mut jm, module, kernel, cfg, &types);
             lw.run(kernel)?
         };
+        if CLIF_KEEPING.with(|k| k.get()) {
+            let decls = jm
+                .declarations()
+                .get_functions()
+                .map(|(_, d)| {
+                    (
+                        d.name.clone().unwrap_or_default(),
+                        d.linkage,
+                        d.signature.clone(),
+                    )
+                })
+                .collect();
+            let func = ctx.func.clone();
+            CLIF_KEEP.with(|k| *k.borrow_mut() = Some(KeptClif { func, decls }));
+        }
         let sites = lowered.sites.clone();
         let debug_sites = lowered.debug_sites.clone();
         let t_lower = t0.elapsed();
@@ -403,6 +514,57 @@ impl CompiledKernel {
                 code_bytes
             );
         }
+        let dynamic_shared_elem = f
+            .shared
+            .iter()
+            .find(|(_, s)| s.len.is_none())
+            .map(|(_, s)| s.elem.size());
+        let image = ctx.compiled_code().and_then(|c| {
+            let mut relocs = Vec::new();
+            for r in c.buffer.relocs() {
+                let m = cranelift_module::ModuleReloc::from_mach_reloc(r, &ctx.func, id);
+                let target = match m.name {
+                    cranelift_module::ModuleRelocTarget::User {
+                        namespace: 0,
+                        index,
+                    } => image::Target::Symbol(
+                        jm.declarations()
+                            .get_function_decl(cranelift_module::FuncId::from_u32(index))
+                            .name
+                            .clone()?,
+                    ),
+                    cranelift_module::ModuleRelocTarget::LibCall(l) => image::Target::LibCall(l),
+                    cranelift_module::ModuleRelocTarget::FunctionOffset(fid, off) if fid == id => {
+                        image::Target::SelfOffset(off)
+                    }
+                    _ => return None,
+                };
+                image::kind_index(m.kind)?;
+                relocs.push(image::ImageReloc {
+                    offset: m.offset,
+                    kind: m.kind,
+                    target,
+                    addend: m.addend,
+                });
+            }
+            Some(image::CodeImage {
+                isa: host_isa_id().to_string(),
+                name: name.clone(),
+                wave: cfg.wave,
+                block: cfg.block,
+                state_bytes: lowered.state_bytes,
+                barriers: lowered.barriers,
+                static_shared: lowered.static_shared,
+                dynamic_shared_elem,
+                streaming: cfg.streaming && lowered.can_stream,
+                can_stream: lowered.can_stream,
+                align: c.buffer.alignment as u64,
+                code: c.code_buffer().to_vec(),
+                relocs,
+                sites: sites.clone(),
+                debug_sites: debug_sites.clone(),
+            })
+        });
         jm.clear_context(&mut ctx);
         jm.finalize_definitions()
             .map_err(|e| codegen(e.to_string()))?;
@@ -412,28 +574,147 @@ impl CompiledKernel {
         let entry = unsafe {
             std::mem::transmute::<*const u8, unsafe extern "C" fn(*mut LaunchCtx) -> u32>(ptr)
         };
-        let dynamic_shared_elem = f
-            .shared
-            .iter()
-            .find(|(_, s)| s.len.is_none())
-            .map(|(_, s)| s.elem.size());
+        Ok((
+            CompiledKernel {
+                _module: JitModuleBox(Some(jm)),
+                entry,
+                name,
+                wave: cfg.wave,
+                block: cfg.block,
+                state_bytes: lowered.state_bytes,
+                barriers: lowered.barriers,
+                static_shared: lowered.static_shared,
+                dynamic_shared_elem,
+                sites,
+                debug_sites,
+                compile_time: t0.elapsed(),
+                code_bytes,
+                code_hash,
+                streaming: cfg.streaming && lowered.can_stream,
+                can_stream: lowered.can_stream,
+            },
+            image,
+        ))
+    }
+
+    /// Times the cold compile of `kernel` and the two ways a second process could make its
+    /// code again (the measurement behind keeping [`image::CodeImage`]s; `docs/cpu-backend.md`).
+    pub fn measure_reload(
+        vm: &VerifiedModule,
+        kernel: Handle<Function>,
+        cfg: Config,
+    ) -> Result<ReloadTimes, Error> {
+        let module = vm.module();
+        let name = module.functions[kernel].name.clone();
+        let fail = |message: String| Error::internal(message).in_function(&name);
+        CLIF_KEEPING.with(|k| k.set(true));
+        let t = Instant::now();
+        let r = Self::compile_with_image(vm, kernel, cfg);
+        let cold = t.elapsed();
+        CLIF_KEEPING.with(|k| k.set(false));
+        let kept = CLIF_KEEP.with(|k| k.borrow_mut().take());
+        let (_, img) = r?;
+        let kept = kept.ok_or_else(|| fail("no CLIF kept".into()))?;
+        let img = img.ok_or_else(|| fail("no image".into()))?;
+        // (b): the same declarations in a new module, then Cranelift from the CLIF.
+        let t = Instant::now();
+        let mut jm = new_module(false).map_err(&fail)?;
+        let mut id = None;
+        for (n, linkage, sig) in &kept.decls {
+            let fid = jm
+                .declare_function(n, *linkage, sig)
+                .map_err(|e| fail(e.to_string()))?;
+            id.get_or_insert(fid);
+        }
+        let id = id.ok_or_else(|| fail("no declarations".into()))?;
+        let mut ctx = jm.make_context();
+        ctx.func = kept.func.clone();
+        jm.define_function(id, &mut ctx)
+            .map_err(|e| fail(e.to_string()))?;
+        jm.clear_context(&mut ctx);
+        jm.finalize_definitions().map_err(|e| fail(e.to_string()))?;
+        let _ = jm.get_finalized_function(id);
+        let clif = t.elapsed();
+        // SAFETY: no pointer into the module's code was kept.
+        unsafe { jm.free_memory() };
+        // (a): the stored bytes read back and placed.
+        let bytes = img.to_bytes().ok_or_else(|| fail("image".into()))?;
+        let t = Instant::now();
+        let back = image::CodeImage::from_bytes(&bytes, host_isa_id(), &name, &helper_names())
+            .ok_or_else(|| fail("image does not read back".into()))?;
+        let loaded = Self::from_image(&back).map_err(|e| fail(e.to_string()))?;
+        let image = t.elapsed();
+        drop(loaded);
+        Ok(ReloadTimes {
+            cold,
+            clif,
+            image,
+            image_bytes: bytes.len(),
+        })
+    }
+
+    /// Loads code [`CompiledKernel::compile_with_image`] made, in this or another process:
+    /// the image's code is copied into executable memory of a new JIT module and its
+    /// relocations applied against this process's runtime helpers. An image for another ISA
+    /// is refused ([`image::CodeImage::from_bytes`] checks the rest).
+    pub fn from_image(img: &image::CodeImage) -> Result<CompiledKernel, ImageError> {
+        let t0 = Instant::now();
+        if img.isa != host_isa_id() {
+            return Err(ImageError("made for another ISA".into()));
+        }
+        let mut jm = new_module(false).map_err(ImageError)?;
+        let mut sig = jm.make_signature();
+        sig.params.push(AbiParam::new(types::I64));
+        sig.returns.push(AbiParam::new(types::I32));
+        let id = jm.declare_function("kernel", Linkage::Local, &sig)?;
+        // An import's signature only matters to code that calls it through CLIF; the bytes
+        // already hold the calls, so the helpers are declared with an empty one.
+        let helper = jm.make_signature();
+        let mut relocs = Vec::with_capacity(img.relocs.len());
+        for r in &img.relocs {
+            let name = match &r.target {
+                image::Target::Symbol(s) => {
+                    let fid = jm.declare_function(s, Linkage::Import, &helper)?;
+                    cranelift_module::ModuleRelocTarget::user(0, fid.as_u32())
+                }
+                image::Target::LibCall(l) => cranelift_module::ModuleRelocTarget::LibCall(*l),
+                image::Target::SelfOffset(o) => {
+                    cranelift_module::ModuleRelocTarget::FunctionOffset(id, *o)
+                }
+            };
+            relocs.push(cranelift_module::ModuleReloc {
+                offset: r.offset,
+                kind: r.kind,
+                name,
+                addend: r.addend,
+            });
+        }
+        jm.define_function_bytes(id, img.align, &img.code, &relocs)?;
+        jm.finalize_definitions()?;
+        let ptr = jm.get_finalized_function(id);
+        // SAFETY: the image is code `compile_with_image` made for this ISA (checked above and
+        // by the cache's envelope) with exactly this signature, relocated against this
+        // process's helpers.
+        let entry = unsafe {
+            std::mem::transmute::<*const u8, unsafe extern "C" fn(*mut LaunchCtx) -> u32>(ptr)
+        };
         Ok(CompiledKernel {
             _module: JitModuleBox(Some(jm)),
             entry,
-            name,
-            wave: cfg.wave,
-            block: cfg.block,
-            state_bytes: lowered.state_bytes,
-            barriers: lowered.barriers,
-            static_shared: lowered.static_shared,
-            dynamic_shared_elem,
-            sites,
-            debug_sites,
+            name: img.name.clone(),
+            wave: img.wave,
+            block: img.block,
+            state_bytes: img.state_bytes,
+            barriers: img.barriers,
+            static_shared: img.static_shared,
+            dynamic_shared_elem: img.dynamic_shared_elem,
+            sites: img.sites.clone(),
+            debug_sites: img.debug_sites.clone(),
             compile_time: t0.elapsed(),
-            code_bytes,
-            code_hash,
-            streaming: cfg.streaming && lowered.can_stream,
-            can_stream: lowered.can_stream,
+            code_bytes: img.code.len() as u64,
+            code_hash: fnv1a(&img.code),
+            streaming: img.streaming,
+            can_stream: img.can_stream,
         })
     }
 
