@@ -15,6 +15,7 @@ mod diag;
 mod expr;
 pub mod family;
 mod function;
+pub mod layout;
 mod module;
 mod span;
 mod stmt;

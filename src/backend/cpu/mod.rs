@@ -266,6 +266,9 @@ pub fn compile(
     streaming: bool,
     ub_traps: bool,
 ) -> Result<CompiledKernel, jit::JitError> {
+    // Shared-tile layouts are placed as declared (`ir::layout`).
+    let laid = module.with_layouts();
+    let module = laid.as_ref().unwrap_or(module);
     let f = module.function(handle);
     let mut cfg = jit::config(f, block, None);
     cfg.wave = wave;
@@ -280,8 +283,10 @@ pub fn compile(
 /// aligned, in declaration order; mirrors `codegen::cpu::lower`), known before any code.
 fn static_shared_bytes(kernel: &Function) -> u64 {
     let mut off = 0u64;
-    for (_, sd) in kernel.shared.iter() {
+    for (h, sd) in kernel.shared.iter() {
         if let Some(crate::ir::Len::Fixed(n)) = sd.len {
+            // A laid-out array takes its physical length (`ir::layout`).
+            let n = crate::ir::layout::placed_len(kernel, h).unwrap_or(n);
             off = (off + n as u64 * sd.elem.size() as u64).div_ceil(16) * 16;
         }
     }

@@ -155,7 +155,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let (ptr, elem) = self.element_ptr(*base, *index)?;
                 let ok = self.last_ok.take();
                 let align = natural_align(elem.size()).max(natural_align(elem.scalar.size()));
-                let v = self.load_elem(ptr, elem, align)?;
+                let v = self.load_elem_of(Some(*base), ptr, elem, align)?;
                 self.zero_unless(v, ok)?
             }
             Expr::Len(i) => match self.params.get(*i as usize) {
@@ -245,6 +245,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     i.set_alignment(a)
                         .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
                 }
+                self.mark_constant(*base, v)?;
                 let v = self.zero_unless(v, ok)?;
                 self.mem_to_value(v, elem.scalar)?
             }

@@ -74,7 +74,8 @@ pub enum TypeKind {
     Vector(crate::ir::Scalar, u8),
     Buffer {
         elem: Box<Type>,
-        rw: bool,
+        /// `buf<E>`, `buf<E, rw>` or `buf<E, const>`.
+        access: crate::ir::Access,
     },
     /// `[E; N]` (`len: Some`) or `[E]`.
     Array {
@@ -88,6 +89,11 @@ pub enum TypeKind {
         cols: u8,
     },
     Tag(String),
+    /// `swizzled<T, S>` / `block_padded<T, B, P>` around an array type (shared only).
+    Layout {
+        array: Box<Type>,
+        layout: crate::ir::layout::Layout,
+    },
 }
 
 #[derive(Clone, Debug)]

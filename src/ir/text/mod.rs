@@ -75,6 +75,11 @@ pub mod codes {
     /// A multi-dimensional array with a length that is not an integer literal, or indexed
     /// with fewer subscripts than it has dimensions.
     pub const DIMS: &str = "XPU-P031";
+    /// A layout type (`swizzled<T, S>`, `block_padded<T, B, P>`) whose arguments are not
+    /// integer literals, or whose first argument is not an array type.
+    pub const LAYOUT: &str = "XPU-P060";
+    /// A layout type anywhere but a `shared` declaration.
+    pub const LAYOUT_PLACE: &str = "XPU-P061";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.
