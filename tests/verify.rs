@@ -2013,7 +2013,7 @@ mod spaces_and_layouts {
             "swizzled<[[f32; 32]; 8], 0>",            // zero
             "block_padded<[f32; 64], 0, 1>",          // empty block
             "block_padded<[f32], 8, 1>",              // launch-sized
-            "block_padded<[u64; 0x1000_0000], 1, 1>", // 2^32 bytes padded
+            "block_padded<[u64; 0x1000_0000], 1, 2>", // 3 * 2^31 bytes padded
         ] {
             let src = format!(
                 "kernel k(o: buf<f32, rw>) {{\n    shared t: {decl};\n    o[0] = 1.0;\n}}\n"
@@ -2024,8 +2024,13 @@ mod spaces_and_layouts {
 
     #[test]
     fn contiguous_accesses_to_a_laid_out_array_are_v163() {
-        let src = "kernel k(o: buf<f32, rw>) {\n    shared t: block_padded<[f32; 64], 8, 1>;\n    t[0] = 1.0;\n    vstore(t, 0, vec2<f32>(1.0));\n    o[0] = vload<2>(t, 0).x;\n}\n";
+        // (`vload`/`vstore` take buffers only, laid out or not: `XPU-V020`.)
+        let src = "kernel k(o: buf<f32, rw>) {\n    shared t: block_padded<[f16; 256], 16, 1>;\n    shared u: swizzled<[[f32; 16]; 16], 16>;\n    let a: matrix<a, f16, 16, 16> = matrix_load<a, f16, 16, 16>(t, 0, 16);\n    let c: matrix<acc, f32, 16, 16> = matrix_fill<acc, f32, 16, 16>(0.0);\n    matrix_store(c, u, 0, 16);\n    o[0] = 1.0;\n}\n";
         assert_eq!(codes(src), ["XPU-V163", "XPU-V163"]);
+        let plain = src
+            .replace("block_padded<[f16; 256], 16, 1>", "[f16; 256]")
+            .replace("swizzled<[[f32; 16]; 16], 16>", "[f32; 256]");
+        assert_eq!(codes(&plain), Vec::<&str>::new());
     }
 
     #[test]

@@ -20,8 +20,8 @@
 //!   `N + ((N - 1) / B) * P`. `block_padded<[[f32; 32]; 32], 32, 1>` is the classic 33-wide
 //!   padded tile.
 //!
-//! A laid-out array is read and written element by element only: `vload`/`vstore` and
-//! `matrix_load`/`matrix_store` need contiguous elements and are refused (`XPU-V163`), and
+//! A laid-out array is read and written element by element only: `matrix_load` and
+//! `matrix_store` need contiguous elements and are refused (`XPU-V163`), and
 //! its index expressions may not have effects (`XPU-V164`: the mapping evaluates the index
 //! more than once).
 

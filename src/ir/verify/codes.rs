@@ -156,7 +156,8 @@ pub const CONSTANT_ACCESS: &str = "XPU-V161";
 /// one-dimensional array or with a period that is not a power of two dividing the row
 /// length, `block_padded` with a block of 0, or a padded size past 2^32 - 1 bytes.
 pub const LAYOUT_SHAPE: &str = "XPU-V162";
-/// `vload`, `vstore`, `matrix_load` or `matrix_store` on a laid-out shared array.
+/// `matrix_load` or `matrix_store` on a laid-out shared array (`vload`/`vstore` take
+/// buffers only: `XPU-V020`).
 pub const LAYOUT_ACCESS: &str = "XPU-V163";
 /// An index into a laid-out shared array with a call, dispatch or atomic in it.
 pub const LAYOUT_INDEX: &str = "XPU-V164";

@@ -60,7 +60,7 @@ pub(super) fn check(f: &Function, sink: &mut Sink) {
                     name(f, *base)
                 ),
             ),
-            Expr::VLoad { base, .. } | Expr::MatrixLoad { base, .. } if laid_out(f, *base) => {
+            Expr::MatrixLoad { base, .. } if laid_out(f, *base) => {
                 sink.at(f, codes::LAYOUT_ACCESS, span, contiguous(f, *base))
             }
             Expr::Index { base, index }
@@ -86,7 +86,7 @@ pub(super) fn check(f: &Function, sink: &mut Sink) {
 
 fn contiguous(f: &Function, base: Base) -> String {
     format!(
-        "a vector or fragment access to `{}`, whose layout does not keep elements contiguous; read and write it element by element",
+        "a fragment access to `{}`, whose layout does not keep elements contiguous; read and write it element by element",
         name(f, base)
     )
 }
@@ -101,9 +101,7 @@ fn impure(f: &Function, base: Base) -> String {
 fn stmts(f: &Function, b: &Block, sink: &mut Sink) {
     for s in b {
         match &s.kind {
-            StmtKind::VStore { base, .. } | StmtKind::MatrixStore { base, .. }
-                if laid_out(f, *base) =>
-            {
+            StmtKind::MatrixStore { base, .. } if laid_out(f, *base) => {
                 sink.at(f, codes::LAYOUT_ACCESS, s.span, contiguous(f, *base))
             }
             StmtKind::Assign {
