@@ -119,3 +119,48 @@ mod tests {
         assert!(e.to_string().contains("a copy of 2 bytes at byte"), "{e}");
     }
 }
+
+/// Why a GPU backend made no code for a kernel: the lowering refused it, a configuration
+/// value it reads is malformed, the driver refused the code, or an earlier kernel's device
+/// fault surfaced while loading it. Turned into the launch's error by [`BuildError::launch`].
+#[derive(Debug)]
+pub enum BuildError {
+    /// The lowering (or the linker after it) refused the kernel.
+    Lowering(crate::codegen::Error),
+    /// A configuration value the build reads is malformed (`XPU-C001`).
+    Config(crate::config::BadValue),
+    /// The driver failed or refused the code.
+    Device(DeviceError),
+}
+
+impl BuildError {
+    /// The launch error of kernel `kernel` on `backend` for this failure.
+    pub fn launch(self, kernel: &str, backend: crate::hal::Backend) -> LaunchError {
+        match self {
+            BuildError::Lowering(e) => LaunchError::lowering(kernel, backend, e, false),
+            BuildError::Config(e) => LaunchError::no_code(kernel, backend, e.to_string()),
+            BuildError::Device(DeviceError::DeviceFault { kernel, message }) => {
+                LaunchError::DeviceFault { kernel, message }
+            }
+            BuildError::Device(e) => LaunchError::no_code(kernel, backend, e.to_string()),
+        }
+    }
+}
+
+impl From<crate::codegen::Error> for BuildError {
+    fn from(e: crate::codegen::Error) -> Self {
+        BuildError::Lowering(e)
+    }
+}
+
+impl From<crate::config::BadValue> for BuildError {
+    fn from(e: crate::config::BadValue) -> Self {
+        BuildError::Config(e)
+    }
+}
+
+impl From<DeviceError> for BuildError {
+    fn from(e: DeviceError) -> Self {
+        BuildError::Device(e)
+    }
+}

@@ -20,7 +20,7 @@
 //! - **Timing**: events with timing enabled give the Event tier of `KernelTimer`.
 
 use crate::backend::cache::{hash_hex, CodeCache, DeviceKey, Hit};
-use crate::backend::common;
+use crate::backend::common::{self, BuildError};
 use crate::backend::deadlines::{Completion, Deadlines, Finish};
 pub use crate::backend::gpu_abi::{abi_from_header, abi_header};
 use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
@@ -1138,10 +1138,12 @@ impl CudaProgram {
     }
 
     fn build(&self, name: &str) -> Result<CudaKernel, BuildError> {
-        let handle = self
-            .module
-            .kernel(name)
-            .ok_or_else(|| format!("no kernel `{name}` in the module"))?;
+        let handle = self.module.kernel(name).ok_or_else(|| {
+            crate::codegen::Error::new(
+                crate::codegen::codes::INPUT,
+                format!("no kernel `{name}` in the module"),
+            )
+        })?;
         let target = Nvptx::new(self.arch);
         let t0 = Instant::now();
         // Code built with checks differs from code without: its own cache entry.
@@ -1152,18 +1154,12 @@ impl CudaProgram {
             key.push(checks.as_bytes());
         }
         // `CAJETA_GPU_MATRIX_DIST=off`: replicated software tiles, code of their own.
-        let dist = crate::config::get()
-            .matrix_dist
-            .clone()
-            .map_err(|e| e.to_string())?;
+        let dist = crate::config::get().matrix_dist.clone()?;
         if !dist {
             key.push(b"matrix-replicated");
         }
         // `CAJETA_GPU_MATRIX_IMPL`: a forced tier, code of its own.
-        let matrix_impl = crate::config::get()
-            .matrix_impl
-            .clone()
-            .map_err(|e| e.to_string())?;
+        let matrix_impl = crate::config::get().matrix_impl.clone()?;
         let forced = matrix_impl.map(|t| format!("matrix-impl-{t:?}"));
         if let Some(f) = &forced {
             key.push(f.as_bytes());
@@ -1200,10 +1196,7 @@ impl CudaProgram {
                 })?;
         let code_time = t0.elapsed();
         let t1 = Instant::now();
-        let loaded = Loaded::load(&self.ctx, &ptx, &abi).map_err(|e| match e {
-            DeviceError::DeviceFault { kernel, message } => BuildError::Fault { kernel, message },
-            e => BuildError::Code(e.to_string()),
-        })?;
+        let loaded = Loaded::load(&self.ctx, &ptx, &abi)?;
         let func = loaded.func;
         let load_time = t1.elapsed();
         self.first_use.lock().insert(
@@ -1286,7 +1279,7 @@ impl CudaProgram {
         target: &Nvptx,
         hash: &str,
         (matrix_dist, matrix_impl): (bool, Option<crate::config::ForcedTier>),
-    ) -> Result<(String, KernelAbi, CodeSource), String> {
+    ) -> Result<(String, KernelAbi, CodeSource), BuildError> {
         self.lowerings
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let out = llvm::lower(
@@ -1299,13 +1292,11 @@ impl CudaProgram {
                 matrix_impl,
                 ..llvm::Options::default()
             },
-        )
-        .map_err(|e| e.to_string())?;
-        let abi = out
-            .kernels
-            .into_iter()
-            .next()
-            .ok_or("the lowering produced no kernel")?;
+        )?;
+        let abi =
+            out.kernels.into_iter().next().ok_or_else(|| {
+                crate::codegen::Error::internal("the lowering produced no kernel")
+            })?;
         let ptx = format!(
             "{}{}{}",
             abi_header(&abi),
@@ -1325,15 +1316,9 @@ impl ProgramImpl for CudaProgram {
         }
         let limit = super::common::PRIVATE_BYTES_GPU;
         super::common::check_private(name, &self.module, kernel, limit, "the CUDA backend")?;
-        let built = self.build(name).map_err(|e| match e {
-            BuildError::Code(reason) => LaunchError::NoCode {
-                kernel: name.to_string(),
-                backend: Backend::Cuda,
-                reason,
-                by_device: false,
-            },
-            BuildError::Fault { kernel, message } => LaunchError::DeviceFault { kernel, message },
-        })?;
+        let built = self
+            .build(name)
+            .map_err(|e| e.launch(name, Backend::Cuda))?;
         let k = Arc::new(built);
         let _ = k.me.set(Arc::downgrade(&k));
         self.kernels.lock().insert(name.to_string(), k.clone());
@@ -1349,19 +1334,6 @@ impl ProgramImpl for CudaProgram {
 
     fn lowerings(&self) -> Option<u64> {
         Some(self.lowerings.load(std::sync::atomic::Ordering::Relaxed))
-    }
-}
-
-/// Why a kernel could not be built: no code for it, or an earlier kernel's device fault seen
-/// while loading it.
-enum BuildError {
-    Code(String),
-    Fault { kernel: String, message: String },
-}
-
-impl From<String> for BuildError {
-    fn from(reason: String) -> Self {
-        BuildError::Code(reason)
     }
 }
 

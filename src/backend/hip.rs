@@ -26,11 +26,12 @@
 //!   them out per the code object's kernarg metadata.
 //! - **Timing**: HIP events give the Event tier of `KernelTimer`.
 
-use crate::backend::common;
+use crate::backend::common::{self, BuildError};
 use crate::codegen::checks::{Checks, Report, REPORT_WORDS};
 use crate::codegen::llvm::amdgpu::Amdgpu;
 use crate::codegen::llvm::codeobj::{self, BuildOptions};
 use crate::codegen::llvm::{KernelAbi, KernelRef};
+use crate::codegen::{codes, Error};
 use crate::hal::checked::{report_error, ProgramOptions};
 use crate::hal::facts::{DeviceFacts, FeatureSupport, Support};
 use crate::hal::launch::{Launch, LaunchError};
@@ -949,11 +950,11 @@ pub fn bundled_code(p: Prebuilt) -> Result<BundledCode, DeviceError> {
 }
 
 impl HipProgram {
-    fn build(&self, name: &str) -> Result<HipKernel, String> {
+    fn build(&self, name: &str) -> Result<HipKernel, BuildError> {
         let handle = self
             .module
             .kernel(name)
-            .ok_or_else(|| format!("no kernel `{name}` in the module"))?;
+            .ok_or_else(|| Error::new(codes::INPUT, format!("no kernel `{name}` in the module")))?;
         // A bundle's code object is code without checks: taken only when none are asked for.
         let bundled = self
             .prebuilt
@@ -971,18 +972,14 @@ impl HipProgram {
     fn lower(
         &self,
         handle: crate::ir::Handle<Function>,
-    ) -> Result<(Vec<u8>, KernelAbi, KernelManifest), String> {
+    ) -> Result<(Vec<u8>, KernelAbi, KernelManifest), BuildError> {
         self.lowerings
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let target = Amdgpu::new(&self.arch).ok_or("unknown processor")?;
-        let matrix_dist = crate::config::get()
-            .matrix_dist
-            .clone()
-            .map_err(|e| e.to_string())?;
-        let matrix_impl = crate::config::get()
-            .matrix_impl
-            .clone()
-            .map_err(|e| e.to_string())?;
+        let target = Amdgpu::new(&self.arch).ok_or_else(|| {
+            Error::unsupported(format!("unknown AMDGPU processor `{}`", self.arch))
+        })?;
+        let matrix_dist = crate::config::get().matrix_dist.clone()?;
+        let matrix_impl = crate::config::get().matrix_impl.clone()?;
         let objs = codeobj::build(
             self.module.module(),
             &[KernelRef::plain(handle)],
@@ -997,14 +994,18 @@ impl HipProgram {
                 ..BuildOptions::default()
             },
         )
-        .map_err(|e| e.to_string())?;
-        let obj = objs.into_iter().next().ok_or("no code object")?;
+        .map_err(|e| match e {
+            codeobj::BuildError::Lower(e) => e,
+            codeobj::BuildError::CodeObject(e) => Error::new(e.code(), e.to_string()),
+        })?;
+        let none = || Error::internal("the build produced no code object");
+        let obj = objs.into_iter().next().ok_or_else(none)?;
         let code = match (&obj.code, &obj.note) {
             (Some(c), _) => c.clone(),
-            (None, Some(n)) => return Err(n.to_string()),
-            (None, None) => return Err("no code object".into()),
+            (None, Some(n)) => return Err(Error::new(n.code(), n.to_string()).into()),
+            (None, None) => return Err(none().into()),
         };
-        let built = obj.kernels.into_iter().next().ok_or("no kernel built")?;
+        let built = obj.kernels.into_iter().next().ok_or_else(none)?;
         Ok((code, built.abi, built.manifest))
     }
 
@@ -1015,8 +1016,8 @@ impl HipProgram {
         code: Vec<u8>,
         abi: KernelAbi,
         manifest: KernelManifest,
-    ) -> Result<HipKernel, String> {
-        let loaded = HipLoaded::load(&self.ctx, &code, &abi).map_err(|e| e.to_string())?;
+    ) -> Result<HipKernel, BuildError> {
+        let loaded = HipLoaded::load(&self.ctx, &code, &abi)?;
         let mut manifest = manifest;
         manifest.kernel = name.to_string();
         crate::hal::profile::fill_manifest(&self.arch, &mut manifest);
@@ -1128,12 +1129,7 @@ impl ProgramImpl for HipProgram {
         }
         let limit = super::common::PRIVATE_BYTES_GPU;
         super::common::check_private(name, &self.module, kernel, limit, "the HIP backend")?;
-        let k = Arc::new(self.build(name).map_err(|reason| LaunchError::NoCode {
-            kernel: name.to_string(),
-            backend: Backend::Hip,
-            reason,
-            by_device: false,
-        })?);
+        let k = Arc::new(self.build(name).map_err(|e| e.launch(name, Backend::Hip))?);
         self.kernels.lock().insert(name.to_string(), k.clone());
         Ok(k)
     }

@@ -110,15 +110,13 @@ struct InterpProgram {
 
 impl ProgramImpl for InterpProgram {
     fn kernel(&self, name: &str, kernel: &Function) -> Result<Arc<dyn KernelImpl>, LaunchError> {
-        let handle = self
-            .module
-            .kernel(name)
-            .ok_or_else(|| LaunchError::NoCode {
-                kernel: name.to_string(),
-                backend: Backend::Interp,
-                reason: "the program has no kernel of that name".into(),
-                by_device: false,
-            })?;
+        let handle = self.module.kernel(name).ok_or_else(|| {
+            LaunchError::no_code(
+                name,
+                Backend::Interp,
+                "the program has no kernel of that name",
+            )
+        })?;
         Ok(Arc::new(InterpKernel {
             module: self.module.clone(),
             handle,

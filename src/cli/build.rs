@@ -248,7 +248,7 @@ mod imp {
                     Err(e) => {
                         eprintln!(
                             "{path}: error[{}]: kernel {}: {e}",
-                            llvm::codes::LLVM,
+                            llvm::codes::INTERNAL,
                             f.name
                         );
                         failed = true;

@@ -198,9 +198,10 @@ fn cpu(
                 });
             }
             Err(e) => errors.push(format!(
-                "error[{}]: kernel {} on cpu: {e}",
-                crate::hal::launch::codes::NO_CODE,
-                f.name
+                "error[{}]: kernel {} on cpu: {}",
+                e.code,
+                f.name,
+                e.reason_in(&f.name)
             )),
         }
     }
@@ -236,9 +237,10 @@ fn vulkan(
                 });
             }
             Err(e) => errors.push(format!(
-                "error[{}]: kernel {} on vulkan: {e}",
-                crate::hal::launch::codes::NO_CODE,
-                f.name
+                "error[{}]: kernel {} on vulkan: {}",
+                e.code,
+                f.name,
+                e.reason_in(&f.name)
             )),
         }
     }
@@ -286,7 +288,9 @@ fn cuda(
             Err(e) => {
                 errors.push(format!(
                     "error[{}]: kernel {} on cuda: {}",
-                    e.code, f.name, e.message
+                    e.code,
+                    f.name,
+                    e.reason_in(&f.name)
                 ));
                 continue;
             }
@@ -294,7 +298,7 @@ fn cuda(
         let Some(abi) = out.kernels.first() else {
             errors.push(format!(
                 "error[{}]: kernel {} on cuda: the lowering produced no kernel",
-                llvm::codes::LLVM,
+                llvm::codes::INTERNAL,
                 f.name
             ));
             continue;
@@ -329,7 +333,7 @@ fn cuda(
                 Err(e) => {
                     errors.push(format!(
                         "error[{}]: kernel {} on cuda: ptxas: {e}",
-                        llvm::codes::LLVM,
+                        llvm::codes::INTERNAL,
                         f.name
                     ));
                     continue;

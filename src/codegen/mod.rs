@@ -5,6 +5,7 @@
 //! - `llvm`: LLVM 19 through inkwell, NVPTX and AMDGPU behind one `LoweringTarget`
 //!   (features `cuda`, `hip`);
 //! - `spirv`: SPIR-V through rspirv (the Vulkan backend);
+//! - [`Error`]: why a lowering made no code, one type for all three (codes in [`codes`]);
 //! - [`checks`]: what the checked lowerings share (checked mode, ub-traps, the report buffer);
 //! - `f64math` and `mathconst`: the f64 transcendentals written once over an `Arith` trait,
 //!   emitted by the LLVM and SPIR-V lowerings and unit-tested on Rust `f64`.
@@ -14,6 +15,8 @@
 //! they are public for the test suite's snapshot, fault and GPU tests only.
 
 pub mod checks;
+mod error;
+pub use error::{codes, Error, Result};
 #[doc(hidden)] // internal: public for the test suite (see above)
 pub mod cpu;
 pub(crate) mod f64math;

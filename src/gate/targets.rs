@@ -117,12 +117,7 @@ fn cpu(module: &Arc<VerifiedModule>, h: Handle<Function>, opts: &Options) -> Low
             }
         }
         Ok(Err(e)) => {
-            let e = crate::hal::launch::LaunchError::NoCode {
-                kernel: f.name.clone(),
-                backend: Backend::Cpu,
-                reason: e.to_string(),
-                by_device: false,
-            };
+            let e = crate::hal::launch::LaunchError::lowering(&f.name, Backend::Cpu, e, false);
             Lowered::Refused {
                 code: e.code().into(),
                 reason: e.to_string(),
@@ -219,7 +214,7 @@ fn cuda(
         },
     ) {
         Ok(o) => o,
-        Err(e) => return refused(e.code, lower_reason(&e, &f.name)),
+        Err(e) => return refused(e.code, e.reason_in(&f.name)),
     };
     let abi = &out.kernels[0];
     let ptx = out.text();
@@ -244,7 +239,7 @@ fn cuda(
                     }
                 }
             }
-            Err(e) => return refused(llvm::codes::LLVM, format!("ptxas: {e}")),
+            Err(e) => return refused(llvm::codes::INTERNAL, format!("ptxas: {e}")),
         }
     } else {
         tools.note_missing(
@@ -325,7 +320,7 @@ fn amdgpu(
         Ok(o) => o,
         Err(e) => {
             let reason = match &e {
-                codeobj::BuildError::Lower(l) => lower_reason(l, &module.function(h).name),
+                codeobj::BuildError::Lower(l) => l.reason_in(&module.function(h).name),
                 e => e.to_string(),
             };
             return Lowered::Refused {
@@ -377,16 +372,5 @@ fn amdgpu(
             manifest: m,
         }),
         spill_count,
-    }
-}
-
-/// A lowering's refusal as a gate line's reason: its message, and the helper it was in where
-/// that is not the kernel (the line carries the kernel, its position and the code already).
-#[cfg(any(feature = "cuda", feature = "hip"))]
-fn lower_reason(e: &crate::codegen::llvm::LowerError, kernel: &str) -> String {
-    if e.function.is_empty() || e.function == kernel {
-        e.message.clone()
-    } else {
-        format!("in `{}`: {}", e.function, e.message)
     }
 }

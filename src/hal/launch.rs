@@ -58,7 +58,7 @@ pub mod codes {
     /// [`super::LaunchError::LoopLimit`]: the Vulkan driver cut a loop short.
     pub const LOOP_LIMIT: &str = "XPU-L016";
     /// [`super::LaunchError::PrivateMemory`]: more private memory than the device holds.
-    pub const PRIVATE_MEMORY: &str = "XPU-L017";
+    pub const PRIVATE_MEMORY: &str = crate::codegen::codes::PRIVATE_MEMORY;
     /// [`super::LaunchError::Deadline`]: the launch missed its deadline.
     pub const DEADLINE: &str = "XPU-L018";
     /// [`super::LaunchError::DeviceFault`]: the device faulted; its context was recreated.
@@ -493,8 +493,12 @@ pub enum LaunchError {
         kernel: String,
         /// The backend that refused it.
         backend: Backend,
-        /// Why, in words.
+        /// Why, in words (where a lowering refused, its error as it prints).
         reason: String,
+        /// The lowering's refusal, typed, where a lowering refused (see
+        /// [`LaunchError::lowering`]).
+        #[source]
+        lowering: Option<Box<crate::codegen::Error>>,
         /// The kernel is well formed but needs what this device lacks (a type, a verb, a
         /// wave mapping, push-constant room): see [`LaunchError::refused_by_device`].
         by_device: bool,
@@ -926,6 +930,35 @@ impl LaunchError {
             AssertFailed { .. } => codes::ASSERT_FAILED,
             ConstantTooLarge { .. } => codes::CONSTANT_TOO_LARGE,
             ConstantOffset { .. } => codes::CONSTANT_OFFSET,
+        }
+    }
+
+    /// No code for `kernel` on `backend`, for a reason other than a lowering's refusal (no
+    /// such kernel, a configuration or driver failure before any code was made).
+    pub fn no_code(kernel: &str, backend: Backend, reason: impl Into<String>) -> Self {
+        LaunchError::NoCode {
+            kernel: kernel.to_string(),
+            backend,
+            reason: reason.into(),
+            lowering: None,
+            by_device: false,
+        }
+    }
+
+    /// No code for `kernel` on `backend` because its lowering refused with `error`;
+    /// `by_device`: the refusal is a capability this device lacks.
+    pub fn lowering(
+        kernel: &str,
+        backend: Backend,
+        error: crate::codegen::Error,
+        by_device: bool,
+    ) -> Self {
+        LaunchError::NoCode {
+            kernel: kernel.to_string(),
+            backend,
+            reason: error.to_string(),
+            lowering: Some(Box::new(error)),
+            by_device,
         }
     }
 

@@ -504,12 +504,7 @@ impl Program {
     /// The kernel `name` (a kernel or a template instance, `QkTile<64,64,32,32,128>`), with
     /// its device code produced now if it was not yet.
     pub fn kernel(&self, name: &str) -> Result<Kernel, LaunchError> {
-        let no_code = |reason: &str| LaunchError::NoCode {
-            kernel: name.to_string(),
-            backend: self.device.backend(),
-            reason: reason.to_string(),
-            by_device: false,
-        };
+        let no_code = |reason: &str| LaunchError::no_code(name, self.device.backend(), reason);
         let handle = self
             .module
             .kernel(name)
@@ -566,12 +561,11 @@ impl Program {
     fn coarse_variant(&self, name: &str) -> Result<Option<Arc<dyn KernelImpl>>, LaunchError> {
         let c = &self.coarse;
         if let Some(reason) = &c.variants.failure {
-            return Err(LaunchError::NoCode {
-                kernel: name.to_string(),
-                backend: self.device.backend(),
-                reason: reason.clone(),
-                by_device: false,
-            });
+            return Err(LaunchError::no_code(
+                name,
+                self.device.backend(),
+                reason.clone(),
+            ));
         }
         let (Some(loaded), Some(&h)) = (&c.variants.loaded, c.variants.by_kernel.get(name)) else {
             return Ok(None);
@@ -874,12 +868,8 @@ impl Kernel {
     ) -> Result<(), LaunchError> {
         let device = &self.program.device;
         let info = self.program.module.info(self.handle);
-        let mode = coarse::mode().map_err(|e| LaunchError::NoCode {
-            kernel: self.name.clone(),
-            backend: device.backend(),
-            reason: e.to_string(),
-            by_device: false,
-        })?;
+        let mode = coarse::mode()
+            .map_err(|e| LaunchError::no_code(&self.name, device.backend(), e.to_string()))?;
         if coarse::wanted(mode, device.inner.imp.as_ref(), info, launch) {
             if let Some(variant) = self.program.coarse_variant(&self.name)? {
                 // The logical grid's x extent is the variant's extra, last parameter.

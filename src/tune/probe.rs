@@ -33,12 +33,7 @@ pub struct GemmProbe {
 }
 
 fn no_code(program: &Program, kernel: &str, reason: String) -> LaunchError {
-    LaunchError::NoCode {
-        kernel: kernel.to_string(),
-        backend: program.device().backend(),
-        reason,
-        by_device: false,
-    }
+    LaunchError::no_code(kernel, program.device().backend(), reason)
 }
 
 impl GemmProbe {
@@ -144,15 +139,14 @@ impl GemmProbe {
 }
 
 fn self_convention(kernel: &str, param: &str) -> LaunchError {
-    LaunchError::NoCode {
-        kernel: kernel.to_string(),
-        backend: crate::hal::Backend::Interp,
-        reason: format!(
+    LaunchError::no_code(
+        kernel,
+        crate::hal::Backend::Interp,
+        format!(
             "parameter `{param}`: the GEMM probe launches kernels whose parameters are c, a, b \
              (each once) and m, n, k"
         ),
-        by_device: false,
-    }
+    )
 }
 
 impl ShapeProbe for GemmProbe {

@@ -265,7 +265,7 @@ pub fn compile(
     whole_waves: bool,
     streaming: bool,
     ub_traps: bool,
-) -> Result<CompiledKernel, jit::JitError> {
+) -> Result<CompiledKernel, jit::Error> {
     // Shared-tile layouts are placed as declared (`ir::layout`).
     let laid = module.with_layouts();
     let module = laid.as_ref().unwrap_or(module);
@@ -307,7 +307,7 @@ pub fn build_wave(kernel: &Function) -> u32 {
 pub fn probe_manifest(
     module: &VerifiedModule,
     handle: Handle<Function>,
-) -> Result<KernelManifest, jit::JitError> {
+) -> Result<KernelManifest, jit::Error> {
     let f = module.function(handle);
     let wave = build_wave(f);
     let probe = compile(module, handle, PROBE_BLOCK, wave, false, false, false)?;
@@ -323,15 +323,9 @@ impl CpuProgram {
         if let Some(k) = self.kernels.lock().get(name) {
             return Ok(k.clone());
         }
-        let handle = self
-            .module
-            .kernel(name)
-            .ok_or_else(|| LaunchError::NoCode {
-                kernel: name.to_string(),
-                backend: Backend::Cpu,
-                reason: "the program has no kernel of that name".into(),
-                by_device: false,
-            })?;
+        let handle = self.module.kernel(name).ok_or_else(|| {
+            LaunchError::no_code(name, Backend::Cpu, "the program has no kernel of that name")
+        })?;
         let f = self.module.function(handle);
         let wave = build_wave(f);
         let wave_dependent = crate::ir::analysis::depends_on_wave(self.module.module(), f);
@@ -429,12 +423,7 @@ impl CpuKernel {
 
     /// The launch error for a kernel the CPU has no code for.
     fn no_code(&self, reason: String) -> LaunchError {
-        LaunchError::NoCode {
-            kernel: self.name().to_string(),
-            backend: Backend::Cpu,
-            reason,
-            by_device: false,
-        }
+        LaunchError::no_code(self.name(), Backend::Cpu, reason)
     }
 
     /// Keeps `code` as the specialisation `key`, dropping the least recently used one past
@@ -575,19 +564,14 @@ impl CpuKernel {
 
 /// The launch error for code the JIT cannot build: a wave's state past what the code
 /// addresses is refused as private memory (`XPU-L017`), anything else as no code.
-fn jit_refusal(kernel: &str, e: jit::JitError) -> LaunchError {
-    match e {
-        jit::JitError::PrivateMemory { bytes, limit, .. } => LaunchError::PrivateMemory {
+fn jit_refusal(kernel: &str, e: jit::Error) -> LaunchError {
+    match e.private {
+        Some((need, limit)) => LaunchError::PrivateMemory {
             kernel: kernel.to_string(),
-            need: bytes,
+            need,
             limit: format!("the CPU backend addresses at most {limit} bytes of state per wave"),
         },
-        e => LaunchError::NoCode {
-            kernel: kernel.to_string(),
-            backend: Backend::Cpu,
-            reason: e.to_string(),
-            by_device: false,
-        },
+        None => LaunchError::lowering(kernel, Backend::Cpu, e, false),
     }
 }
 

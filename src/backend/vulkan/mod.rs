@@ -1977,10 +1977,10 @@ pub fn emit_for_device(
     handle: crate::ir::Handle<Function>,
     base: &Caps,
     size_control: Option<(u32, u32)>,
-) -> Result<(Emitted, KernelManifest), String> {
+) -> Result<(Emitted, KernelManifest), crate::codegen::Error> {
     let function = module.function(handle);
     let (caps, _) = kernel_caps(base, size_control, function);
-    let e = spirv::emit_kernel(module, handle, &caps).map_err(|u| u.to_string())?;
+    let e = spirv::emit_kernel(module, handle, &caps)?;
     let m = manifest_of(function, &e);
     Ok((e, m))
 }
@@ -2005,14 +2005,7 @@ fn manifest_of(function: &Function, emitted: &Emitted) -> KernelManifest {
 
 impl VkProgram {
     fn build(&self, name: &str, function: &Function) -> Result<Arc<VkKernel>, LaunchError> {
-        // `by_device`: the kernel needs what this device lacks (spirv.rs's `Unsupported`).
-        let refusal = |reason: String, by_device: bool| LaunchError::NoCode {
-            kernel: name.to_string(),
-            backend: Backend::Vulkan,
-            reason,
-            by_device,
-        };
-        let no_code = |reason: String| refusal(reason, false);
+        let no_code = |reason: String| LaunchError::no_code(name, Backend::Vulkan, reason);
         let handle = self
             .module
             .kernel(name)
@@ -2056,7 +2049,12 @@ impl VkProgram {
                 self.lowerings
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let e = spirv::emit_kernel_checked(&self.module, handle, &caps, self.checks)
-                    .map_err(|u| refusal(u.to_string(), true))?;
+                    .map_err(|e| {
+                        // What SPIR-V or this device cannot run is the device's refusal; a
+                        // code-generator failure is the lowering's.
+                        let by_device = e.code != crate::codegen::codes::INTERNAL;
+                        LaunchError::lowering(name, Backend::Vulkan, e, by_device)
+                    })?;
                 if !uncached {
                     cache.put(key, &hash, "spv", stored::pack(&e));
                 }
@@ -2064,10 +2062,16 @@ impl VkProgram {
             }
         };
         if emitted.push_bytes > self.max_push {
-            return Err(refusal(format!(
-                "unsupported on this Vulkan device: {} bytes of arguments exceed its {}-byte push constants",
-                emitted.push_bytes, self.max_push
-            ), true));
+            return Err(LaunchError::NoCode {
+                kernel: name.to_string(),
+                backend: Backend::Vulkan,
+                reason: format!(
+                    "unsupported on this Vulkan device: {} bytes of arguments exceed its {}-byte push constants",
+                    emitted.push_bytes, self.max_push
+                ),
+                lowering: None,
+                by_device: true,
+            });
         }
         VkKernel::new(
             &self.inner,

@@ -125,22 +125,7 @@ pub struct Site {
     pub what: String,
 }
 
-/// Why a kernel did not compile.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum JitError {
-    #[error("kernel {kernel}: cannot lower {what}")]
-    Unsupported { kernel: String, what: String },
-    #[error("kernel {kernel}: Cranelift: {message}")]
-    Codegen { kernel: String, message: String },
-    /// A wave's private state (private arrays, fragments, spills) past what the code
-    /// addresses (`MAX_STATE_BYTES`).
-    #[error("kernel {kernel}: a wave's private arrays and state need {bytes} bytes, more than the {limit} the CPU backend addresses per wave")]
-    PrivateMemory {
-        kernel: String,
-        bytes: u64,
-        limit: u64,
-    },
-}
+pub use crate::codegen::Error;
 
 /// A launch that the generated code stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -316,19 +301,17 @@ impl CompiledKernel {
         kernel: Handle<Function>,
         cfg: Config,
         types: &'m dyn Fn(Handle<Function>) -> &'m [Option<Type>],
-    ) -> Result<CompiledKernel, JitError> {
+    ) -> Result<CompiledKernel, Error> {
         let t0 = Instant::now();
         let f = &module.functions[kernel];
         let name = f.name.clone();
-        let codegen = |message: String| JitError::Codegen {
-            kernel: name.clone(),
-            message,
-        };
+        let codegen = |message: String| Error::internal(message).in_function(&name);
         if !cfg.wave.is_power_of_two() {
-            return Err(JitError::Unsupported {
-                kernel: name.clone(),
-                what: format!("a wave of {} lanes (a power of two is needed)", cfg.wave),
-            });
+            return Err(Error::new(
+                crate::codegen::codes::WAVE,
+                format!("a wave of {} lanes (a power of two is needed)", cfg.wave),
+            )
+            .in_function(&name));
         }
         let mut flags = settings::builder();
         flags
@@ -339,7 +322,7 @@ impl CompiledKernel {
             .map_err(|e| codegen(e.to_string()))?;
         // Cranelift's IR verifier costs about 30 % of the compile time (sgemm 6.4 → 4.4 ms):
         // on in debug builds and with `XPU_JIT_VERIFY=1`, where a lowering bug is then a
-        // `JitError::Codegen` rather than bad code.
+        // `codes::INTERNAL` refusal rather than bad code.
         let diag = crate::config::get()
             .jit
             .clone()

@@ -32,7 +32,7 @@
 //! - **Cooperative matrices**: refused by name (`XPU-L01`).
 
 use super::target::{Coord, Exchange, KernelBounds, LoweringTarget};
-use super::{Cx, LResult, LowerError};
+use super::{Cx, Error, LResult};
 use crate::ir::{FenceScope, MatrixRole, Scalar};
 use inkwell::attributes::AttributeLoc;
 use inkwell::memory_buffer::MemoryBuffer;
@@ -150,12 +150,12 @@ impl Amdgpu {
         let m = cx
             .context
             .create_module_from_ir(buf)
-            .map_err(|e| LowerError::new(super::codes::LLVM, format!("helper `{name}`: {e}")))?;
+            .map_err(|e| Error::new(super::codes::INTERNAL, format!("helper `{name}`: {e}")))?;
         cx.module
             .link_in_module(m)
-            .map_err(|e| LowerError::new(super::codes::LLVM, format!("linking `{name}`: {e}")))?;
+            .map_err(|e| Error::new(super::codes::INTERNAL, format!("linking `{name}`: {e}")))?;
         let f = cx.module.get_function(name).ok_or_else(|| {
-            LowerError::new(super::codes::LLVM, format!("helper `{name}` vanished"))
+            Error::new(super::codes::INTERNAL, format!("helper `{name}` vanished"))
         })?;
         f.as_global_value().set_linkage(Linkage::Internal);
         Ok(f)
@@ -308,7 +308,7 @@ impl LoweringTarget for Amdgpu {
                     )?
                     .try_as_basic_value()
                     .basic()
-                    .ok_or_else(|| LowerError::new(super::codes::LLVM, "umax"))?
+                    .ok_or_else(|| Error::new(super::codes::INTERNAL, "umax"))?
                     .into_int_value();
                 let up = cx.builder.build_int_sub(size, one, "")?;
                 let sum = cx.builder.build_int_add(grid, up, "")?;
@@ -381,7 +381,7 @@ impl LoweringTarget for Amdgpu {
         }
         // Wave 64 on gfx10+: ds_bpermute stays within the lane's 32-lane half.
         if self.gfx_major() < 11 {
-            return Err(LowerError::new(
+            return Err(Error::new(
                 super::codes::UNSUPPORTED,
                 format!(
                     "a wave exchange at wave 64 on {} (ds_bpermute reaches one half of the \
@@ -529,17 +529,10 @@ impl LoweringTarget for Amdgpu {
 }
 
 impl Amdgpu {
-    fn refuse(
-        &self,
-        cx: &Cx<'_>,
-        role: MatrixRole,
-        scalar: Scalar,
-        rows: u8,
-        cols: u8,
-    ) -> LowerError {
+    fn refuse(&self, cx: &Cx<'_>, role: MatrixRole, scalar: Scalar, rows: u8, cols: u8) -> Error {
         match self.matrix_type(cx, role, scalar, rows, cols) {
-            Err(m) => LowerError::new(super::codes::UNSUPPORTED, m),
-            Ok(_) => LowerError::new(super::codes::LLVM, "matrix type without lowering"),
+            Err(m) => Error::new(super::codes::UNSUPPORTED, m),
+            Ok(_) => Error::new(super::codes::INTERNAL, "matrix type without lowering"),
         }
     }
 }

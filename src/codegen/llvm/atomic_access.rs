@@ -37,7 +37,7 @@ impl<'ctx> FnCx<'_, 'ctx> {
         }
         let align = elem.scalar.size();
         let bad =
-            |e: inkwell::values::InstructionValueError| LowerError::new(codes::LLVM, e.to_string());
+            |e: inkwell::values::InstructionValueError| Error::new(codes::INTERNAL, e.to_string());
         let mono = inkwell::AtomicOrdering::Monotonic;
         let out = match v {
             Some(v) => {

@@ -62,7 +62,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 // Aligned for the widest access redirected to it.
                 if let Some(i) = p.as_instruction() {
                     i.set_alignment(16)
-                        .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
+                        .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
                 }
                 return Ok(p);
             }
@@ -146,7 +146,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         ]);
         let kind_id = ctx.get_kind_id("prof");
         br.set_metadata(md, kind_id)
-            .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
+            .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
         self.b().position_at_end(bad);
         self.emit_report(kind, site, index, len)?;
         self.b().build_unconditional_branch(cont)?;

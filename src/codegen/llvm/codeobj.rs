@@ -18,7 +18,7 @@
 //!   `None`, never zero.
 
 use crate::codegen::llvm::amdgpu::Amdgpu;
-use crate::codegen::llvm::{self, KernelAbi, KernelRef, LowerError};
+use crate::codegen::llvm::{self, Error, KernelAbi, KernelRef};
 use crate::hal::manifest::KernelManifest;
 use crate::hal::Backend;
 use crate::ir;
@@ -281,7 +281,7 @@ pub struct BuildOptions {
 pub enum BuildError {
     /// A kernel did not lower (refused by name, or an LLVM failure).
     #[error("{0}")]
-    Lower(LowerError),
+    Lower(Error),
     /// The linker or the metadata failed on code LLVM produced.
     #[error("{0}")]
     CodeObject(CodeObjError),

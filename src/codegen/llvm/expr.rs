@@ -243,7 +243,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let v = self.b().build_load(vector_of(st, *lanes as u32), ptr, "")?;
                 if let Some(i) = v.as_instruction_value() {
                     i.set_alignment(a)
-                        .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
+                        .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
                 }
                 self.mark_constant(*base, v)?;
                 let v = self.zero_unless(v, ok)?;

@@ -420,7 +420,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let v = self.b().build_extract_value(agg, i * cols as u32 + j, "")?;
                 let st = self.b().build_store(ptr, self.value_to_mem(v, scalar)?)?;
                 st.set_alignment(scalar.size())
-                    .map_err(|e| super::LowerError::new(codes::LLVM, e.to_string()))?;
+                    .map_err(|e| super::Error::new(codes::INTERNAL, e.to_string()))?;
             }
         }
         self.b().build_unconditional_branch(after)?;

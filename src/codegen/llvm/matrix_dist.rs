@@ -157,7 +157,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             let v = self.b().build_extract_value(agg, s, "")?;
             let st = self.b().build_store(ptr, self.value_to_mem(v, scalar)?)?;
             st.set_alignment(scalar.size())
-                .map_err(|e| super::LowerError::new(super::codes::LLVM, e.to_string()))?;
+                .map_err(|e| super::Error::new(super::codes::INTERNAL, e.to_string()))?;
             if let Some(after) = after {
                 self.b().build_unconditional_branch(after)?;
                 self.b().position_at_end(after);
@@ -207,7 +207,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 _ => y,
             });
         }
-        got.ok_or_else(|| super::LowerError::new(super::codes::LLVM, "an empty tile"))
+        got.ok_or_else(|| super::Error::new(super::codes::INTERNAL, "an empty tile"))
     }
 
     /// `d = c + a × b` over distributed tiles, each product and sum rounded in the

@@ -202,7 +202,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let v = self.b().build_load(ty, ptr, "")?;
         if let Some(i) = v.as_instruction_value() {
             i.set_alignment(align)
-                .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
+                .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
         }
         if let Some(base) = base {
             self.mark_constant(base, v)?;

@@ -67,77 +67,24 @@ use inkwell::values::{
 };
 use inkwell::{IntPredicate, OptimizationLevel};
 use std::collections::{BTreeSet, HashMap};
-use std::fmt;
 use target::{Coord, Exchange, KernelBounds, LoweringTarget};
 
-/// Diagnostic codes of the LLVM lowering.
-pub mod codes {
-    /// A construct this target does not lower (refused by name, never miscompiled).
-    pub const UNSUPPORTED: &str = "XPU-L01";
-    /// LLVM rejected the module or failed to emit code (a bug in the lowering).
-    pub const LLVM: &str = "XPU-L02";
-    /// `@wave(N)` with a width this target cannot build.
-    pub const WAVE: &str = "XPU-L03";
-    /// Input the lowering cannot use: an unverified module, a missing kernel, a template
-    /// without arguments.
-    pub const INPUT: &str = "XPU-L04";
-    /// `CAJETA_GPU_MATRIX_IMPL=native` for a kernel whose fragments have no native lowering
-    /// on this target (contract §3.3).
-    pub const MATRIX_TIER: &str = "XPU-N03";
-}
+pub use crate::codegen::{codes, Error};
 
-/// Why a kernel did not lower.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LowerError {
-    pub code: &'static str,
-    /// The kernel being lowered (or the helper it called).
-    pub function: String,
-    pub span: Span,
-    pub message: String,
-}
-
-impl LowerError {
-    fn new(code: &'static str, message: impl Into<String>) -> Self {
-        LowerError {
-            code,
-            function: String::new(),
-            span: Span::UNKNOWN,
-            message: message.into(),
-        }
-    }
-
-    /// The error as a diagnostic (`line:col: error[CODE]: in `k`: message`).
-    pub fn to_diagnostic(&self) -> ir::Diagnostic {
-        ir::Diagnostic::new(
-            self.code,
-            self.span,
-            format!("in `{}`: {}", self.function, self.message),
-        )
-    }
-}
-
-impl fmt::Display for LowerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.to_diagnostic())
-    }
-}
-
-impl std::error::Error for LowerError {}
-
-impl From<BuilderError> for LowerError {
+impl From<BuilderError> for Error {
     fn from(e: BuilderError) -> Self {
-        LowerError::new(codes::LLVM, format!("LLVM builder: {e}"))
+        Error::internal(format!("LLVM builder: {e}"))
     }
 }
 
-pub type LResult<T> = Result<T, LowerError>;
+pub type LResult<T> = Result<T, Error>;
 
 fn unsupported<T>(message: impl Into<String>) -> LResult<T> {
-    Err(LowerError::new(codes::UNSUPPORTED, message))
+    Err(Error::new(codes::UNSUPPORTED, message))
 }
 
 fn internal<T>(message: impl Into<String>) -> LResult<T> {
-    Err(LowerError::new(codes::LLVM, message))
+    Err(Error::new(codes::INTERNAL, message))
 }
 
 /// The emission context a target's hooks write into.
@@ -414,8 +361,8 @@ pub fn lower(
     cx.module.set_triple(&triple);
     let tm = Target::from_triple(&triple)
         .map_err(|e| {
-            LowerError::new(
-                codes::LLVM,
+            Error::new(
+                codes::INTERNAL,
                 format!("no LLVM target {}: {e}", target.triple()),
             )
         })?
@@ -432,7 +379,7 @@ pub fn lower(
             RelocMode::Default,
             CodeModel::Default,
         )
-        .ok_or_else(|| LowerError::new(codes::LLVM, "cannot create the target machine"))?;
+        .ok_or_else(|| Error::new(codes::INTERNAL, "cannot create the target machine"))?;
     cx.module
         .set_data_layout(&tm.get_target_data().get_data_layout());
 
@@ -440,10 +387,10 @@ pub fn lower(
     let mut reach = BTreeSet::new();
     for k in kernels {
         let Some(f) = module.functions.try_get(k.function) else {
-            return Err(LowerError::new(codes::INPUT, "no such kernel"));
+            return Err(Error::new(codes::INPUT, "no such kernel"));
         };
         if !f.is_kernel() {
-            return Err(LowerError::new(
+            return Err(Error::new(
                 codes::INPUT,
                 format!("`{}` is not a kernel", f.name),
             ));
@@ -456,7 +403,7 @@ pub fn lower(
         .chain(reach.iter().map(|&h| &module.functions[h]));
     let software = matrix::needs_software(&cx, target, functions.clone());
     if software && opts.matrix_impl == Some(crate::config::ForcedTier::Native) {
-        return Err(LowerError::new(
+        return Err(Error::new(
             codes::MATRIX_TIER,
             format!(
                 "CAJETA_GPU_MATRIX_IMPL=native, but {}",
@@ -502,7 +449,7 @@ pub fn lower(
         let expected = f.template.as_ref().map_or(0, |t| t.params.len());
         if args.len() != expected {
             return Err(named(
-                LowerError::new(
+                Error::new(
                     codes::INPUT,
                     format!("takes {expected} template arguments, {} given", args.len()),
                 ),
@@ -533,7 +480,7 @@ pub fn lower(
         let passes = format!("default<O{}>", opts.opt_level.min(3));
         cx.module
             .run_passes(&passes, &tm, PassBuilderOptions::create())
-            .map_err(|e| LowerError::new(codes::LLVM, format!("LLVM passes: {}", e.to_string())))?;
+            .map_err(|e| Error::new(codes::INTERNAL, format!("LLVM passes: {}", e.to_string())))?;
     }
     let llvm_ir = opts
         .keep_llvm_ir
@@ -541,8 +488,8 @@ pub fn lower(
     let buf = tm
         .write_to_memory_buffer(&cx.module, target.file_type())
         .map_err(|e| {
-            LowerError::new(
-                codes::LLVM,
+            Error::new(
+                codes::INTERNAL,
                 format!("LLVM code generation: {}", e.to_string()),
             )
         })?;
@@ -555,11 +502,8 @@ pub fn lower(
     })
 }
 
-fn named(mut e: LowerError, function: &str) -> LowerError {
-    if e.function.is_empty() {
-        e.function = function.to_string();
-    }
-    e
+fn named(e: Error, function: &str) -> Error {
+    e.in_function(function)
 }
 
 /// Device helpers reachable from `f` through calls and tag dispatches.
@@ -704,7 +648,7 @@ fn len_of(f: &Function, len: Len, args: &[u32]) -> LResult<u32> {
         Len::Fixed(n) => Ok(n),
         Len::Const(h) => match const_eval(f, h, args) {
             Some(n) => Ok(n),
-            None => Err(LowerError::new(
+            None => Err(Error::new(
                 codes::INPUT,
                 "an array length does not evaluate",
             )),
@@ -742,7 +686,7 @@ fn lower_kernel<'ctx>(
     let declared_wave = f.attrs.wave.map(|(w, _)| w);
     if let Some((w, span)) = f.attrs.wave {
         if !target.supports_wave(w) {
-            let mut e = LowerError::new(
+            let mut e = Error::new(
                 codes::WAVE,
                 format!(
                     "declares @wave({w}) but {} builds kernels at wave {} only",
@@ -816,7 +760,7 @@ fn lower_kernel<'ctx>(
             None => Ok(None),
             Some(h) => match const_eval(f, h, args) {
                 Some(v) => Ok(Some(v)),
-                None => Err(LowerError::new(
+                None => Err(Error::new(
                     codes::INPUT,
                     "an @occupancy argument does not evaluate",
                 )),
@@ -1060,13 +1004,13 @@ fn lower_function<'ctx>(
     for p in &f.params {
         let v = llfn
             .get_nth_param(i)
-            .ok_or_else(|| LowerError::new(codes::LLVM, "parameter count"))?;
+            .ok_or_else(|| Error::new(codes::INTERNAL, "parameter count"))?;
         i += 1;
         match p.ty {
             Type::Buffer { .. } if kernel_symbol.is_some() => {
                 let len = llfn
                     .get_nth_param(i)
-                    .ok_or_else(|| LowerError::new(codes::LLVM, "parameter count"))?;
+                    .ok_or_else(|| Error::new(codes::INTERNAL, "parameter count"))?;
                 i += 1;
                 fx.params.push(ParamVal::Buffer {
                     ptr: v.into_pointer_value(),
@@ -1092,7 +1036,7 @@ fn lower_function<'ctx>(
             Some(_) => target.active_mask(cx)?,
             None => llfn
                 .get_nth_param(i)
-                .ok_or_else(|| LowerError::new(codes::LLVM, "the lane-mask parameter"))?
+                .ok_or_else(|| Error::new(codes::INTERNAL, "the lane-mask parameter"))?
                 .into_int_value(),
         };
         let slot = fx.entry_alloca(cx.context.i64_type().into(), "lanes")?;
@@ -1210,7 +1154,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     fn err<T>(&self, code: &'static str, message: impl Into<String>) -> LResult<T> {
-        let mut e = LowerError::new(code, message);
+        let mut e = Error::new(code, message);
         e.span = self.span;
         Err(e)
     }

@@ -19,7 +19,7 @@
 //! (`math.rs`), so no libdevice is needed and the accuracy is the same on every target.
 
 use super::target::{Coord, Exchange, KernelBounds, LoweringTarget};
-use super::{Cx, LResult, LowerError};
+use super::{Cx, Error, LResult};
 use crate::ir::{FenceScope, MatrixRole, ReduceOp, Scalar};
 use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{
@@ -339,7 +339,7 @@ impl LoweringTarget for Nvptx {
     ) -> LResult<BasicValueEnum<'ctx>> {
         let ty = self
             .matrix_type(cx, role, scalar, rows, cols)
-            .map_err(|m| LowerError::new(super::codes::UNSUPPORTED, m))?
+            .map_err(|m| Error::new(super::codes::UNSUPPORTED, m))?
             .into_struct_type();
         let field = ty.get_field_type_at_index(0).expect("fragment field");
         let elem: BasicValueEnum = if field.is_vector_type() {
@@ -375,7 +375,7 @@ impl LoweringTarget for Nvptx {
         stride: IntValue<'ctx>,
     ) -> LResult<BasicValueEnum<'ctx>> {
         self.matrix_type(cx, role, scalar, rows, cols)
-            .map_err(|m| LowerError::new(super::codes::UNSUPPORTED, m))?;
+            .map_err(|m| Error::new(super::codes::UNSUPPORTED, m))?;
         let name = match (role, scalar) {
             (MatrixRole::A, _) => "llvm.nvvm.wmma.m16n16k16.load.a.row.stride.f16",
             (MatrixRole::B, _) => "llvm.nvvm.wmma.m16n16k16.load.b.row.stride.f16",
@@ -414,7 +414,7 @@ impl LoweringTarget for Nvptx {
         let call = cx.builder.build_call(f, &args, "")?;
         call.try_as_basic_value()
             .basic()
-            .ok_or_else(|| LowerError::new(super::codes::LLVM, "wmma.mma returned nothing"))
+            .ok_or_else(|| Error::new(super::codes::INTERNAL, "wmma.mma returned nothing"))
     }
 
     fn matrix_store<'ctx>(
@@ -459,7 +459,7 @@ impl LoweringTarget for Nvptx {
             ]);
             cx.module
                 .add_global_metadata("nvvm.annotations", &node)
-                .map_err(|e| LowerError::new(super::codes::LLVM, e.to_string()))
+                .map_err(|e| Error::new(super::codes::INTERNAL, e.to_string()))
         };
         annotate("kernel", 1)?;
         if let Some([x, y, z]) = bounds.pinned {

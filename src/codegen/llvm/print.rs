@@ -193,7 +193,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     i32t.const_int(1, false).into(),
                 ]);
                 br.set_metadata(md, ctx.get_kind_id("prof"))
-                    .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
+                    .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
                 self.b().position_at_end(bad);
                 let (group, item) = self.debug_ids()?;
                 let rec = [i32t.const_int(site as u64, false), group, item];

@@ -131,7 +131,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .b()
                     .build_store(ptr, self.value_to_mem(v, elem.scalar)?)?;
                 st.set_alignment(a)
-                    .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
+                    .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
             }
             StmtKind::MatrixStore {
                 value,
@@ -201,7 +201,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     .b()
                     .build_store(ptr, self.value_to_mem(v, elem.scalar)?)?;
                 st.set_alignment(natural_align(elem.size()).max(natural_align(elem.scalar.size())))
-                    .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
+                    .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
             }
         }
         Ok(())
@@ -431,7 +431,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let i32t = ctx.i32_type();
         let slot = self
             .escape_slot
-            .ok_or_else(|| LowerError::new(codes::LLVM, "a tracked latch without its slot"))?;
+            .ok_or_else(|| Error::new(codes::INTERNAL, "a tracked latch without its slot"))?;
         let code = self.b().build_load(i32t, slot, "escape")?.into_int_value();
         let is = |c: u64| {
             self.b()
@@ -484,7 +484,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     pub(super) fn set_escape(&mut self, code: u64) -> LResult<()> {
         let slot = self
             .escape_slot
-            .ok_or_else(|| LowerError::new(codes::LLVM, "an escape without its slot"))?;
+            .ok_or_else(|| Error::new(codes::INTERNAL, "an escape without its slot"))?;
         let i32t = self.cx.context.i32_type();
         self.b().build_store(slot, i32t.const_int(code, false))?;
         Ok(())
@@ -507,7 +507,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let i32t = ctx.i32_type();
         let slot = self
             .escape_slot
-            .ok_or_else(|| LowerError::new(codes::LLVM, "an escape without its slot"))?;
+            .ok_or_else(|| Error::new(codes::INTERNAL, "an escape without its slot"))?;
         let code = self.b().build_load(i32t, slot, "escape")?.into_int_value();
         let on = ctx.append_basic_block(self.llfn, "noescape");
         let next = self.syncs.last().map(|s| (s.merge, s.loops));
@@ -557,7 +557,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let merge_end = code
             .as_instruction()
             .and_then(|i| i.get_parent())
-            .ok_or_else(|| LowerError::new(codes::LLVM, "escape load without a block"))?;
+            .ok_or_else(|| Error::new(codes::INTERNAL, "escape load without a block"))?;
         self.b().position_at_end(merge_end);
         self.b().build_switch(code, on, &cases)?;
         self.b().position_at_end(on);

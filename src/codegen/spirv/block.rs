@@ -169,7 +169,10 @@ impl Em<'_> {
         let line = std::mem::replace(&mut self.cur_line, s.span.line);
         let roots = s.kind.value_roots();
         self.prefetch(&roots)?;
-        let r = self.stmt_body(s);
+        // The innermost statement and the (inlined) helper it is in place the refusal.
+        let r = self
+            .stmt_body(s)
+            .map_err(|e| e.at(s.span).in_function(&self.func().name));
         self.prefetched.clear();
         self.cur_line = line;
         r

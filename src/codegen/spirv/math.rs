@@ -38,7 +38,7 @@
 //! - **`f32`** `exp exp2 log log2 pow tanh sin cos` computed in plain `f64` (the f32 result
 //!   needs no double-double) and rounded once, where the device has `shaderFloat64`.
 
-use super::{glsl, Em, TyKey, Unsupported, R};
+use super::{glsl, Em, Error, TyKey, R};
 use crate::codegen::f64math::trig::{table_entry, TABLE_LEN};
 use crate::codegen::f64math::{explog, trig, Arith, Cmp};
 use crate::ir::{MathFn, Scalar};
@@ -182,7 +182,7 @@ impl<'e, 'a> F<'e, 'a> {
 impl Arith for F<'_, '_> {
     type V = Word;
     type B = Word;
-    type E = Unsupported;
+    type E = Error;
     const FUSED: bool = false;
 
     fn c(&mut self, v: f64) -> Word {

@@ -46,6 +46,7 @@
 //! the device's features do not cover.
 
 use crate::codegen::checks::{CheckSite, Checks};
+use crate::codegen::Error;
 use crate::ir::{
     AtomicOp, Base, BinaryOp, BitOp, Builtin, Dim, ElemType, Expr, ExprId, FenceScope, Function,
     Handle, Len, Literal, LoopKind, MathFn, MemoryOrder, Place, ReduceOp, Scalar, Stmt, StmtKind,
@@ -194,17 +195,7 @@ impl Caps {
     }
 }
 
-/// A construct this kernel uses that Vulkan or this device cannot run, by name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unsupported(pub String);
-
-impl std::fmt::Display for Unsupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "unsupported on this Vulkan device: {}", self.0)
-    }
-}
-
-type R<T> = Result<T, Unsupported>;
+type R<T> = crate::codegen::Result<T>;
 
 /// An open `if` of [`Em::guard_begin`]: its merge block and the predicate it suspended.
 struct Guard {
@@ -213,7 +204,7 @@ struct Guard {
 }
 
 fn refuse<T>(what: impl Into<String>) -> R<T> {
-    Err(Unsupported(what.into()))
+    Err(Error::unsupported(what))
 }
 
 /// How one kernel parameter reaches the shader.
@@ -300,7 +291,7 @@ pub fn emit_kernel(
     module: &VerifiedModule,
     kernel: Handle<Function>,
     caps: &Caps,
-) -> Result<Emitted, Unsupported> {
+) -> Result<Emitted, Error> {
     emit_kernel_checked(module, kernel, caps, Checks::default())
 }
 
@@ -311,7 +302,7 @@ pub fn emit_kernel_checked(
     kernel: Handle<Function>,
     caps: &Caps,
     checks: Checks,
-) -> Result<Emitted, Unsupported> {
+) -> Result<Emitted, Error> {
     // Shared-tile layouts are placed as declared (`ir::layout`).
     let laid = module.with_layouts();
     let module = laid.as_ref().unwrap_or(module);
@@ -319,9 +310,11 @@ pub fn emit_kernel_checked(
     let s = caps.subgroup_size.max(1);
     let w = f.attrs.wave.map_or(s, |(w, _)| w);
     if !w.is_power_of_two() || w > 64 {
-        return refuse(format!(
-            "@wave({w}) (a wave is a power of two from 1 to 64)"
-        ));
+        return Err(Error::new(
+            crate::codegen::codes::WAVE,
+            format!("@wave({w}) (a wave is a power of two from 1 to 64)"),
+        )
+        .in_function(&f.name));
     }
     let mode = match w.cmp(&s) {
         std::cmp::Ordering::Equal => WaveMode::Native,
@@ -332,7 +325,7 @@ pub fn emit_kernel_checked(
     em.checks = checks;
     em.wave_w = w;
     em.mode = mode;
-    em.emit_entry(kernel)
+    em.emit_entry(kernel).map_err(|e| e.in_function(&f.name))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]

@@ -106,7 +106,7 @@ impl Em<'_> {
                         ids(&[first, entry, got_id, cont]),
                     ),
                 )
-                .map_err(|e| Unsupported(format!("SPIR-V builder: {e:?}")))?;
+                .map_err(|e| Error::internal(format!("SPIR-V builder: {e:?}")))?;
             self.loop_header(merge, cont);
             self.branch(body);
             self.block(body);
@@ -168,7 +168,7 @@ impl Em<'_> {
                         ],
                     ),
                 )
-                .map_err(|e| Unsupported(format!("SPIR-V builder: {e:?}")))?;
+                .map_err(|e| Error::internal(format!("SPIR-V builder: {e:?}")))?;
             let ok = self.opi(Op::IEqual, bt, &[got_id, old]);
             self.branch_cond(ok, merge, cont);
             self.block(cont);

@@ -11,7 +11,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         compare: Option<ExprId>,
         ty: Type,
         span: Span,
-    ) -> Result<Val, JitError> {
+    ) -> Result<Val, Error> {
         let Place::Element { base, index } = *place else {
             return Err(self.internal("an atomic on a local"));
         };

@@ -13,7 +13,7 @@ impl Lower<'_, '_> {
         value: Option<ExprId>,
         ty: Scalar,
         span: Span,
-    ) -> Result<Option<Val>, JitError> {
+    ) -> Result<Option<Val>, Error> {
         let Place::Element { base, index } = *place else {
             return Err(self.internal("an atomic access to a local"));
         };

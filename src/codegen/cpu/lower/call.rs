@@ -7,7 +7,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         &mut self,
         function: Handle<Function>,
         args: &[ExprId],
-    ) -> Result<Ev, JitError> {
+    ) -> Result<Ev, Error> {
         let vals = self.eval_ops(args)?;
         self.inline(function, vals)
     }
@@ -16,7 +16,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         &mut self,
         function: Handle<Function>,
         vals: Vec<Ev>,
-    ) -> Result<Ev, JitError> {
+    ) -> Result<Ev, Error> {
         let g: &'m Function = &self.m.functions[function];
         if self.frames.len() > 64 {
             return Err(self.internal("helpers nested too deeply"));
@@ -128,12 +128,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         Ok(result)
     }
 
-    pub(super) fn dispatch(
-        &mut self,
-        tag: ExprId,
-        args: &[ExprId],
-        ty: Type,
-    ) -> Result<Ev, JitError> {
+    pub(super) fn dispatch(&mut self, tag: ExprId, args: &[ExprId], ty: Type) -> Result<Ev, Error> {
         let mut list = vec![tag];
         list.extend_from_slice(args);
         let mut vals = self.eval_ops(&list)?;

@@ -19,7 +19,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
     }
 
-    pub(super) fn debug_stmt(&mut self, st: &Stmt) -> Result<(), JitError> {
+    pub(super) fn debug_stmt(&mut self, st: &Stmt) -> Result<(), Error> {
         let (roots, kind, is_assert) = match &st.kind {
             StmtKind::Print { format, args } => {
                 let scalars = args.iter().map(|&a| scalar_of(self.ty(a))).collect();

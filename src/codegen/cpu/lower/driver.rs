@@ -4,7 +4,7 @@ use super::*;
 
 impl<'a, 'm> Lower<'a, 'm> {
     /// Lowers the kernel body inside the region/wave driver and finishes the function.
-    pub fn run(mut self, kernel: Handle<Function>) -> Result<Lowered, JitError> {
+    pub fn run(mut self, kernel: Handle<Function>) -> Result<Lowered, Error> {
         let f = &self.m.functions[kernel];
         // A kernel without barriers whose bounds-test `if` may restart a wave runs its full
         // waves in a loop of their own first; the ordinary loop below takes over at the first
@@ -205,10 +205,16 @@ impl<'a, 'm> Lower<'a, 'm> {
         let barriers = self.resumes.len() as u32;
         let state_bytes = self.state_size.div_ceil(16) * 16;
         if state_bytes > MAX_STATE_BYTES {
-            return Err(JitError::PrivateMemory {
-                kernel: self.frames[0].f.name.clone(),
-                bytes: state_bytes,
-                limit: MAX_STATE_BYTES,
+            return Err(Error {
+                private: Some((state_bytes, MAX_STATE_BYTES)),
+                ..Error::new(
+                    crate::codegen::codes::PRIVATE_MEMORY,
+                    format!(
+                        "a wave's private arrays and state need {state_bytes} bytes, more than \
+                         the {MAX_STATE_BYTES} the CPU backend addresses per wave"
+                    ),
+                )
+                .in_function(&self.frames[0].f.name)
             });
         }
         let state_bytes = state_bytes as u32;
@@ -276,7 +282,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         waves_v: Value,
         state_base: Value,
         volume_v: Value,
-    ) -> Result<Option<Value>, JitError> {
+    ) -> Result<Option<Value>, Error> {
         let f = &self.m.functions[kernel];
         let head = self.b.create_block();
         let body = self.b.create_block();

@@ -32,7 +32,7 @@ impl<'a, 'm> Lower<'a, 'm> {
     /// Evaluates operands left to right. An operand evaluated before one that may reach a
     /// barrier is held in variables (spilled and reloaded there), since a wave resumes after
     /// the barrier without passing through the code that computed it.
-    pub(super) fn eval_ops(&mut self, ops: &[ExprId]) -> Result<Vec<Ev>, JitError> {
+    pub(super) fn eval_ops(&mut self, ops: &[ExprId]) -> Result<Vec<Ev>, Error> {
         let barrier_after: Vec<bool> = (0..ops.len())
             .map(|k| ops[k + 1..].iter().any(|&x| self.reaches_barrier(x)))
             .collect();
@@ -56,7 +56,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             .collect())
     }
 
-    pub(super) fn expr(&mut self, e: ExprId) -> Result<Ev, JitError> {
+    pub(super) fn expr(&mut self, e: ExprId) -> Result<Ev, Error> {
         let f = self.frame().f;
         let span = f.expr_span(e);
         let ty = self.ty(e);
@@ -94,10 +94,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                 self.read_slot(&slot, ty)
             }
             Expr::TemplateParam(_) => {
-                return Err(JitError::Unsupported {
-                    kernel: self.kernel_name.clone(),
-                    what: "a template parameter in an uninstantiated template".into(),
-                })
+                return Err(Error::new(
+                    crate::codegen::codes::INPUT,
+                    "a template parameter in an uninstantiated template",
+                )
+                .in_function(&self.kernel_name))
             }
             Expr::Builtin(b) => Ev::Vals(vec![self.builtin(*b)]),
             Expr::Unary { op, arg } => {
@@ -390,7 +391,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         op: BinaryOp,
         lhs: ExprId,
         rhs: ExprId,
-    ) -> Result<Val, JitError> {
+    ) -> Result<Val, Error> {
         let a = self.expr(lhs)?.vals().remove(0);
         let is_and = op == BinaryOp::LogicalAnd;
         match a {
@@ -726,7 +727,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         la: Option<i64>,
         lb: Option<i64>,
         span: Span,
-    ) -> Result<Val, JitError> {
+    ) -> Result<Val, Error> {
         if op.is_comparison() {
             return Ok(self.compare(op, s, a, b));
         }
@@ -928,7 +929,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         cond: ExprId,
         accept: ExprId,
         reject: ExprId,
-    ) -> Result<Ev, JitError> {
+    ) -> Result<Ev, Error> {
         let s = scalar_of(ty);
         let comps = comps_of(ty);
         let c = self.expr(cond)?.vals().remove(0);

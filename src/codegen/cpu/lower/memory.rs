@@ -216,7 +216,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         idx: &Val,
         span: Span,
         count: u32,
-    ) -> Result<Vec<Val>, JitError> {
+    ) -> Result<Vec<Val>, Error> {
         let (ptr, len, elem, what, private) = self.object(base);
         let s = elem.scalar;
         let size = s.size() as i64;
@@ -358,7 +358,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         vals: &[Val],
         span: Span,
         count: u32,
-    ) -> Result<(), JitError> {
+    ) -> Result<(), Error> {
         let (ptr, len, elem, what, private) = self.object(base);
         let s = elem.scalar;
         let size = s.size() as i64;
@@ -753,7 +753,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         value: ExprId,
         align: Option<u8>,
         span: Span,
-    ) -> Result<(), JitError> {
+    ) -> Result<(), Error> {
         let mut ops = self.eval_ops(&[index, value])?.into_iter();
         let idx = ops.next().map(Ev::vals).unwrap_or_default().remove(0);
         let v = ops.next().map(Ev::vals).unwrap_or_default();
@@ -791,7 +791,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         stride: ExprId,
         store: bool,
         span: Span,
-    ) -> Result<(), JitError> {
+    ) -> Result<(), Error> {
         let frag = match self.expr(value)? {
             Ev::Mat(p) => p,
             _ => return Err(self.internal("matrix_store of a non-fragment")),
@@ -810,7 +810,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         stride: ExprId,
         store: bool,
         span: Span,
-    ) -> Result<(), JitError> {
+    ) -> Result<(), Error> {
         let Type::Matrix {
             scalar, rows, cols, ..
         } = t

@@ -33,7 +33,7 @@ mod wave;
 
 use super::analysis::{self, Analysis, Analyzer, Class, GeometryClass};
 use super::lanes::{chunks, per_chunk, uty, vty, Val};
-use super::{ctx_off, err, stream, JitError, Site};
+use super::{ctx_off, err, stream, Error, Site};
 use crate::ir::{
     AtomicOp, Base, BinaryOp, BitOp, Builtin, ElemType, Expr, ExprId, Function, Handle, Len,
     Literal, Local, LoopKind, MathFn, Module, Place, ReduceOp, Scalar, Span, Stmt, StmtKind, Type,

@@ -17,7 +17,7 @@ impl<'a, 'm> Lower<'a, 'm> {
     }
 
     /// Lowers a block; returns whether its end is reachable (no unconditional jump away).
-    pub(super) fn block(&mut self, stmts: &'m [Stmt]) -> Result<bool, JitError> {
+    pub(super) fn block(&mut self, stmts: &'m [Stmt]) -> Result<bool, Error> {
         let mark = self.scope.len();
         for s in stmts {
             if !self.stmt(s)? {
@@ -99,7 +99,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         s: Scalar,
         vals: &[Val],
         blend: bool,
-    ) -> Result<(), JitError> {
+    ) -> Result<(), Error> {
         match slot {
             Slot::Uni(vs) => {
                 for (v, x) in vs.iter().zip(vals) {
@@ -134,14 +134,11 @@ impl<'a, 'm> Lower<'a, 'm> {
         Ok(())
     }
 
-    pub(super) fn internal(&self, what: &str) -> JitError {
-        JitError::Unsupported {
-            kernel: self.kernel_name.clone(),
-            what: format!("internal lowering error: {what}"),
-        }
+    pub(super) fn internal(&self, what: &str) -> Error {
+        Error::internal(format!("internal lowering error: {what}")).in_function(&self.kernel_name)
     }
 
-    pub(super) fn stmt(&mut self, st: &'m Stmt) -> Result<bool, JitError> {
+    pub(super) fn stmt(&mut self, st: &'m Stmt) -> Result<bool, Error> {
         match &st.kind {
             StmtKind::Let { local, init } => {
                 let slot = self.declare_local(*local);
@@ -209,12 +206,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             .unwrap_or(true)
     }
 
-    pub(super) fn assign(
-        &mut self,
-        place: &Place,
-        value: ExprId,
-        span: Span,
-    ) -> Result<(), JitError> {
+    pub(super) fn assign(&mut self, place: &Place, value: ExprId, span: Span) -> Result<(), Error> {
         match *place {
             Place::Local(l) => {
                 let slot = self.local_slot(l);
@@ -262,7 +254,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         cond: ExprId,
         then_b: &'m [Stmt],
         else_b: &'m [Stmt],
-    ) -> Result<bool, JitError> {
+    ) -> Result<bool, Error> {
         if let Some(open) = self.if_affine(cond, then_b, else_b)? {
             return Ok(open);
         }
@@ -289,7 +281,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         cond: ExprId,
         then_b: &'m [Stmt],
         else_b: &'m [Stmt],
-    ) -> Result<Option<bool>, JitError> {
+    ) -> Result<Option<bool>, Error> {
         /// Statements of the `then` side worth lowering twice.
         const MAX_THEN_STMTS: usize = 32;
         // Whether a failing wave may restart in the ordinary wave loop (see `fast_loop`);
@@ -520,7 +512,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         c: Val,
         then_b: &'m [Stmt],
         else_b: &'m [Stmt],
-    ) -> Result<bool, JitError> {
+    ) -> Result<bool, Error> {
         let before = self.known;
         match c {
             Val::U(c) => {
@@ -648,7 +640,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         label: &Option<String>,
         kind: &LoopKind,
         body: &'m [Stmt],
-    ) -> Result<bool, JitError> {
+    ) -> Result<bool, Error> {
         let divergent = self.frame().an.loop_divergent(st);
         let mark = self.scope.len();
         let header = self.b.create_block();
@@ -854,7 +846,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         &mut self,
         label: Option<&str>,
         is_break: bool,
-    ) -> Result<bool, JitError> {
+    ) -> Result<bool, Error> {
         let base = self.frame().loop_base;
         let t = match label {
             None => self.loops.len().checked_sub(1),
@@ -911,7 +903,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         Ok(false)
     }
 
-    pub(super) fn return_stmt(&mut self, v: Option<ExprId>) -> Result<bool, JitError> {
+    pub(super) fn return_stmt(&mut self, v: Option<ExprId>) -> Result<bool, Error> {
         let val = match v {
             Some(e) => Some(self.expr(e)?),
             None => None,

@@ -9,7 +9,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         s: Scalar,
         args: &[Vec<Val>],
         span: Span,
-    ) -> Result<Vec<Val>, JitError> {
+    ) -> Result<Vec<Val>, Error> {
         let n = self.n as usize;
         if let (WaveOp::Reduce(r), Known::Full) = (op, self.known) {
             // Every lane active, known at compile time: the fold, no mask test.

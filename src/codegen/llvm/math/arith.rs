@@ -1,7 +1,7 @@
 //! [`Ir`]: the scalar `f64` arithmetic of `codegen::f64math` as LLVM IR appended to the
 //! function being lowered (NVPTX and AMDGPU have a fused `fma`).
 
-use super::super::{FnCx, LResult, LowerError};
+use super::super::{Error, FnCx, LResult};
 use crate::codegen::f64math::trig::{table_entry, TABLE_LEN};
 use crate::codegen::f64math::{Arith, Cmp};
 use inkwell::values::{BasicValueEnum, InstructionOpcode as O};
@@ -44,7 +44,7 @@ impl<'ctx> Ir<'_, '_, 'ctx> {
 impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
     type V = BasicValueEnum<'ctx>;
     type B = BasicValueEnum<'ctx>;
-    type E = LowerError;
+    type E = Error;
     const FUSED: bool = true;
 
     fn c(&mut self, v: f64) -> Self::V {
