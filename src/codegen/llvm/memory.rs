@@ -171,7 +171,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             let ctx = self.cx.context;
             let kind = ctx.get_kind_id("invariant.load");
             inst.set_metadata(ctx.metadata_node(&[]), kind)
-                .map_err(|e| LowerError::new(codes::LLVM, e.to_string()))?;
+                .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
         }
         Ok(())
     }
