@@ -2215,3 +2215,24 @@ kernel cached(y: buf<f32, rw>, x: buf<f32>, n: u32) {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Issue 23 item 8: the CPU places a laid-out shared tile as declared (the padding counted in
+/// its shared memory, the manifest saying so); the interpreter keeps the identity layout.
+#[test]
+fn layouts_are_placed_on_the_cpu_and_identity_in_the_interpreter() {
+    let (interp, cpu) = devices();
+    let src = "kernel k(o: buf<f32, rw>) {\n    shared t: block_padded<[[f32; 32]; 32], 32, 1>;\n    shared s: swizzled<[[f32; 32]; 32], 32>;\n    let i: u32 = local_id.x;\n    t[i][0] = 1.0;\n    s[i][1] = 2.0;\n    barrier();\n    o[i] = t[i][0] + s[i][1];\n}\n";
+    let pc = load(&cpu, src);
+    let m = pc.manifest("k").unwrap();
+    assert_eq!(m.shared_layouts.len(), 2, "{m:?}");
+    assert!(m.shared_layouts.iter().all(|l| l.applied), "{m:?}");
+    assert_eq!(m.shared_layouts[0].physical_elems, Some(1055));
+    assert_eq!(m.shared_layouts[0].layout, "block_padded<32, 1>");
+    assert_eq!(m.shared_layouts[1].physical_elems, Some(1024));
+    // 1055 f32s (16-byte aligned: 4224 bytes) and 4096.
+    assert_eq!(m.static_shared_bytes, Some(4224 + 4096));
+    let pi = load(&interp, src);
+    let mi = pi.manifest("k").unwrap();
+    assert!(mi.shared_layouts.iter().all(|l| !l.applied), "{mi:?}");
+    assert_eq!(mi.static_shared_bytes, Some(8192));
+}

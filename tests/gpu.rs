@@ -1783,3 +1783,98 @@ kernel cached(y: buf<f32, rw>, x: buf<f32>, a: f32, n: u32) {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Issue 23 item 8 on the LLVM targets: a constant buffer (`buf<E, const>`) is read with
+/// `ld.global.nc` on NVPTX (a `noalias readonly` pointer, `!invariant.load` loads) and
+/// through address space 4 on AMDGPU (scalar loads at a uniform index); a laid-out shared
+/// tile takes its padded size and its swizzled index.
+mod constant_space {
+    use super::*;
+
+    const CONST_K: &str = "kernel k(o: buf<f32, rw>, x: buf<f32>, c: buf<f32, const>) {\n    let i: u32 = global_id.x;\n    o[i] = 1.0;\n    o[i + 1] = c[i % 4] * x[i] + vload<4>(c, 4).y + c[2];\n}\n";
+    const PLAIN_K: &str = "kernel k(o: buf<f32, rw>, x: buf<f32>, c: buf<f32>) {\n    let i: u32 = global_id.x;\n    o[i] = 1.0;\n    o[i + 1] = c[i % 4] * x[i] + vload<4>(c, 4).y + c[2];\n}\n";
+
+    #[test]
+    fn constant_loads_are_ld_global_nc_on_nvptx() {
+        let ptx = ptx_of(CONST_K);
+        assert!(ptx.contains("ld.global.nc"), "{ptx}");
+        // The same kernel over a plain read-only buffer, stored to before it is read, keeps
+        // coherent loads: the `nc` comes from the constant space.
+        let plain = ptx_of(PLAIN_K);
+        assert!(!plain.contains("ld.global.nc"), "{plain}");
+        if ptxas::find().is_none() {
+            skip(
+                "constant_loads_are_ld_global_nc_on_nvptx",
+                "ptxas not found",
+            );
+            return;
+        }
+        ptxas::assemble(&ptx, "sm_90").unwrap_or_else(|e| panic!("{e}\n{ptx}"));
+    }
+
+    #[test]
+    fn constant_params_are_noalias_readonly_with_invariant_loads() {
+        let vm = xpu::ir::parse(CONST_K).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        let opts = llvm::Options {
+            keep_llvm_ir: true,
+            ..Default::default()
+        };
+        let ir = llvm::lower(&vm, &refs, &Nvptx::new(90), &opts)
+            .unwrap()
+            .llvm_ir
+            .unwrap();
+        assert!(ir.contains("noalias nocapture readonly"), "{ir}");
+        assert!(ir.contains("!invariant.load"), "{ir}");
+    }
+
+    #[test]
+    fn layouts_size_and_map_the_shared_tile_in_ptx() {
+        let src = "kernel k(o: buf<f32, rw>) {\n    shared t: block_padded<[[f32; 32]; 32], 32, 1>;\n    shared s: swizzled<[[f32; 32]; 32], 32>;\n    let i: u32 = local_id.x;\n    t[i][0] = 1.0;\n    s[i][1] = 2.0;\n    barrier();\n    o[i] = t[0][i] + s[1][i];\n}\n";
+        let ptx = ptx_of(src);
+        // 1024 elements plus one per row but the last: 1055 f32s.
+        assert!(ptx.contains("[4220]"), "{ptx}");
+        assert!(ptx.contains("[4096]"), "{ptx}");
+        assert!(ptx.contains("xor.b32"), "{ptx}");
+        if ptxas::find().is_some() {
+            ptxas::assemble(&ptx, "sm_90").unwrap_or_else(|e| panic!("{e}\n{ptx}"));
+        }
+    }
+
+    #[cfg(feature = "hip")]
+    #[test]
+    fn constant_loads_are_scalar_on_amdgpu() {
+        use xpu::codegen::llvm::amdgpu::Amdgpu;
+        use xpu::codegen::llvm::codeobj::{self, BuildOptions};
+        let src = "kernel k(o: buf<f32, rw>, c: buf<f32, const>) {\n    o[global_id.x] = 1.0;\n    o[global_id.x + 1] = c[2] + c[3];\n}\n";
+        let vm = xpu::ir::parse(src).unwrap().verify().unwrap();
+        let refs = llvm::kernel_refs(vm.module());
+        let opts = llvm::Options {
+            keep_llvm_ir: true,
+            ..Default::default()
+        };
+        let ir = llvm::lower(&vm, &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
+            .unwrap()
+            .llvm_ir
+            .unwrap();
+        assert!(ir.contains("ptr addrspace(4)"), "{ir}");
+        if codeobj::find_linker().is_none() {
+            skip("constant_loads_are_scalar_on_amdgpu", "ld.lld not found");
+            return;
+        }
+        let opts = BuildOptions {
+            assembly: true,
+            ..Default::default()
+        };
+        let objs = codeobj::build(&vm, &refs, &Amdgpu::new("gfx90a").unwrap(), &opts)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let asm = objs[0].assembly.clone().unwrap();
+        // The uniform constant reads are scalar loads; nothing is read through the vector
+        // memory path.
+        assert!(
+            asm.contains("s_load_dwordx2") || asm.contains("s_load_dword"),
+            "{asm}"
+        );
+        assert!(!asm.contains("global_load"), "{asm}");
+    }
+}

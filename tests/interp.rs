@@ -709,6 +709,7 @@ fn ub_corpus_reports_kind_location_and_work_item() {
         ("out_of_bounds_shared", UbKind::OutOfBounds, 5, 63),
         ("out_of_bounds_private", UbKind::OutOfBounds, 5, 0),
         ("out_of_bounds_wave_lane", UbKind::OutOfBounds, 4, 0),
+        ("out_of_bounds_laid_out", UbKind::OutOfBounds, 8, 0),
         ("data_race_shared", UbKind::DataRace, 11, 1),
         ("data_race_global", UbKind::DataRace, 4, 1),
         ("data_race_atomic_and_plain", UbKind::DataRace, 4, 1),

@@ -2102,3 +2102,168 @@ mod memhelpers {
         assert_eq!(vm.info(k).base_align, vec![4, 16]);
     }
 }
+
+/// Issue 23 item 8: the constant space (`buf<E, const>`) and the shared-tile layouts
+/// (`swizzled`, `block_padded`): parsing, printing, the verifier's refusals, the mapping.
+mod spaces_and_layouts {
+    use xpu::ir::layout::{self, Layout};
+    use xpu::ir::{parse, print};
+
+    /// The codes of the diagnostics `src` gets from parsing and verification.
+    fn codes(src: &str) -> Vec<&'static str> {
+        match parse(src) {
+            Err(d) => d.0.iter().map(|p| p.code).collect(),
+            Ok(m) => match m.verify() {
+                Ok(_) => vec![],
+                Err(d) => d.0.iter().map(|p| p.code).collect(),
+            },
+        }
+    }
+
+    const KERNEL: &str = "kernel k(o: buf<f32, rw>, c: buf<f32, const>) {\n    shared s: swizzled<[[f32; 32]; 32], 32>;\n    shared p: block_padded<[f32; 64], 8, 1>;\n    shared q: block_padded<[[u32; 4]; 4], 4, 2>;\n    let i: u32 = local_id.x;\n    s[i / 32][i % 32] = c[i];\n    p[i % 64] = c[0];\n    q[0][i % 4] = i;\n    barrier();\n    o[i] = s[i % 32][i / 32] + p[63 - i % 64] + q[i % 4][0] as f32;\n}\n";
+
+    #[test]
+    fn constant_buffers_and_layouts_print_back_and_verify() {
+        let m = parse(KERNEL).unwrap_or_else(|d| panic!("{d}"));
+        assert_eq!(print(&m), KERNEL);
+        let vm = m.verify().unwrap_or_else(|d| panic!("{d}"));
+        let (_, f) = vm.kernels().next().unwrap();
+        assert_eq!(f.layouts.len(), 3);
+    }
+
+    #[test]
+    fn writes_to_a_constant_buffer_are_v160() {
+        for body in [
+            "c[0] = 1.0;",
+            "c[0] += 1.0;",
+            "vstore(c, 0, vec4<f32>(1.0));",
+            "atomic_add(c[0], 1.0);",
+            "atomic_store(c[0], 1.0);",
+        ] {
+            let src = format!("kernel k(c: buf<f32, const>) {{\n    {body}\n}}\n");
+            assert_eq!(codes(&src), ["XPU-V160"], "{src}");
+        }
+        // A plain read-only buffer keeps its own code.
+        let src = "kernel k(c: buf<f32>) {\n    c[0] = 1.0;\n}\n";
+        assert_ne!(codes(src), ["XPU-V160"]);
+    }
+
+    #[test]
+    fn atomic_and_fragment_loads_of_a_constant_buffer_are_v161() {
+        let src =
+            "kernel k(o: buf<f32, rw>, c: buf<f32, const>) {\n    o[0] = atomic_load(c[0]);\n}\n";
+        assert_eq!(codes(src), ["XPU-V161"]);
+        // Plain reads, `vload` and `len` are constant data's reads.
+        let ok = "kernel k(o: buf<f32, rw>, c: buf<f32, const>) {\n    o[0] = c[1] + vload<4>(c, 4).y + len(c) as f32;\n}\n";
+        assert_eq!(codes(ok), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn layouts_that_do_not_fit_are_v162() {
+        for decl in [
+            "swizzled<[f32; 64], 4>",                 // one dimension
+            "swizzled<[[f32; 24]; 8], 16>",           // 16 does not divide 24
+            "swizzled<[[f32; 32]; 8], 6>",            // not a power of two
+            "swizzled<[[f32; 32]; 8], 0>",            // zero
+            "block_padded<[f32; 64], 0, 1>",          // empty block
+            "block_padded<[f32], 8, 1>",              // launch-sized
+            "block_padded<[u64; 0x1000_0000], 1, 2>", // 3 * 2^31 bytes padded
+        ] {
+            let src = format!(
+                "kernel k(o: buf<f32, rw>) {{\n    shared t: {decl};\n    o[0] = 1.0;\n}}\n"
+            );
+            assert_eq!(codes(&src), ["XPU-V162"], "{src}");
+        }
+    }
+
+    #[test]
+    fn contiguous_accesses_to_a_laid_out_array_are_v163() {
+        // (`vload`/`vstore` take buffers only, laid out or not: `XPU-V020`.)
+        let src = "kernel k(o: buf<f32, rw>) {\n    shared t: block_padded<[f16; 256], 16, 1>;\n    shared u: swizzled<[[f32; 16]; 16], 16>;\n    let a: matrix<a, f16, 16, 16> = matrix_load<a, f16, 16, 16>(t, 0, 16);\n    let c: matrix<acc, f32, 16, 16> = matrix_fill<acc, f32, 16, 16>(0.0);\n    matrix_store(c, u, 0, 16);\n    o[0] = 1.0;\n}\n";
+        assert_eq!(codes(src), ["XPU-V163", "XPU-V163"]);
+        let plain = src
+            .replace("block_padded<[f16; 256], 16, 1>", "[f16; 256]")
+            .replace("swizzled<[[f32; 16]; 16], 16>", "[f32; 256]");
+        assert_eq!(codes(&plain), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn an_index_with_effects_into_a_laid_out_array_is_v164() {
+        let src = "kernel k(o: buf<f32, rw>, n: buf<u32, rw>) {\n    shared t: block_padded<[f32; 64], 8, 1>;\n    t[atomic_add(n[0], 1u32) % 64] = 1.0;\n    o[0] = t[0];\n}\n";
+        assert_eq!(codes(src), ["XPU-V164"]);
+        // Through a `let` it is fine.
+        let ok = "kernel k(o: buf<f32, rw>, n: buf<u32, rw>) {\n    shared t: block_padded<[f32; 64], 8, 1>;\n    let j: u32 = atomic_add(n[0], 1u32) % 64;\n    t[j] = 1.0;\n    o[0] = t[0];\n}\n";
+        assert_eq!(codes(ok), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn malformed_and_misplaced_layout_types_are_p060_and_p061() {
+        for decl in [
+            "swizzled<f32, 4>",
+            "swizzled<[[f32; 4]; 4]>",
+            "swizzled<[[f32; 4]; 4], 2, 2>",
+            "swizzled<[[f32; 4]; 4], 2u32>",
+            "block_padded<[f32; 8], n, 1>",
+        ] {
+            let src = format!(
+                "kernel k(o: buf<f32, rw>) {{\n    shared t: {decl};\n    o[0] = 1.0;\n}}\n"
+            );
+            let c = codes(&src);
+            assert!(c.contains(&"XPU-P060"), "{src}: {c:?}");
+        }
+        let src = "kernel k(o: buf<f32, rw>) {\n    let t: block_padded<[f32; 8], 4, 1>;\n    o[0] = 1.0;\n}\n";
+        assert!(codes(src).contains(&"XPU-P061"), "{:?}", codes(src));
+        let src = "kernel k(o: buf<f32, wo>) {\n    o[0] = 1.0;\n}\n";
+        assert!(!codes(src).is_empty());
+    }
+
+    /// The rewrite the compiled backends lower: every access of a laid-out array at its
+    /// physical index, the array at its physical length, the result still verifying.
+    #[test]
+    fn layouts_rewrite_to_physical_indices_and_lengths() {
+        let vm = parse(KERNEL).unwrap().verify().unwrap();
+        let laid = vm.with_layouts().expect("the kernel has layouts");
+        let (h, f) = laid.kernels().next().unwrap();
+        let lens: Vec<_> = f.shared.iter().map(|(_, d)| d.len).collect();
+        use xpu::ir::Len::Fixed;
+        // 32 x 32 swizzled: unchanged; 64 padded 1 per 8: 64 + 7; 16 padded 2 per 4: 16 + 6.
+        assert_eq!(lens, [Some(Fixed(1024)), Some(Fixed(71)), Some(Fixed(22))]);
+        // Every new expression has a type, and the text shows the mapping.
+        let types = laid.expr_types(h);
+        assert_eq!(types.len(), f.exprs.len());
+        let text = print(laid.module());
+        assert!(text.contains(" ^ "), "{text}");
+        assert!(vm
+            .module()
+            .functions
+            .iter()
+            .all(|(_, f)| f.shared.len() == 3));
+        // A module without layouts is not copied.
+        let plain = parse("kernel k(o: buf<f32, rw>) {\n    o[0] = 1.0;\n}\n")
+            .unwrap()
+            .verify()
+            .unwrap();
+        assert!(plain.with_layouts().is_none());
+    }
+
+    #[test]
+    fn the_mapping_is_a_bijection_into_the_physical_length() {
+        for (layout, row, n) in [
+            (Layout::Swizzled { s: 4 }, 16, 128),
+            (Layout::Swizzled { s: 32 }, 32, 1024),
+            (Layout::BlockPadded { block: 8, pad: 3 }, 128, 128),
+            (Layout::BlockPadded { block: 3, pad: 1 }, 10, 10),
+        ] {
+            let len = layout::physical_len(layout, n).unwrap();
+            let mut seen = vec![false; len as usize];
+            for i in 0..n {
+                let p = layout::physical_index(layout, row, i) as usize;
+                assert!(p < len as usize, "{layout:?}: {i} -> {p} of {len}");
+                assert!(!seen[p], "{layout:?}: {p} twice");
+                seen[p] = true;
+            }
+            // An index past the end stays past the end.
+            assert!(layout::physical_index(layout, row, n) >= u64::from(len));
+        }
+    }
+}

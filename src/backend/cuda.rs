@@ -490,6 +490,10 @@ impl CudaDevice {
             integrated: attr(A::CU_DEVICE_ATTRIBUTE_INTEGRATED).map(|v| v != 0),
             clock_khz: u32a(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
             buffer_offset_alignment: None,
+            // `buf<_, const>` reads are `ld.global.nc`, bounded by the constant bank's size
+            // so that constant data stays portable across backends (docs/semantics.md).
+            constant_bytes: u64a(A::CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY),
+            constant_offset_alignment: None,
             int64_atomics: Some(true),
             l2_cache_bytes: u64a(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).filter(|&b| b > 0),
             memory_bus_bits: u32a(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)

@@ -100,6 +100,11 @@ pub fn facts_json(f: &DeviceFacts) -> Json {
         ("memory_bus_bits", u(f.memory_bus_bits)),
         ("integrated", Json::opt(f.integrated, Json::Bool)),
         ("buffer_offset_alignment", u64j(f.buffer_offset_alignment)),
+        ("constant_bytes", u64j(f.constant_bytes)),
+        (
+            "constant_offset_alignment",
+            u64j(f.constant_offset_alignment),
+        ),
         (
             "supports",
             Json::Obj(

@@ -62,6 +62,13 @@ pub struct DeviceFacts {
     /// The alignment a buffer view's base must have to be bound (Vulkan's
     /// `minStorageBufferOffsetAlignment`).
     pub buffer_offset_alignment: Option<u64>,
+    /// The most bytes one constant buffer (`buf<_, const>`, contract §2.2 `Constant`) may
+    /// have at launch (`XPU-L040` past it): CUDA's and HIP's total constant memory, Vulkan's
+    /// `maxUniformBufferRange`. `None` on the host backends: constant data is plain memory.
+    pub constant_bytes: Option<u64>,
+    /// The alignment a constant buffer view's base must have to be bound (Vulkan's
+    /// `minUniformBufferOffsetAlignment`; `XPU-L041` otherwise).
+    pub constant_offset_alignment: Option<u64>,
     /// Native 64-bit integer atomics (contract §2.2: CUDA, HIP, CPU; Vulkan with Int64Atomics).
     pub int64_atomics: Option<bool>,
     /// The last-level (L2) cache in bytes (CUDA's `L2_CACHE_SIZE`; the host's largest cache).
@@ -351,7 +358,7 @@ impl fmt::Display for DeviceFacts {
                 None => "absent".to_string(),
             }
         }
-        let rows: [(&str, String); 26] = [
+        let rows: [(&str, String); 28] = [
             ("backend", show(&self.backend.map(|b| b.name()))),
             ("name", show(&self.name)),
             ("vendor", show(&self.vendor)),
@@ -390,6 +397,11 @@ impl fmt::Display for DeviceFacts {
                 show(&self.max_blocks_per_multiprocessor),
             ),
             ("global memory bytes", show(&self.global_memory_bytes)),
+            ("constant bytes", show(&self.constant_bytes)),
+            (
+                "constant offset alignment",
+                show(&self.constant_offset_alignment),
+            ),
             ("integrated", show(&self.integrated)),
             ("clock khz", show(&self.clock_khz)),
             ("l2 cache bytes", show(&self.l2_cache_bytes)),

@@ -73,6 +73,12 @@ pub mod codes {
     pub const DEFERRED: &str = "XPU-L026";
     /// [`super::LaunchError::AssertFailed`]: an `assert` in the kernel failed.
     pub const ASSERT_FAILED: &str = "XPU-L035";
+    /// [`super::LaunchError::ConstantTooLarge`]: a `buf<_, const>` over the device's
+    /// constant limit.
+    pub const CONSTANT_TOO_LARGE: &str = "XPU-L040";
+    /// [`super::LaunchError::ConstantOffset`]: a `buf<_, const>` view at an offset the
+    /// device cannot bind as constant data.
+    pub const CONSTANT_OFFSET: &str = "XPU-L041";
     /// [`super::LaunchError::Undefinable`]: the interpreter cannot define the kernel.
     pub const UNDEFINABLE: &str = "XPU-REF01";
     /// [`super::LaunchError::Undefined`]: the interpreter observed undefined behaviour.
@@ -838,6 +844,32 @@ pub enum LaunchError {
         /// The assert's message.
         message: String,
     },
+    /// A constant buffer (`buf<_, const>`) larger than the device's constant limit
+    /// ([`DeviceFacts::constant_bytes`](crate::hal::facts::DeviceFacts::constant_bytes)).
+    #[error("error[{}]: kernel {kernel}: constant buffer {param} has {bytes} bytes; the device allows {limit} bytes of constant data per buffer (pass it as `buf<_>` instead)", codes::CONSTANT_TOO_LARGE)]
+    ConstantTooLarge {
+        /// The kernel the launch named.
+        kernel: String,
+        /// The parameter the buffer was passed as.
+        param: String,
+        /// The view's size in bytes.
+        bytes: u64,
+        /// The device's limit in bytes.
+        limit: u64,
+    },
+    /// A constant buffer view whose offset is not a multiple of the device's constant-binding
+    /// alignment (Vulkan's `minUniformBufferOffsetAlignment`).
+    #[error("error[{}]: kernel {kernel}: constant buffer {param} starts at byte {offset}, not a multiple of the device's constant-binding alignment {align}", codes::CONSTANT_OFFSET)]
+    ConstantOffset {
+        /// The kernel the launch named.
+        kernel: String,
+        /// The parameter the buffer was passed as.
+        param: String,
+        /// The view's byte offset in its buffer.
+        offset: u64,
+        /// The alignment the device needs.
+        align: u64,
+    },
     /// The interpreter cannot define what the kernel does (`XPU-REF01`).
     #[error("error[{}]: kernel {kernel}: {message}", codes::UNDEFINABLE)]
     Undefinable {
@@ -896,6 +928,8 @@ impl LaunchError {
             Undefinable { .. } => codes::UNDEFINABLE,
             Undefined { .. } => codes::UNDEFINED_BEHAVIOR,
             AssertFailed { .. } => codes::ASSERT_FAILED,
+            ConstantTooLarge { .. } => codes::CONSTANT_TOO_LARGE,
+            ConstantOffset { .. } => codes::CONSTANT_OFFSET,
         }
     }
 
@@ -975,7 +1009,9 @@ impl LaunchError {
             | Deferred { kernel, .. }
             | Undefinable { kernel, .. }
             | Undefined { kernel, .. }
-            | AssertFailed { kernel, .. } => kernel,
+            | AssertFailed { kernel, .. }
+            | ConstantTooLarge { kernel, .. }
+            | ConstantOffset { kernel, .. } => kernel,
             NoShapeFits { family, .. } => family,
         }
     }
@@ -1055,10 +1091,7 @@ pub fn type_name(ty: Type) -> String {
     match ty {
         Type::Scalar(s) => s.name().to_string(),
         Type::Vector(s, n) => elem_name(ElemType::vector(s, n)),
-        Type::Buffer { elem, access } => match access {
-            Access::Read => format!("buf<{}>", elem_name(elem)),
-            Access::ReadWrite => format!("buf<{}, rw>", elem_name(elem)),
-        },
+        Type::Buffer { elem, access } => access.buffer_name(&elem_name(elem)),
         Type::Array { elem, .. } => format!("[{}; _]", elem_name(elem)),
         Type::Matrix {
             role,
@@ -1244,6 +1277,7 @@ pub fn check(
         }
     }
 
+    check_constants(name, kernel, facts, args)?;
     for (i, arg) in args.iter().enumerate() {
         if let ArgValue::Buffer(b) = arg {
             let align = info.base_align.get(i).copied().unwrap_or(1);
@@ -1252,6 +1286,54 @@ pub fn check(
                 return Err(LaunchError::MisalignedBase {
                     kernel: kernel_name(),
                     param: kernel.params[i].name.clone(),
+                    offset,
+                    align,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The constant buffers (`buf<_, const>`) of a launch against the device's constant limits
+/// (contract §2.2 `Constant`): a view larger than [`DeviceFacts::constant_bytes`] is
+/// `XPU-L040`, one at an offset that is not a multiple of
+/// [`DeviceFacts::constant_offset_alignment`] `XPU-L041`. A limit the device does not report
+/// checks nothing.
+pub fn check_constants(
+    name: &str,
+    kernel: &Function,
+    facts: &DeviceFacts,
+    args: &[ArgValue<'_>],
+) -> Result<(), LaunchError> {
+    for (param, arg) in kernel.params.iter().zip(args) {
+        let (
+            Type::Buffer {
+                access: Access::Constant,
+                ..
+            },
+            ArgValue::Buffer(b),
+        ) = (param.ty, arg)
+        else {
+            continue;
+        };
+        let bytes = b.raw.byte_len() as u64;
+        if let Some(limit) = facts.constant_bytes {
+            if bytes > limit {
+                return Err(LaunchError::ConstantTooLarge {
+                    kernel: name.to_string(),
+                    param: param.name.clone(),
+                    bytes,
+                    limit,
+                });
+            }
+        }
+        if let Some(align) = facts.constant_offset_alignment.filter(|&a| a > 1) {
+            let offset = b.raw.offset_bytes() as u64;
+            if offset % align != 0 {
+                return Err(LaunchError::ConstantOffset {
+                    kernel: name.to_string(),
+                    param: param.name.clone(),
                     offset,
                     align,
                 });
@@ -1275,7 +1357,7 @@ pub fn check_args(name: &str, kernel: &Function, args: &[ArgValue<'_>]) -> Resul
         let ok = match (param.ty, arg) {
             (Type::Buffer { elem, access }, ArgValue::Buffer(b)) => {
                 b.elem == elem
-                    && (access == Access::Read || b.writable)
+                    && (access.read_only() || b.writable)
                     && (b.raw.byte_len() as u64 / elem.size().max(1) as u64) <= u32::MAX as u64
                     && b.raw.byte_len() % elem.size().max(1) as usize == 0
             }

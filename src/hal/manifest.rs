@@ -81,6 +81,24 @@ pub struct KernelManifest {
     pub code_hash: Option<u64>,
     /// The device code's size in bytes, where the backend knows it.
     pub code_bytes: Option<u64>,
+    /// The shared arrays declared with a layout (contract §2.2) and whether this backend
+    /// placed them so or kept the identity layout.
+    #[serde(default)]
+    pub shared_layouts: Vec<SharedLayout>,
+}
+
+/// One laid-out shared array in a [`KernelManifest`].
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SharedLayout {
+    /// The array's name.
+    pub array: String,
+    /// The layout declared (`swizzled<32>`, `block_padded<32, 1>`).
+    pub layout: String,
+    /// Whether the backend places the elements so (`false`: the identity layout, as the
+    /// reference interpreter keeps).
+    pub applied: bool,
+    /// Elements the array takes in shared memory (the logical count plus any padding).
+    pub physical_elems: Option<u32>,
 }
 
 impl KernelManifest {
@@ -109,6 +127,7 @@ impl KernelManifest {
             native_ops: Vec::new(),
             code_hash: None,
             code_bytes: None,
+            shared_layouts: Vec::new(),
         }
     }
 
@@ -128,10 +147,25 @@ impl KernelManifest {
             m.max_registers = eval(occ.max_registers);
         }
         let mut total = Some(0u64);
-        for (_, decl) in kernel.shared.iter() {
+        // Every backend but the reference interpreter places laid-out arrays as declared.
+        let places = backend != Backend::Interp;
+        for (h, decl) in kernel.shared.iter() {
+            let placed = crate::ir::layout::placed_len(kernel, h).filter(|_| places);
+            if let Some(layout) = kernel.layout_of(h) {
+                m.shared_layouts.push(SharedLayout {
+                    array: decl.name.clone(),
+                    layout: layout.name(),
+                    applied: placed.is_some(),
+                    physical_elems: placed.or(match decl.len {
+                        Some(Len::Fixed(n)) => Some(n),
+                        _ => None,
+                    }),
+                });
+            }
             match decl.len {
                 None => m.dynamic_shared = true,
                 Some(Len::Fixed(n)) => {
+                    let n = placed.unwrap_or(n);
                     total = total.and_then(|t| t.checked_add(n as u64 * decl.elem.size() as u64))
                 }
                 Some(Len::Const(h)) => {

@@ -214,6 +214,10 @@ pub struct Function {
     /// is the flat row-major array of `R * C` elements its type or declaration gives; the
     /// shape is how the text writes it (`a[i][j]` is `a[i * C + j]`). Backends ignore it.
     pub array_dims: Vec<(Base, Vec<u32>)>,
+    /// Shared arrays declared with a layout (`swizzled<...>`, `block_padded<...>`; contract
+    /// §2.2): the placement [`crate::ir::layout`] maps their indices to on the compiled
+    /// backends. The array's type and indices stay logical here.
+    pub layouts: Vec<(Handle<SharedDecl>, crate::ir::layout::Layout)>,
 }
 
 impl Function {
@@ -223,6 +227,11 @@ impl Function {
             .iter()
             .find(|(b, _)| *b == base)
             .map(|(_, d)| d.as_slice())
+    }
+
+    /// The layout shared array `h` was declared with, if any.
+    pub fn layout_of(&self, h: Handle<SharedDecl>) -> Option<crate::ir::layout::Layout> {
+        self.layouts.iter().find(|(s, _)| *s == h).map(|(_, l)| *l)
     }
 
     /// An empty function named `name`: no parameters, locals or body, unknown span.
@@ -242,6 +251,7 @@ impl Function {
             body: Vec::new(),
             span: Span::UNKNOWN,
             array_dims: Vec::new(),
+            layouts: Vec::new(),
         }
     }
 

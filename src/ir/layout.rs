@@ -1,216 +1,422 @@
-//! The memory layout of `struct` types (issue 23 item 5, `docs/semantics.md`, "Structs"):
-//! the std430 rules on every backend, so the same host bytes mean the same thing everywhere.
+//! Shared-tile layouts (contract §2.2: `Swizzled<T, S>`, `BlockPadded<T, Block, Pad>`; issue
+//! 23 item 8): a layout changes where a shared array's elements are placed, to spread a
+//! wave's accesses over the memory banks, and never what an index means. A kernel reads the
+//! same values from `tile[i]` as with the plain array.
 //!
-//! - A scalar field is aligned to its size; a `vec2` to twice its lane size; a `vec3` or
-//!   `vec4` to four times its lane size (a `vec3<f32>` is 12 bytes aligned to 16).
-//! - A struct field is aligned to its struct's alignment, the largest alignment of its
-//!   members; a struct's size is rounded up to its alignment, and that is the stride of a
-//!   buffer of it.
+//! The mapping is one function, [`physical_index`], that every compiled backend applies the
+//! same way: [`applied`] (and [`crate::ir::VerifiedModule::with_layouts`]) rewrite each access
+//! `tile[i]` of a laid-out array into `tile[p(i)]` over the array's physical length before
+//! the CPU, LLVM (NVPTX, AMDGPU) and SPIR-V lowerings see the module. The reference
+//! interpreter keeps the identity layout (logical placement, so its bounds and race reports
+//! name the index the kernel wrote); the manifest's `shared_layouts` says which backend
+//! applied what.
 //!
-//! Fields are the 32- and 64-bit scalars (`i32 u32 f32 i64 u64 f64`), vectors of 2 to 4 of
-//! them, and other structs. [`StructLayout`] computes offsets and sizes for the host (sizing
-//! a buffer, writing its bytes) and for the text format's struct lowering
-//! (`xpu::ir::text`), which turns every struct into its fields before any backend sees it.
+//! - `swizzled<[[E; C]; R], S>`: element `i` (row `i / C`) lives at `i ^ ((i / C) % S)`, the
+//!   column XORed with the row's low bits. `S` is a power of two dividing the row length `C`,
+//!   so an element stays in its row; the physical length is the logical one. In a 32 × 32
+//!   `f32` tile with `S = 32` a column read by 32 lanes touches 32 banks.
+//! - `block_padded<[E; N], B, P>` (any array shape): `P` unused elements after every `B`:
+//!   element `i` lives at `i + (i / B) * P`; the physical length is
+//!   `N + ((N - 1) / B) * P`. `block_padded<[[f32; 32]; 32], 32, 1>` is the classic 33-wide
+//!   padded tile.
+//!
+//! A laid-out array is read and written element by element only: `matrix_load` and
+//! `matrix_store` need contiguous elements and are refused (`XPU-V163`), and
+//! its index expressions may not have effects (`XPU-V164`: the mapping evaluates the index
+//! more than once).
 
-use super::{ElemType, Scalar};
+use super::{
+    BinaryOp, Block, Expr, ExprId, Function, Handle, Literal, Module, Place, Scalar, SharedDecl,
+    StmtKind, Type,
+};
 
-/// The type of one field as the layout sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FieldType {
-    /// A scalar or a vector of 2 to 4 lanes of a 32- or 64-bit scalar (not `bool`).
-    Elem(ElemType),
-    /// A nested struct, by value.
-    Struct(StructLayout),
+/// The placement of a shared array's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// `swizzled<T, S>`: the column XORed with the row modulo `s` (a power of two dividing
+    /// the row length).
+    Swizzled {
+        /// The swizzle's period in elements.
+        s: u32,
+    },
+    /// `block_padded<T, B, P>`: `pad` unused elements after every `block`.
+    BlockPadded {
+        /// Elements per block (at least 1).
+        block: u32,
+        /// Padding elements after each block.
+        pad: u32,
+    },
 }
 
-/// One field placed in its struct.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LaidField {
-    /// The field's name.
-    pub name: String,
-    /// Its byte offset from the start of the struct.
-    pub offset: u32,
-    /// Its type.
-    pub ty: FieldType,
-}
-
-/// A scalar or vector reached through a chain of fields (`pos`, `inner.count`), with its byte
-/// offset from the start of the outermost struct.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Leaf {
-    /// The field names from the outermost struct down.
-    pub path: Vec<String>,
-    /// The byte offset.
-    pub offset: u32,
-    /// The scalar or vector stored there.
-    pub elem: ElemType,
-}
-
-/// Why a struct has no layout.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LayoutError {
-    /// The struct has no fields.
-    Empty,
-    /// Two fields share a name.
-    DuplicateField(String),
-    /// A field's element is not a 32- or 64-bit scalar or a 2- to 4-lane vector of one.
-    Unsupported(String, ElemType),
-}
-
-impl std::fmt::Display for LayoutError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Layout {
+    /// The text format's spelling around the array type `array` (already spelled).
+    pub fn spell(self, array: &str) -> String {
         match self {
-            LayoutError::Empty => write!(f, "a struct needs at least one field"),
-            LayoutError::DuplicateField(n) => write!(f, "field `{n}` is declared twice"),
-            LayoutError::Unsupported(n, e) => write!(
-                f,
-                "field `{n}` has an element of {} bytes in {} lanes; struct fields are 32- or \
-                 64-bit scalars (i32 u32 f32 i64 u64 f64), vectors of 2 to 4 of them, or structs",
-                e.scalar.size(),
-                e.lanes
-            ),
+            Layout::Swizzled { s } => format!("swizzled<{array}, {s}>"),
+            Layout::BlockPadded { block, pad } => format!("block_padded<{array}, {block}, {pad}>"),
+        }
+    }
+
+    /// A short name for manifests: `swizzled<32>`, `block_padded<32, 1>`.
+    pub fn name(self) -> String {
+        match self {
+            Layout::Swizzled { s } => format!("swizzled<{s}>"),
+            Layout::BlockPadded { block, pad } => format!("block_padded<{block}, {pad}>"),
         }
     }
 }
 
-impl std::error::Error for LayoutError {}
+/// The physical element index of logical element `i` under `layout`, on integers (the
+/// mapping [`applied`] emits as IR). `row` is the swizzled array's row length.
+pub fn physical_index(layout: Layout, row: u32, i: u32) -> u64 {
+    match layout {
+        Layout::Swizzled { s } => u64::from(i ^ ((i / row.max(1)) % s.max(1))),
+        Layout::BlockPadded { block, pad } => {
+            u64::from(i) + u64::from(i / block.max(1)) * u64::from(pad)
+        }
+    }
+}
 
-/// The std430 alignment of a field element, or `None` where structs cannot hold it.
-pub fn elem_align(e: ElemType) -> Option<u32> {
-    let s = e.scalar;
-    if s == Scalar::Bool || s.size() < 4 {
+/// The physical element count of an array of `len` logical elements under `layout` (the
+/// shared memory it takes); `None` past `u32`.
+pub fn physical_len(layout: Layout, len: u32) -> Option<u32> {
+    match layout {
+        Layout::Swizzled { .. } => Some(len),
+        Layout::BlockPadded { block, pad } => {
+            if len == 0 {
+                return Some(0);
+            }
+            let extra = u64::from((len - 1) / block.max(1)) * u64::from(pad);
+            u32::try_from(u64::from(len) + extra).ok()
+        }
+    }
+}
+
+/// Why `layout` does not fit shared array `h` of `f` (`XPU-V162`), or `None` when it does:
+/// a launch-sized array, a swizzle of a one-dimensional array or with a period that is not a
+/// power of two dividing the row length, a block of zero, or a physical size past `u32`.
+pub fn shape_error(f: &Function, h: Handle<SharedDecl>, layout: Layout) -> Option<String> {
+    let d = f.shared.try_get(h)?;
+    let len = match d.len {
+        None => return Some("a launch-sized shared array `[E]` takes no layout".into()),
+        Some(super::Len::Fixed(n)) => Some(n),
+        Some(super::Len::Const(_)) => None,
+    };
+    match layout {
+        Layout::Swizzled { s } => {
+            let Some(row) = f.dims_of(super::Base::Shared(h)).and_then(|d| d.last()) else {
+                return Some(format!(
+                    "`swizzled` needs a two-dimensional array `[[E; C]; R]`; `{}` has one dimension",
+                    d.name
+                ));
+            };
+            if s == 0 || !s.is_power_of_two() || row % s != 0 {
+                return Some(format!(
+                    "`swizzled<_, {s}>`: the period must be a power of two dividing the row length {row}"
+                ));
+            }
+        }
+        Layout::BlockPadded { block, .. } => {
+            if block == 0 {
+                return Some("`block_padded<_, 0, _>`: a block has at least one element".into());
+            }
+        }
+    }
+    if let Some(n) = len {
+        let bytes = physical_len(layout, n).map(|p| u64::from(p) * u64::from(d.elem.size()));
+        if bytes.is_none_or(|b| b > u64::from(u32::MAX)) {
+            return Some(format!("`{}` padded to more than 2^32 - 1 bytes", d.name));
+        }
+    }
+    None
+}
+
+/// The physical element count shared array `h` of `f` takes on a compiled backend: its
+/// layout's [`physical_len`] where it has a layout that fits and a fixed length, else `None`
+/// (the logical length stands).
+pub fn placed_len(f: &Function, h: Handle<SharedDecl>) -> Option<u32> {
+    let layout = f.layout_of(h)?;
+    if shape_error(f, h, layout).is_some() {
         return None;
     }
-    match e.lanes {
-        1 => Some(s.size()),
-        2 => Some(2 * s.size()),
-        3 | 4 => Some(4 * s.size()),
+    match f.shared.try_get(h)?.len? {
+        super::Len::Fixed(n) => physical_len(layout, n),
+        super::Len::Const(_) => None,
+    }
+}
+
+/// Whether evaluating `e` twice is the same as once: no call, dispatch or atomic in its tree.
+pub fn is_pure(f: &Function, e: ExprId) -> bool {
+    let mut stack = vec![e];
+    let mut seen = 0usize;
+    while let Some(x) = stack.pop() {
+        seen += 1;
+        if seen > f.exprs.len() {
+            return false;
+        }
+        let Some(expr) = f.exprs.try_get(x) else {
+            return false;
+        };
+        if matches!(
+            expr,
+            Expr::Call { .. }
+                | Expr::Dispatch { .. }
+                | Expr::Atomic { .. }
+                | Expr::AtomicLoad { .. }
+                | Expr::AtomicStore { .. }
+        ) {
+            return false;
+        }
+        expr.for_each_operand(|o| stack.push(o));
+    }
+    true
+}
+
+/// `module` with every laid-out shared array placed as its layout says (see the module
+/// documentation); `None` when no function has a layout, so nothing is copied.
+pub fn applied(module: &Module) -> Option<Module> {
+    if !module.functions.iter().any(|(_, f)| !f.layouts.is_empty()) {
+        return None;
+    }
+    let mut m = module.clone();
+    for h in m.functions.handles().collect::<Vec<_>>() {
+        apply(&mut m.functions[h], None);
+    }
+    Some(m)
+}
+
+/// Rewrites `f`'s accesses to its laid-out shared arrays into physical indices and sets their
+/// lengths to the physical ones; `types` (the verifier's table for `f`) gets the new
+/// expressions' types. A template (lengths not yet known) and a function without layouts are
+/// left as they are; so is a layout the verifier would refuse.
+pub fn apply(f: &mut Function, mut types: Option<&mut Vec<Option<Type>>>) {
+    if f.layouts.is_empty() || f.template.is_some() {
+        return;
+    }
+    let mut plan = Vec::new();
+    for &(h, layout) in &f.layouts {
+        if shape_error(f, h, layout).is_some() {
+            continue;
+        }
+        let Some(super::Len::Fixed(n)) = f.shared.try_get(h).and_then(|d| d.len) else {
+            continue;
+        };
+        let row = f
+            .dims_of(super::Base::Shared(h))
+            .and_then(|d| d.last().copied())
+            .unwrap_or(n);
+        plan.push((h, layout, n, row));
+    }
+    if plan.is_empty() {
+        return;
+    }
+    let find = |base: super::Base| match base {
+        super::Base::Shared(h) => plan.iter().find(|p| p.0 == h).copied(),
         _ => None,
+    };
+    let mut rw = Rewriter {
+        f,
+        types: types.as_deref_mut(),
+    };
+    // Expressions: element reads and atomics (the arena as it was; new nodes are physical).
+    let originals: Vec<ExprId> = rw.f.exprs.handles().collect();
+    for e in originals {
+        let target = match &rw.f.exprs[e] {
+            Expr::Index { base, index } => find(*base).map(|p| (p, *index)),
+            Expr::Atomic {
+                place: Place::Element { base, index },
+                ..
+            }
+            | Expr::AtomicLoad {
+                place: Place::Element { base, index },
+                ..
+            }
+            | Expr::AtomicStore {
+                place: Place::Element { base, index },
+                ..
+            } => find(*base).map(|p| (p, *index)),
+            _ => None,
+        };
+        let Some(((_, layout, n, row), index)) = target else {
+            continue;
+        };
+        if !is_pure(rw.f, index) {
+            continue;
+        }
+        let mapped = rw.map(index, layout, n, row);
+        match &mut rw.f.exprs[e] {
+            Expr::Index { index, .. } => *index = mapped,
+            Expr::Atomic { place, .. }
+            | Expr::AtomicLoad { place, .. }
+            | Expr::AtomicStore { place, .. } => {
+                if let Place::Element { index, .. } = place {
+                    *index = mapped;
+                }
+            }
+            _ => {}
+        }
+    }
+    // Statements: element assignments.
+    let mut body = std::mem::take(&mut rw.f.body);
+    rw.block(&mut body, &find);
+    rw.f.body = body;
+    for (h, layout, n, _) in plan {
+        if let Some(p) = physical_len(layout, n) {
+            f.shared[h].len = Some(super::Len::Fixed(p));
+        }
     }
 }
 
-/// A struct's fields at their std430 offsets, its size and its alignment.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StructLayout {
-    name: String,
-    fields: Vec<LaidField>,
-    size: u32,
-    align: u32,
+struct Rewriter<'a> {
+    f: &'a mut Function,
+    types: Option<&'a mut Vec<Option<Type>>>,
 }
 
-impl StructLayout {
-    /// Lays out `fields` in order by the std430 rules.
-    ///
-    /// ```
-    /// use xpu::ir::layout::{FieldType, StructLayout};
-    /// use xpu::ir::{ElemType, Scalar};
-    /// let p = StructLayout::new(
-    ///     "Particle",
-    ///     vec![
-    ///         ("pos".into(), FieldType::Elem(ElemType::vector(Scalar::F32, 3))),
-    ///         ("vel".into(), FieldType::Elem(ElemType::vector(Scalar::F32, 3))),
-    ///         ("mass".into(), FieldType::Elem(ElemType::scalar(Scalar::F32))),
-    ///     ],
-    /// )
-    /// .unwrap();
-    /// assert_eq!((p.offset_of("vel"), p.offset_of("mass")), (Some(16), Some(28)));
-    /// assert_eq!((p.size(), p.align()), (32, 16));
-    /// ```
-    pub fn new(name: &str, fields: Vec<(String, FieldType)>) -> Result<Self, LayoutError> {
-        if fields.is_empty() {
-            return Err(LayoutError::Empty);
-        }
-        let mut laid: Vec<LaidField> = Vec::with_capacity(fields.len());
-        let (mut end, mut align) = (0u32, 1u32);
-        for (fname, ty) in fields {
-            if laid.iter().any(|f| f.name == fname) {
-                return Err(LayoutError::DuplicateField(fname));
-            }
-            let (fsize, falign) = match &ty {
-                FieldType::Elem(e) => match elem_align(*e) {
-                    Some(a) => (e.size(), a),
-                    None => return Err(LayoutError::Unsupported(fname, *e)),
-                },
-                FieldType::Struct(s) => (s.size, s.align),
-            };
-            let offset = end.div_ceil(falign) * falign;
-            end = offset + fsize;
-            align = align.max(falign);
-            laid.push(LaidField {
-                name: fname,
-                offset,
-                ty,
-            });
-        }
-        Ok(StructLayout {
-            name: name.to_string(),
-            fields: laid,
-            size: end.div_ceil(align) * align,
-            align,
-        })
-    }
+type Plan = (Handle<SharedDecl>, Layout, u32, u32);
 
-    /// The struct's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The fields in declaration order.
-    pub fn fields(&self) -> &[LaidField] {
-        &self.fields
-    }
-
-    /// The size in bytes, a multiple of [`align`](Self::align): the stride of a buffer of it.
-    pub fn size(&self) -> u32 {
-        self.size
-    }
-
-    /// The alignment in bytes: the largest alignment of a member.
-    pub fn align(&self) -> u32 {
-        self.align
-    }
-
-    /// Every scalar or vector the struct holds, depth first in declaration order.
-    pub fn leaves(&self) -> Vec<Leaf> {
-        let mut out = Vec::new();
-        self.push_leaves(&mut Vec::new(), 0, &mut out);
-        out
-    }
-
-    fn push_leaves(&self, path: &mut Vec<String>, base: u32, out: &mut Vec<Leaf>) {
-        for f in &self.fields {
-            path.push(f.name.clone());
-            match &f.ty {
-                FieldType::Elem(e) => out.push(Leaf {
-                    path: path.clone(),
-                    offset: base + f.offset,
-                    elem: *e,
-                }),
-                FieldType::Struct(s) => s.push_leaves(path, base + f.offset, out),
-            }
-            path.pop();
-        }
-    }
-
-    /// The byte offset of a field named by a dotted path (`"inner.count"`), if there is one.
-    pub fn offset_of(&self, path: &str) -> Option<u32> {
-        let mut cur = self;
-        let mut base = 0;
-        let mut parts = path.split('.').peekable();
-        while let Some(p) = parts.next() {
-            let f = cur.fields.iter().find(|f| f.name == p)?;
-            base += f.offset;
-            match (&f.ty, parts.peek()) {
-                (_, None) => return Some(base),
-                (FieldType::Struct(s), Some(_)) => cur = s,
-                (FieldType::Elem(_), Some(_)) => return None,
+impl Rewriter<'_> {
+    fn block(&mut self, b: &mut Block, find: &dyn Fn(super::Base) -> Option<Plan>) {
+        for s in b.iter_mut() {
+            match &mut s.kind {
+                StmtKind::Assign {
+                    place: Place::Element { base, index },
+                    ..
+                } => {
+                    if let Some((_, layout, n, row)) = find(*base) {
+                        if is_pure(self.f, *index) {
+                            *index = self.map(*index, layout, n, row);
+                        }
+                    }
+                }
+                StmtKind::If {
+                    then_block,
+                    else_block,
+                    ..
+                } => {
+                    self.block(then_block, find);
+                    self.block(else_block, find);
+                }
+                StmtKind::Loop { body, .. } => self.block(body, find),
+                StmtKind::Block(inner) => self.block(inner, find),
+                _ => {}
             }
         }
-        None
     }
 
-    /// The bytes a buffer of `count` of these structs takes.
-    pub fn buffer_bytes(&self, count: u64) -> u64 {
-        self.size as u64 * count
+    fn add(&mut self, e: Expr, like: ExprId, ty: Option<Type>) -> ExprId {
+        let span = self.f.expr_span(like);
+        let h = self.f.add_expr(e, span);
+        if let Some(t) = self.types.as_deref_mut() {
+            if t.len() < h.index() {
+                t.resize(h.index(), None);
+            }
+            t.push(ty);
+        }
+        h
+    }
+
+    fn lit(&mut self, v: u32, like: ExprId) -> ExprId {
+        self.add(
+            Expr::Literal(Literal::Int {
+                bits: u64::from(v),
+                ty: Scalar::U32,
+            }),
+            like,
+            Some(Type::U32),
+        )
+    }
+
+    fn bin(&mut self, op: BinaryOp, lhs: ExprId, rhs: ExprId, ty: Type) -> ExprId {
+        self.add(Expr::Binary { op, lhs, rhs }, lhs, Some(ty))
+    }
+
+    /// A copy of the tree at `e` (fresh handles, same types and spans).
+    fn copy(&mut self, e: ExprId) -> ExprId {
+        let mut expr = self.f.exprs[e].clone();
+        for o in expr.operands_mut() {
+            *o = self.copy(*o);
+        }
+        let ty = self
+            .types
+            .as_deref()
+            .and_then(|t| t.get(e.index()).copied().flatten());
+        self.add(expr, e, ty)
+    }
+
+    /// The physical index of the logical index `i` (uses `i` once, copies it for the rest).
+    fn map(&mut self, i: ExprId, layout: Layout, n: u32, row: u32) -> ExprId {
+        match layout {
+            Layout::Swizzled { s } => {
+                // i ^ ((i / row) & (s - 1))
+                let i2 = self.copy(i);
+                let r = self.lit(row, i);
+                let q = self.bin(BinaryOp::Div, i2, r, Type::U32);
+                let m = self.lit(s - 1, i);
+                let low = self.bin(BinaryOp::BitAnd, q, m, Type::U32);
+                self.bin(BinaryOp::BitXor, i, low, Type::U32)
+            }
+            Layout::BlockPadded { block, pad } => {
+                // j = i < n ? i : n (an index past the end stays past the end, no wrap);
+                // j + (j / block) * pad
+                let cond_i = self.copy(i);
+                let limit = self.lit(n, i);
+                let cond = self.bin(BinaryOp::Lt, cond_i, limit, Type::BOOL);
+                let limit2 = self.lit(n, i);
+                let j = self.add(
+                    Expr::Select {
+                        cond,
+                        accept: i,
+                        reject: limit2,
+                    },
+                    i,
+                    Some(Type::U32),
+                );
+                let j2 = self.copy(j);
+                let b = self.lit(block, i);
+                let q = self.bin(BinaryOp::Div, j2, b, Type::U32);
+                let p = self.lit(pad, i);
+                let off = self.bin(BinaryOp::Mul, q, p, Type::U32);
+                self.bin(BinaryOp::Add, j, off, Type::U32)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swizzle_is_a_permutation_of_each_row() {
+        let row = 32;
+        for r in 0..32u32 {
+            let mut seen = [false; 32];
+            for c in 0..32u32 {
+                let p = physical_index(Layout::Swizzled { s: 32 }, row, r * row + c) as u32;
+                assert_eq!(p / row, r);
+                seen[(p % row) as usize] = true;
+            }
+            assert!(seen.iter().all(|&x| x));
+        }
+        // A column read by 32 lanes lands on 32 distinct banks (4-byte words, 32 banks).
+        let banks: std::collections::HashSet<u64> = (0..32u32)
+            .map(|r| physical_index(Layout::Swizzled { s: 32 }, row, r * row + 5) % 32)
+            .collect();
+        assert_eq!(banks.len(), 32);
+    }
+
+    #[test]
+    fn block_padding_matches_a_wider_row() {
+        let l = Layout::BlockPadded { block: 32, pad: 1 };
+        for r in 0..32u32 {
+            for c in 0..32u32 {
+                assert_eq!(physical_index(l, 32, r * 32 + c), u64::from(r * 33 + c));
+            }
+        }
+        assert_eq!(physical_len(l, 1024), Some(32 * 33 - 1));
+        assert_eq!(
+            physical_len(Layout::BlockPadded { block: 1, pad: 4 }, u32::MAX),
+            None
+        );
     }
 }

@@ -267,6 +267,21 @@ pub fn memory_arg_error(arg: Type, param: Type) -> Option<(&'static str, String)
     }
 }
 
+/// The code of a write to a base that may not be written: `XPU-V160` for a constant buffer
+/// (`buf<_, const>`), the read-only code otherwise.
+fn read_only_code(func: &Function, base: Base) -> &'static str {
+    match base {
+        Base::Param(i) => match func.params.get(i as usize).map(|p| p.ty) {
+            Some(Type::Buffer {
+                access: Access::Constant,
+                ..
+            }) => codes::CONSTANT_WRITE,
+            _ => codes::READ_ONLY,
+        },
+        _ => codes::READ_ONLY,
+    }
+}
+
 /// The name of `base` for messages.
 pub fn base_name(func: &Function, base: Base) -> String {
     let name = match base {
@@ -289,10 +304,7 @@ pub fn type_name(module: &Module, ty: Type) -> String {
     match ty {
         Type::Scalar(s) => s.name().to_string(),
         Type::Vector(s, n) => format!("vec{n}<{}>", s.name()),
-        Type::Buffer { elem: e, access } => match access {
-            Access::Read => format!("buf<{}>", elem(e)),
-            Access::ReadWrite => format!("buf<{}, rw>", elem(e)),
-        },
+        Type::Buffer { elem: e, access } => access.buffer_name(&elem(e)),
         Type::Array { elem: e, len } => match len {
             Len::Fixed(n) => format!("[{}; {n}]", elem(e)),
             Len::Const(_) => format!("[{}; <const>]", elem(e)),
@@ -1229,7 +1241,7 @@ impl<'a> Typer<'a> {
         if let Some(v) = value {
             if base_writable(self.func, base) == Some(false) {
                 return here(
-                    codes::READ_ONLY,
+                    read_only_code(self.func, base),
                     format!(
                         "`{name}` to read-only buffer `{}`",
                         base_name(self.func, base)
@@ -1292,7 +1304,7 @@ impl<'a> Typer<'a> {
         }
         if base_writable(self.func, base) == Some(false) {
             return here(
-                codes::READ_ONLY,
+                read_only_code(self.func, base),
                 format!(
                     "`{}` on read-only buffer `{}`",
                     op.name(),

@@ -160,6 +160,27 @@ pub enum Access {
     Read,
     /// Read and written (`buf<T, rw>`).
     ReadWrite,
+    /// Read only, and the same for every work-item of a launch: the constant address space
+    /// (`buf<T, const>`; contract §2.2 `Constant`). A uniform buffer on Vulkan, an invariant
+    /// (`ld.global.nc`) read on NVPTX, address space 4 (scalar loads) on AMDGPU, plain memory
+    /// on the CPU. Its size is bounded by the device's constant limit at launch.
+    Constant,
+}
+
+impl Access {
+    /// Whether the kernel may not write the buffer (`Read` and `Constant`).
+    pub const fn read_only(self) -> bool {
+        !matches!(self, Access::ReadWrite)
+    }
+
+    /// The text format's spelling of a buffer of element `elem` (already spelled).
+    pub fn buffer_name(self, elem: &str) -> String {
+        match self {
+            Access::Read => format!("buf<{elem}>"),
+            Access::ReadWrite => format!("buf<{elem}, rw>"),
+            Access::Constant => format!("buf<{elem}, const>"),
+        }
+    }
 }
 
 /// The role of a cooperative-matrix fragment in `D = A × B + C`.

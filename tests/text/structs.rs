@@ -2,7 +2,7 @@
 //! positions, and the canonical (struct-free) form's fixed point.
 
 use super::{errors, fixed_point, must_parse};
-use xpu::ir::layout::{FieldType, StructLayout};
+use xpu::ir::struct_layout::{FieldType, StructLayout};
 use xpu::ir::text::run::{ArgInit, Value};
 use xpu::ir::{parse_file, print, print_file, ElemType, Scalar};
 

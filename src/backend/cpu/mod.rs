@@ -321,8 +321,10 @@ fn config_for(
 /// aligned, in declaration order; mirrors `codegen::cpu::lower`), known before any code.
 fn static_shared_bytes(kernel: &Function) -> u64 {
     let mut off = 0u64;
-    for (_, sd) in kernel.shared.iter() {
+    for (h, sd) in kernel.shared.iter() {
         if let Some(crate::ir::Len::Fixed(n)) = sd.len {
+            // A laid-out array takes its physical length (`ir::layout`).
+            let n = crate::ir::layout::placed_len(kernel, h).unwrap_or(n);
             off = (off + n as u64 * sd.elem.size() as u64).div_ceil(16) * 16;
         }
     }

@@ -13,6 +13,8 @@ pub(super) struct VkKernel {
     /// command buffer recorded (or submitted) before the kernel is dropped still names them.
     pub(super) objects: Arc<KernelObjects>,
     pub(super) bindings: u32,
+    /// The bindings of constant buffers: uniform-buffer descriptors.
+    pub(super) uniform_bindings: Vec<u32>,
     /// The buffers are pushed into the command buffer (`VK_KHR_push_descriptor`, at most
     /// `maxPushDescriptors` of them) rather than bound through a set from a per-launch pool.
     pub(super) push_descriptors: bool,
@@ -71,6 +73,16 @@ impl Drop for KernelObjects {
     }
 }
 
+/// The descriptor type of `binding`: a uniform buffer for a constant buffer's binding, a
+/// storage buffer otherwise.
+fn descriptor_type(uniform_bindings: &[u32], binding: u32) -> vk::DescriptorType {
+    if uniform_bindings.contains(&binding) {
+        vk::DescriptorType::UNIFORM_BUFFER
+    } else {
+        vk::DescriptorType::STORAGE_BUFFER
+    }
+}
+
 /// A stable hash of the SPIR-V words (FNV-1a), the manifest's code hash.
 pub(super) fn hash_words(words: &[u32]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
@@ -94,6 +106,22 @@ impl VkKernel {
         loop_limit: Option<u32>,
     ) -> Result<VkKernel, DeviceError> {
         let dev = &inner.device;
+        // Constant buffers (`buf<_, const>`) are uniform buffers (`spirv::constant`).
+        let uniform_bindings: Vec<u32> = emitted
+            .slots
+            .iter()
+            .zip(&function.params)
+            .filter_map(|(s, p)| match (s, p.ty) {
+                (
+                    ParamSlot::Buffer { binding, .. },
+                    crate::ir::Type::Buffer {
+                        access: crate::ir::Access::Constant,
+                        ..
+                    },
+                ) => Some(*binding),
+                _ => None,
+            })
+            .collect();
         let bindings = emitted
             .slots
             .iter()
@@ -141,7 +169,7 @@ impl VkKernel {
                 .map(|b| {
                     vk::DescriptorSetLayoutBinding::default()
                         .binding(b)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_type(descriptor_type(&uniform_bindings, b))
                         .descriptor_count(1)
                         .stage_flags(vk::ShaderStageFlags::COMPUTE)
                 })
@@ -190,6 +218,7 @@ impl VkKernel {
                     pipelines: Mutex::new(HashMap::new()),
                 }),
                 bindings,
+                uniform_bindings,
                 push_descriptors,
                 min_offset_align,
                 params: function.params.iter().map(|p| p.name.clone()).collect(),
@@ -420,7 +449,8 @@ impl KernelImpl for VkKernel {
                                 .inner
                                 .buffer(
                                     16,
-                                    vk::BufferUsageFlags::STORAGE_BUFFER,
+                                    vk::BufferUsageFlags::STORAGE_BUFFER
+                                        | vk::BufferUsageFlags::UNIFORM_BUFFER,
                                     vk::MemoryPropertyFlags::DEVICE_LOCAL,
                                 )
                                 .map_err(device_err)?;
@@ -519,17 +549,25 @@ impl KernelImpl for VkKernel {
             .map(|(&(binding, ..), info)| {
                 vk::WriteDescriptorSet::default()
                     .dst_binding(binding)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_type(descriptor_type(&self.uniform_bindings, binding))
                     .buffer_info(info)
             })
             .collect();
         // Without push descriptors: one small descriptor pool per launch, destroyed when the
         // launch completes.
         let set = if self.bindings > 0 && !self.push_descriptors {
-            let sizes = [vk::DescriptorPoolSize {
-                ty: vk::DescriptorType::STORAGE_BUFFER,
-                descriptor_count: self.bindings,
-            }];
+            let uniforms = self.uniform_bindings.len() as u32;
+            let sizes: Vec<vk::DescriptorPoolSize> = [
+                (vk::DescriptorType::STORAGE_BUFFER, self.bindings - uniforms),
+                (vk::DescriptorType::UNIFORM_BUFFER, uniforms),
+            ]
+            .into_iter()
+            .filter(|&(_, n)| n > 0)
+            .map(|(ty, descriptor_count)| vk::DescriptorPoolSize {
+                ty,
+                descriptor_count,
+            })
+            .collect();
             // SAFETY: valid create/alloc infos; the pool is kept until completion.
             unsafe {
                 let pool = dev

@@ -1490,6 +1490,13 @@ impl VulkanDevice {
             integrated: Some(props.device_type != vk::PhysicalDeviceType::DISCRETE_GPU),
             clock_khz: None,
             buffer_offset_alignment: Some(limits.min_storage_buffer_offset_alignment),
+            // The uniform block declares 64 KiB (`spirv::constant::CONSTANT_BYTES`).
+            constant_bytes: Some(u64::from(
+                limits
+                    .max_uniform_buffer_range
+                    .min(crate::codegen::spirv::constant::CONSTANT_BYTES),
+            )),
+            constant_offset_alignment: Some(limits.min_uniform_buffer_offset_alignment),
             int64_atomics: Some(caps.int64_atomics),
             l2_cache_bytes: None,
             memory_bus_bits: None,
@@ -1695,7 +1702,9 @@ impl DeviceImpl for VulkanDevice {
         }
         let (buffer, memory) = self.inner.buffer(
             bytes as u64,
+            // Any buffer may be bound as a constant buffer (a uniform buffer).
             vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::UNIFORM_BUFFER
                 | vk::BufferUsageFlags::TRANSFER_SRC
                 | vk::BufferUsageFlags::TRANSFER_DST,
             vk::MemoryPropertyFlags::DEVICE_LOCAL,

@@ -415,6 +415,9 @@ impl CompiledKernel {
         kernel: Handle<Function>,
         cfg: Config,
     ) -> Result<(CompiledKernel, Option<image::CodeImage>), Error> {
+        // Shared-tile layouts are placed as declared (`ir::layout`).
+        let laid = vm.with_layouts();
+        let vm = laid.as_ref().unwrap_or(vm);
         let module = vm.module();
         let types = |h: Handle<Function>| vm.expr_types(h);
         let t0 = Instant::now();

@@ -264,6 +264,10 @@ impl LoweringTarget for Amdgpu {
         AddressSpace::from(1u16)
     }
 
+    fn constant_space(&self) -> AddressSpace {
+        AddressSpace::from(4u16)
+    }
+
     fn shared_space(&self) -> AddressSpace {
         AddressSpace::from(3u16)
     }

@@ -217,7 +217,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let ok = self.b().build_int_compare(IntPredicate::ULT, last, n, "")?;
         let last32 = self.b().build_int_truncate(last, i32t, "")?;
         self.report_unless(ok, KIND_OUT_OF_BOUNDS, site, last32, len)?;
-        let scratch = self.scratch(base)?;
+        let mut scratch = self.scratch(base)?;
+        if scratch.get_type() != ptr.get_type() {
+            // A constant buffer in another address space (AMDGPU's 4) reads the scratch
+            // area through that space.
+            scratch = self
+                .b()
+                .build_address_space_cast(scratch, ptr.get_type(), "")?;
+        }
         let p = self.b().build_select(ok, ptr, scratch, "")?;
         Ok((p.into_pointer_value(), Some(ok)))
     }

@@ -155,7 +155,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                 let (ptr, elem) = self.element_ptr(*base, *index)?;
                 let ok = self.last_ok.take();
                 let align = natural_align(elem.size()).max(natural_align(elem.scalar.size()));
-                let v = self.load_elem(ptr, elem, align)?;
+                let v = self.load_elem_of(Some(*base), ptr, elem, align)?;
                 self.zero_unless(v, ok)?
             }
             // The verifier inlines every call that passes memory.
@@ -256,6 +256,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
                     i.set_alignment(a)
                         .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
                 }
+                self.mark_constant(*base, v)?;
                 let v = self.zero_unless(v, ok)?;
                 self.mem_to_value(v, elem.scalar)?
             }

@@ -152,8 +152,43 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.icmp(IntPredicate::NE, v, z)
     }
 
+    /// Marks `load` (a load from `base`) `!invariant.load` where `base` is a constant buffer
+    /// (`buf<_, const>`): nothing writes it during the launch, so NVPTX selects
+    /// `ld.global.nc` and AMDGPU may keep it in scalar registers.
+    pub(super) fn mark_constant(&self, base: Base, load: BasicValueEnum<'ctx>) -> LResult<()> {
+        let Base::Param(i) = base else { return Ok(()) };
+        let constant = matches!(
+            self.f.params.get(i as usize).map(|p| p.ty),
+            Some(Type::Buffer {
+                access: ir::Access::Constant,
+                ..
+            })
+        );
+        if !constant {
+            return Ok(());
+        }
+        if let Some(inst) = load.as_instruction_value() {
+            let ctx = self.cx.context;
+            let kind = ctx.get_kind_id("invariant.load");
+            inst.set_metadata(ctx.metadata_node(&[]), kind)
+                .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
+        }
+        Ok(())
+    }
+
     pub(super) fn load_elem(
         &self,
+        ptr: PointerValue<'ctx>,
+        elem: ElemType,
+        align: u32,
+    ) -> LResult<BasicValueEnum<'ctx>> {
+        self.load_elem_of(None, ptr, elem, align)
+    }
+
+    /// [`Self::load_elem`] of an element of `base` (marked invariant where it is constant).
+    pub(super) fn load_elem_of(
+        &self,
+        base: Option<Base>,
         ptr: PointerValue<'ctx>,
         elem: ElemType,
         align: u32,
@@ -168,6 +203,9 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         if let Some(i) = v.as_instruction_value() {
             i.set_alignment(align)
                 .map_err(|e| Error::new(codes::INTERNAL, e.to_string()))?;
+        }
+        if let Some(base) = base {
+            self.mark_constant(base, v)?;
         }
         self.mem_to_value(v, elem.scalar)
     }

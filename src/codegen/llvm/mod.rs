@@ -341,6 +341,9 @@ pub fn lower(
     target: &dyn LoweringTarget,
     opts: &Options,
 ) -> LResult<Lowered> {
+    // Shared-tile layouts are placed as declared (`ir::layout`).
+    let laid = vm.with_layouts();
+    let vm = laid.as_ref().unwrap_or(vm);
     let module = vm.module();
     init_targets();
     let context = Context::create();
@@ -702,7 +705,11 @@ fn lower_kernel<'ctx>(
     for p in &f.params {
         match p.ty {
             Type::Buffer { elem, access } => {
-                params.push(cx.context.ptr_type(target.global_space()).into());
+                let space = match access {
+                    ir::Access::Constant => target.constant_space(),
+                    _ => target.global_space(),
+                };
+                params.push(cx.context.ptr_type(space).into());
                 params.push(cx.context.i32_type().into());
                 abi.push(ParamAbi::Buffer {
                     elem,
@@ -730,6 +737,25 @@ fn lower_kernel<'ctx>(
     let llfn = cx
         .module
         .add_function(symbol, fn_ty, Some(Linkage::External));
+    // A constant buffer's pointer is `noalias readonly`: with the `!invariant.load` on its
+    // loads (`memory::mark_constant`), NVPTX reads it with `ld.global.nc`.
+    let mut llparam = 0u32;
+    for p in &f.params {
+        if let Type::Buffer { access, .. } = p.ty {
+            if access == ir::Access::Constant {
+                for attr in ["noalias", "readonly", "nocapture"] {
+                    let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attr);
+                    llfn.add_attribute(
+                        inkwell::attributes::AttributeLoc::Param(llparam),
+                        cx.context.create_enum_attribute(kind, 0),
+                    );
+                }
+            }
+            llparam += 2;
+        } else {
+            llparam += 1;
+        }
+    }
 
     let eval = |h: Option<Handle<ConstExpr>>| -> LResult<Option<u32>> {
         match h {

@@ -85,6 +85,12 @@ pub trait LoweringTarget {
 
     /// The address space of global (buffer) memory.
     fn global_space(&self) -> AddressSpace;
+    /// The address space a constant buffer (`buf<_, const>`) is read through: the global
+    /// space (NVPTX, whose invariant loads become `ld.global.nc`), or AMDGPU's constant
+    /// space 4 (scalar `s_load` where the address is uniform).
+    fn constant_space(&self) -> AddressSpace {
+        self.global_space()
+    }
     /// The address space of workgroup (shared) memory.
     fn shared_space(&self) -> AddressSpace;
     /// The address space allocas live in.

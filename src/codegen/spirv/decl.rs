@@ -87,6 +87,38 @@ impl Em<'_> {
         };
         for p in &f.params {
             match p.ty {
+                Type::Buffer {
+                    elem,
+                    access: crate::ir::Access::Constant,
+                } => {
+                    let st = self.constant_block();
+                    let ptr = self.tk(TyKey::Ptr(StorageClass::Uniform, st));
+                    let var = self.b.variable(ptr, None, StorageClass::Uniform, None);
+                    self.b.decorate(
+                        var,
+                        spirv::Decoration::DescriptorSet,
+                        vec![Operand::LiteralBit32(0)],
+                    );
+                    self.b.decorate(
+                        var,
+                        spirv::Decoration::Binding,
+                        vec![Operand::LiteralBit32(binding)],
+                    );
+                    let ss = Self::storage_scalar(elem.scalar);
+                    let storage = self.scalar_ty_raw(ss);
+                    self.buffers.push(Some(BufferVar {
+                        var,
+                        storage,
+                        scalar: ss,
+                        elem,
+                        uniform: true,
+                    }));
+                    slots.push(ParamSlot::Buffer {
+                        binding,
+                        len_offset: 0,
+                    });
+                    binding += 1;
+                }
                 Type::Buffer { elem, access } => {
                     let ss = Self::storage_scalar(elem.scalar);
                     let read_only = access == crate::ir::Access::Read;
@@ -114,6 +146,7 @@ impl Em<'_> {
                         storage,
                         scalar: ss,
                         elem,
+                        uniform: false,
                     }));
                     slots.push(ParamSlot::Buffer {
                         binding,

@@ -168,6 +168,7 @@ impl Em<'_> {
                     let n = self.cu32(elem.lanes as u32);
                     self.opi(Op::IMul, u, &[index, n])
                 };
+                let uniform = self.buffers[p as usize].as_ref().is_some_and(|b| b.uniform);
                 for k in 0..elem.lanes {
                     let at = if k == 0 {
                         first
@@ -175,6 +176,10 @@ impl Em<'_> {
                         let kk = self.cu32(k as u32);
                         self.opi(Op::IAdd, u, &[first, kk])
                     };
+                    if uniform {
+                        lanes.push(self.constant_scalar(p, at, elem.scalar)?);
+                        continue;
+                    }
                     let (ptr, st, ss) = self.buffer_ptr(p, at);
                     let raw = self.load(st, ptr);
                     lanes.push(self.stored_to_value(raw, ss, elem.scalar, 1)?);

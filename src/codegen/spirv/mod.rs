@@ -64,6 +64,7 @@ mod atomic_access;
 mod bits;
 mod block;
 mod checked;
+pub mod constant;
 mod debug;
 mod decl;
 mod expr;
@@ -302,6 +303,9 @@ pub fn emit_kernel_checked(
     caps: &Caps,
     checks: Checks,
 ) -> Result<Emitted, Error> {
+    // Shared-tile layouts are placed as declared (`ir::layout`).
+    let laid = module.with_layouts();
+    let module = laid.as_ref().unwrap_or(module);
     let f = module.function(kernel);
     let s = caps.subgroup_size.max(1);
     let w = f.attrs.wave.map_or(s, |(w, _)| w);
@@ -370,6 +374,8 @@ struct BufferVar {
     storage: Word,
     scalar: Scalar,
     elem: ElemType,
+    /// A constant buffer: a uniform block of `uvec4`s (`constant.rs`).
+    uniform: bool,
 }
 
 struct Em<'a> {

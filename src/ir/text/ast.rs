@@ -79,7 +79,8 @@ pub enum TypeKind {
     Vector(crate::ir::Scalar, u8),
     Buffer {
         elem: Box<Type>,
-        rw: bool,
+        /// `buf<E>`, `buf<E, rw>` or `buf<E, const>`.
+        access: crate::ir::Access,
     },
     /// `[E; N]` (`len: Some`) or `[E]`.
     Array {
@@ -97,6 +98,11 @@ pub enum TypeKind {
     Named(String),
     /// `shared T`: a shared array by reference (`T` should be an array type).
     Shared(Box<Type>),
+    /// `swizzled<T, S>` / `block_padded<T, B, P>` around an array type (shared only).
+    Layout {
+        array: Box<Type>,
+        layout: crate::ir::layout::Layout,
+    },
 }
 
 #[derive(Clone, Debug)]

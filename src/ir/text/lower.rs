@@ -20,9 +20,9 @@ use super::lexer::Number;
 use super::{codes, infer_literal, is_builtin_function, is_reserved, literal, scalar_of};
 use crate::ir::typeck;
 use crate::ir::{
-    Access, AtomicOp, Attributes, Base, BinaryOp, BitOp, Block, Builtin, ConstBinOp, ConstExpr,
-    ConstUnOp, Diagnostic, Dim, ElemType, Expr, ExprId, FenceScope, Function, FunctionKind, Handle,
-    Len, Literal, Local, LoopKind, MathFn, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp,
+    AtomicOp, Attributes, Base, BinaryOp, BitOp, Block, Builtin, ConstBinOp, ConstExpr, ConstUnOp,
+    Diagnostic, Dim, ElemType, Expr, ExprId, FenceScope, Function, FunctionKind, Handle, Len,
+    Literal, Local, LoopKind, MathFn, MemoryOrder, Module, Occupancy, Param, Place, ReduceOp,
     Scalar, SharedDecl, Span, Stmt, TagSet, TemplateInfo, Type, UnaryOp, Unlowered, WaveOp,
 };
 use std::collections::HashMap;
@@ -842,9 +842,9 @@ impl Lowerer<'_> {
         Ok(match &t.kind {
             TypeKind::Scalar(s) => Type::Scalar(*s),
             TypeKind::Vector(s, n) => Type::Vector(*s, *n),
-            TypeKind::Buffer { elem, rw } => Type::Buffer {
+            TypeKind::Buffer { elem, access } => Type::Buffer {
                 elem: self.elem(func, elem)?,
-                access: if *rw { Access::ReadWrite } else { Access::Read },
+                access: *access,
             },
             TypeKind::Array { elem: inner, .. } if matches!(inner.kind, TypeKind::Array { .. }) => {
                 let (elem, dims) = self.array_dims(func, t)?;
@@ -908,6 +908,14 @@ impl Lowerer<'_> {
                     return Err(());
                 }
             },
+            TypeKind::Layout { .. } => {
+                self.error(
+                    codes::LAYOUT_PLACE,
+                    t.span,
+                    "a layout type (`swizzled`, `block_padded`) is for `shared` arrays only",
+                );
+                return Err(());
+            }
             TypeKind::Tag(set) => match self.set_names.get(set).copied() {
                 Some(h) => Type::Tag(h),
                 None => {
@@ -1052,6 +1060,15 @@ impl Lowerer<'_> {
     }
 
     fn shared_decl(&mut self, cx: &mut FnCx, name: &str, span: Span, ty: &ast::Type) {
+        if let TypeKind::Layout { array, layout } = &ty.kind {
+            self.shared_decl(cx, name, span, array);
+            if let Some(&h) = cx.shared.get(name) {
+                if !cx.func.layouts.iter().any(|(s, _)| *s == h) {
+                    cx.func.layouts.push((h, *layout));
+                }
+            }
+            return;
+        }
         self.check_name(name, span, "shared array");
         let taken = cx.params.contains_key(name)
             || cx.shared.contains_key(name)

@@ -84,6 +84,11 @@ pub mod codes {
     /// A wave verb's `width =` (issue 23 item 3): on a verb that takes no tile (a vote,
     /// `wave_elect`), given twice, or not an unsuffixed integer literal.
     pub const TILE: &str = "XPU-P040";
+    /// A layout type (`swizzled<T, S>`, `block_padded<T, B, P>`) whose arguments are not
+    /// integer literals, or whose first argument is not an array type.
+    pub const LAYOUT: &str = "XPU-P060";
+    /// A layout type anywhere but a `shared` declaration.
+    pub const LAYOUT_PLACE: &str = "XPU-P061";
 }
 
 /// Parses a kernel file. Run blocks are accepted (checked for syntax) and dropped.

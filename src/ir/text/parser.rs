@@ -1005,21 +1005,76 @@ impl Parser {
                 self.close_angle()?;
                 TypeKind::Vector(s, lanes)
             }
+            "swizzled" | "block_padded" => {
+                self.expect("<")?;
+                let array = Box::new(self.ty()?);
+                if !matches!(array.kind, TypeKind::Array { .. }) {
+                    self.error(
+                        codes::LAYOUT,
+                        array.span,
+                        format!("`{name}` lays out an array type: `{name}<[E; N], ...>`"),
+                    );
+                    return Err(());
+                }
+                let want = if name == "swizzled" { 1 } else { 2 };
+                let mut args = Vec::new();
+                while self.eat(",") {
+                    let at = self.span();
+                    if !matches!(self.tok(), Tok::Num(Number::Int { suffix: None, .. })) {
+                        self.error(
+                            codes::LAYOUT,
+                            at,
+                            format!("`{name}`'s arguments are unsuffixed integer literals"),
+                        );
+                        return Err(());
+                    }
+                    args.push(self.u32_lit("a layout argument")?.0);
+                }
+                if args.len() != want {
+                    self.error(
+                        codes::LAYOUT,
+                        span,
+                        format!(
+                            "`{name}` takes an array type and {want} integer{}, found {}",
+                            if want == 1 { "" } else { "s" },
+                            args.len()
+                        ),
+                    );
+                    return Err(());
+                }
+                self.close_angle()?;
+                let layout = if want == 1 {
+                    crate::ir::layout::Layout::Swizzled { s: args[0] }
+                } else {
+                    crate::ir::layout::Layout::BlockPadded {
+                        block: args[0],
+                        pad: args[1],
+                    }
+                };
+                TypeKind::Layout { array, layout }
+            }
             "buf" => {
                 self.expect("<")?;
                 let elem = Box::new(self.ty()?);
-                let rw = if self.eat(",") {
-                    let (a, aspan) = self.ident("`rw`")?;
-                    if a != "rw" {
-                        self.error(codes::SYNTAX, aspan, format!("expected `rw`, found `{a}`"));
-                        return Err(());
+                let access = if self.eat(",") {
+                    let (a, aspan) = self.ident("`rw` or `const`")?;
+                    match a.as_str() {
+                        "rw" => crate::ir::Access::ReadWrite,
+                        "const" => crate::ir::Access::Constant,
+                        _ => {
+                            self.error(
+                                codes::SYNTAX,
+                                aspan,
+                                format!("expected `rw` or `const`, found `{a}`"),
+                            );
+                            return Err(());
+                        }
                     }
-                    true
                 } else {
-                    false
+                    crate::ir::Access::Read
                 };
                 self.close_angle()?;
-                TypeKind::Buffer { elem, rw }
+                TypeKind::Buffer { elem, access }
             }
             "matrix" => {
                 self.expect("<")?;

@@ -24,9 +24,9 @@ use super::{infer_literal, is_reserved, scalar_of};
 use crate::ir::text::run::{ArgInit, Expect, RunSpec, Value};
 use crate::ir::typeck;
 use crate::ir::{
-    Access, Base, BinaryOp, Block, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType, Expr,
-    ExprId, Function, FunctionKind, Handle, Len, Literal, LoopKind, MemoryOrder, Module, Place,
-    Scalar, Stmt, StmtKind, Type, UnaryOp, WaveOp,
+    Base, BinaryOp, Block, Builtin, ConstBinOp, ConstExpr, ConstUnOp, ElemType, Expr, ExprId,
+    Function, FunctionKind, Handle, Len, Literal, LoopKind, MemoryOrder, Module, Place, Scalar,
+    Stmt, StmtKind, Type, UnaryOp, WaveOp,
 };
 
 /// The canonical text of `module`.
@@ -469,10 +469,7 @@ impl<'m> FnPrinter<'m> {
         match t {
             Type::Scalar(s) => s.name().into(),
             Type::Vector(s, n) => format!("vec{n}<{}>", s.name()),
-            Type::Buffer { elem: e, access } => match access {
-                Access::Read => format!("buf<{}>", elem(e)),
-                Access::ReadWrite => format!("buf<{}, rw>", elem(e)),
-            },
+            Type::Buffer { elem: e, access } => access.buffer_name(&elem(e)),
             Type::Array { elem: e, len } => format!("[{}; {}]", elem(e), self.len(len)),
             Type::Matrix {
                 role,
@@ -645,23 +642,16 @@ impl<'m> FnPrinter<'m> {
         }
         for (h, s) in f.shared.iter() {
             let name = &self.shared[h.index()];
-            if let Some(dims) = self.f.dims_of(Base::Shared(h)) {
-                let _ = writeln!(out, "    shared {name}: {};", nested_ty(s.elem, dims));
-                continue;
-            }
-            match s.len {
-                Some(l) => {
-                    let _ = writeln!(
-                        out,
-                        "    shared {name}: [{}; {}];",
-                        elem(s.elem),
-                        self.len(l)
-                    );
-                }
-                None => {
-                    let _ = writeln!(out, "    shared {name}: [{}];", elem(s.elem));
-                }
-            }
+            let ty = match (self.f.dims_of(Base::Shared(h)), s.len) {
+                (Some(dims), _) => nested_ty(s.elem, dims),
+                (None, Some(l)) => format!("[{}; {}]", elem(s.elem), self.len(l)),
+                (None, None) => format!("[{}]", elem(s.elem)),
+            };
+            let ty = match self.f.layout_of(h) {
+                Some(layout) => layout.spell(&ty),
+                None => ty,
+            };
+            let _ = writeln!(out, "    shared {name}: {ty};");
         }
         self.block(out, &f.body, 1);
         out.push_str("}\n");

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use super::ast::*;
 use super::codes as pcodes;
 use super::lexer::Number;
-use crate::ir::layout::{FieldType, StructLayout};
+use crate::ir::struct_layout::{FieldType, StructLayout};
 use crate::ir::text::run::{ArgInit, Expect, RunSpec, Value};
 use crate::ir::{BinaryOp, Diagnostic, ElemType, Scalar, Span};
 
@@ -403,7 +403,7 @@ impl Desugar<'_> {
                     _ => None,
                 };
                 match ft {
-                    Some(e) if crate::ir::layout::elem_align(e).is_some() => {
+                    Some(e) if crate::ir::struct_layout::elem_align(e).is_some() => {
                         fields.push((fname.clone(), FieldTy::Leaf(e)))
                     }
                     _ => {
@@ -794,8 +794,8 @@ impl Desugar<'_> {
                     }
                     self.declare(&p.name, Bind::Struct { sid, names });
                 }
-                TypeKind::Buffer { elem, rw } if matches!(elem.kind, TypeKind::Named(_)) => {
-                    let rw = *rw;
+                TypeKind::Buffer { elem, access } if matches!(elem.kind, TypeKind::Named(_)) => {
+                    let access = *access;
                     let Ok(Some(sid)) = self.struct_of_type(elem) else {
                         continue;
                     };
@@ -805,7 +805,7 @@ impl Desugar<'_> {
                         ty: Type {
                             kind: TypeKind::Buffer {
                                 elem: Box::new(elem_type(ElemType::scalar(Scalar::U32), elem.span)),
-                                rw,
+                                access,
                             },
                             span: p.ty.span,
                         },

@@ -585,6 +585,14 @@ impl Walker<'_, '_> {
     fn writable(&mut self, base: Base, verb: &str, span: Span) {
         if base_writable(self.f, base) == Some(false) {
             let name = base_name(self.f, base);
+            if super::spaces::is_constant(self.f, base) {
+                self.err(
+                    codes::CONSTANT_WRITE,
+                    span,
+                    format!("{verb} constant buffer `{name}`: constant data is read-only"),
+                );
+                return;
+            }
             self.err(
                 codes::READ_ONLY,
                 span,

@@ -145,6 +145,23 @@ pub const PRINT_FORMAT: &str = "XPU-V110";
 /// A `print` value that is not a scalar (`bool`, an integer or a float), or more than
 /// `MAX_PRINT_VALUES` (8) values in one `print`.
 pub const PRINT_VALUE: &str = "XPU-V111";
+// Issue 23 item 8 (address spaces and layouts): XPU-V160..XPU-V169.
+
+/// A write to a constant buffer (`buf<_, const>`): an assignment, `vstore`, `matrix_store`,
+/// an atomic or `atomic_store`.
+pub const CONSTANT_WRITE: &str = "XPU-V160";
+/// `atomic_load` or `matrix_load` of a constant buffer.
+pub const CONSTANT_ACCESS: &str = "XPU-V161";
+/// A layout that does not fit its shared array: a launch-sized array, `swizzled` on a
+/// one-dimensional array or with a period that is not a power of two dividing the row
+/// length, `block_padded` with a block of 0, or a padded size past 2^32 - 1 bytes.
+pub const LAYOUT_SHAPE: &str = "XPU-V162";
+/// `matrix_load` or `matrix_store` on a laid-out shared array (`vload`/`vstore` take
+/// buffers only: `XPU-V020`).
+pub const LAYOUT_ACCESS: &str = "XPU-V163";
+/// An index into a laid-out shared array with a call, dispatch or atomic in it.
+pub const LAYOUT_INDEX: &str = "XPU-V164";
+
 /// An `assert` condition that is not `bool`.
 pub const ASSERT_COND: &str = "XPU-V112";
 

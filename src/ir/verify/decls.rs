@@ -21,6 +21,7 @@ enum Site {
 }
 
 pub(super) fn check(module: &Module, f: &Function, sink: &mut Sink) {
+    super::spaces::check(f, sink);
     let is_kernel = f.kind == FunctionKind::Kernel;
     for p in &f.params {
         let site = if is_kernel {

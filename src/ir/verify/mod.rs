@@ -25,6 +25,7 @@ mod items;
 pub mod memcall;
 pub(crate) use body::stmt_roots;
 mod nesting;
+mod spaces;
 
 pub use items::{MAX_CALL_DEPTH, MAX_INLINED_SIZE};
 pub use nesting::MAX_NESTING;
@@ -67,6 +68,34 @@ impl VerifiedModule {
         }
         let mut m = self.clone();
         crate::ir::debug::strip(&mut m.module);
+        Some(m)
+    }
+
+    /// This module with its shared-array layouts applied ([`crate::ir::layout::apply`]: every
+    /// access of a `swizzled`/`block_padded` array at its physical index, the array at its
+    /// physical length), as the compiled backends lower it; `None` when no function has a
+    /// layout, so nothing is copied. The new index expressions are typed `u32`.
+    pub fn with_layouts(&self) -> Option<VerifiedModule> {
+        if !self
+            .module
+            .functions
+            .iter()
+            .any(|(_, f)| !f.layouts.is_empty())
+        {
+            return None;
+        }
+        let mut m = self.clone();
+        for (k, h) in m
+            .module
+            .functions
+            .handles()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .enumerate()
+        {
+            let types = m.types.get_mut(k);
+            crate::ir::layout::apply(&mut m.module.functions[h], types);
+        }
         Some(m)
     }
 
