@@ -190,7 +190,7 @@ pub fn code_object(
         }
     }
     let objs = codeobj::build(
-        &module,
+        module,
         &[KernelRef::plain(handle)],
         &target,
         &BuildOptions {

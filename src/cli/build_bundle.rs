@@ -132,7 +132,7 @@ fn amdgpu(
     let mut noted = false;
     for (h, f) in module.kernels() {
         let objects = match codeobj::build(
-            &module,
+            module,
             &[KernelRef::plain(h)],
             &target,
             &BuildOptions::default(),
@@ -278,12 +278,7 @@ fn cuda(
     }
     let mut errors = Vec::new();
     for (h, f) in module.kernels() {
-        let out = match llvm::lower(
-            &module,
-            &[KernelRef::plain(h)],
-            &target,
-            &Default::default(),
-        ) {
+        let out = match llvm::lower(module, &[KernelRef::plain(h)], &target, &Default::default()) {
             Ok(o) => o,
             Err(e) => {
                 errors.push(format!(

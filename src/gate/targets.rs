@@ -204,7 +204,7 @@ fn cuda(
         (Err(e), _) | (_, Err(e)) => return refused(crate::config::BAD_VALUE, e.to_string()),
     };
     let out = match llvm::lower(
-        &module,
+        module,
         &[KernelRef::plain(h)],
         &target,
         &llvm::Options {
@@ -305,7 +305,7 @@ fn amdgpu(
         }
     };
     let objects = match codeobj::build(
-        &module,
+        module,
         &[KernelRef::plain(h)],
         &target,
         &BuildOptions {

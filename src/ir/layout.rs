@@ -189,7 +189,7 @@ pub fn applied(module: &Module) -> Option<Module> {
 /// lengths to the physical ones; `types` (the verifier's table for `f`) gets the new
 /// expressions' types. A template (lengths not yet known) and a function without layouts are
 /// left as they are; so is a layout the verifier would refuse.
-pub fn apply(f: &mut Function, mut types: Option<&mut Vec<Option<Type>>>) {
+pub fn apply(f: &mut Function, types: Option<&mut Vec<Option<Type>>>) {
     if f.layouts.is_empty() || f.template.is_some() {
         return;
     }
@@ -214,10 +214,7 @@ pub fn apply(f: &mut Function, mut types: Option<&mut Vec<Option<Type>>>) {
         super::Base::Shared(h) => plan.iter().find(|p| p.0 == h).copied(),
         _ => None,
     };
-    let mut rw = Rewriter {
-        f,
-        types: types.as_deref_mut(),
-    };
+    let mut rw = Rewriter { f, types };
     // Expressions: element reads and atomics (the arena as it was; new nodes are physical).
     let originals: Vec<ExprId> = rw.f.exprs.handles().collect();
     for e in originals {

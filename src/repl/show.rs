@@ -260,7 +260,7 @@ fn ptx(
     use crate::codegen::llvm::{self, nvptx::Nvptx, KernelRef};
     let target = Nvptx::new(90);
     let out = llvm::lower(
-        &module,
+        module,
         &[KernelRef::plain(handle)],
         &target,
         &llvm::Options::default(),
@@ -291,7 +291,7 @@ fn amdgpu(
         assembly: true,
         ..Default::default()
     };
-    let objects = codeobj::build(&module, &[KernelRef::plain(handle)], &target, &opts)
+    let objects = codeobj::build(module, &[KernelRef::plain(handle)], &target, &opts)
         .map_err(|e| format!("the AMDGPU lowering refused `{kernel}`: {e}"))?;
     let mut text = String::new();
     for o in &objects {

@@ -32,7 +32,7 @@
 //! - **Cooperative matrices**: refused by name (`XPU-L01`).
 
 use super::target::{Coord, Exchange, KernelBounds, LoweringTarget};
-use super::{Cx, Error, LResult};
+use super::{Error, LowerResult, ModuleContext};
 use crate::ir::{FenceScope, MatrixRole, Scalar};
 use inkwell::attributes::AttributeLoc;
 use inkwell::memory_buffer::MemoryBuffer;
@@ -132,10 +132,10 @@ impl Amdgpu {
     /// parser does. The helper is made internal after linking, so it disappears once inlined.
     fn ir_helper<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         name: &str,
         body: &str,
-    ) -> LResult<FunctionValue<'ctx>> {
+    ) -> LowerResult<FunctionValue<'ctx>> {
         if let Some(f) = cx.module.get_function(name) {
             return Ok(f);
         }
@@ -161,7 +161,7 @@ impl Amdgpu {
         Ok(f)
     }
 
-    fn call_helper(&self, cx: &Cx<'_>, name: &str, body: &str) -> LResult<()> {
+    fn call_helper(&self, cx: &ModuleContext<'_>, name: &str, body: &str) -> LowerResult<()> {
         let f = self.ir_helper(cx, name, body)?;
         cx.builder.build_call(f, &[], "")?;
         Ok(())
@@ -170,10 +170,10 @@ impl Amdgpu {
     /// The `i32` at byte `offset` of the dispatch packet, read as `bits` (16 or 32) wide.
     fn dispatch_field<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         offset: u64,
         bits: u32,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let p = cx
             .call_value("llvm.amdgcn.dispatch.ptr", &[], &[])?
             .into_pointer_value();
@@ -201,7 +201,7 @@ impl Amdgpu {
         }
     }
 
-    fn lane<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<IntValue<'ctx>> {
+    fn lane<'ctx>(&self, cx: &ModuleContext<'ctx>) -> LowerResult<IntValue<'ctx>> {
         let all = cx.i32(u32::MAX as u64);
         let lo = cx
             .call_value("llvm.amdgcn.mbcnt.lo", &[], &[all.into(), cx.i32(0).into()])?
@@ -216,10 +216,10 @@ impl Amdgpu {
 
     fn bpermute<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         src_lane: IntValue<'ctx>,
         value: IntValue<'ctx>,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let addr = cx.builder.build_left_shift(src_lane, cx.i32(2), "")?;
         Ok(cx
             .call_value("llvm.amdgcn.ds.bpermute", &[], &[addr.into(), value.into()])?
@@ -276,7 +276,7 @@ impl LoweringTarget for Amdgpu {
         AddressSpace::from(5u16)
     }
 
-    fn coord<'ctx>(&self, cx: &Cx<'ctx>, which: Coord) -> LResult<IntValue<'ctx>> {
+    fn coord<'ctx>(&self, cx: &ModuleContext<'ctx>, which: Coord) -> LowerResult<IntValue<'ctx>> {
         Ok(match which {
             Coord::LocalId(d) => cx
                 .call_value(
@@ -318,7 +318,7 @@ impl LoweringTarget for Amdgpu {
         })
     }
 
-    fn barrier(&self, cx: &Cx<'_>) -> LResult<()> {
+    fn barrier(&self, cx: &ModuleContext<'_>) -> LowerResult<()> {
         self.call_helper(
             cx,
             "xpu.amdgpu.barrier",
@@ -328,7 +328,11 @@ impl LoweringTarget for Amdgpu {
         )
     }
 
-    fn wave_barrier<'ctx>(&self, cx: &Cx<'ctx>, _mask: IntValue<'ctx>) -> LResult<()> {
+    fn wave_barrier<'ctx>(
+        &self,
+        cx: &ModuleContext<'ctx>,
+        _mask: IntValue<'ctx>,
+    ) -> LowerResult<()> {
         // The wave runs in lockstep: a code-motion barrier between wavefront-scope fences.
         self.call_helper(
             cx,
@@ -339,7 +343,7 @@ impl LoweringTarget for Amdgpu {
         )
     }
 
-    fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()> {
+    fn fence(&self, cx: &ModuleContext<'_>, scope: FenceScope) -> LowerResult<()> {
         let (name, s) = match scope {
             FenceScope::Workgroup => ("xpu.amdgpu.fence.workgroup", "workgroup"),
             FenceScope::Device => ("xpu.amdgpu.fence.agent", "agent"),
@@ -350,19 +354,19 @@ impl LoweringTarget for Amdgpu {
         self.call_helper(cx, name, &body)
     }
 
-    fn active_mask<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<IntValue<'ctx>> {
+    fn active_mask<'ctx>(&self, cx: &ModuleContext<'ctx>) -> LowerResult<IntValue<'ctx>> {
         let t = cx.context.bool_type().const_int(1, false);
         self.ballot(cx, cx.i64(u64::MAX), t)
     }
 
     fn exchange<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         kind: Exchange,
         _mask: IntValue<'ctx>,
         value: IntValue<'ctx>,
         arg: IntValue<'ctx>,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let b = &cx.builder;
         let w = self.wave as u64;
         let lane = self.lane(cx)?;
@@ -418,10 +422,10 @@ impl LoweringTarget for Amdgpu {
 
     fn ballot<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         mask: IntValue<'ctx>,
         pred: IntValue<'ctx>,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let i64t = cx.context.i64_type();
         let rt = if self.wave == 32 {
             cx.context.i32_type()
@@ -441,7 +445,7 @@ impl LoweringTarget for Amdgpu {
 
     fn matrix_type<'ctx>(
         &self,
-        _cx: &Cx<'ctx>,
+        _cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
@@ -457,58 +461,58 @@ impl LoweringTarget for Amdgpu {
 
     fn matrix_fill<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
         cols: u8,
         _value: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         Err(self.refuse(cx, role, scalar, rows, cols))
     }
 
     fn matrix_load<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
         cols: u8,
         _ptr: PointerValue<'ctx>,
         _stride: IntValue<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         Err(self.refuse(cx, role, scalar, rows, cols))
     }
 
     fn matrix_mma<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         ab_scalar: Scalar,
         _acc_scalar: Scalar,
         _a: BasicValueEnum<'ctx>,
         _b: BasicValueEnum<'ctx>,
         _c: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         Err(self.refuse(cx, MatrixRole::A, ab_scalar, 16, 16))
     }
 
     fn matrix_store<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         scalar: Scalar,
         _value: BasicValueEnum<'ctx>,
         _ptr: PointerValue<'ctx>,
         _stride: IntValue<'ctx>,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         Err(self.refuse(cx, MatrixRole::Acc, scalar, 16, 16))
     }
 
     fn finish_kernel<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         function: FunctionValue<'ctx>,
         bounds: &KernelBounds,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         // CallingConv::AMDGPU_KERNEL.
         function.set_call_conventions(91);
         let attr = |k: &str, v: &str| {
@@ -540,7 +544,14 @@ impl LoweringTarget for Amdgpu {
 }
 
 impl Amdgpu {
-    fn refuse(&self, cx: &Cx<'_>, role: MatrixRole, scalar: Scalar, rows: u8, cols: u8) -> Error {
+    fn refuse(
+        &self,
+        cx: &ModuleContext<'_>,
+        role: MatrixRole,
+        scalar: Scalar,
+        rows: u8,
+        cols: u8,
+    ) -> Error {
         match self.matrix_type(cx, role, scalar, rows, cols) {
             Err(m) => Error::new(super::codes::UNSUPPORTED, m),
             Ok(_) => Error::new(super::codes::INTERNAL, "matrix type without lowering"),

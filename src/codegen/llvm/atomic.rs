@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
     pub(super) fn atomic(
         &mut self,
         op: AtomicOp,
@@ -11,7 +11,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         value: ExprId,
         compare: Option<ExprId>,
         e: ExprId,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use llvm_sys::LLVMAtomicRMWBinOp as R;
         let Place::Element { base, index } = place else {
             return self.err(

@@ -5,14 +5,14 @@
 
 use super::*;
 
-impl<'ctx> FnCx<'_, 'ctx> {
+impl<'ctx> FunctionContext<'_, 'ctx> {
     /// `atomic_load(place)` (`value` `None`) or `atomic_store(place, value)`.
     pub(super) fn atomic_access(
         &mut self,
         order: MemoryOrder,
         place: &Place,
         value: Option<ExprId>,
-    ) -> LResult<Option<BasicValueEnum<'ctx>>> {
+    ) -> LowerResult<Option<BasicValueEnum<'ctx>>> {
         let Place::Element { base, index } = place else {
             return self.err(
                 codes::INPUT,

@@ -5,14 +5,14 @@
 
 use super::*;
 
-impl<'ctx> FnCx<'_, 'ctx> {
+impl<'ctx> FunctionContext<'_, 'ctx> {
     /// `op` on `args` (values of `s`, amounts `i32`).
     pub(super) fn bits(
         &self,
         op: BitOp,
         s: Scalar,
         args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         if args.len() != op.arity() || !s.is_int() {
             return self.err(codes::INPUT, format!("`{}` malformed", op.name()));
         }
@@ -23,7 +23,7 @@ impl<'ctx> FnCx<'_, 'ctx> {
         let no_poison = self.cx.context.bool_type().const_zero().into();
         // A u32 amount as a value of the operand's type (exact: amounts here are <= 64, or
         // taken modulo a power-of-two width).
-        let amount = |v: BasicValueEnum<'ctx>| -> LResult<IntValue<'ctx>> {
+        let amount = |v: BasicValueEnum<'ctx>| -> LowerResult<IntValue<'ctx>> {
             let v = v.into_int_value();
             Ok(match w.cmp(&32) {
                 std::cmp::Ordering::Less => b.build_int_truncate(v, it, "")?,
@@ -74,7 +74,7 @@ impl<'ctx> FnCx<'_, 'ctx> {
                 let first = if op == BitOp::BitfieldExtract { 1 } else { 2 };
                 let i32t = self.cx.context.i32_type();
                 let wv = i32t.const_int(w, false);
-                let umin = |a: IntValue<'ctx>, c: IntValue<'ctx>| -> LResult<IntValue<'ctx>> {
+                let umin = |a: IntValue<'ctx>, c: IntValue<'ctx>| -> LowerResult<IntValue<'ctx>> {
                     Ok(self
                         .cx
                         .call_value("llvm.umin", &[i32t.into()], &[a.into(), c.into()])?
@@ -86,7 +86,7 @@ impl<'ctx> FnCx<'_, 'ctx> {
                 let empty = b.build_int_compare(IntPredicate::EQ, cnt, i32t.const_zero(), "")?;
                 // Every shift amount is masked to the width: the arm that a zero count
                 // would make out of range is discarded by the select.
-                let masked = |v: IntValue<'ctx>| -> LResult<IntValue<'ctx>> {
+                let masked = |v: IntValue<'ctx>| -> LowerResult<IntValue<'ctx>> {
                     let v = amount(v.into())?;
                     Ok(b.build_and(v, k(w - 1), "")?)
                 };

@@ -23,7 +23,7 @@ pub const REPORT_SYMBOL: &str = "xpu_report";
 /// Bytes of each scratch area: the widest access (16 lanes of 64 bits) twice over.
 const SCRATCH_BYTES: u32 = 256;
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
     /// A new check site at the current statement's line.
     fn check_site(&self, what: String) -> u32 {
         let mut sites = self.cx.sites.borrow_mut();
@@ -52,7 +52,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 
     /// A scratch area in `space` for redirected accesses: module globals for buffers and
     /// shared arrays, an entry-block alloca for private arrays.
-    fn scratch(&self, base: Base) -> LResult<PointerValue<'ctx>> {
+    fn scratch(&self, base: Base) -> LowerResult<PointerValue<'ctx>> {
         let ty = self.cx.context.i8_type().array_type(SCRATCH_BYTES);
         let (name, space) = match base {
             Base::Param(_) => ("xpu_scratch", self.t.global_space()),
@@ -89,7 +89,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         site: u32,
         index: IntValue<'ctx>,
         len: IntValue<'ctx>,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         let i32t = self.cx.context.i32_type();
         let report = self.report_global();
         let mono = inkwell::AtomicOrdering::Monotonic;
@@ -133,7 +133,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         site: u32,
         index: IntValue<'ctx>,
         len: IntValue<'ctx>,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         let ctx = self.cx.context;
         let bad = ctx.append_basic_block(self.llfn, "xpu.check.fail");
         let cont = ctx.append_basic_block(self.llfn, "xpu.check.ok");
@@ -199,7 +199,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         ptr: PointerValue<'ctx>,
         index: IntValue<'ctx>,
         count: u32,
-    ) -> LResult<(PointerValue<'ctx>, Option<IntValue<'ctx>>)> {
+    ) -> LowerResult<(PointerValue<'ctx>, Option<IntValue<'ctx>>)> {
         if !self.cx.checks.bounds {
             return Ok((ptr, None));
         }
@@ -234,7 +234,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         v: BasicValueEnum<'ctx>,
         ok: Option<IntValue<'ctx>>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let Some(ok) = ok else { return Ok(v) };
         let z = v.get_type().const_zero();
         Ok(self.b().build_select(ok, v, z, "")?)
@@ -249,7 +249,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         i: IntValue<'ctx>,
         scalar: Scalar,
         stated: Option<u8>,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let Some(a) = stated else { return Ok(i) };
         if !self.cx.checks.ub_traps {
             return Ok(i);

@@ -2,15 +2,15 @@
 
 use super::*;
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
-    pub(super) fn value(&mut self, e: ExprId) -> LResult<BasicValueEnum<'ctx>> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
+    pub(super) fn value(&mut self, e: ExprId) -> LowerResult<BasicValueEnum<'ctx>> {
         match self.expr(e)? {
             Some(v) => Ok(v),
             None => self.err(codes::INPUT, "a call that returns nothing used as a value"),
         }
     }
 
-    pub(super) fn expr(&mut self, e: ExprId) -> LResult<Option<BasicValueEnum<'ctx>>> {
+    pub(super) fn expr(&mut self, e: ExprId) -> LowerResult<Option<BasicValueEnum<'ctx>>> {
         let Some(x) = self.f.exprs.try_get(e) else {
             return self.err(codes::INPUT, "a dangling expression handle");
         };
@@ -335,7 +335,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         s: BasicValueEnum<'ctx>,
         lanes: u32,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let vt = vector_of(s.get_type(), lanes).into_vector_type();
         let mut v = vt.get_undef();
         for k in 0..lanes {
@@ -346,7 +346,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(v.into())
     }
 
-    pub(super) fn builtin(&self, b: Builtin) -> LResult<IntValue<'ctx>> {
+    pub(super) fn builtin(&self, b: Builtin) -> LowerResult<IntValue<'ctx>> {
         let t = self.t;
         Ok(match b {
             Builtin::GlobalId(d) => {
@@ -370,7 +370,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         op: BinaryOp,
         lhs: ExprId,
         rhs: ExprId,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         if matches!(op, BinaryOp::LogicalAnd | BinaryOp::LogicalOr) {
             return self.short_circuit(op == BinaryOp::LogicalAnd, lhs, rhs);
@@ -439,7 +439,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         s: Scalar,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let t = a.get_type();
         let zero = t.const_zero();
@@ -475,7 +475,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         cond: ExprId,
         accept: ExprId,
         reject: ExprId,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let ctx = self.cx.context;
         let c = self.value(cond)?.into_int_value();
         let sync = self.converge_begin()?;
@@ -514,7 +514,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         and: bool,
         lhs: ExprId,
         rhs: ExprId,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let ctx = self.cx.context;
         let a = self.value(lhs)?.into_int_value();
         let lhs_bb = self.b().get_insert_block().expect("positioned");
@@ -550,7 +550,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         a: BasicValueEnum<'ctx>,
         from: Type,
         to: Scalar,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let Some(fs) = from.scalar() else {
             return self.err(codes::INPUT, "a cast of a non-number");
@@ -612,7 +612,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         tag: ExprId,
         args: Vec<ExprId>,
         e: ExprId,
-    ) -> LResult<Option<BasicValueEnum<'ctx>>> {
+    ) -> LowerResult<Option<BasicValueEnum<'ctx>>> {
         let Type::Tag(set) = self.ty(tag)? else {
             return self.err(codes::INPUT, "a dispatch through a non-tag");
         };
@@ -698,7 +698,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         fun: MathFn,
         ty: Type,
         args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let Some(s) = ty.scalar() else {
             return self.err(codes::INPUT, "math on a non-number");
         };
@@ -735,7 +735,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         fun: MathFn,
         s: Scalar,
         args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let t = args[0].get_type();
         let sg = s.is_signed();
         let min = |a, b| {
@@ -769,7 +769,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         fun: MathFn,
         s: Scalar,
         args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         if s == Scalar::F16 && !matches!(fun, MathFn::Abs | MathFn::Min | MathFn::Max) {
             // Compute in f32 and round once to f16.

@@ -37,7 +37,7 @@
 
 mod arith;
 
-use super::{codes, FnCx, LResult};
+use super::{codes, FunctionContext, LowerResult};
 use crate::codegen::f64math::{explog, trig};
 use crate::codegen::mathconst::factorial;
 use crate::ir::{MathFn, Scalar};
@@ -50,7 +50,7 @@ const LN2_HI: f64 = 0.6931471803691238;
 const LN2_LO: f64 = 1.9082149292705877e-10;
 const INV_LN2: f64 = std::f64::consts::LOG2_E;
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
     fn d(&self, v: f64) -> BasicValueEnum<'ctx> {
         self.cx.context.f64_type().const_float(v).into()
     }
@@ -60,7 +60,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         op: O,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         self.binop(op, a, b)
     }
 
@@ -69,12 +69,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
         c: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let t = self.cx.context.f64_type().into();
         self.cx.call_value("llvm.fma", &[t], &[a, b, c])
     }
 
-    fn un64(&self, name: &str, a: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+    fn un64(&self, name: &str, a: BasicValueEnum<'ctx>) -> LowerResult<BasicValueEnum<'ctx>> {
         let t = self.cx.context.f64_type().into();
         self.cx.call_value(name, &[t], &[a])
     }
@@ -84,13 +84,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         name: &str,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let t = self.cx.context.f64_type().into();
         self.cx.call_value(name, &[t], &[a, b])
     }
 
     /// Horner's rule with fma: `c[0]·x^(n-1) + ... + c[n-1]`.
-    fn poly(&self, x: BasicValueEnum<'ctx>, coeffs: &[f64]) -> LResult<BasicValueEnum<'ctx>> {
+    fn poly(&self, x: BasicValueEnum<'ctx>, coeffs: &[f64]) -> LowerResult<BasicValueEnum<'ctx>> {
         let mut p = self.d(coeffs[0]);
         for c in &coeffs[1..] {
             p = self.fma64(p, x, self.d(*c))?;
@@ -98,7 +98,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(p)
     }
 
-    fn is_nan(&self, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+    fn is_nan(&self, x: BasicValueEnum<'ctx>) -> LowerResult<BasicValueEnum<'ctx>> {
         self.fcmp(F::UNO, x, x)
     }
 
@@ -107,7 +107,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         p: BasicValueEnum<'ctx>,
         k: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let i64t = self.cx.context.i64_type();
         let ki = self.cx.call_value(
             "llvm.fptosi.sat",
@@ -133,12 +133,12 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// e^r for |r| ≤ ln2/2 + a little: the Taylor series to degree 13.
-    fn exp_poly(&self, r: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+    fn exp_poly(&self, r: BasicValueEnum<'ctx>) -> LowerResult<BasicValueEnum<'ctx>> {
         let coeffs: Vec<f64> = (0..=13).rev().map(|n| 1.0 / factorial(n)).collect();
         self.poly(r, &coeffs)
     }
 
-    fn exp64(&self, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+    fn exp64(&self, x: BasicValueEnum<'ctx>) -> LowerResult<BasicValueEnum<'ctx>> {
         let xc = self.bin64("llvm.maxnum", x, self.d(-800.0))?;
         let xc = self.bin64("llvm.minnum", xc, self.d(800.0))?;
         let k = self.un64("llvm.rint", self.f2(O::FMul, xc, self.d(INV_LN2))?)?;
@@ -151,7 +151,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.select(nan, x, res)
     }
 
-    fn exp2_64(&self, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+    fn exp2_64(&self, x: BasicValueEnum<'ctx>) -> LowerResult<BasicValueEnum<'ctx>> {
         let xc = self.bin64("llvm.maxnum", x, self.d(-1100.0))?;
         let xc = self.bin64("llvm.minnum", xc, self.d(1100.0))?;
         let k = self.un64("llvm.rint", xc)?;
@@ -169,7 +169,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     fn log_parts(
         &self,
         x: BasicValueEnum<'ctx>,
-    ) -> LResult<(BasicValueEnum<'ctx>, BasicValueEnum<'ctx>)> {
+    ) -> LowerResult<(BasicValueEnum<'ctx>, BasicValueEnum<'ctx>)> {
         let ctx = self.cx.context;
         let i64t = ctx.i64_type();
         let f64t = ctx.f64_type();
@@ -219,7 +219,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         x: BasicValueEnum<'ctx>,
         res: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let zero = self.fcmp(F::OEQ, x, self.d(0.0))?;
         let neg = self.fcmp(F::ULT, x, self.d(0.0))?; // NaN too
         let inf = self.fcmp(F::OEQ, x, self.d(f64::INFINITY))?;
@@ -228,20 +228,20 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.select(neg, self.d(f64::NAN), r)
     }
 
-    fn log64(&self, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+    fn log64(&self, x: BasicValueEnum<'ctx>) -> LowerResult<BasicValueEnum<'ctx>> {
         let (e, lm) = self.log_parts(x)?;
         let lo = self.fma64(e, self.d(LN2_LO), lm)?;
         let res = self.fma64(e, self.d(LN2_HI), lo)?;
         self.log_special(x, res)
     }
 
-    fn log2_64(&self, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+    fn log2_64(&self, x: BasicValueEnum<'ctx>) -> LowerResult<BasicValueEnum<'ctx>> {
         let (e, lm) = self.log_parts(x)?;
         let res = self.fma64(lm, self.d(INV_LN2), e)?;
         self.log_special(x, res)
     }
 
-    fn tanh64(&self, x: BasicValueEnum<'ctx>) -> LResult<BasicValueEnum<'ctx>> {
+    fn tanh64(&self, x: BasicValueEnum<'ctx>) -> LowerResult<BasicValueEnum<'ctx>> {
         let a = self.un64("llvm.fabs", x)?;
         let y = self.f2(O::FMul, a, self.d(2.0))?;
         // expm1(y): a series below 1, exp(y) − 1 above.
@@ -264,7 +264,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         x: BasicValueEnum<'ctx>,
         y: BasicValueEnum<'ctx>,
         precise: bool,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let ax = self.un64("llvm.fabs", x)?;
         let r = if precise {
             // exp(y·log|x|) in double-double (`explog::pow_core`) for finite nonzero x and
@@ -315,7 +315,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         fun: MathFn,
         s: Scalar,
         args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let f64t = self.cx.context.f64_type();
         let wide: Vec<BasicValueEnum> = if s == Scalar::F64 {
             args.to_vec()
@@ -357,13 +357,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 }
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
     /// `rsqrt` on scalars of `s`: f32 (and f16, widened) through f64 with one rounding.
     pub(super) fn rsqrt(
         &self,
         s: Scalar,
         x: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let f64t = self.cx.context.f64_type();
         let wide = if s == Scalar::F64 {
             x
@@ -385,7 +385,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         s: Scalar,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         if let BasicValueEnum::VectorValue(av) = a {
             let bv = b.into_vector_value();
             let mut out = av.get_type().get_undef();
@@ -413,7 +413,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         x: BasicValueEnum<'ctx>,
         y: BasicValueEnum<'ctx>,
         wide: bool,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let ctx = self.cx.context;
         let (bits, mant, emask): (u64, u64, u64) = if wide {
             (64, 52, 0x7ff)
@@ -467,7 +467,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let norm = |this: &Self,
                     u: IntValue<'ctx>,
                     e: IntValue<'ctx>|
-         -> LResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+         -> LowerResult<(IntValue<'ctx>, IntValue<'ctx>)> {
             let b = this.b();
             let sub = b.build_int_compare(IntPredicate::EQ, e, c(0), "")?;
             // Subnormal: lz = ctlz(u << (bits - mant)); e = -lz; u <<= lz + 1.

@@ -15,7 +15,7 @@
 //! group of operands never straddles tiers and helpers agree with their callers.
 
 use super::target::Coord;
-use super::{codes, scalar_type, Cx, FnCx, LResult, LoweringTarget};
+use super::{codes, scalar_type, FunctionContext, LowerResult, LoweringTarget, ModuleContext};
 use crate::ir::{Base, Expr, Function, MatrixRole, Scalar, Type};
 use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{BasicValueEnum, IntValue};
@@ -42,7 +42,7 @@ pub const TIER_DISTRIBUTED: &str = "software-distributed";
 /// Every lane holds the whole tile (`CAJETA_GPU_MATRIX_DIST=off`).
 pub const TIER_REPLICATED: &str = "software-replicated";
 
-/// The verbs of [`FnCx::note_matrix`].
+/// The verbs of [`FunctionContext::note_matrix`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Verb {
     Fill,
@@ -57,7 +57,7 @@ const MAX_ELEMENTS: u32 = 1024;
 /// The software fragment type: `rows * cols` scalars replicated (`lanes` 1), or a lane's
 /// share of them distributed over `lanes` lanes (`matrix_dist.rs`).
 pub(super) fn software_type<'ctx>(
-    cx: &Cx<'ctx>,
+    cx: &ModuleContext<'ctx>,
     scalar: Scalar,
     rows: u8,
     cols: u8,
@@ -77,7 +77,7 @@ pub(super) fn software_type<'ctx>(
 
 /// Whether any fragment type used by `functions` lacks a native lowering on `target`.
 pub(super) fn needs_software<'a>(
-    cx: &Cx<'_>,
+    cx: &ModuleContext<'_>,
     target: &dyn LoweringTarget,
     functions: impl Iterator<Item = &'a Function>,
 ) -> bool {
@@ -87,7 +87,7 @@ pub(super) fn needs_software<'a>(
 /// Why the first fragment type of `functions` without a native lowering on `target` has
 /// none (the target's refusal), if there is one.
 pub(super) fn first_software_reason<'a>(
-    cx: &Cx<'_>,
+    cx: &ModuleContext<'_>,
     target: &dyn LoweringTarget,
     functions: impl Iterator<Item = &'a Function>,
 ) -> Option<String> {
@@ -143,7 +143,7 @@ pub(super) fn first_software_reason<'a>(
     None
 }
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
     /// Records a matrix verb of fragment `(role, scalar, rows, cols)` (for `mma`, `scalar` is
     /// the A/B type, `acc` the accumulator's and `cols` is `N`, `inner` `K`) with its tier.
     #[allow(clippy::too_many_arguments)]
@@ -215,7 +215,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         }
     }
 
-    fn sw_type(&self, scalar: Scalar, rows: u8, cols: u8) -> LResult<BasicTypeEnum<'ctx>> {
+    fn sw_type(&self, scalar: Scalar, rows: u8, cols: u8) -> LowerResult<BasicTypeEnum<'ctx>> {
         software_type(self.cx, scalar, rows, cols, 1).or_else(|m| self.err(codes::UNSUPPORTED, m))
     }
 
@@ -225,7 +225,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         rows: u8,
         cols: u8,
         v: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         if self.cx.distributed_matrices.get() {
             return self.dist_fill(scalar, rows, cols, v);
         }
@@ -247,7 +247,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         stride: IntValue<'ctx>,
         i: u32,
         j: u32,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let r = self.b().build_int_mul(stride, self.cx.i32(i as u64), "")?;
         let r = self.b().build_int_add(offset, r, "")?;
         Ok(self.b().build_int_add(r, self.cx.i32(j as u64), "")?)
@@ -262,7 +262,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         base: Base,
         offset: IntValue<'ctx>,
         stride: IntValue<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         if self.cx.distributed_matrices.get() {
             return self.dist_load(scalar, rows, cols, base, offset, stride);
         }
@@ -294,7 +294,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
         c: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         if self.cx.distributed_matrices.get() {
             return self.dist_mma((ab, rows, inner), (acc, cols), a, b, c);
         }
@@ -319,7 +319,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         let acc_t = scalar_type(self.cx, acc);
         let i64t = ctx.i64_type();
         let elem_ptr =
-            |this: &Self, ty: BasicTypeEnum<'ctx>, base, idx: IntValue<'ctx>| -> LResult<_> {
+            |this: &Self, ty: BasicTypeEnum<'ctx>, base, idx: IntValue<'ctx>| -> LowerResult<_> {
                 let i = this.b().build_int_z_extend(idx, i64t, "")?;
                 // SAFETY: `idx` < the array's length by construction of the loops below.
                 Ok(unsafe { this.b().build_gep(ty, base, &[i], "")? })
@@ -388,7 +388,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         stride: IntValue<'ctx>,
         rows: u8,
         cols: u8,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         if self.cx.distributed_matrices.get() {
             return self.dist_store(scalar, value, base, offset, stride, rows, cols);
         }

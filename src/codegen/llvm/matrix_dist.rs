@@ -24,7 +24,7 @@
 //! tier refuses a block that is not a multiple of the wave width (`XPU-N01`, at launch).
 
 use super::target::{Coord, Exchange};
-use super::{FnCx, LResult};
+use super::{FunctionContext, LowerResult};
 use crate::ir::{Base, Scalar, Type};
 use inkwell::types::BasicTypeEnum;
 use inkwell::values::{BasicValueEnum, IntValue};
@@ -35,15 +35,19 @@ pub(super) fn slots(rows: u8, cols: u8, lanes: u32) -> u32 {
     (rows as u32 * cols as u32).div_ceil(lanes.max(1))
 }
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
-    fn dist_array(&self, scalar: Scalar, rows: u8, cols: u8) -> LResult<BasicTypeEnum<'ctx>> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
+    fn dist_array(&self, scalar: Scalar, rows: u8, cols: u8) -> LowerResult<BasicTypeEnum<'ctx>> {
         super::matrix::software_type(self.cx, scalar, rows, cols, self.t.wave_width())
             .or_else(|m| self.err(super::codes::UNSUPPORTED, m))
     }
 
     /// The tile element slot `s` of this lane holds, and whether it is inside the tile; an
     /// element past the tile is replaced by element 0 so that every address stays valid.
-    fn dist_element(&self, s: u32, n: u32) -> LResult<(IntValue<'ctx>, Option<IntValue<'ctx>>)> {
+    fn dist_element(
+        &self,
+        s: u32,
+        n: u32,
+    ) -> LowerResult<(IntValue<'ctx>, Option<IntValue<'ctx>>)> {
         let w = self.t.wave_width();
         let lane = self.t.coord(self.cx, Coord::LaneId)?;
         let e = self
@@ -69,7 +73,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         cols: u8,
         offset: IntValue<'ctx>,
         stride: IntValue<'ctx>,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let c = self.cx.i32(cols as u64);
         let i = self.b().build_int_unsigned_div(e, c, "")?;
         let j = self.b().build_int_unsigned_rem(e, c, "")?;
@@ -84,7 +88,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         rows: u8,
         cols: u8,
         v: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let t = self.dist_array(scalar, rows, cols)?.into_array_type();
         let mut agg = t.get_undef();
         for s in 0..t.len() {
@@ -105,7 +109,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         base: Base,
         offset: IntValue<'ctx>,
         stride: IntValue<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let t = self.dist_array(scalar, rows, cols)?.into_array_type();
         let (_, elem) = self.base_info(base)?;
         let n = rows as u32 * cols as u32;
@@ -136,14 +140,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         stride: IntValue<'ctx>,
         rows: u8,
         cols: u8,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         let ctx = self.cx.context;
         let agg = value.into_array_value();
         let n = rows as u32 * cols as u32;
         for s in 0..agg.get_type().len() {
             let (e, inside) = self.dist_element(s, n)?;
             let after = inside
-                .map(|inside| -> LResult<_> {
+                .map(|inside| -> LowerResult<_> {
                     let store_bb = ctx.append_basic_block(self.llfn, "mstore");
                     let after = ctx.append_basic_block(self.llfn, "mstore.end");
                     self.b().build_conditional_branch(inside, store_bb, after)?;
@@ -178,7 +182,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         src_of: impl Fn(u32) -> u32,
         src_elem: IntValue<'ctx>,
         mask: IntValue<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let w = self.t.wave_width();
         let mut slots: Vec<u32> = own.iter().map(|&e| src_of(e) / w).collect();
         slots.sort_unstable();
@@ -219,7 +223,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
         c: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let (a, b, c) = (
             a.into_array_value(),

@@ -3,8 +3,8 @@
 
 use super::*;
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
-    pub(super) fn base_info(&self, base: Base) -> LResult<(PointerValue<'ctx>, ElemType)> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
+    pub(super) fn base_info(&self, base: Base) -> LowerResult<(PointerValue<'ctx>, ElemType)> {
         match base {
             Base::Param(i) => match (self.params.get(i as usize), self.f.params.get(i as usize)) {
                 (Some(ParamVal::Buffer { ptr, .. }), Some(p)) => match p.ty {
@@ -32,7 +32,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         base: Base,
         scalar_index: IntValue<'ctx>,
-    ) -> LResult<PointerValue<'ctx>> {
+    ) -> LowerResult<PointerValue<'ctx>> {
         let (ptr, elem) = self.base_info(base)?;
         let i64t = self.cx.context.i64_type();
         let idx = self.b().build_int_z_extend(scalar_index, i64t, "")?;
@@ -47,7 +47,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &mut self,
         base: Base,
         index: ExprId,
-    ) -> LResult<(PointerValue<'ctx>, ElemType)> {
+    ) -> LowerResult<(PointerValue<'ctx>, ElemType)> {
         let (_, elem) = self.base_info(base)?;
         let i = self.value(index)?.into_int_value();
         let i64t = self.cx.context.i64_type();
@@ -82,7 +82,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         index: ExprId,
         lanes: u32,
         stated: Option<u8>,
-    ) -> LResult<(PointerValue<'ctx>, ElemType)> {
+    ) -> LowerResult<(PointerValue<'ctx>, ElemType)> {
         let (_, elem) = self.base_info(base)?;
         let i = self.value(index)?.into_int_value();
         let i = self.align_trap(index, i, elem.scalar, stated)?;
@@ -124,7 +124,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         v: BasicValueEnum<'ctx>,
         s: Scalar,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         if s != Scalar::Bool {
             return Ok(v);
         }
@@ -144,7 +144,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         v: BasicValueEnum<'ctx>,
         s: Scalar,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         if s != Scalar::Bool {
             return Ok(v);
         }
@@ -155,7 +155,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// Marks `load` (a load from `base`) `!invariant.load` where `base` is a constant buffer
     /// (`buf<_, const>`): nothing writes it during the launch, so NVPTX selects
     /// `ld.global.nc` and AMDGPU may keep it in scalar registers.
-    pub(super) fn mark_constant(&self, base: Base, load: BasicValueEnum<'ctx>) -> LResult<()> {
+    pub(super) fn mark_constant(&self, base: Base, load: BasicValueEnum<'ctx>) -> LowerResult<()> {
         let Base::Param(i) = base else { return Ok(()) };
         let constant = matches!(
             self.f.params.get(i as usize).map(|p| p.ty),
@@ -181,7 +181,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         ptr: PointerValue<'ctx>,
         elem: ElemType,
         align: u32,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         self.load_elem_of(None, ptr, elem, align)
     }
 
@@ -192,7 +192,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         ptr: PointerValue<'ctx>,
         elem: ElemType,
         align: u32,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let st = mem_scalar_type(self.cx, elem.scalar);
         let ty = if elem.lanes > 1 {
             vector_of(st, elem.lanes as u32)
@@ -215,7 +215,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         p: IntPredicate,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         // SAFETY: both operands are integer (or integer vector) values of one type, built
         // by this walk; LLVMBuildICmp returns a valid value of the matching i1 type.
         unsafe {
@@ -235,7 +235,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         p: inkwell::FloatPredicate,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         // SAFETY: as in `icmp`, for float operands.
         unsafe {
             let r = llvm_sys::core::LLVMBuildFCmp(
@@ -254,7 +254,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         c: BasicValueEnum<'ctx>,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         // SAFETY: `c` is i1 or a vector of i1 matching `a` and `b`, which share a type.
         unsafe {
             let r = llvm_sys::core::LLVMBuildSelect(
@@ -273,7 +273,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         op: inkwell::values::InstructionOpcode,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         Ok(self.b().build_binop(op, a, b, "")?)
     }
 

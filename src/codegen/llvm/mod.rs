@@ -19,7 +19,7 @@
 //!
 //! Integer arithmetic wraps; a shift amount is taken modulo the width; integer division and
 //! remainder by zero (UB, reported by the interpreter) and `MIN / -1` never trap (the divisor
-//! is replaced before the instruction, see `FnCx::int_div`); float → int casts saturate (`llvm.fpto[su]i.sat`,
+//! is replaced before the instruction, see `FunctionContext::int_div`); float → int casts saturate (`llvm.fpto[su]i.sat`,
 //! NaN → 0); float `min`/`max` return the other operand when one is NaN (`llvm.minnum`).
 //! Transcendental functions are built from arithmetic in `f64` (`math.rs`), within the
 //! accuracy `docs/semantics.md` requires of native backends.
@@ -77,18 +77,18 @@ impl From<BuilderError> for Error {
     }
 }
 
-pub type LResult<T> = Result<T, Error>;
+pub type LowerResult<T> = Result<T, Error>;
 
-fn unsupported<T>(message: impl Into<String>) -> LResult<T> {
+fn unsupported<T>(message: impl Into<String>) -> LowerResult<T> {
     Err(Error::new(codes::UNSUPPORTED, message))
 }
 
-fn internal<T>(message: impl Into<String>) -> LResult<T> {
+fn internal<T>(message: impl Into<String>) -> LowerResult<T> {
     Err(Error::new(codes::INTERNAL, message))
 }
 
 /// The emission context a target's hooks write into.
-pub struct Cx<'ctx> {
+pub struct ModuleContext<'ctx> {
     pub context: &'ctx Context,
     pub module: Module<'ctx>,
     pub builder: Builder<'ctx>,
@@ -108,13 +108,13 @@ pub struct Cx<'ctx> {
     pub debug_sites: std::cell::RefCell<Vec<crate::ir::debug::DebugSite>>,
 }
 
-impl<'ctx> Cx<'ctx> {
+impl<'ctx> ModuleContext<'ctx> {
     /// The declaration of LLVM intrinsic `name`, overloaded on `types` (empty when not).
     pub fn intrinsic(
         &self,
         name: &str,
         types: &[BasicTypeEnum<'ctx>],
-    ) -> LResult<FunctionValue<'ctx>> {
+    ) -> LowerResult<FunctionValue<'ctx>> {
         let Some(i) = Intrinsic::find(name) else {
             return internal(format!("LLVM has no intrinsic `{name}`"));
         };
@@ -130,7 +130,7 @@ impl<'ctx> Cx<'ctx> {
         name: &str,
         types: &[BasicTypeEnum<'ctx>],
         args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<Option<BasicValueEnum<'ctx>>> {
+    ) -> LowerResult<Option<BasicValueEnum<'ctx>>> {
         let f = self.intrinsic(name, types)?;
         let args: Vec<BasicMetadataValueEnum> = args.iter().map(|a| (*a).into()).collect();
         let call = self.builder.build_call(f, &args, "")?;
@@ -143,7 +143,7 @@ impl<'ctx> Cx<'ctx> {
         name: &str,
         types: &[BasicTypeEnum<'ctx>],
         args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         match self.call_intrinsic(name, types, args)? {
             Some(v) => Ok(v),
             None => internal(format!("`{name}` returned nothing")),
@@ -340,14 +340,14 @@ pub fn lower(
     kernels: &[KernelRef],
     target: &dyn LoweringTarget,
     opts: &Options,
-) -> LResult<Lowered> {
+) -> LowerResult<Lowered> {
     // Shared-tile layouts are placed as declared (`ir::layout`).
     let laid = vm.with_layouts();
     let vm = laid.as_ref().unwrap_or(vm);
     let module = vm.module();
     init_targets();
     let context = Context::create();
-    let cx = Cx {
+    let cx = ModuleContext {
         context: &context,
         module: context.create_module("xpu"),
         builder: context.create_builder(),
@@ -551,7 +551,7 @@ fn collect_callees(module: &ir::Module, f: &Function, out: &mut BTreeSet<Handle<
 }
 
 /// The LLVM type of a scalar value (`bool` is `i1`).
-fn scalar_type<'ctx>(cx: &Cx<'ctx>, s: Scalar) -> BasicTypeEnum<'ctx> {
+fn scalar_type<'ctx>(cx: &ModuleContext<'ctx>, s: Scalar) -> BasicTypeEnum<'ctx> {
     let c = cx.context;
     match s {
         Scalar::Bool => c.bool_type().into(),
@@ -566,7 +566,7 @@ fn scalar_type<'ctx>(cx: &Cx<'ctx>, s: Scalar) -> BasicTypeEnum<'ctx> {
 }
 
 /// The LLVM type of a scalar in memory (`bool` is `i8`).
-fn mem_scalar_type<'ctx>(cx: &Cx<'ctx>, s: Scalar) -> BasicTypeEnum<'ctx> {
+fn mem_scalar_type<'ctx>(cx: &ModuleContext<'ctx>, s: Scalar) -> BasicTypeEnum<'ctx> {
     if s == Scalar::Bool {
         cx.context.i8_type().into()
     } else {
@@ -584,10 +584,10 @@ fn vector_of<'ctx>(t: BasicTypeEnum<'ctx>, n: u32) -> BasicTypeEnum<'ctx> {
 
 /// The LLVM type of a value of IR type `ty`.
 fn value_type<'ctx>(
-    cx: &Cx<'ctx>,
+    cx: &ModuleContext<'ctx>,
     target: &dyn LoweringTarget,
     ty: Type,
-) -> LResult<BasicTypeEnum<'ctx>> {
+) -> LowerResult<BasicTypeEnum<'ctx>> {
     Ok(match ty {
         Type::Scalar(s) => scalar_type(cx, s),
         Type::Vector(s, n) => vector_of(scalar_type(cx, s), n as u32),
@@ -620,11 +620,11 @@ fn value_type<'ctx>(
 }
 
 fn helper_fn_type<'ctx>(
-    cx: &Cx<'ctx>,
+    cx: &ModuleContext<'ctx>,
     target: &dyn LoweringTarget,
     module: &ir::Module,
     f: &Function,
-) -> LResult<inkwell::types::FunctionType<'ctx>> {
+) -> LowerResult<inkwell::types::FunctionType<'ctx>> {
     let mut params: Vec<BasicMetadataTypeEnum> = Vec::new();
     for p in &f.params {
         params.push(value_type(cx, target, p.ty)?.into());
@@ -644,7 +644,7 @@ fn const_eval(f: &Function, h: Handle<ConstExpr>, args: &[u32]) -> Option<u32> {
     ir::template::eval_const(f, h, Some(args)).ok()
 }
 
-fn len_of(f: &Function, len: Len, args: &[u32]) -> LResult<u32> {
+fn len_of(f: &Function, len: Len, args: &[u32]) -> LowerResult<u32> {
     match len {
         Len::Fixed(n) => Ok(n),
         Len::Const(h) => match const_eval(f, h, args) {
@@ -675,7 +675,7 @@ fn value_abi(ty: Type) -> ParamAbi {
 
 #[allow(clippy::too_many_arguments)]
 fn lower_kernel<'ctx>(
-    cx: &Cx<'ctx>,
+    cx: &ModuleContext<'ctx>,
     target: &dyn LoweringTarget,
     vm: &VerifiedModule,
     h: Handle<Function>,
@@ -683,7 +683,7 @@ fn lower_kernel<'ctx>(
     name: &str,
     symbol: &str,
     helpers: &HashMap<Handle<Function>, FunctionValue<'ctx>>,
-) -> LResult<KernelAbi> {
+) -> LowerResult<KernelAbi> {
     let f = vm.function(h);
     let declared_wave = f.attrs.wave.map(|(w, _)| w);
     if let Some((w, span)) = f.attrs.wave {
@@ -757,7 +757,7 @@ fn lower_kernel<'ctx>(
         }
     }
 
-    let eval = |h: Option<Handle<ConstExpr>>| -> LResult<Option<u32>> {
+    let eval = |h: Option<Handle<ConstExpr>>| -> LowerResult<Option<u32>> {
         match h {
             None => Ok(None),
             Some(h) => match const_eval(f, h, args) {
@@ -851,7 +851,7 @@ struct LoopFrame<'ctx> {
 /// after the merge it goes on (`dispatch_escape`).
 struct SyncFrame<'ctx> {
     merge: BasicBlock<'ctx>,
-    /// The loops open around the construct (`FnCx::loops.len()` on entry).
+    /// The loops open around the construct (`FunctionContext::loops.len()` on entry).
     loops: usize,
 }
 
@@ -860,8 +860,8 @@ struct SyncFrame<'ctx> {
 const ESCAPE_RETURN: u64 = u32::MAX as u64;
 
 /// The state of lowering one function.
-struct FnCx<'a, 'ctx> {
-    cx: &'a Cx<'ctx>,
+struct FunctionContext<'a, 'ctx> {
+    cx: &'a ModuleContext<'ctx>,
     t: &'a dyn LoweringTarget,
     module: &'a ir::Module,
     f: &'a Function,
@@ -968,7 +968,7 @@ fn escapes(stmts: &[Stmt], inner: &mut Vec<Option<String>>, returns_escape: bool
 
 #[allow(clippy::too_many_arguments)]
 fn lower_function<'a, 'ctx>(
-    cx: &'a Cx<'ctx>,
+    cx: &'a ModuleContext<'ctx>,
     target: &'a dyn LoweringTarget,
     vm: &'a VerifiedModule,
     h: Handle<Function>,
@@ -976,14 +976,14 @@ fn lower_function<'a, 'ctx>(
     llfn: FunctionValue<'ctx>,
     helpers: &HashMap<Handle<Function>, FunctionValue<'ctx>>,
     kernel_symbol: Option<&str>,
-) -> LResult<FnInfo> {
+) -> LowerResult<FnInfo> {
     let module = vm.module();
     let f = vm.function(h);
     // The verifier's types: the lowering never checks a function again.
     let types = vm.expr_types(h);
     let entry = cx.context.append_basic_block(llfn, "entry");
     cx.builder.position_at_end(entry);
-    let mut fx = FnCx {
+    let mut fx = FunctionContext {
         cx,
         t: target,
         module,
@@ -1149,7 +1149,7 @@ fn known_multiple(f: &Function, e: ExprId, args: &[u32], depth: u32) -> u64 {
     crate::codegen::checks::known_multiple(f, e, args, depth)
 }
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
     fn b(&self) -> &Builder<'ctx> {
         &self.cx.builder
     }
@@ -1168,13 +1168,13 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         self.b().position_at_end(bb);
     }
 
-    fn err<T>(&self, code: &'static str, message: impl Into<String>) -> LResult<T> {
+    fn err<T>(&self, code: &'static str, message: impl Into<String>) -> LowerResult<T> {
         let mut e = Error::new(code, message);
         e.span = self.span;
         Err(e)
     }
 
-    fn ty(&self, e: ExprId) -> LResult<Type> {
+    fn ty(&self, e: ExprId) -> LowerResult<Type> {
         match self.types.get(e.index()).copied().flatten() {
             Some(t) => Ok(t),
             None => self.err(
@@ -1185,7 +1185,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// A slot in the entry block (promotable to a register).
-    fn entry_alloca(&self, ty: BasicTypeEnum<'ctx>, name: &str) -> LResult<PointerValue<'ctx>> {
+    fn entry_alloca(&self, ty: BasicTypeEnum<'ctx>, name: &str) -> LowerResult<PointerValue<'ctx>> {
         let b = self.cx.context.create_builder();
         match self.entry.get_first_instruction() {
             Some(i) => b.position_before(&i),
@@ -1194,7 +1194,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(b.build_alloca(ty, name)?)
     }
 
-    fn vt(&self, ty: Type) -> LResult<BasicTypeEnum<'ctx>> {
+    fn vt(&self, ty: Type) -> LowerResult<BasicTypeEnum<'ctx>> {
         value_type(self.cx, self.t, ty)
     }
 }

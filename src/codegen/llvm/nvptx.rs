@@ -19,7 +19,7 @@
 //! (`math.rs`), so no libdevice is needed and the accuracy is the same on every target.
 
 use super::target::{Coord, Exchange, KernelBounds, LoweringTarget};
-use super::{Cx, Error, LResult};
+use super::{Error, LowerResult, ModuleContext};
 use crate::ir::{FenceScope, MatrixRole, ReduceOp, Scalar};
 use inkwell::types::{BasicType, BasicTypeEnum};
 use inkwell::values::{
@@ -152,7 +152,7 @@ impl LoweringTarget for Nvptx {
         AddressSpace::default()
     }
 
-    fn coord<'ctx>(&self, cx: &Cx<'ctx>, which: Coord) -> LResult<IntValue<'ctx>> {
+    fn coord<'ctx>(&self, cx: &ModuleContext<'ctx>, which: Coord) -> LowerResult<IntValue<'ctx>> {
         let name = match which {
             Coord::LocalId(d) => format!("llvm.nvvm.read.ptx.sreg.tid.{}", dim_name(d)),
             Coord::GroupId(d) => format!("llvm.nvvm.read.ptx.sreg.ctaid.{}", dim_name(d)),
@@ -163,12 +163,16 @@ impl LoweringTarget for Nvptx {
         Ok(cx.call_value(&name, &[], &[])?.into_int_value())
     }
 
-    fn barrier(&self, cx: &Cx<'_>) -> LResult<()> {
+    fn barrier(&self, cx: &ModuleContext<'_>) -> LowerResult<()> {
         cx.call_intrinsic("llvm.nvvm.barrier0", &[], &[])?;
         Ok(())
     }
 
-    fn wave_barrier<'ctx>(&self, cx: &Cx<'ctx>, mask: IntValue<'ctx>) -> LResult<()> {
+    fn wave_barrier<'ctx>(
+        &self,
+        cx: &ModuleContext<'ctx>,
+        mask: IntValue<'ctx>,
+    ) -> LowerResult<()> {
         // `bar.warp.sync` orders the memory accesses of the threads it names.
         let m = cx
             .builder
@@ -177,7 +181,7 @@ impl LoweringTarget for Nvptx {
         Ok(())
     }
 
-    fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()> {
+    fn fence(&self, cx: &ModuleContext<'_>, scope: FenceScope) -> LowerResult<()> {
         let name = match scope {
             FenceScope::Workgroup => "llvm.nvvm.membar.cta",
             FenceScope::Device => "llvm.nvvm.membar.gl",
@@ -190,12 +194,16 @@ impl LoweringTarget for Nvptx {
     /// together again after the merge, and `activemask` after a `bar.warp.sync` may still
     /// miss lanes that are logically there (H200: a wave scan after a loop whose trip count
     /// depended on the lane summed a part of the wave). So the lowering keeps the logical
-    /// mask (`FnCx::lane_mask`) and passes it to every `.sync` instruction.
+    /// mask (`FunctionContext::lane_mask`) and passes it to every `.sync` instruction.
     fn tracks_lanes(&self) -> bool {
         true
     }
 
-    fn converge_end<'ctx>(&self, cx: &Cx<'ctx>, mask: IntValue<'ctx>) -> LResult<()> {
+    fn converge_end<'ctx>(
+        &self,
+        cx: &ModuleContext<'ctx>,
+        mask: IntValue<'ctx>,
+    ) -> LowerResult<()> {
         let m = cx
             .builder
             .build_int_truncate(mask, cx.context.i32_type(), "")?;
@@ -203,7 +211,7 @@ impl LoweringTarget for Nvptx {
         Ok(())
     }
 
-    fn active_mask<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<IntValue<'ctx>> {
+    fn active_mask<'ctx>(&self, cx: &ModuleContext<'ctx>) -> LowerResult<IntValue<'ctx>> {
         let m = cx
             .call_value("llvm.nvvm.activemask", &[], &[])?
             .into_int_value();
@@ -214,12 +222,12 @@ impl LoweringTarget for Nvptx {
 
     fn exchange<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         kind: Exchange,
         mask: IntValue<'ctx>,
         value: IntValue<'ctx>,
         arg: IntValue<'ctx>,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let (name, c) = match kind {
             Exchange::Index => ("llvm.nvvm.shfl.sync.idx.i32", 0x1f),
             Exchange::Xor => ("llvm.nvvm.shfl.sync.bfly.i32", 0x1f),
@@ -240,10 +248,10 @@ impl LoweringTarget for Nvptx {
 
     fn ballot<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         mask: IntValue<'ctx>,
         pred: IntValue<'ctx>,
-    ) -> LResult<IntValue<'ctx>> {
+    ) -> LowerResult<IntValue<'ctx>> {
         let m = cx
             .builder
             .build_int_truncate(mask, cx.context.i32_type(), "")?;
@@ -257,12 +265,12 @@ impl LoweringTarget for Nvptx {
 
     fn native_reduce<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         op: ReduceOp,
         scalar: Scalar,
         mask: IntValue<'ctx>,
         value: IntValue<'ctx>,
-    ) -> LResult<Option<IntValue<'ctx>>> {
+    ) -> LowerResult<Option<IntValue<'ctx>>> {
         if self.sm() < 80 || scalar.bits() != 32 || !scalar.is_int() {
             return Ok(None);
         }
@@ -287,7 +295,7 @@ impl LoweringTarget for Nvptx {
 
     fn matrix_type<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
@@ -339,13 +347,13 @@ impl LoweringTarget for Nvptx {
 
     fn matrix_fill<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
         cols: u8,
         value: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let ty = self
             .matrix_type(cx, role, scalar, rows, cols)
             .map_err(|m| Error::new(super::codes::UNSUPPORTED, m))?
@@ -375,14 +383,14 @@ impl LoweringTarget for Nvptx {
 
     fn matrix_load<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
         cols: u8,
         ptr: PointerValue<'ctx>,
         stride: IntValue<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         self.matrix_type(cx, role, scalar, rows, cols)
             .map_err(|m| Error::new(super::codes::UNSUPPORTED, m))?;
         let name = match (role, scalar) {
@@ -400,13 +408,13 @@ impl LoweringTarget for Nvptx {
 
     fn matrix_mma<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         _ab_scalar: Scalar,
         acc_scalar: Scalar,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
         c: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let name = if acc_scalar == Scalar::F32 {
             "llvm.nvvm.wmma.m16n16k16.mma.row.row.f32.f32"
         } else {
@@ -428,12 +436,12 @@ impl LoweringTarget for Nvptx {
 
     fn matrix_store<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         scalar: Scalar,
         value: BasicValueEnum<'ctx>,
         ptr: PointerValue<'ctx>,
         stride: IntValue<'ctx>,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         let name = if scalar == Scalar::F32 {
             "llvm.nvvm.wmma.m16n16k16.store.d.row.stride.f32"
         } else {
@@ -452,15 +460,15 @@ impl LoweringTarget for Nvptx {
 
     fn finish_kernel<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         function: FunctionValue<'ctx>,
         bounds: &KernelBounds,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         // CallingConv::PTX_Kernel.
         function.set_call_conventions(71);
         let c = cx.context;
         let fp = function.as_global_value().as_pointer_value();
-        let annotate = |key: &str, v: u32| -> LResult<()> {
+        let annotate = |key: &str, v: u32| -> LowerResult<()> {
             let node = c.metadata_node(&[
                 fp.into(),
                 c.metadata_string(key).into(),

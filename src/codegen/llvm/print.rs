@@ -7,7 +7,7 @@
 //! ([`crate::hal::debug::read_back`]). The records are those [`crate::ir::debug`] lays out and
 //! the Vulkan path writes: claimed by an atomic add on a cursor, written where they fit, put
 //! in work-item order on the host. No argument is added, so helpers print as kernels do; a
-//! site's index is module-wide ([`Cx::debug_sites`]), like the checks' sites.
+//! site's index is module-wide ([`ModuleContext::debug_sites`]), like the checks' sites.
 
 use super::*;
 use crate::ir::debug::{
@@ -19,7 +19,7 @@ use inkwell::values::IntValue;
 /// The debug buffer's symbol in the device code.
 pub const DEBUG_SYMBOL: &str = "xpu_debug";
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
     /// The debug buffer global, declared on first use.
     fn debug_global(&self) -> PointerValue<'ctx> {
         if let Some(g) = self.cx.module.get_global(DEBUG_SYMBOL) {
@@ -52,7 +52,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         s: Scalar,
         v: BasicValueEnum<'ctx>,
-    ) -> LResult<[IntValue<'ctx>; 2]> {
+    ) -> LowerResult<[IntValue<'ctx>; 2]> {
         let c = self.cx.context;
         let (i32t, i64t) = (c.i32_type(), c.i64_type());
         let bits = match s {
@@ -85,8 +85,8 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// The workgroup's linear id and the work-item's linear local id, x fastest.
-    fn debug_ids(&self) -> LResult<(IntValue<'ctx>, IntValue<'ctx>)> {
-        let linear = |id: fn(usize) -> Coord, size: fn(usize) -> Coord| -> LResult<_> {
+    fn debug_ids(&self) -> LowerResult<(IntValue<'ctx>, IntValue<'ctx>)> {
+        let linear = |id: fn(usize) -> Coord, size: fn(usize) -> Coord| -> LowerResult<_> {
             let mut acc = self.t.coord(self.cx, id(2))?;
             for d in [1, 0] {
                 let n = self.t.coord(self.cx, size(d))?;
@@ -110,7 +110,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         base: u32,
         cap: u32,
         words: &[IntValue<'ctx>],
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         let ctx = self.cx.context;
         let i32t = ctx.i32_type();
         let buf = self.debug_global();
@@ -154,7 +154,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// Lowers a `print` or an `assert` statement.
-    pub(super) fn debug_stmt(&mut self, kind: &StmtKind) -> LResult<()> {
+    pub(super) fn debug_stmt(&mut self, kind: &StmtKind) -> LowerResult<()> {
         let i32t = self.cx.context.i32_type();
         match kind {
             StmtKind::Print { format, args } => {

@@ -3,8 +3,8 @@
 
 use super::*;
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
-    pub(super) fn block(&mut self, stmts: &[Stmt]) -> LResult<()> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
+    pub(super) fn block(&mut self, stmts: &[Stmt]) -> LowerResult<()> {
         for s in stmts {
             self.span = s.span;
             self.stmt(s)?;
@@ -12,7 +12,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
-    pub(super) fn stmt(&mut self, s: &Stmt) -> LResult<()> {
+    pub(super) fn stmt(&mut self, s: &Stmt) -> LowerResult<()> {
         match &s.kind {
             StmtKind::Let { local, init } => {
                 if let Some(init) = init {
@@ -172,14 +172,14 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
-    pub(super) fn local_slot(&self, l: Handle<ir::Local>) -> LResult<PointerValue<'ctx>> {
+    pub(super) fn local_slot(&self, l: Handle<ir::Local>) -> LowerResult<PointerValue<'ctx>> {
         match self.locals.get(l.index()).copied().flatten() {
             Some(p) => Ok(p),
             None => self.err(codes::INPUT, "a local without a slot"),
         }
     }
 
-    pub(super) fn assign(&mut self, place: &Place, value: ExprId) -> LResult<()> {
+    pub(super) fn assign(&mut self, place: &Place, value: ExprId) -> LowerResult<()> {
         match place {
             Place::Local(l) => {
                 let v = self.value(value)?;
@@ -216,7 +216,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         label: &Option<String>,
         kind: &LoopKind,
         body: &[Stmt],
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         let ctx = self.cx.context;
         let header = ctx.append_basic_block(self.llfn, "loop");
         let body_bb = ctx.append_basic_block(self.llfn, "body");
@@ -363,7 +363,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     ///
     /// The value is the logical lane mask on entry (the parent's lanes, `lane_mask`), or
     /// `None` where the target reconverges by itself or no wave verb is reached.
-    pub(super) fn converge_begin(&self) -> LResult<Option<IntValue<'ctx>>> {
+    pub(super) fn converge_begin(&self) -> LowerResult<Option<IntValue<'ctx>>> {
         match self.lane_mask {
             Some(slot) if self.open() => {
                 let i64t = self.cx.context.i64_type();
@@ -377,7 +377,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
 
     /// The logical mask of the lanes running here, as an `i64`: the tracked one where the
     /// target needs it (`lane_mask`), else the hardware's.
-    pub(super) fn lanes(&self) -> LResult<IntValue<'ctx>> {
+    pub(super) fn lanes(&self) -> LowerResult<IntValue<'ctx>> {
         match self.lane_mask {
             Some(slot) => {
                 let i64t = self.cx.context.i64_type();
@@ -398,7 +398,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// Sets the tracked lane mask (a no-op where none is tracked).
-    pub(super) fn set_lanes(&self, mask: Option<IntValue<'ctx>>) -> LResult<()> {
+    pub(super) fn set_lanes(&self, mask: Option<IntValue<'ctx>>) -> LowerResult<()> {
         if let (Some(slot), Some(m)) = (self.lane_mask, mask) {
             self.b().build_store(slot, m)?;
         }
@@ -412,7 +412,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         &self,
         parent: Option<IntValue<'ctx>>,
         cond: IntValue<'ctx>,
-    ) -> LResult<(Option<IntValue<'ctx>>, Option<IntValue<'ctx>>)> {
+    ) -> LowerResult<(Option<IntValue<'ctx>>, Option<IntValue<'ctx>>)> {
         let Some(parent) = parent else {
             return Ok((None, None));
         };
@@ -430,7 +430,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         k: usize,
         lanes: IntValue<'ctx>,
         exit: BasicBlock<'ctx>,
-    ) -> LResult<()> {
+    ) -> LowerResult<()> {
         let ctx = self.cx.context;
         let i32t = ctx.i32_type();
         let slot = self
@@ -485,7 +485,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
             .any(|b| escapes(b, &mut inner.clone(), !self.is_kernel))
     }
 
-    pub(super) fn set_escape(&mut self, code: u64) -> LResult<()> {
+    pub(super) fn set_escape(&mut self, code: u64) -> LowerResult<()> {
         let slot = self
             .escape_slot
             .ok_or_else(|| Error::new(codes::INTERNAL, "an escape without its slot"))?;
@@ -494,7 +494,10 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         Ok(())
     }
 
-    pub(super) fn return_slot(&mut self, ty: BasicTypeEnum<'ctx>) -> LResult<PointerValue<'ctx>> {
+    pub(super) fn return_slot(
+        &mut self,
+        ty: BasicTypeEnum<'ctx>,
+    ) -> LowerResult<PointerValue<'ctx>> {
         if let Some(s) = self.return_slot {
             return Ok(s);
         }
@@ -506,7 +509,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// After a synced construct's merge: a lane that came there escaping goes on, to the
     /// next synced construct's merge if one is in the way, else to its target (the loop's
     /// exit or latch, or the helper's return), clearing the slot.
-    pub(super) fn dispatch_escape(&mut self) -> LResult<()> {
+    pub(super) fn dispatch_escape(&mut self) -> LowerResult<()> {
         let ctx = self.cx.context;
         let i32t = ctx.i32_type();
         let slot = self
@@ -573,7 +576,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     /// left the construct (`left`: a `break`, `continue` or `return` inside it), the mask
     /// is voted afresh over the lanes that arrived, without those passing through on their
     /// way out (an escape code set) and without those that ended.
-    pub(super) fn converge_end(&self, mask: Option<IntValue<'ctx>>, left: bool) -> LResult<()> {
+    pub(super) fn converge_end(&self, mask: Option<IntValue<'ctx>>, left: bool) -> LowerResult<()> {
         let Some(parent) = mask else {
             return Ok(());
         };
@@ -588,7 +591,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
     }
 
     /// Whether this lane is not on its way out of a construct (its escape code is clear).
-    fn not_escaping(&self) -> LResult<IntValue<'ctx>> {
+    fn not_escaping(&self) -> LowerResult<IntValue<'ctx>> {
         let i32t = self.cx.context.i32_type();
         Ok(match self.escape_slot {
             Some(slot) => {

@@ -7,7 +7,7 @@
 //! Two implementations are planned: [`super::nvptx::Nvptx`] (here) and AMDGPU. Keep
 //! vendor names out of this file except in documentation.
 
-use super::{Cx, LResult};
+use super::{LowerResult, ModuleContext};
 use crate::ir::{FenceScope, MatrixRole, ReduceOp, Scalar};
 use inkwell::targets::FileType;
 use inkwell::types::BasicTypeEnum;
@@ -97,16 +97,17 @@ pub trait LoweringTarget {
     fn private_space(&self) -> AddressSpace;
 
     /// Reads one launch coordinate as an `i32`.
-    fn coord<'ctx>(&self, cx: &Cx<'ctx>, which: Coord) -> LResult<IntValue<'ctx>>;
+    fn coord<'ctx>(&self, cx: &ModuleContext<'ctx>, which: Coord) -> LowerResult<IntValue<'ctx>>;
 
     /// A workgroup barrier that also orders shared and global memory within the workgroup.
-    fn barrier(&self, cx: &Cx<'_>) -> LResult<()>;
+    fn barrier(&self, cx: &ModuleContext<'_>) -> LowerResult<()>;
     /// A memory fence at `scope` with acquire-release strength (also used around atomics
     /// whose order asks for it).
-    fn fence(&self, cx: &Cx<'_>, scope: FenceScope) -> LResult<()>;
+    fn fence(&self, cx: &ModuleContext<'_>, scope: FenceScope) -> LowerResult<()>;
     /// `wave_barrier()`: the lanes of `mask` (the logical lane mask, an `i64`) meet, and
     /// their memory accesses before it are ordered before those after it.
-    fn wave_barrier<'ctx>(&self, cx: &Cx<'ctx>, mask: IntValue<'ctx>) -> LResult<()>;
+    fn wave_barrier<'ctx>(&self, cx: &ModuleContext<'ctx>, mask: IntValue<'ctx>)
+        -> LowerResult<()>;
 
     /// Whether the lowering must keep the logical lane mask itself: lanes that diverged
     /// need not run together again after the merge, and the hardware's own active mask
@@ -118,37 +119,41 @@ pub trait LoweringTarget {
     }
     /// At the merge point of a tracked construct: makes the lanes in `mask` (an `i64`, as
     /// `active_mask` gives it) wait for each other.
-    fn converge_end<'ctx>(&self, _cx: &Cx<'ctx>, _mask: IntValue<'ctx>) -> LResult<()> {
+    fn converge_end<'ctx>(
+        &self,
+        _cx: &ModuleContext<'ctx>,
+        _mask: IntValue<'ctx>,
+    ) -> LowerResult<()> {
         Ok(())
     }
     /// The mask of the wave's active lanes, as an `i64` (bit `l` for lane `l`).
-    fn active_mask<'ctx>(&self, cx: &Cx<'ctx>) -> LResult<IntValue<'ctx>>;
+    fn active_mask<'ctx>(&self, cx: &ModuleContext<'ctx>) -> LowerResult<IntValue<'ctx>>;
     /// Exchanges one `i32` among the lanes in `mask` (the value `active_mask` gave).
     fn exchange<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         kind: Exchange,
         mask: IntValue<'ctx>,
         value: IntValue<'ctx>,
         arg: IntValue<'ctx>,
-    ) -> LResult<IntValue<'ctx>>;
+    ) -> LowerResult<IntValue<'ctx>>;
     /// The `i64` mask of lanes in `mask` whose `pred` (an `i1`) is true.
     fn ballot<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         mask: IntValue<'ctx>,
         pred: IntValue<'ctx>,
-    ) -> LResult<IntValue<'ctx>>;
+    ) -> LowerResult<IntValue<'ctx>>;
     /// A native wave reduction of a 32-bit integer over the lanes in `mask`, if the target
     /// has one; `None` makes the walk build a shuffle tree.
     fn native_reduce<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         op: ReduceOp,
         scalar: Scalar,
         mask: IntValue<'ctx>,
         value: IntValue<'ctx>,
-    ) -> LResult<Option<IntValue<'ctx>>> {
+    ) -> LowerResult<Option<IntValue<'ctx>>> {
         let _ = (cx, op, scalar, mask, value);
         Ok(None)
     }
@@ -157,7 +162,7 @@ pub trait LoweringTarget {
     /// the target refuses.
     fn matrix_type<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
@@ -166,44 +171,44 @@ pub trait LoweringTarget {
     /// A fragment with every element `value` (of the fragment's scalar type).
     fn matrix_fill<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
         cols: u8,
         value: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>>;
+    ) -> LowerResult<BasicValueEnum<'ctx>>;
     /// A fragment loaded row-major from `ptr` (already offset), rows `stride` elements apart.
     #[allow(clippy::too_many_arguments)]
     fn matrix_load<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         role: MatrixRole,
         scalar: Scalar,
         rows: u8,
         cols: u8,
         ptr: PointerValue<'ctx>,
         stride: IntValue<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>>;
+    ) -> LowerResult<BasicValueEnum<'ctx>>;
     /// `a × b + c`; the scalars are those of the fragments.
     fn matrix_mma<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         ab_scalar: Scalar,
         acc_scalar: Scalar,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
         c: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>>;
+    ) -> LowerResult<BasicValueEnum<'ctx>>;
     /// Stores an accumulator fragment row-major to `ptr`, rows `stride` elements apart.
     fn matrix_store<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         scalar: Scalar,
         value: BasicValueEnum<'ctx>,
         ptr: PointerValue<'ctx>,
         stride: IntValue<'ctx>,
-    ) -> LResult<()>;
+    ) -> LowerResult<()>;
 
     /// The instruction a native matrix verb (`fill`, `load`, `mma`, `store`) of fragment
     /// `(role, scalar)` becomes, for the manifest (contract §4); `acc` is the accumulator type
@@ -229,8 +234,8 @@ pub trait LoweringTarget {
     /// Marks `function` as a kernel entry point and attaches its bounds.
     fn finish_kernel<'ctx>(
         &self,
-        cx: &Cx<'ctx>,
+        cx: &ModuleContext<'ctx>,
         function: FunctionValue<'ctx>,
         bounds: &KernelBounds,
-    ) -> LResult<()>;
+    ) -> LowerResult<()>;
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl<'a, 'ctx> FnCx<'a, 'ctx> {
+impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
     /// Exchanges any scalar or vector value through the target's 32-bit exchange.
     pub(super) fn exchange_value(
         &self,
@@ -10,7 +10,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         mask: IntValue<'ctx>,
         v: BasicValueEnum<'ctx>,
         arg: IntValue<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let ctx = self.cx.context;
         let i32t = ctx.i32_type();
@@ -103,7 +103,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         s: Scalar,
         a: BasicValueEnum<'ctx>,
         b: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let t = a.get_type();
         let f = s.is_float();
@@ -161,7 +161,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         op: WaveOp,
         ty: Option<Type>,
         args: &[BasicValueEnum<'ctx>],
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let ctx = self.cx.context;
         let mask = self.lanes()?;
@@ -265,7 +265,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         ty: Option<Type>,
         args: &[BasicValueEnum<'ctx>],
         t: u32,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         use inkwell::values::InstructionOpcode as O;
         let ctx = self.cx.context;
         let mask = self.lanes()?;
@@ -355,7 +355,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         t: u32,
         inner: IntValue<'ctx>,
         tb: IntValue<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let ctx = self.cx.context;
         let ty = x.get_type();
         let ident = self.reduce_identity(r, s, ty);
@@ -483,7 +483,7 @@ impl<'a, 'ctx> FnCx<'a, 'ctx> {
         scan: Option<bool>,
         mask: IntValue<'ctx>,
         x: BasicValueEnum<'ctx>,
-    ) -> LResult<BasicValueEnum<'ctx>> {
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
         let ctx = self.cx.context;
         let w = self.t.wave_width() as u64;
         let ty = x.get_type();

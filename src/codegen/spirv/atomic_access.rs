@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// `atomic_load(place)` (`value` `None`, yields the element) or `atomic_store(place,
     /// value)` (yields `None`).
     pub(super) fn atomic_access(
@@ -13,7 +13,7 @@ impl Em<'_> {
         place: Place,
         value: Option<ExprId>,
         ty: Option<Type>,
-    ) -> R<Option<Word>> {
+    ) -> SpirvResult<Option<Word>> {
         let Place::Element { base, index } = place else {
             return refuse("an atomic access to a local");
         };

@@ -7,8 +7,8 @@
 
 use super::*;
 
-impl Em<'_> {
-    pub(super) fn bits(&mut self, op: BitOp, args: &[ExprId]) -> R<Word> {
+impl Emitter<'_> {
+    pub(super) fn bits(&mut self, op: BitOp, args: &[ExprId]) -> SpirvResult<Word> {
         if args.len() != op.arity() {
             return refuse("a bit operation with the wrong number of arguments");
         }
@@ -16,7 +16,10 @@ impl Em<'_> {
         if !s.is_int() || lanes != 1 {
             return refuse("a bit operation on something other than an integer scalar");
         }
-        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        let vs = args
+            .iter()
+            .map(|a| self.expr(*a))
+            .collect::<SpirvResult<Vec<_>>>()?;
         if s.bits() < 32 {
             return self.narrow_bits(op, s, &vs);
         }
@@ -29,12 +32,12 @@ impl Em<'_> {
     /// `rotate_*`, `bitfield_*` wrong when they were built in the narrow type (`bit_reverse(1u16)`
     /// gave 8; H200, driver 580, `tests/filetests/ops/bits.xk`), while 32-bit code and
     /// conversions are the paths every driver exercises.
-    fn narrow_bits(&mut self, op: BitOp, s: Scalar, vs: &[Word]) -> R<Word> {
+    fn narrow_bits(&mut self, op: BitOp, s: Scalar, vs: &[Word]) -> SpirvResult<Word> {
         let w = s.bits();
         let (u, ut) = (Scalar::U32, self.u32t());
         let unsigned = if w == 8 { Scalar::U8 } else { Scalar::U16 };
         // The zero-extended bits of a narrow operand.
-        let zext = |em: &mut Self, v: Word| -> R<Word> {
+        let zext = |em: &mut Self, v: Word| -> SpirvResult<Word> {
             let v = em.cast(v, s, unsigned, 1)?;
             em.cast(v, unsigned, u, 1)
         };

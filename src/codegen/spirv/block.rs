@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Em<'_> {
+impl Emitter<'_> {
     pub(super) fn frame(&self) -> &Frame {
         self.frames.last().expect("a frame is open")
     }
@@ -11,7 +11,7 @@ impl Em<'_> {
         self.m.function(self.frame().func)
     }
 
-    pub(super) fn local_var(&mut self, h: Handle<crate::ir::Local>) -> R<Word> {
+    pub(super) fn local_var(&mut self, h: Handle<crate::ir::Local>) -> SpirvResult<Word> {
         if let Some(v) = self.frame().locals[h.index()] {
             return Ok(v);
         }
@@ -26,7 +26,7 @@ impl Em<'_> {
         self.func().locals[h].ty
     }
 
-    pub(super) fn emit_block(&mut self, block: &[Stmt]) -> R<()> {
+    pub(super) fn emit_block(&mut self, block: &[Stmt]) -> SpirvResult<()> {
         for s in block {
             if self.terminated() {
                 break;
@@ -152,7 +152,7 @@ impl Em<'_> {
         }
     }
 
-    pub(super) fn find_loop(&self, label: &Option<String>) -> R<usize> {
+    pub(super) fn find_loop(&self, label: &Option<String>) -> SpirvResult<usize> {
         let frame = self.frames.len() - 1;
         for (i, r) in self.regions.iter().enumerate().rev() {
             if r.frame != frame || r.kind != RegionKind::Loop {
@@ -165,7 +165,7 @@ impl Em<'_> {
         refuse(format!("a break or continue outside its loop ({label:?})"))
     }
 
-    pub(super) fn stmt(&mut self, s: &Stmt) -> R<()> {
+    pub(super) fn stmt(&mut self, s: &Stmt) -> SpirvResult<()> {
         let line = std::mem::replace(&mut self.cur_line, s.span.line);
         let roots = s.kind.value_roots();
         self.prefetch(&roots)?;
@@ -184,7 +184,7 @@ impl Em<'_> {
     /// `f32_unflushed`) waits for the branch, whose condition waits for the earlier load:
     /// one load in flight at a time (on the H200 saxpy lost 30 %). Only loads that run
     /// whatever happens are moved (`Function::unconditional_loads`), and only scalar ones.
-    pub(super) fn prefetch(&mut self, roots: &[ExprId]) -> R<()> {
+    pub(super) fn prefetch(&mut self, roots: &[ExprId]) -> SpirvResult<()> {
         let Some(loads) = self.func().unconditional_loads(roots) else {
             return Ok(());
         };
@@ -201,7 +201,7 @@ impl Em<'_> {
         Ok(())
     }
 
-    pub(super) fn stmt_body(&mut self, s: &Stmt) -> R<()> {
+    pub(super) fn stmt_body(&mut self, s: &Stmt) -> SpirvResult<()> {
         match &s.kind {
             StmtKind::Let { local, init } => {
                 let v = self.local_var(*local)?;
@@ -387,7 +387,7 @@ impl Em<'_> {
         label: &Option<String>,
         kind: &LoopKind,
         body: &[Stmt],
-    ) -> R<()> {
+    ) -> SpirvResult<()> {
         let mut for_state = None;
         if let LoopKind::For {
             var,
@@ -506,7 +506,11 @@ impl Em<'_> {
     }
 
     /// Inlines helper `h` with argument values `args`; its result, if it has one.
-    pub(super) fn inline_call(&mut self, h: Handle<Function>, args: Vec<Word>) -> R<Option<Word>> {
+    pub(super) fn inline_call(
+        &mut self,
+        h: Handle<Function>,
+        args: Vec<Word>,
+    ) -> SpirvResult<Option<Word>> {
         let helper = self.m.function(h);
         if self.frames.iter().any(|f| f.func == h) {
             return refuse(format!("recursive call of {}", helper.name));

@@ -10,7 +10,7 @@ use crate::codegen::checks::{
     align_confirmed, round_down_mask, KIND_MISALIGNED, KIND_OUT_OF_BOUNDS, LOSER_SLOT, WINNER_SLOT,
 };
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// The report buffer's variable (a storage buffer of `u32`s in set 0), declared on first
     /// use; its binding is decorated when the entry point is finished (`emit_entry`).
     fn report_var(&mut self) -> Word {
@@ -87,7 +87,7 @@ impl Em<'_> {
     }
 
     /// The element count of `base` (a `u32` id) and its name in a report.
-    fn object_len(&mut self, base: Base) -> R<(Word, String)> {
+    fn object_len(&mut self, base: Base) -> SpirvResult<(Word, String)> {
         let kernel = self.m.function(self.frames[0].func);
         match base {
             Base::Param(p) => {
@@ -123,7 +123,7 @@ impl Em<'_> {
 
     /// Opens the bounds test of an access to element `index` of `base`: the branch that
     /// accesses is current on return. `None` without checked mode (nothing emitted).
-    fn bounds_open(&mut self, base: Base, index: Word) -> R<Option<BoundsTest>> {
+    fn bounds_open(&mut self, base: Base, index: Word) -> SpirvResult<Option<BoundsTest>> {
         if !self.checks.bounds {
             return Ok(None);
         }
@@ -163,8 +163,8 @@ impl Em<'_> {
         base: Base,
         index: Word,
         ty: Word,
-        access: impl FnOnce(&mut Self) -> R<Word>,
-    ) -> R<Word> {
+        access: impl FnOnce(&mut Self) -> SpirvResult<Word>,
+    ) -> SpirvResult<Word> {
         let Some(t) = self.bounds_open(base, index)? else {
             return access(self);
         };
@@ -179,8 +179,8 @@ impl Em<'_> {
         &mut self,
         base: Base,
         index: Word,
-        access: impl FnOnce(&mut Self) -> R<()>,
-    ) -> R<()> {
+        access: impl FnOnce(&mut Self) -> SpirvResult<()>,
+    ) -> SpirvResult<()> {
         let Some(t) = self.bounds_open(base, index)? else {
             return access(self);
         };
@@ -223,7 +223,7 @@ impl Em<'_> {
     }
 }
 
-/// An open bounds test ([`Em::bounds_open`]).
+/// An open bounds test ([`Emitter::bounds_open`]).
 pub(super) struct BoundsTest {
     bad: Word,
     merge: Word,

@@ -20,7 +20,7 @@ const CONSTANT_VEC4S: u32 = CONSTANT_BYTES / 16;
 /// GLSL.std.450 `UnpackHalf2x16`.
 const UNPACK_HALF_2X16: u32 = 62;
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// Declares a constant buffer's block type: `struct { uvec4 data[N]; }`, `Block`, member
     /// offset 0, array stride 16.
     pub(super) fn constant_block(&mut self) -> Word {
@@ -66,7 +66,7 @@ impl Em<'_> {
     }
 
     /// Scalar `k` (a `u32` id) of constant buffer `p`, whose scalars are `s`, as a value.
-    pub(super) fn constant_scalar(&mut self, p: u32, k: Word, s: Scalar) -> R<Word> {
+    pub(super) fn constant_scalar(&mut self, p: u32, k: Word, s: Scalar) -> SpirvResult<Word> {
         let u = self.u32t();
         match s.size() {
             4 => {

@@ -6,7 +6,7 @@ use super::*;
 use crate::ir::debug::PRINT_REGION_WORDS;
 use crate::ir::debug::{DebugSite, SiteKind, ASSERT_BASE, ASSERT_REGION_WORDS, HEADER_WORDS};
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// The debug buffer's variable, declared on first use; its binding is decorated when the
     /// entry point is finished.
     fn debug_var(&mut self) -> Word {
@@ -27,7 +27,7 @@ impl Em<'_> {
     }
 
     /// The two words (low, high) of a value of `s`.
-    fn debug_words(&mut self, s: Scalar, v: Word) -> R<[Word; 2]> {
+    fn debug_words(&mut self, s: Scalar, v: Word) -> SpirvResult<[Word; 2]> {
         let u = self.u32t();
         let zero = self.cu32(0);
         Ok(match s {
@@ -117,7 +117,7 @@ impl Em<'_> {
         (group, item)
     }
 
-    pub(super) fn debug_stmt(&mut self, kind: &StmtKind) -> R<()> {
+    pub(super) fn debug_stmt(&mut self, kind: &StmtKind) -> SpirvResult<()> {
         let fh = self.frame().func;
         match kind {
             StmtKind::Print { format, args } => {

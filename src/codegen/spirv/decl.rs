@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Em<'_> {
+impl Emitter<'_> {
     pub(super) fn carrier(s: Scalar) -> Scalar {
         match s {
             Scalar::Bool | Scalar::U8 | Scalar::U16 => Scalar::U32,
@@ -20,7 +20,7 @@ impl Em<'_> {
     /// so `y[i] += ...` kept only its last term. glslang and DXC never emit a read-only and a
     /// writable block of one type; a struct per buffer (read-only ones also decorated on
     /// their member, as glslang does) keeps every driver on the path it is tested on.
-    pub(super) fn buffer_struct(&mut self, ss: Scalar, read_only: bool) -> R<Word> {
+    pub(super) fn buffer_struct(&mut self, ss: Scalar, read_only: bool) -> SpirvResult<Word> {
         match ss.bits() {
             8 => {
                 if !self.caps.storage8 {
@@ -70,14 +70,14 @@ impl Em<'_> {
         Ok(s)
     }
 
-    pub(super) fn declare_params(&mut self, f: &Function) -> R<()> {
+    pub(super) fn declare_params(&mut self, f: &Function) -> SpirvResult<()> {
         let mut binding = 0u32;
         let mut members: Vec<(Word, u32)> = Vec::new();
         let mut offset = 0u32;
         let mut push_member = vec![None; f.params.len()];
         let mut len_member = vec![None; f.params.len()];
         let mut slots = Vec::new();
-        let mut add_member = |em: &mut Em, ty: Word, size: u32, align: u32| -> (u32, u32) {
+        let mut add_member = |em: &mut Emitter, ty: Word, size: u32, align: u32| -> (u32, u32) {
             offset = offset.div_ceil(align) * align;
             let at = offset;
             offset += size;
@@ -233,7 +233,7 @@ impl Em<'_> {
         Ok(())
     }
 
-    pub(super) fn shared_storage(&mut self, elem: ElemType) -> R<(Word, ElemType)> {
+    pub(super) fn shared_storage(&mut self, elem: ElemType) -> SpirvResult<(Word, ElemType)> {
         let s = match elem.scalar {
             Scalar::F32 => Scalar::U32,
             Scalar::F64 => Scalar::U64,
@@ -243,7 +243,7 @@ impl Em<'_> {
         Ok((self.elem_ty(e)?, e))
     }
 
-    pub(super) fn declare_shared(&mut self, f: &Function) -> R<()> {
+    pub(super) fn declare_shared(&mut self, f: &Function) -> SpirvResult<()> {
         for (_, d) in f.shared.iter() {
             let (et, _) = self.shared_storage(d.elem)?;
             let u = self.u32t();
@@ -281,7 +281,7 @@ impl Em<'_> {
     }
 
     /// The kernel's value parameters, loaded once in the entry block.
-    pub(super) fn load_params(&mut self, f: &Function) -> R<Vec<Word>> {
+    pub(super) fn load_params(&mut self, f: &Function) -> SpirvResult<Vec<Word>> {
         let mut out = Vec::new();
         for (i, p) in f.params.iter().enumerate() {
             let Some(member) = self.push_member[i] else {

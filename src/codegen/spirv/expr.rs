@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Em<'_> {
+impl Emitter<'_> {
     pub(super) fn ty_of(&self, e: ExprId) -> Option<Type> {
         if let Some(&t) = self.lane_tys.get(&(self.frames.len(), e)) {
             return Some(t);
@@ -20,7 +20,7 @@ impl Em<'_> {
 
     /// Lane `k` of a vector value of `lanes` lanes of `s` (a SPIR-V vector or, wide, an
     /// array).
-    pub(super) fn lane_of(&mut self, v: Word, s: Scalar, lanes: u8, k: u8) -> R<Word> {
+    pub(super) fn lane_of(&mut self, v: Word, s: Scalar, lanes: u8, k: u8) -> SpirvResult<Word> {
         if lanes == 1 {
             return Ok(v);
         }
@@ -36,7 +36,7 @@ impl Em<'_> {
     /// whose result or an operand is a wide vector: the operands are evaluated
     /// once, then the operation is emitted once per lane with each wide operand replaced by
     /// its lane (and the expression typed as a scalar), and the lanes are gathered.
-    pub(super) fn scalarise(&mut self, e: ExprId, n: u8) -> R<Word> {
+    pub(super) fn scalarise(&mut self, e: ExprId, n: u8) -> SpirvResult<Word> {
         let depth = self.frames.len();
         let expr = self.func().exprs[e].clone();
         let out_ty = self.ty_of(e);
@@ -82,7 +82,7 @@ impl Em<'_> {
 
     /// Whether `e` is a lane-wise operation on wide vectors that [`Self::scalarise`] lowers;
     /// its lane count.
-    pub(super) fn needs_scalarising(&self, e: ExprId) -> R<Option<u8>> {
+    pub(super) fn needs_scalarising(&self, e: ExprId) -> SpirvResult<Option<u8>> {
         let expr = &self.func().exprs[e];
         let lanewise = matches!(
             expr,
@@ -118,11 +118,14 @@ impl Em<'_> {
         }
     }
 
-    pub(super) fn expr_void(&mut self, e: ExprId) -> R<()> {
+    pub(super) fn expr_void(&mut self, e: ExprId) -> SpirvResult<()> {
         let fh = self.frame().func;
         let expr = &self.m.function(fh).exprs[e];
         if let Expr::Call { function, args } = expr {
-            let vals = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+            let vals = args
+                .iter()
+                .map(|a| self.expr(*a))
+                .collect::<SpirvResult<Vec<_>>>()?;
             self.inline_call(*function, vals)?;
             return Ok(());
         }
@@ -145,7 +148,7 @@ impl Em<'_> {
     }
 
     /// An integer expression as a `u32` (an index, a lane).
-    pub(super) fn expr_u32(&mut self, e: ExprId) -> R<Word> {
+    pub(super) fn expr_u32(&mut self, e: ExprId) -> SpirvResult<Word> {
         let (s, _) = self.sl(e);
         let v = self.expr(e)?;
         self.cast(v, s, Scalar::U32, 1)
@@ -163,7 +166,7 @@ impl Em<'_> {
         )
     }
 
-    pub(super) fn subgroup_scalar(&mut self, bi: spirv::BuiltIn) -> R<Word> {
+    pub(super) fn subgroup_scalar(&mut self, bi: spirv::BuiltIn) -> SpirvResult<Word> {
         if !self.caps.subgroup_basic {
             return refuse("subgroup operations (VK_SUBGROUP_FEATURE_BASIC)");
         }
@@ -173,7 +176,7 @@ impl Em<'_> {
         Ok(self.load(u, var))
     }
 
-    pub(super) fn expr(&mut self, e: ExprId) -> R<Word> {
+    pub(super) fn expr(&mut self, e: ExprId) -> SpirvResult<Word> {
         if let Some(&v) = self.lane_vals.get(&(self.frames.len(), e)) {
             return Ok(v);
         }
@@ -381,7 +384,10 @@ impl Em<'_> {
                 None => return refuse("len of a parameter that is not a buffer"),
             },
             Expr::Call { function, args } => {
-                let vals = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+                let vals = args
+                    .iter()
+                    .map(|a| self.expr(*a))
+                    .collect::<SpirvResult<Vec<_>>>()?;
                 match self.inline_call(function, vals)? {
                     Some(v) => v,
                     None => return refuse("the value of a helper that returns nothing"),
@@ -462,13 +468,16 @@ impl Em<'_> {
         tag: ExprId,
         args: &[ExprId],
         ty: Option<Word>,
-    ) -> R<Option<Word>> {
+    ) -> SpirvResult<Option<Word>> {
         let set = match self.ty_of(tag) {
             Some(Type::Tag(s)) => s,
             _ => return refuse("dispatch through a value that is not a tag"),
         };
         let t = self.expr(tag)?;
-        let vals = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        let vals = args
+            .iter()
+            .map(|a| self.expr(*a))
+            .collect::<SpirvResult<Vec<_>>>()?;
         let res = ty.map(|ty| {
             let v = self.fn_var(ty);
             let z = self.b.constant_null(ty);
@@ -497,7 +506,7 @@ impl Em<'_> {
         })
     }
 
-    pub(super) fn binary(&mut self, op: BinaryOp, lhs: ExprId, rhs: ExprId) -> R<Word> {
+    pub(super) fn binary(&mut self, op: BinaryOp, lhs: ExprId, rhs: ExprId) -> SpirvResult<Word> {
         let (s, n) = self.sl(lhs);
         let bt = self.boolt();
         let bty = if n == 1 {
@@ -720,7 +729,7 @@ impl Em<'_> {
     /// than by `OpSConvert`: lavapipe (Mesa 22.3) compares an `OpSConvert`ed 32-to-64-bit value
     /// as if it were zero-extended (`x as i64 < 0` is false for x = -8), though it stores it
     /// right.
-    fn sext_to_i64(&mut self, v: Word, from: Scalar, n: u8) -> R<Word> {
+    fn sext_to_i64(&mut self, v: Word, from: Scalar, n: u8) -> SpirvResult<Word> {
         let v32 = if from.bits() < 32 {
             let t = self.vec_ty(Scalar::I32, n)?;
             self.opi(Op::SConvert, t, &[v])
@@ -767,7 +776,7 @@ impl Em<'_> {
         c: Word,
         a: Word,
         r: Word,
-    ) -> R<Option<Word>> {
+    ) -> SpirvResult<Option<Word>> {
         let (ut, w) = match s {
             Scalar::F32 => (Scalar::U32, 32),
             Scalar::F64 => (Scalar::U64, 64),
@@ -805,7 +814,7 @@ impl Em<'_> {
     }
 
     /// A value conversion per semantics.md (Conversions).
-    pub(super) fn cast(&mut self, v: Word, from: Scalar, to: Scalar, n: u8) -> R<Word> {
+    pub(super) fn cast(&mut self, v: Word, from: Scalar, to: Scalar, n: u8) -> SpirvResult<Word> {
         if from == to {
             return Ok(v);
         }
@@ -991,9 +1000,17 @@ impl Em<'_> {
         })
     }
 
-    pub(super) fn math(&mut self, fun: MathFn, args: &[ExprId], ty: Option<Type>) -> R<Word> {
+    pub(super) fn math(
+        &mut self,
+        fun: MathFn,
+        args: &[ExprId],
+        ty: Option<Type>,
+    ) -> SpirvResult<Word> {
         let (s, _) = self.sl(args[0]);
-        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        let vs = args
+            .iter()
+            .map(|a| self.expr(*a))
+            .collect::<SpirvResult<Vec<_>>>()?;
         let t = self.value_ty(ty.unwrap_or(Type::F32))?;
         let g = |em: &mut Self, i: u32, a: &[Word]| em.ext_inst(t, i, a);
         let lanes = ty.and_then(|t| t.lanes()).unwrap_or(1);
@@ -1132,7 +1149,7 @@ impl Em<'_> {
         bty: Word,
         a: Word,
         b: Word,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let i = if min { glsl::NMIN } else { glsl::NMAX };
         let (r, az, bz) = if s == Scalar::F32 && self.f32_in_f64() {
             // In f64, where no operand is flushed; the result is one of them, exact.
@@ -1180,7 +1197,7 @@ impl Em<'_> {
     /// f32 negation (`BitwiseXor`) or `abs` (`BitwiseAnd`) on the bit pattern: exact for
     /// subnormals and NaNs, where NVIDIA's `FAbs` flushes a subnormal to 0 even under
     /// `DenormPreserve` (H200, driver 580: abs(1e-40) gave 0).
-    pub(super) fn sign_bit_op(&mut self, a: Word, n: u8, op: Op) -> R<Word> {
+    pub(super) fn sign_bit_op(&mut self, a: Word, n: u8, op: Op) -> SpirvResult<Word> {
         let ft = self.vec_ty(Scalar::F32, n)?;
         let ut = self.vec_ty(Scalar::U32, n)?;
         let mask = match op {
@@ -1208,7 +1225,7 @@ impl Em<'_> {
         a: Word,
         b: Word,
         r: Word,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let t = self.vec_ty(s, n)?;
         let (us, sign_bit, exp_mask, nan_bits) = match s {
             Scalar::F16 => (Scalar::U16, 0x8000u64, 0x7c00u64, 0x7e00u64),
@@ -1291,7 +1308,7 @@ impl Em<'_> {
         a: Word,
         b: Word,
         r: Word,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let ok_int = match s {
             Scalar::F16 => self.caps.int16,
             Scalar::F64 => self.caps.int64,
@@ -1310,7 +1327,7 @@ impl Em<'_> {
     /// dividend is first reduced by `y·2^k` with `k` = the quotient's binary exponent - 25:
     /// each step is exact (every value stays a 24-bit multiple of y's ulp) and removes 25
     /// bits of quotient; 12 steps cover the f32 range (quotients up to 2^277).
-    pub(super) fn fmod_f64_of_f32(&mut self, x: Word, y: Word, n: u8) -> R<Word> {
+    pub(super) fn fmod_f64_of_f32(&mut self, x: Word, y: Word, n: u8) -> SpirvResult<Word> {
         let dt = self.vec_ty(Scalar::F64, n)?;
         let it = self.vec_ty(Scalar::I32, n)?;
         let mut x = self.ext_inst(dt, glsl::FABS, &[x]);
@@ -1332,7 +1349,7 @@ impl Em<'_> {
     /// result is below 2^-126 its bits are built as the integer `round(|r| · 2^149)` (exact in
     /// f64) under the sign, since `FConvert` flushes subnormal results on drivers without
     /// `DenormPreserve` for f32 (lavapipe: `7.0 % 1e-40` gave 0).
-    pub(super) fn f64_to_f32(&mut self, r: Word, n: u8) -> R<Word> {
+    pub(super) fn f64_to_f32(&mut self, r: Word, n: u8) -> SpirvResult<Word> {
         let flushes = self.caps.flushes_f32_subnormals;
         let t = self.vec_ty(Scalar::F32, n)?;
         let dt = self.vec_ty(Scalar::F64, n)?;
@@ -1387,7 +1404,7 @@ impl Em<'_> {
         bty: Word,
         a: Word,
         b: Word,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let fast = self.fop(o, t, &[a, b]);
         let limit = if o == Op::FMul {
             f32::MIN_POSITIVE
@@ -1433,7 +1450,7 @@ impl Em<'_> {
     /// that flushes f32 subnormals ([`Caps::flushes_f32_subnormals`]) an operand with a zero
     /// exponent field is built from its bits instead, as `±mantissa · 2^-149` (normal and
     /// exact in f64), since the flush may happen on `FConvert`'s f32 operand.
-    pub(super) fn widen_f32(&mut self, v: Word, n: u8) -> R<Word> {
+    pub(super) fn widen_f32(&mut self, v: Word, n: u8) -> SpirvResult<Word> {
         let dt = self.vec_ty(Scalar::F64, n)?;
         let c = self.opi(Op::FConvert, dt, &[v]);
         if !self.caps.flushes_f32_subnormals {
@@ -1497,7 +1514,7 @@ impl Em<'_> {
         a: Word,
         b: Word,
         r: Word,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let nan_bits = match s {
             Scalar::F16 => 0x7e00,
             Scalar::F64 => 0x7ff8_0000_0000_0000,
@@ -1532,7 +1549,7 @@ impl Em<'_> {
         self.konst(dt, v.to_bits())
     }
 
-    pub(super) fn bool_like(&mut self, ty: Option<Type>) -> R<Word> {
+    pub(super) fn bool_like(&mut self, ty: Option<Type>) -> SpirvResult<Word> {
         let bt = self.boolt();
         Ok(match ty.and_then(|t| t.lanes()) {
             Some(n) if n > 1 => self.tk(TyKey::Vec(bt, n as u32)),

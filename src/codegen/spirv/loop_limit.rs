@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// The kernel's `OpReturn`, after the loop-limit probe where a loop may have run.
     pub(super) fn kernel_return(&mut self) {
         if self.caps.loop_limit.is_some() && self.loop_opened {

@@ -38,7 +38,7 @@
 //! - **`f32`** `exp exp2 log log2 pow tanh sin cos` computed in plain `f64` (the f32 result
 //!   needs no double-double) and rounded once, where the device has `shaderFloat64`.
 
-use super::{glsl, Em, Error, TyKey, R};
+use super::{glsl, Emitter, Error, SpirvResult, TyKey};
 use crate::codegen::f64math::trig::{table_entry, TABLE_LEN};
 use crate::codegen::f64math::{explog, trig, Arith, Cmp};
 use crate::ir::{MathFn, Scalar};
@@ -48,14 +48,14 @@ use rspirv::spirv::{Capability, Op, StorageClass, Word};
 /// Scalar `f64` arithmetic for one lane, as SPIR-V: the types it needs, every float result
 /// `NoContraction`. It is `codegen::f64math`'s [`Arith`] without a fused multiply-add.
 struct F<'e, 'a> {
-    em: &'e mut Em<'a>,
+    em: &'e mut Emitter<'a>,
     d: Word,
     i: Word,
     b: Word,
 }
 
 impl<'e, 'a> F<'e, 'a> {
-    fn new(em: &'e mut Em<'a>) -> R<Self> {
+    fn new(em: &'e mut Emitter<'a>) -> SpirvResult<Self> {
         em.cap(Capability::Float64);
         let d = em.scalar_ty(Scalar::F64)?;
         let i = em.scalar_ty_raw(Scalar::I32);
@@ -63,10 +63,10 @@ impl<'e, 'a> F<'e, 'a> {
         Ok(F { em, d, i, b })
     }
 
-    fn fop(&mut self, op: Op, args: &[Word]) -> R<Word> {
+    fn fop(&mut self, op: Op, args: &[Word]) -> SpirvResult<Word> {
         Ok(self.em.fop(op, self.d, args))
     }
-    fn g(&mut self, inst: u32, args: &[Word]) -> R<Word> {
+    fn g(&mut self, inst: u32, args: &[Word]) -> SpirvResult<Word> {
         Ok(self.em.ext_inst(self.d, inst, args))
     }
     fn f_to_i(&mut self, a: Word) -> Word {
@@ -108,7 +108,7 @@ impl<'e, 'a> F<'e, 'a> {
 
     /// `a / b` with the quotient's error removed through its exact residual: within a hair
     /// of correct rounding whatever the device's `FDiv` (Vulkan allows 2.5 ulps).
-    fn div_corrected(&mut self, a: Word, b: Word) -> R<Word> {
+    fn div_corrected(&mut self, a: Word, b: Word) -> SpirvResult<Word> {
         let q = self.div(a, b)?;
         let r = self.residual(q, b, a)?;
         let c = self.div(r, b)?;
@@ -116,8 +116,8 @@ impl<'e, 'a> F<'e, 'a> {
     }
 
     /// `exp(y·log|x|)` (`f64math::explog::pow_core`) inside C's special cases (shared with
-    /// the f32 path: [`Em::pow_edges`]).
-    fn pow(&mut self, x: Word, y: Word) -> R<Word> {
+    /// the f32 path: [`Emitter::pow_edges`]).
+    fn pow(&mut self, x: Word, y: Word) -> SpirvResult<Word> {
         let (ok, flip, special) = self.em.pow_edges(self.d, self.b, x, y);
         let ax = self.abs(x)?;
         let one = self.c(1.0);
@@ -136,7 +136,7 @@ impl<'e, 'a> F<'e, 'a> {
     /// overflows nor underflows), taken where the root was more than 3/4 ulp off: a device's
     /// correctly rounded root is kept, a loose one (Vulkan sets no bound) corrected to within
     /// 3/4 ulp. Returns the result and whether the lane took this path (0 < x < inf).
-    fn sqrt(&mut self, x: Word) -> R<(Word, Word)> {
+    fn sqrt(&mut self, x: Word) -> SpirvResult<(Word, Word)> {
         let s0 = self.g(glsl::SQRT, &[x])?;
         let (zero, inf) = (self.c(0.0), self.c(f64::INFINITY));
         let pos = self.cmp(Cmp::Gt, x, zero)?;
@@ -169,7 +169,7 @@ impl<'e, 'a> F<'e, 'a> {
         Ok((self.sel(ok, s, s0)?, ok))
     }
 
-    fn rsqrt(&mut self, x: Word) -> R<Word> {
+    fn rsqrt(&mut self, x: Word) -> SpirvResult<Word> {
         let (s, ok) = self.sqrt(x)?;
         let one = self.c(1.0);
         let plain = self.div(one, s)?;
@@ -188,35 +188,35 @@ impl Arith for F<'_, '_> {
     fn c(&mut self, v: f64) -> Word {
         self.em.fconst(self.d, v)
     }
-    fn add(&mut self, a: Word, b: Word) -> R<Word> {
+    fn add(&mut self, a: Word, b: Word) -> SpirvResult<Word> {
         self.fop(Op::FAdd, &[a, b])
     }
-    fn sub(&mut self, a: Word, b: Word) -> R<Word> {
+    fn sub(&mut self, a: Word, b: Word) -> SpirvResult<Word> {
         self.fop(Op::FSub, &[a, b])
     }
-    fn mul(&mut self, a: Word, b: Word) -> R<Word> {
+    fn mul(&mut self, a: Word, b: Word) -> SpirvResult<Word> {
         self.fop(Op::FMul, &[a, b])
     }
-    fn div(&mut self, a: Word, b: Word) -> R<Word> {
+    fn div(&mut self, a: Word, b: Word) -> SpirvResult<Word> {
         self.fop(Op::FDiv, &[a, b])
     }
-    fn mul_add(&mut self, a: Word, b: Word, c: Word) -> R<Word> {
+    fn mul_add(&mut self, a: Word, b: Word, c: Word) -> SpirvResult<Word> {
         let m = self.mul(a, b)?;
         self.add(m, c)
     }
-    fn neg(&mut self, a: Word) -> R<Word> {
+    fn neg(&mut self, a: Word) -> SpirvResult<Word> {
         self.fop(Op::FNegate, &[a])
     }
-    fn abs(&mut self, a: Word) -> R<Word> {
+    fn abs(&mut self, a: Word) -> SpirvResult<Word> {
         self.g(glsl::FABS, &[a])
     }
-    fn floor(&mut self, a: Word) -> R<Word> {
+    fn floor(&mut self, a: Word) -> SpirvResult<Word> {
         self.g(glsl::FLOOR, &[a])
     }
-    fn rint(&mut self, a: Word) -> R<Word> {
+    fn rint(&mut self, a: Word) -> SpirvResult<Word> {
         self.g(glsl::ROUND_EVEN, &[a])
     }
-    fn cmp(&mut self, p: Cmp, a: Word, b: Word) -> R<Word> {
+    fn cmp(&mut self, p: Cmp, a: Word, b: Word) -> SpirvResult<Word> {
         let op = match p {
             Cmp::Lt => Op::FOrdLessThan,
             Cmp::Gt => Op::FOrdGreaterThan,
@@ -226,33 +226,33 @@ impl Arith for F<'_, '_> {
         };
         Ok(self.em.opi(op, self.b, &[a, b]))
     }
-    fn is_nan(&mut self, a: Word) -> R<Word> {
+    fn is_nan(&mut self, a: Word) -> SpirvResult<Word> {
         Ok(self.em.opi(Op::IsNan, self.b, &[a]))
     }
-    fn clamp(&mut self, a: Word, lo: f64, hi: f64) -> R<Word> {
+    fn clamp(&mut self, a: Word, lo: f64, hi: f64) -> SpirvResult<Word> {
         let (l, h) = (self.c(lo), self.c(hi));
         let a = self.g(glsl::NMAX, &[a, l])?;
         self.g(glsl::NMIN, &[a, h])
     }
-    fn and(&mut self, a: Word, b: Word) -> R<Word> {
+    fn and(&mut self, a: Word, b: Word) -> SpirvResult<Word> {
         Ok(self.em.opi(Op::LogicalAnd, self.b, &[a, b]))
     }
-    fn or(&mut self, a: Word, b: Word) -> R<Word> {
+    fn or(&mut self, a: Word, b: Word) -> SpirvResult<Word> {
         Ok(self.em.opi(Op::LogicalOr, self.b, &[a, b]))
     }
-    fn sel(&mut self, c: Word, a: Word, b: Word) -> R<Word> {
+    fn sel(&mut self, c: Word, a: Word, b: Word) -> SpirvResult<Word> {
         Ok(self.em.opi(Op::Select, self.d, &[c, a, b]))
     }
-    fn frexp(&mut self, a: Word) -> R<(Word, Word)> {
+    fn frexp(&mut self, a: Word) -> SpirvResult<(Word, Word)> {
         let (m, e) = self.em.frexp(self.d, self.i, a);
         Ok((m, self.em.opi(Op::ConvertSToF, self.d, &[e])))
     }
-    fn pow2(&mut self, k: Word) -> R<Word> {
+    fn pow2(&mut self, k: Word) -> SpirvResult<Word> {
         let ki = self.f_to_i(k);
         let one = self.c(1.0);
         self.g(glsl::LDEXP, &[one, ki])
     }
-    fn table(&mut self, i: Word) -> R<Word> {
+    fn table(&mut self, i: Word) -> SpirvResult<Word> {
         let (table, pt) = self.two_over_pi_table();
         let idx = self.f_to_i(i);
         let ptr = self.em.opi(Op::AccessChain, pt, &[table, idx]);
@@ -262,8 +262,8 @@ impl Arith for F<'_, '_> {
         &mut self,
         cond: Word,
         otherwise: [Word; N],
-        then: impl FnOnce(&mut Self) -> R<[Word; N]>,
-    ) -> R<[Word; N]> {
+        then: impl FnOnce(&mut Self) -> SpirvResult<[Word; N]>,
+    ) -> SpirvResult<[Word; N]> {
         let vars = otherwise.map(|v| {
             let var = self.em.fn_var(self.d);
             self.em.store(var, v);
@@ -280,10 +280,10 @@ impl Arith for F<'_, '_> {
     }
 }
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// An `f64` `sqrt rsqrt exp exp2 log log2 sin cos tanh pow` on values of `lanes` lanes
     /// (1–4), computed lane by lane (the `sin`/`cos` reduction branches per lane).
-    pub(super) fn math_f64(&mut self, fun: MathFn, vs: &[Word], lanes: u8) -> R<Word> {
+    pub(super) fn math_f64(&mut self, fun: MathFn, vs: &[Word], lanes: u8) -> SpirvResult<Word> {
         let vt = self.vec_ty(Scalar::F64, lanes)?;
         let d = self.scalar_ty(Scalar::F64)?;
         let mut parts = Vec::with_capacity(lanes as usize);
@@ -400,7 +400,7 @@ impl Em<'_> {
     }
 }
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// `c[0] + x·(c[1] + x·(c[2] + …))`, unfused.
     fn horner(&mut self, dt: Word, x: Word, c: &[f64]) -> Word {
         let mut acc = self.fconst(dt, c[c.len() - 1]);
@@ -502,7 +502,7 @@ impl Em<'_> {
         vs: &[Word],
         t: Word,
         lanes: u8,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         self.cap(Capability::Float64);
         let dt = self.vec_ty(Scalar::F64, lanes)?;
         let it = self.vec_ty(Scalar::I32, lanes)?;

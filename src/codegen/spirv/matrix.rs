@@ -11,8 +11,8 @@
 
 use super::*;
 
-impl Em<'_> {
-    pub(super) fn matrix_shape(&self, e: ExprId) -> R<(Scalar, u32, u32)> {
+impl Emitter<'_> {
+    pub(super) fn matrix_shape(&self, e: ExprId) -> SpirvResult<(Scalar, u32, u32)> {
         match self.ty_of(e) {
             Some(Type::Matrix {
                 scalar, rows, cols, ..
@@ -42,7 +42,7 @@ impl Em<'_> {
         offset: ExprId,
         stride: ExprId,
         ty: Option<Type>,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let off = self.expr_u32(offset)?;
         let st = self.expr_u32(stride)?;
         let t = self.value_ty(ty.unwrap_or(Type::U32))?;
@@ -68,7 +68,7 @@ impl Em<'_> {
         base: Base,
         offset: ExprId,
         stride: ExprId,
-    ) -> R<()> {
+    ) -> SpirvResult<()> {
         let (scalar, rows, cols) = self.matrix_shape(value)?;
         let v = self.expr(value)?;
         let off = self.expr_u32(offset)?;
@@ -88,7 +88,7 @@ impl Em<'_> {
 
     /// `d[i][j] = c[i][j] + Σ_k a[i][k] * b[k][j]`, `a` and `b` converted to the accumulator's
     /// type, in ascending `k`, each product and sum rounded.
-    pub(super) fn matrix_mma(&mut self, a: ExprId, b: ExprId, c: ExprId) -> R<Word> {
+    pub(super) fn matrix_mma(&mut self, a: ExprId, b: ExprId, c: ExprId) -> SpirvResult<Word> {
         let (sa, m, kk) = self.matrix_shape(a)?;
         let (sb, _, n) = self.matrix_shape(b)?;
         let (sc, _, _) = self.matrix_shape(c)?;

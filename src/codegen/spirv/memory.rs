@@ -2,8 +2,8 @@
 
 use super::*;
 
-impl Em<'_> {
-    pub(super) fn base_elem(&self, base: Base) -> R<ElemType> {
+impl Emitter<'_> {
+    pub(super) fn base_elem(&self, base: Base) -> SpirvResult<ElemType> {
         match base {
             Base::Param(p) => match self.buffers.get(p as usize) {
                 Some(Some(b)) => Ok(b.elem),
@@ -39,7 +39,7 @@ impl Em<'_> {
         stored: Scalar,
         s: Scalar,
         lanes: u8,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         if stored == s {
             return Ok(v);
         }
@@ -117,7 +117,11 @@ impl Em<'_> {
         self.ext_inst(u, glsl::UMIN, &[index, last])
     }
 
-    pub(super) fn elem_ptr_other(&mut self, base: Base, index: Word) -> R<(Word, Word, ElemType)> {
+    pub(super) fn elem_ptr_other(
+        &mut self,
+        base: Base,
+        index: Word,
+    ) -> SpirvResult<(Word, Word, ElemType)> {
         match base {
             Base::Shared(h) => {
                 let len = self.shared_len[h.index()];
@@ -149,7 +153,12 @@ impl Em<'_> {
 
     /// Element `index` of `base`, whose elements are `elem` (for `vload`, the scalar); in
     /// checked mode 0 where `index` is out of bounds (reported, `checked.rs`).
-    pub(super) fn load_elem(&mut self, base: Base, elem: ElemType, index: Word) -> R<Word> {
+    pub(super) fn load_elem(
+        &mut self,
+        base: Base,
+        elem: ElemType,
+        index: Word,
+    ) -> SpirvResult<Word> {
         if !self.checks.bounds {
             return self.load_elem_raw(base, elem, index);
         }
@@ -157,7 +166,12 @@ impl Em<'_> {
         self.checked_value(base, index, t, |em| em.load_elem_raw(base, elem, index))
     }
 
-    pub(super) fn load_elem_raw(&mut self, base: Base, elem: ElemType, index: Word) -> R<Word> {
+    pub(super) fn load_elem_raw(
+        &mut self,
+        base: Base,
+        elem: ElemType,
+        index: Word,
+    ) -> SpirvResult<Word> {
         match base {
             Base::Param(p) => {
                 let mut lanes = Vec::new();
@@ -207,7 +221,7 @@ impl Em<'_> {
         elem: ElemType,
         index: Word,
         value: Word,
-    ) -> R<()> {
+    ) -> SpirvResult<()> {
         self.checked_effect(base, index, |em| {
             em.store_elem_raw(base, elem, index, value)
         })
@@ -219,7 +233,7 @@ impl Em<'_> {
         elem: ElemType,
         index: Word,
         value: Word,
-    ) -> R<()> {
+    ) -> SpirvResult<()> {
         match base {
             Base::Param(p) => {
                 let u = self.u32t();

@@ -31,7 +31,7 @@
 //!
 //! - **Wide vectors.** 8- and 16-lane vectors (SPIR-V shader vectors have at most 4 lanes)
 //!   are arrays of their lanes; lane-wise operations on them are emitted once per lane
-//!   (`Em::scalarise`), construction, swizzles and memory access gather and scatter lanes.
+//!   (`Emitter::scalarise`), construction, swizzles and memory access gather and scatter lanes.
 //! - **Virtual waves** (W > S): verbs staged through a workgroup scratch array between two
 //!   barriers, the kernel body predicated so the whole workgroup meets each verb (see the
 //!   `virtual mode` section).
@@ -56,7 +56,7 @@ use rspirv::dr::{Builder, InsertPoint, Instruction, Operand};
 use rspirv::spirv::{self, Capability, Op, StorageClass, Word};
 use std::collections::{BTreeSet, HashMap};
 
-// A child module, so that it extends `Em` with its private fields.
+// A child module, so that it extends `Emitter` with its private fields.
 #[path = "math.rs"]
 mod math;
 
@@ -150,7 +150,7 @@ pub struct Caps {
     /// scans) from +0.0 even under `SignedZeroInfNanPreserve`, so a sum of -0.0s reads +0.0
     /// where IEEE arithmetic and the interpreter give -0.0 (found by the differential fuzzer:
     /// `wave_inclusive_scan_sum(-0.0)`; Mesa 22.3's lavapipe and NVIDIA's driver 580 on the
-    /// H200 both do). Such sums are then corrected (`Em::negative_zero_sum`).
+    /// H200 both do). Such sums are then corrected (`Emitter::negative_zero_sum`).
     pub float_sum_from_positive_zero: bool,
 }
 
@@ -195,15 +195,15 @@ impl Caps {
     }
 }
 
-type R<T> = crate::codegen::Result<T>;
+type SpirvResult<T> = crate::codegen::Result<T>;
 
-/// An open `if` of [`Em::guard_begin`]: its merge block and the predicate it suspended.
+/// An open `if` of [`Emitter::guard_begin`]: its merge block and the predicate it suspended.
 struct Guard {
     merge: Word,
     saved: Option<Word>,
 }
 
-fn refuse<T>(what: impl Into<String>) -> R<T> {
+fn refuse<T>(what: impl Into<String>) -> SpirvResult<T> {
     Err(Error::unsupported(what))
 }
 
@@ -321,7 +321,7 @@ pub fn emit_kernel_checked(
         std::cmp::Ordering::Less => WaveMode::Narrow,
         std::cmp::Ordering::Greater => WaveMode::Virtual { slots: w / s },
     };
-    let mut em = Em::new(module, caps);
+    let mut em = Emitter::new(module, caps);
     em.checks = checks;
     em.wave_w = w;
     em.mode = mode;
@@ -378,7 +378,7 @@ struct BufferVar {
     uniform: bool,
 }
 
-struct Em<'a> {
+struct Emitter<'a> {
     b: Builder,
     m: &'a VerifiedModule,
     caps: &'a Caps,
@@ -499,13 +499,13 @@ const SEM_ACQ_REL: u32 = 0x8;
 const SEM_UNIFORM: u32 = 0x40;
 const SEM_WORKGROUP: u32 = 0x100;
 
-impl<'a> Em<'a> {
+impl<'a> Emitter<'a> {
     fn new(m: &'a VerifiedModule, caps: &'a Caps) -> Self {
         let mut b = Builder::new();
         b.set_version(1, 3);
         let glsl = b.ext_inst_import("GLSL.std.450");
         b.memory_model(spirv::AddressingModel::Logical, spirv::MemoryModel::GLSL450);
-        Em {
+        Emitter {
             b,
             m,
             caps,
@@ -574,7 +574,7 @@ impl<'a> Em<'a> {
         }
     }
 
-    fn need_scalar(&mut self, s: Scalar) -> R<()> {
+    fn need_scalar(&mut self, s: Scalar) -> SpirvResult<()> {
         let (ok, cap, name) = match s {
             Scalar::I8 | Scalar::U8 => (
                 self.caps.int8,
@@ -631,7 +631,7 @@ impl<'a> Em<'a> {
         w
     }
 
-    fn scalar_ty(&mut self, s: Scalar) -> R<Word> {
+    fn scalar_ty(&mut self, s: Scalar) -> SpirvResult<Word> {
         self.need_scalar(s)?;
         Ok(self.scalar_ty_raw(s))
     }
@@ -648,7 +648,7 @@ impl<'a> Em<'a> {
         }
     }
 
-    fn vec_ty(&mut self, s: Scalar, n: u8) -> R<Word> {
+    fn vec_ty(&mut self, s: Scalar, n: u8) -> SpirvResult<Word> {
         let e = self.scalar_ty(s)?;
         if n == 1 {
             return Ok(e);
@@ -656,7 +656,7 @@ impl<'a> Em<'a> {
         if n > 4 {
             // SPIR-V vectors for shaders have 2-4 lanes (Vector16 is a Kernel capability):
             // a wide vector is an array of its lanes, and every lane-wise operation on one is
-            // scalarised (`Em::scalarise`).
+            // scalarised (`Emitter::scalarise`).
             let u = self.u32t();
             let c = self.konst(u, n as u64);
             let t = self.tk(TyKey::Array(e, c));
@@ -666,7 +666,7 @@ impl<'a> Em<'a> {
         Ok(self.tk(TyKey::Vec(e, n as u32)))
     }
 
-    fn elem_ty(&mut self, e: ElemType) -> R<Word> {
+    fn elem_ty(&mut self, e: ElemType) -> SpirvResult<Word> {
         self.vec_ty(e.scalar, e.lanes)
     }
 
@@ -677,7 +677,7 @@ impl<'a> Em<'a> {
         self.tk(TyKey::Bool)
     }
 
-    fn value_ty(&mut self, t: Type) -> R<Word> {
+    fn value_ty(&mut self, t: Type) -> SpirvResult<Word> {
         match t {
             Type::Scalar(s) => self.scalar_ty(s),
             Type::Vector(s, n) => self.vec_ty(s, n),
@@ -767,7 +767,7 @@ impl<'a> Em<'a> {
     }
 
     /// A constant of scalar `s` (splatted to `lanes`), from bits.
-    fn const_of(&mut self, s: Scalar, lanes: u8, bits: u64) -> R<Word> {
+    fn const_of(&mut self, s: Scalar, lanes: u8, bits: u64) -> SpirvResult<Word> {
         let t = self.vec_ty(s, lanes)?;
         Ok(self.konst(t, bits))
     }
@@ -1014,7 +1014,7 @@ impl<'a> Em<'a> {
         v
     }
 
-    fn emit_entry(&mut self, kh: Handle<Function>) -> R<Emitted> {
+    fn emit_entry(&mut self, kh: Handle<Function>) -> SpirvResult<Emitted> {
         self.cap(Capability::Shader);
         let f = self.m.function(kh);
         // Workgroup size from spec constants 0..2; a pinned block (`@block`, §3.4) is their

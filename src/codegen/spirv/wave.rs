@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Em<'_> {
+impl Emitter<'_> {
     pub(super) fn atomic(
         &mut self,
         op: AtomicOp,
@@ -10,7 +10,7 @@ impl Em<'_> {
         place: Place,
         value: ExprId,
         compare: Option<ExprId>,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let Place::Element { base, index } = place else {
             return refuse("an atomic on a local");
         };
@@ -46,7 +46,7 @@ impl Em<'_> {
         i: Word,
         v: Word,
         cmp: Option<Word>,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let (ptr, st, stored, scope, storage_bits) = match base {
             Base::Param(p) => {
                 let (ptr, st, ss) = self.buffer_ptr(p, i);
@@ -225,7 +225,7 @@ impl Em<'_> {
         ))
     }
 
-    pub(super) fn shuffle(&mut self, t: Word, x: Word, lane: Word) -> R<Word> {
+    pub(super) fn shuffle(&mut self, t: Word, x: Word, lane: Word) -> SpirvResult<Word> {
         if let Some(&(lt, n)) = self.wide.get(&t) {
             // A wide vector (an array) is shuffled lane by lane.
             let mut ls = Vec::new();
@@ -261,7 +261,7 @@ impl Em<'_> {
         args: &[ExprId],
         width: Option<u32>,
         ty: Option<Type>,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         if let WaveMode::Virtual { slots } = self.mode {
             // Verbs of the kernel body are emulated before their statement (`pre_verbs`);
             // one reaching here sits where the workgroup cannot be made to meet it.
@@ -285,7 +285,10 @@ impl Em<'_> {
             // Tiles of `t` lanes within a wave of one subgroup or less: the narrow lowering
             // with waves of `t` (clusters of `t` consecutive subgroup invocations). The
             // operands are evaluated first, under the kernel's own wave.
-            let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+            let vs = args
+                .iter()
+                .map(|a| self.expr(*a))
+                .collect::<SpirvResult<Vec<_>>>()?;
             let (mode, w) = (self.mode, self.wave_w);
             self.mode = WaveMode::Narrow;
             self.wave_w = t;
@@ -305,7 +308,10 @@ impl Em<'_> {
         } else {
             self.sl(args[0])
         };
-        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+        let vs = args
+            .iter()
+            .map(|a| self.expr(*a))
+            .collect::<SpirvResult<Vec<_>>>()?;
         let u = self.u32t();
         let bt = self.boolt();
         Ok(match op {
@@ -454,7 +460,7 @@ fn r_op_is_sum(op: WaveOp) -> bool {
     )
 }
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// A subgroup float sum `r` of `x` corrected where the driver starts it from +0.0
     /// ([`Caps::float_sum_from_positive_zero`]): an IEEE sum is -0.0 exactly when every term
     /// is -0.0, so where every lane the operation covers holds -0.0 (counted by an integer
@@ -469,7 +475,7 @@ impl Em<'_> {
         t: Word,
         x: Word,
         r: Word,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let (bits_scalar, sign) = match s {
             Scalar::F16 if self.caps.int16 => (Scalar::U16, 1u64 << 15),
             Scalar::F32 => (Scalar::U32, 1u64 << 31),

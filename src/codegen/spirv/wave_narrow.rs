@@ -9,10 +9,10 @@
 
 use super::*;
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// `(lane, cluster, base)`: the lane within the wave, the wave's index in the subgroup and
     /// its first subgroup invocation.
-    pub(super) fn narrow_lane(&mut self) -> R<(Word, Word, Word)> {
+    pub(super) fn narrow_lane(&mut self) -> SpirvResult<(Word, Word, Word)> {
         let sub = self.subgroup_scalar(spirv::BuiltIn::SubgroupLocalInvocationId)?;
         let u = self.u32t();
         let m = self.cu32(self.wave_w - 1);
@@ -52,8 +52,8 @@ impl Em<'_> {
         lanes: u8,
         exclusive: bool,
         v: Word,
-        mut run: impl FnMut(&mut Self, Op, Word, Word, Word) -> R<Word>,
-    ) -> R<Word> {
+        mut run: impl FnMut(&mut Self, Op, Word, Word, Word) -> SpirvResult<Word>,
+    ) -> SpirvResult<Word> {
         let ft = self.vec_ty(Scalar::F32, lanes)?;
         let ut = self.vec_ty(Scalar::U32, lanes)?;
         let bt = self.boolt();
@@ -137,7 +137,7 @@ impl Em<'_> {
         v: Word,
         identity: Word,
         mut pass: impl FnMut(&mut Self, Word) -> Word,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let (_, cl, _) = self.narrow_lane()?;
         let bt = self.boolt();
         let u = self.u32t();
@@ -156,7 +156,7 @@ impl Em<'_> {
     }
 
     /// This wave's bits of a subgroup ballot of `p`, as a `u32` (W ≤ 32 here).
-    pub(super) fn cluster_ballot(&mut self, p: Word) -> R<Word> {
+    pub(super) fn cluster_ballot(&mut self, p: Word) -> SpirvResult<Word> {
         if !self.caps.subgroup_ballot {
             return refuse("subgroup ballots (VK_SUBGROUP_FEATURE_BALLOT)");
         }
@@ -184,8 +184,16 @@ impl Em<'_> {
         Ok(self.opi(Op::BitwiseAnd, u, &[bits, mask]))
     }
 
-    pub(super) fn wave_narrow(&mut self, op: WaveOp, args: &[ExprId], ty: Option<Type>) -> R<Word> {
-        let vs = args.iter().map(|a| self.expr(*a)).collect::<R<Vec<_>>>()?;
+    pub(super) fn wave_narrow(
+        &mut self,
+        op: WaveOp,
+        args: &[ExprId],
+        ty: Option<Type>,
+    ) -> SpirvResult<Word> {
+        let vs = args
+            .iter()
+            .map(|a| self.expr(*a))
+            .collect::<SpirvResult<Vec<_>>>()?;
         self.wave_narrow_vals(op, args, &vs, ty)
     }
 
@@ -196,7 +204,7 @@ impl Em<'_> {
         args: &[ExprId],
         vs: &[Word],
         ty: Option<Type>,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         self.cap(Capability::GroupNonUniform);
         let sc = self.cu32(SCOPE_SUBGROUP);
         let t = self.value_ty(ty.unwrap_or(Type::BOOL))?;

@@ -16,7 +16,7 @@
 
 use super::*;
 
-impl Em<'_> {
+impl Emitter<'_> {
     /// The expressions a statement evaluates itself (not those of its nested blocks).
     pub(super) fn stmt_roots(k: &StmtKind) -> Vec<ExprId> {
         match k {
@@ -153,7 +153,7 @@ impl Em<'_> {
 
     /// Kernel-level conditions for emulating verbs in a virtual wave: no `return` that could
     /// come before a verb (the invocations that left would never reach its barriers).
-    pub(super) fn check_virtual_kernel(&self, body: &[Stmt]) -> R<()> {
+    pub(super) fn check_virtual_kernel(&self, body: &[Stmt]) -> SpirvResult<()> {
         let Some(last) = body.iter().rposition(|s| self.stmt_has_verb(s)) else {
             return Ok(());
         };
@@ -174,14 +174,18 @@ impl Em<'_> {
 
     /// `if c { body }` as a selection construct; the predicate is off inside (the guard
     /// already holds it).
-    pub(super) fn guarded(&mut self, c: Word, body: impl FnOnce(&mut Self) -> R<()>) -> R<()> {
+    pub(super) fn guarded(
+        &mut self,
+        c: Word,
+        body: impl FnOnce(&mut Self) -> SpirvResult<()>,
+    ) -> SpirvResult<()> {
         let g = self.guard_begin(c);
         let r = body(self);
         self.guard_end(g, r)
     }
 
-    /// [`Em::guarded`] in two halves, for a body that cannot be a closure over the emitter:
-    /// opens the construct (the body follows), and returns what [`Em::guard_end`] needs.
+    /// [`Emitter::guarded`] in two halves, for a body that cannot be a closure over the emitter:
+    /// opens the construct (the body follows), and returns what [`Emitter::guard_end`] needs.
     pub(super) fn guard_begin(&mut self, c: Word) -> Guard {
         let (t, merge) = (self.b.id(), self.b.id());
         self.sel_merge(merge);
@@ -193,8 +197,8 @@ impl Em<'_> {
         }
     }
 
-    /// Closes what [`Em::guard_begin`] opened, after a body that gave `r`.
-    pub(super) fn guard_end(&mut self, g: Guard, r: R<()>) -> R<()> {
+    /// Closes what [`Emitter::guard_begin`] opened, after a body that gave `r`.
+    pub(super) fn guard_end(&mut self, g: Guard, r: SpirvResult<()>) -> SpirvResult<()> {
         self.vpred = g.saved;
         r?;
         self.branch(g.merge);
@@ -203,7 +207,7 @@ impl Em<'_> {
     }
 
     /// `e` evaluated only where the predicate holds (its type's zero elsewhere).
-    pub(super) fn guarded_value(&mut self, e: ExprId) -> R<Word> {
+    pub(super) fn guarded_value(&mut self, e: ExprId) -> SpirvResult<Word> {
         let Some(p) = self.vpred else {
             return self.expr(e);
         };
@@ -220,7 +224,7 @@ impl Em<'_> {
     }
 
     /// Emits a statement of the kernel body in virtual mode.
-    pub(super) fn virtual_stmt(&mut self, s: &Stmt) -> R<()> {
+    pub(super) fn virtual_stmt(&mut self, s: &Stmt) -> SpirvResult<()> {
         if !self.stmt_has_verb(s) {
             return match self.vpred {
                 Some(p) => self.guarded(p, |em| em.stmt(s)),
@@ -229,7 +233,7 @@ impl Em<'_> {
         }
         let depth = self.frames.len();
         let mut done = Vec::new();
-        let r = (|| -> R<()> {
+        let r = (|| -> SpirvResult<()> {
             match &s.kind {
                 StmtKind::If {
                     cond,
@@ -315,7 +319,11 @@ impl Em<'_> {
 
     /// Emulates the verbs in `roots` (innermost first) for the whole workgroup; their values
     /// are then what the statement reads.
-    pub(super) fn pre_verbs(&mut self, roots: &[ExprId], done: &mut Vec<ExprId>) -> R<()> {
+    pub(super) fn pre_verbs(
+        &mut self,
+        roots: &[ExprId],
+        done: &mut Vec<ExprId>,
+    ) -> SpirvResult<()> {
         let mut verbs = Vec::new();
         for &e in roots {
             self.verbs_in(e, &mut verbs);
@@ -464,7 +472,7 @@ impl Em<'_> {
     }
 
     /// A scalar as 32-bit words (one, or two for 64-bit types; low word first).
-    pub(super) fn encode_words(&mut self, v: Word, s: Scalar) -> R<Vec<Word>> {
+    pub(super) fn encode_words(&mut self, v: Word, s: Scalar) -> SpirvResult<Vec<Word>> {
         let u = self.u32t();
         Ok(match s {
             Scalar::Bool => {
@@ -504,7 +512,7 @@ impl Em<'_> {
         })
     }
 
-    pub(super) fn decode_words(&mut self, w: &[Word], s: Scalar) -> R<Word> {
+    pub(super) fn decode_words(&mut self, w: &[Word], s: Scalar) -> SpirvResult<Word> {
         let t = self.scalar_ty(s)?;
         Ok(match s {
             Scalar::Bool => {
@@ -554,7 +562,7 @@ impl Em<'_> {
     }
 
     /// The staged value of invocation `at` (a value of `lanes` lanes of `s`).
-    pub(super) fn read_staged(&mut self, at: Word, s: Scalar, lanes: u8) -> R<Word> {
+    pub(super) fn read_staged(&mut self, at: Word, s: Scalar, lanes: u8) -> SpirvResult<Word> {
         let per = Self::words_of(s);
         let mut ls = Vec::new();
         let u = self.u32t();
@@ -591,8 +599,8 @@ impl Em<'_> {
     pub(super) fn counted_loop(
         &mut self,
         n: u32,
-        mut body: impl FnMut(&mut Self, Word) -> R<()>,
-    ) -> R<()> {
+        mut body: impl FnMut(&mut Self, Word) -> SpirvResult<()>,
+    ) -> SpirvResult<()> {
         let u = self.u32t();
         let bt = self.boolt();
         let jv = self.fn_var(u);
@@ -660,7 +668,7 @@ impl Em<'_> {
         vals: &[Word],
         ty: Option<Type>,
         width: Option<u32>,
-    ) -> R<Word> {
+    ) -> SpirvResult<Word> {
         let u = self.u32t();
         let bt = self.boolt();
         // A tile of `width` lanes is a wave of that many for the exchange (lanes and the

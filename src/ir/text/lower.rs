@@ -196,7 +196,7 @@ pub fn wave_takes_width(op: WaveOp) -> bool {
 }
 
 /// The per-function state of the lowering.
-struct FnCx {
+struct FunctionScope {
     func: Function,
     /// Visible locals, innermost block last; later entries shadow earlier ones.
     scopes: Vec<HashMap<String, Handle<Local>>>,
@@ -209,7 +209,7 @@ struct FnCx {
     tparams: HashMap<String, u32>,
 }
 
-impl FnCx {
+impl FunctionScope {
     fn resolve(&self, name: &str) -> Option<Resolved> {
         for scope in self.scopes.iter().rev() {
             if let Some(l) = scope.get(name) {
@@ -335,7 +335,7 @@ impl Lowerer<'_> {
                 {
                     tparams.entry(p.clone()).or_insert(i as u32);
                 }
-                let mut cx = FnCx {
+                let mut cx = FunctionScope {
                     func,
                     scopes: vec![HashMap::new()],
                     labels: Vec::new(),
@@ -985,7 +985,7 @@ impl Lowerer<'_> {
     /// subscript of the chain (outermost first; those past the array's dimensions are lanes).
     fn nd_chain<'e>(
         &self,
-        cx: &FnCx,
+        cx: &FunctionScope,
         e: &'e ast::Expr,
     ) -> Option<(Base, Vec<u32>, Vec<&'e ast::Expr>)> {
         let mut idx = Vec::new();
@@ -1011,7 +1011,7 @@ impl Lowerer<'_> {
     /// `((i0 * d1 + i1) * d2 + i2) ...`; fewer subscripts than dimensions is `XPU-P031`.
     fn flat_index(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         dims: &[u32],
         idx: &[&ast::Expr],
         span: Span,
@@ -1059,7 +1059,7 @@ impl Lowerer<'_> {
         acc
     }
 
-    fn shared_decl(&mut self, cx: &mut FnCx, name: &str, span: Span, ty: &ast::Type) {
+    fn shared_decl(&mut self, cx: &mut FunctionScope, name: &str, span: Span, ty: &ast::Type) {
         if let TypeKind::Layout { array, layout } = &ty.kind {
             self.shared_decl(cx, name, span, array);
             if let Some(&h) = cx.shared.get(name) {
@@ -1125,7 +1125,7 @@ impl Lowerer<'_> {
 
     // ---- statements ----
 
-    fn block(&mut self, cx: &mut FnCx, stmts: &[ast::Stmt], top: bool) -> Block {
+    fn block(&mut self, cx: &mut FunctionScope, stmts: &[ast::Stmt], top: bool) -> Block {
         let mut out = Vec::new();
         for s in stmts {
             if let Ok(Some(s)) = self.stmt(cx, s, top) {
@@ -1135,14 +1135,14 @@ impl Lowerer<'_> {
         out
     }
 
-    fn scoped_block(&mut self, cx: &mut FnCx, stmts: &[ast::Stmt]) -> Block {
+    fn scoped_block(&mut self, cx: &mut FunctionScope, stmts: &[ast::Stmt]) -> Block {
         cx.scopes.push(HashMap::new());
         let b = self.block(cx, stmts, false);
         cx.scopes.pop();
         b
     }
 
-    fn stmt(&mut self, cx: &mut FnCx, s: &ast::Stmt, top: bool) -> LResult<Option<Stmt>> {
+    fn stmt(&mut self, cx: &mut FunctionScope, s: &ast::Stmt, top: bool) -> LResult<Option<Stmt>> {
         use crate::ir::StmtKind as K;
         let kind = match &s.kind {
             StmtKind::Let {
@@ -1394,7 +1394,7 @@ impl Lowerer<'_> {
     #[allow(clippy::too_many_arguments)]
     fn for_header(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         var: &str,
         var_span: Span,
         ty: Option<&ast::Type>,
@@ -1447,7 +1447,7 @@ impl Lowerer<'_> {
     #[allow(clippy::too_many_arguments)]
     fn cond_for_header(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         var: &str,
         var_span: Span,
         ty: Option<&ast::Type>,
@@ -1516,7 +1516,7 @@ impl Lowerer<'_> {
 
     fn stmt_builtin(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         name: &str,
         args: &[Arg],
         span: Span,
@@ -1599,7 +1599,13 @@ impl Lowerer<'_> {
 
     /// A wave verb: positional arguments, then `width = T` on the verbs that take a tile
     /// (`XPU-P040` for a `width` anywhere else, given twice or not an unsuffixed integer).
-    fn wave_call(&mut self, cx: &mut FnCx, op: WaveOp, name: &str, args: &[Arg]) -> LResult<Expr> {
+    fn wave_call(
+        &mut self,
+        cx: &mut FunctionScope,
+        op: WaveOp,
+        name: &str,
+        args: &[Arg],
+    ) -> LResult<Expr> {
         let mut out = Vec::new();
         let mut ok = true;
         let mut width = None;
@@ -1697,7 +1703,7 @@ impl Lowerer<'_> {
     }
 
     /// A buffer parameter, shared array or private array named by `e`.
-    fn base(&mut self, cx: &mut FnCx, e: &ast::Expr) -> LResult<Base> {
+    fn base(&mut self, cx: &mut FunctionScope, e: &ast::Expr) -> LResult<Base> {
         if let ExprKind::Name(n) = &e.kind {
             match cx.resolve(n) {
                 Some(Resolved::Param(i)) => return Ok(Base::Param(i)),
@@ -1719,7 +1725,7 @@ impl Lowerer<'_> {
     }
 
     /// The target of an assignment or an atomic.
-    fn place(&mut self, cx: &mut FnCx, e: &ast::Expr) -> LResult<Place> {
+    fn place(&mut self, cx: &mut FunctionScope, e: &ast::Expr) -> LResult<Place> {
         match &e.kind {
             ExprKind::Name(n) => match cx.resolve(n) {
                 Some(Resolved::Local(l)) => return Ok(Place::Local(l)),
@@ -1800,7 +1806,7 @@ impl Lowerer<'_> {
 
     /// The value a place holds, read again (compound assignment): the index is lowered a
     /// second time, so both trees have one parent each.
-    fn place_read(&mut self, cx: &mut FnCx, e: &ast::Expr, p: &Place) -> LResult<ExprId> {
+    fn place_read(&mut self, cx: &mut FunctionScope, e: &ast::Expr, p: &Place) -> LResult<ExprId> {
         let expr = match *p {
             Place::Local(l) => Expr::Local(l),
             Place::Lane { local, lane } => {
@@ -1844,7 +1850,7 @@ impl Lowerer<'_> {
     /// otherwise flexible members take the type of the first non-flexible one.
     fn peers(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         members: &[&ast::Expr],
         expect: Option<Scalar>,
     ) -> LResult<Vec<ExprId>> {
@@ -1916,12 +1922,22 @@ impl Lowerer<'_> {
         }
     }
 
-    fn expr(&mut self, cx: &mut FnCx, e: &ast::Expr, expect: Option<Scalar>) -> LResult<ExprId> {
+    fn expr(
+        &mut self,
+        cx: &mut FunctionScope,
+        e: &ast::Expr,
+        expect: Option<Scalar>,
+    ) -> LResult<ExprId> {
         let expr = self.expr_kind(cx, e, expect)?;
         Ok(cx.func.add_expr(expr, e.span))
     }
 
-    fn expr_kind(&mut self, cx: &mut FnCx, e: &ast::Expr, expect: Option<Scalar>) -> LResult<Expr> {
+    fn expr_kind(
+        &mut self,
+        cx: &mut FunctionScope,
+        e: &ast::Expr,
+        expect: Option<Scalar>,
+    ) -> LResult<Expr> {
         Ok(match &e.kind {
             ExprKind::Num { num, neg } => Expr::Literal(self.literal(num, *neg, expect, e.span)?),
             ExprKind::Bool(b) => Expr::Literal(Literal::Bool(*b)),
@@ -2174,7 +2190,7 @@ impl Lowerer<'_> {
 
     fn call(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         name: &str,
         generics: Option<&[Generic]>,
         args: &[Arg],
@@ -2327,7 +2343,12 @@ impl Lowerer<'_> {
 
     /// Call arguments, each typed by its parameter; a memory parameter ([`Type::is_memory`])
     /// takes the name of a buffer, shared array or private array, passed by reference.
-    fn args(&mut self, cx: &mut FnCx, pos: &[&ast::Expr], params: &[Type]) -> LResult<Vec<ExprId>> {
+    fn args(
+        &mut self,
+        cx: &mut FunctionScope,
+        pos: &[&ast::Expr],
+        params: &[Type],
+    ) -> LResult<Vec<ExprId>> {
         let ids: Vec<LResult<ExprId>> = pos
             .iter()
             .enumerate()
@@ -2357,7 +2378,7 @@ impl Lowerer<'_> {
     /// A bit operation: the value arguments are peers typed by the context, the amounts `u32`.
     fn bits(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         op: BitOp,
         pos: &[&ast::Expr],
         expect: Option<Scalar>,
@@ -2388,7 +2409,7 @@ impl Lowerer<'_> {
     /// `atomic_load(b[i] [, order])` or `atomic_store(b[i], value [, order])`.
     fn atomic_access(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         store: bool,
         pos: &[&ast::Expr],
         span: Span,
@@ -2437,7 +2458,7 @@ impl Lowerer<'_> {
 
     fn atomic(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         op: AtomicOp,
         pos: &[&ast::Expr],
         span: Span,
@@ -2495,7 +2516,7 @@ impl Lowerer<'_> {
 
     fn generic_call(
         &mut self,
-        cx: &mut FnCx,
+        cx: &mut FunctionScope,
         name: &str,
         generics: &[Generic],
         pos: &[&ast::Expr],

@@ -135,8 +135,9 @@ fn decl_type(
         Type::Array { elem, len } if elem_ok(f, elem, what, span, sink) => {
             length(f, len, what, span, sink);
         }
-        Type::Shared { elem, len } if elem_ok(f, elem, what, span, sink) => {
-            if let Some(len) = len {
+        Type::Shared { elem, len } => {
+            let elem_fine = elem_ok(f, elem, what, span, sink);
+            if let (true, Some(len)) = (elem_fine, len) {
                 length(f, len, what, span, sink);
             }
         }

@@ -7,7 +7,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         &mut self,
         function: Handle<Function>,
         args: &[ExprId],
-    ) -> Result<Ev, Error> {
+    ) -> Result<ExprValue, Error> {
         let vals = self.eval_ops(args)?;
         self.inline(function, vals)
     }
@@ -15,8 +15,8 @@ impl<'a, 'm> Lower<'a, 'm> {
     pub(super) fn inline(
         &mut self,
         function: Handle<Function>,
-        vals: Vec<Ev>,
-    ) -> Result<Ev, Error> {
+        vals: Vec<ExprValue>,
+    ) -> Result<ExprValue, Error> {
         let g: &'m Function = &self.m.functions[function];
         if self.frames.len() > 64 {
             return Err(self.internal("helpers nested too deeply"));
@@ -24,8 +24,8 @@ impl<'a, 'm> Lower<'a, 'm> {
         let classes: Vec<Class> = vals
             .iter()
             .map(|v| match v {
-                Ev::Vals(vs) if vs.iter().all(|x| matches!(x, Val::U(_))) => Class::Uniform,
-                Ev::Mat(_) => Class::Uniform,
+                ExprValue::Vals(vs) if vs.iter().all(|x| matches!(x, Val::U(_))) => Class::Uniform,
+                ExprValue::Mat(_) => Class::Uniform,
                 _ => Class::Varying,
             })
             .collect();
@@ -56,9 +56,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 ),
             };
             match v {
-                Ev::Vals(vs) => self.write_slot(&slot, s, &vs, false)?,
-                Ev::Mat(ptr) => self.copy_mat(&slot, ptr),
-                Ev::Void => {}
+                ExprValue::Vals(vs) => self.write_slot(&slot, s, &vs, false)?,
+                ExprValue::Mat(ptr) => self.copy_mat(&slot, ptr),
+                ExprValue::Void => {}
             }
             params.push(slot);
         }
@@ -117,7 +117,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.set_exec(&e);
         self.known = known;
         let result = match &ret {
-            None => Ev::Void,
+            None => ExprValue::Void,
             Some(slot) => {
                 let t = g.ret.unwrap_or(Type::U32);
                 self.read_slot(slot, t)
@@ -128,7 +128,12 @@ impl<'a, 'm> Lower<'a, 'm> {
         Ok(result)
     }
 
-    pub(super) fn dispatch(&mut self, tag: ExprId, args: &[ExprId], ty: Type) -> Result<Ev, Error> {
+    pub(super) fn dispatch(
+        &mut self,
+        tag: ExprId,
+        args: &[ExprId],
+        ty: Type,
+    ) -> Result<ExprValue, Error> {
         let mut list = vec![tag];
         list.extend_from_slice(args);
         let mut vals = self.eval_ops(&list)?;
@@ -170,7 +175,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             .iter()
             .zip(&arg_types)
             .map(|(ev, &s)| match ev {
-                Ev::Vals(vs) if self.has_barrier => {
+                ExprValue::Vals(vs) if self.has_barrier => {
                     Some(vs.iter().map(|v| self.hold(s, v.clone())).collect())
                 }
                 _ => None,
@@ -178,11 +183,11 @@ impl<'a, 'm> Lower<'a, 'm> {
             .collect();
         for (i, &mf) in members.iter().enumerate() {
             let tv = self.unhold(&tv_h);
-            let vals: Vec<Ev> = vals
+            let vals: Vec<ExprValue> = vals
                 .iter()
                 .zip(&held_args)
                 .map(|(ev, h)| match h {
-                    Some(slots) => Ev::Vals(slots.iter().map(|x| self.unhold(x)).collect()),
+                    Some(slots) => ExprValue::Vals(slots.iter().map(|x| self.unhold(x)).collect()),
                     None => ev.clone(),
                 })
                 .collect();
@@ -201,7 +206,7 @@ impl<'a, 'm> Lower<'a, 'm> {
             self.def_vars(&mv, &m);
             let r = self.inline(mf, vals.clone())?;
             let m = self.use_vars(&mv);
-            if let Ev::Vals(rv) = r {
+            if let ExprValue::Vals(rv) = r {
                 for (slot, v) in res.iter().zip(&rv) {
                     let new = self.materialize(s, v);
                     let old = self.use_vars(slot);
@@ -216,9 +221,9 @@ impl<'a, 'm> Lower<'a, 'm> {
         self.set_exec(&e);
         self.known = known;
         if comps == 0 {
-            return Ok(Ev::Void);
+            return Ok(ExprValue::Void);
         }
-        Ok(Ev::Vals(
+        Ok(ExprValue::Vals(
             res.iter().map(|r| Val::V(self.use_vars(r))).collect(),
         ))
     }

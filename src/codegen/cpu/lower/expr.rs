@@ -32,15 +32,15 @@ impl<'a, 'm> Lower<'a, 'm> {
     /// Evaluates operands left to right. An operand evaluated before one that may reach a
     /// barrier is held in variables (spilled and reloaded there), since a wave resumes after
     /// the barrier without passing through the code that computed it.
-    pub(super) fn eval_ops(&mut self, ops: &[ExprId]) -> Result<Vec<Ev>, Error> {
+    pub(super) fn eval_ops(&mut self, ops: &[ExprId]) -> Result<Vec<ExprValue>, Error> {
         let barrier_after: Vec<bool> = (0..ops.len())
             .map(|k| ops[k + 1..].iter().any(|&x| self.reaches_barrier(x)))
             .collect();
-        let mut held: Vec<Result<Ev, Vec<(Slot, Scalar)>>> = Vec::new();
+        let mut held: Vec<Result<ExprValue, Vec<(Slot, Scalar)>>> = Vec::new();
         for (k, &o) in ops.iter().enumerate() {
             let ev = self.expr(o)?;
             match ev {
-                Ev::Vals(vs) if barrier_after[k] => {
+                ExprValue::Vals(vs) if barrier_after[k] => {
                     let s = scalar_of(self.ty(o));
                     held.push(Err(vs.into_iter().map(|v| self.hold(s, v)).collect()));
                 }
@@ -51,12 +51,12 @@ impl<'a, 'm> Lower<'a, 'm> {
             .into_iter()
             .map(|h| match h {
                 Ok(ev) => ev,
-                Err(slots) => Ev::Vals(slots.iter().map(|x| self.unhold(x)).collect()),
+                Err(slots) => ExprValue::Vals(slots.iter().map(|x| self.unhold(x)).collect()),
             })
             .collect())
     }
 
-    pub(super) fn expr(&mut self, e: ExprId) -> Result<Ev, Error> {
+    pub(super) fn expr(&mut self, e: ExprId) -> Result<ExprValue, Error> {
         let f = self.frame().f;
         let span = f.expr_span(e);
         let ty = self.ty(e);
@@ -76,13 +76,13 @@ impl<'a, 'm> Lower<'a, 'm> {
                         },
                     ),
                 };
-                Ev::Vals(vec![Val::U(self.uconst(s, bits))])
+                ExprValue::Vals(vec![Val::U(self.uconst(s, bits))])
             }
             Expr::Param(i) => {
                 if self.frame().is_kernel {
                     match &self.kparams[*i as usize] {
-                        KParam::Val(v) => Ev::Vals(v.clone()),
-                        KParam::Buf { .. } => Ev::Void,
+                        KernelParam::Val(v) => ExprValue::Vals(v.clone()),
+                        KernelParam::Buf { .. } => ExprValue::Void,
                     }
                 } else {
                     let slot = self.frame().params[*i as usize].clone();
@@ -100,22 +100,22 @@ impl<'a, 'm> Lower<'a, 'm> {
                 )
                 .in_function(&self.kernel_name))
             }
-            Expr::Builtin(b) => Ev::Vals(vec![self.builtin(*b)]),
+            Expr::Builtin(b) => ExprValue::Vals(vec![self.builtin(*b)]),
             Expr::Unary { op, arg } => {
                 let a = self.expr(*arg)?.vals();
                 let s = scalar_of(ty);
-                Ev::Vals(a.iter().map(|x| self.unary(*op, s, x)).collect())
+                ExprValue::Vals(a.iter().map(|x| self.unary(*op, s, x)).collect())
             }
             Expr::Binary { op, lhs, rhs } => {
                 let s = scalar_of(self.ty(*lhs));
                 match op {
                     BinaryOp::LogicalAnd | BinaryOp::LogicalOr => {
-                        Ev::Vals(vec![self.short_circuit(*op, *lhs, *rhs)?])
+                        ExprValue::Vals(vec![self.short_circuit(*op, *lhs, *rhs)?])
                     }
                     _ => {
                         let mut ops = self.eval_ops(&[*lhs, *rhs])?.into_iter();
-                        let a = ops.next().map(Ev::vals).unwrap_or_default();
-                        let b = ops.next().map(Ev::vals).unwrap_or_default();
+                        let a = ops.next().map(ExprValue::vals).unwrap_or_default();
+                        let b = ops.next().map(ExprValue::vals).unwrap_or_default();
                         let (la, lb) = (
                             analysis::literal_int(f, *lhs),
                             analysis::literal_int(f, *rhs),
@@ -124,19 +124,19 @@ impl<'a, 'm> Lower<'a, 'm> {
                         for (x, y) in a.iter().zip(&b) {
                             out.push(self.binary(*op, s, x, y, la, lb, span)?);
                         }
-                        Ev::Vals(out)
+                        ExprValue::Vals(out)
                     }
                 }
             }
             Expr::Cast { to, arg } => {
                 let from = scalar_of(self.ty(*arg));
                 let a = self.expr(*arg)?.vals();
-                Ev::Vals(a.iter().map(|x| self.cast(from, *to, x)).collect())
+                ExprValue::Vals(a.iter().map(|x| self.cast(from, *to, x)).collect())
             }
             Expr::Bitcast { to, arg } => {
                 let from_t = self.ty(*arg);
                 let a = self.expr(*arg)?.vals();
-                Ev::Vals(self.bitcast(from_t, *to, &a))
+                ExprValue::Vals(self.bitcast(from_t, *to, &a))
             }
             Expr::Select {
                 cond,
@@ -144,16 +144,16 @@ impl<'a, 'm> Lower<'a, 'm> {
                 reject,
             } => {
                 let mut ops = self.eval_ops(&[*cond, *accept, *reject])?.into_iter();
-                let c = ops.next().map(Ev::vals).unwrap_or_default();
-                let a = ops.next().map(Ev::vals).unwrap_or_default();
-                let r = ops.next().map(Ev::vals).unwrap_or_default();
+                let c = ops.next().map(ExprValue::vals).unwrap_or_default();
+                let a = ops.next().map(ExprValue::vals).unwrap_or_default();
+                let r = ops.next().map(ExprValue::vals).unwrap_or_default();
                 let s = scalar_of(ty);
                 let mut out = Vec::new();
                 for i in 0..a.len() {
                     let ci = if c.len() == 1 { &c[0] } else { &c[i] };
                     out.push(self.select(s, ci, &a[i], &r[i]));
                 }
-                Ev::Vals(out)
+                ExprValue::Vals(out)
             }
             Expr::IfElse {
                 cond,
@@ -165,23 +165,23 @@ impl<'a, 'm> Lower<'a, 'm> {
                 for ev in self.eval_ops(parts)? {
                     out.extend(ev.vals());
                 }
-                Ev::Vals(out)
+                ExprValue::Vals(out)
             }
             Expr::Splat { lanes, value } => {
                 let v = self.expr(*value)?.vals().remove(0);
-                Ev::Vals(vec![v; *lanes as usize])
+                ExprValue::Vals(vec![v; *lanes as usize])
             }
             Expr::Extract { vector, lane } => {
                 let v = self.expr(*vector)?.vals();
-                Ev::Vals(vec![v[*lane as usize].clone()])
+                ExprValue::Vals(vec![v[*lane as usize].clone()])
             }
             Expr::Swizzle { vector, lanes } => {
                 let v = self.expr(*vector)?.vals();
-                Ev::Vals(lanes.iter().map(|&l| v[l as usize].clone()).collect())
+                ExprValue::Vals(lanes.iter().map(|&l| v[l as usize].clone()).collect())
             }
             Expr::Index { base, index } => {
                 let i = self.expr(*index)?.vals().remove(0);
-                Ev::Vals(self.load_elem(*base, &i, span, 1)?)
+                ExprValue::Vals(self.load_elem(*base, &i, span, 1)?)
             }
             Expr::VLoad {
                 base,
@@ -192,7 +192,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let i = self.expr(*index)?.vals().remove(0);
                 let s = scalar_of(ty);
                 self.check_align(*index, &i, s, *align, span);
-                Ev::Vals(self.load_elem(*base, &i, span, *lanes as u32)?)
+                ExprValue::Vals(self.load_elem(*base, &i, span, *lanes as u32)?)
             }
             // The verifier inlines every call that passes memory.
             Expr::Ref(_) => {
@@ -202,37 +202,41 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
             Expr::Len(i) => {
                 let len = match self.kparams[*i as usize] {
-                    KParam::Buf { off, .. } => self.buf_ref(off).1,
-                    KParam::Val(_) => self.b.ins().iconst(types::I64, 0),
+                    KernelParam::Buf { off, .. } => self.buf_ref(off).1,
+                    KernelParam::Val(_) => self.b.ins().iconst(types::I64, 0),
                 };
                 let max = self.b.ins().iconst(types::I64, u32::MAX as i64);
                 let c = self.b.ins().umin(len, max);
-                Ev::Vals(vec![Val::U(self.b.ins().ireduce(types::I32, c))])
+                ExprValue::Vals(vec![Val::U(self.b.ins().ireduce(types::I32, c))])
             }
             Expr::Call { function, args } => self.call_helper(*function, args)?,
             Expr::Tag { index, .. } => {
-                Ev::Vals(vec![Val::U(self.b.ins().iconst(types::I32, *index as i64))])
+                ExprValue::Vals(vec![Val::U(self.b.ins().iconst(types::I32, *index as i64))])
             }
             Expr::Dispatch { tag, args } => self.dispatch(*tag, args, ty)?,
             Expr::Math { fun, args } => {
-                let vs: Vec<Vec<Val>> = self.eval_ops(args)?.into_iter().map(Ev::vals).collect();
+                let vs: Vec<Vec<Val>> = self
+                    .eval_ops(args)?
+                    .into_iter()
+                    .map(ExprValue::vals)
+                    .collect();
                 let s = scalar_of(ty);
                 let mut out = Vec::new();
                 for c in 0..vs[0].len() {
                     let ops: Vec<Val> = vs.iter().map(|v| v[c].clone()).collect();
                     out.push(self.math(*fun, s, &ops));
                 }
-                Ev::Vals(out)
+                ExprValue::Vals(out)
             }
             Expr::AtomicLoad { place, .. } => {
                 let s = scalar_of(ty);
                 let v = self.atomic_access(place, None, s, span)?;
-                Ev::Vals(v.into_iter().collect())
+                ExprValue::Vals(v.into_iter().collect())
             }
             Expr::AtomicStore { place, value, .. } => {
                 let s = scalar_of(self.ty(*value));
                 self.atomic_access(place, Some(*value), s, span)?;
-                Ev::Void
+                ExprValue::Void
             }
             Expr::Bits { op, args } => {
                 let vs: Vec<Val> = self
@@ -240,7 +244,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     .into_iter()
                     .map(|ev| ev.vals().remove(0))
                     .collect();
-                Ev::Vals(vec![self.bits(*op, scalar_of(ty), &vs)])
+                ExprValue::Vals(vec![self.bits(*op, scalar_of(ty), &vs)])
             }
             Expr::Atomic {
                 op,
@@ -248,15 +252,19 @@ impl<'a, 'm> Lower<'a, 'm> {
                 value,
                 compare,
                 ..
-            } => Ev::Vals(vec![self.atomic(*op, place, *value, *compare, ty, span)?]),
+            } => ExprValue::Vals(vec![self.atomic(*op, place, *value, *compare, ty, span)?]),
             Expr::Wave { op, args, width } => {
-                let vs: Vec<Vec<Val>> = self.eval_ops(args)?.into_iter().map(Ev::vals).collect();
+                let vs: Vec<Vec<Val>> = self
+                    .eval_ops(args)?
+                    .into_iter()
+                    .map(ExprValue::vals)
+                    .collect();
                 let s = if args.is_empty() {
                     Scalar::Bool
                 } else {
                     scalar_of(self.ty(args[0]))
                 };
-                Ev::Vals(self.wave(*op, s, &vs, *width, span)?)
+                ExprValue::Vals(self.wave(*op, s, &vs, *width, span)?)
             }
             Expr::MatrixFill {
                 rows,
@@ -274,7 +282,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                 for i in 0..n {
                     self.b.ins().store(notrap(), raw, p, (i * 8) as i32);
                 }
-                Ev::Mat(p)
+                ExprValue::Mat(p)
             }
             Expr::MatrixLoad {
                 rows,
@@ -288,14 +296,15 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let off = self.alloc_state(n as u64 * 8);
                 let p = self.b.ins().iadd_imm_s(self.state, off as i64);
                 self.matrix_io(p, ty, *base, *offset, *stride, false, span)?;
-                Ev::Mat(p)
+                ExprValue::Mat(p)
             }
             Expr::MatrixMma { a, b, c } => {
                 let (ta, tc) = (self.ty(*a), self.ty(*c));
                 let pa = self.expr(*a)?;
                 let pb = self.expr(*b)?;
                 let pc = self.expr(*c)?;
-                let (Ev::Mat(pa), Ev::Mat(pb), Ev::Mat(pc)) = (pa, pb, pc) else {
+                let (ExprValue::Mat(pa), ExprValue::Mat(pb), ExprValue::Mat(pc)) = (pa, pb, pc)
+                else {
                     return Err(self.internal("matrix_mma of non-fragments"));
                 };
                 let (
@@ -335,11 +344,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                     &[],
                     &[d, pa, pb, pc, dims, codes],
                 );
-                Ev::Mat(d)
+                ExprValue::Mat(d)
             }
         };
         // Keep the class the analysis promised (the lowering may know less).
-        if let (Ev::Vals(vs), Some(s)) = (
+        if let (ExprValue::Vals(vs), Some(s)) = (
             &ev,
             ty.scalar()
                 .or(matches!(ty, Type::Tag(_)).then_some(Scalar::U32)),
@@ -351,7 +360,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                     _ => v.clone(),
                 })
                 .collect();
-            return Ok(Ev::Vals(fixed));
+            return Ok(ExprValue::Vals(fixed));
         }
         Ok(ev)
     }
@@ -935,7 +944,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         cond: ExprId,
         accept: ExprId,
         reject: ExprId,
-    ) -> Result<Ev, Error> {
+    ) -> Result<ExprValue, Error> {
         let s = scalar_of(ty);
         let comps = comps_of(ty);
         let c = self.expr(cond)?.vals().remove(0);

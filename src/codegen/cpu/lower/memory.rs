@@ -15,11 +15,11 @@ impl<'a, 'm> Lower<'a, 'm> {
                     .map(|p| p.name.clone())
                     .unwrap_or_default();
                 match self.kparams[i as usize] {
-                    KParam::Buf { off, elem } => {
+                    KernelParam::Buf { off, elem } => {
                         let (ptr, len) = self.buf_ref(off);
                         (ptr, len, elem, format!("buffer {name}"), false)
                     }
-                    KParam::Val(_) => {
+                    KernelParam::Val(_) => {
                         let z = self.b.ins().iconst(types::I64, 0);
                         (z, z, ElemType::scalar(Scalar::U32), name, false)
                     }
@@ -567,7 +567,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let mut addrs = Vec::new();
         let mut lines = 1;
         for p in self.stream_reads.clone() {
-            let KParam::Buf { off, elem } = self.kparams[p as usize] else {
+            let KernelParam::Buf { off, elem } = self.kparams[p as usize] else {
                 continue;
             };
             let Some(&(_, ptr)) = self.fast_ptrs.iter().find(|&&(o, _)| o == off) else {
@@ -755,8 +755,12 @@ impl<'a, 'm> Lower<'a, 'm> {
         span: Span,
     ) -> Result<(), Error> {
         let mut ops = self.eval_ops(&[index, value])?.into_iter();
-        let idx = ops.next().map(Ev::vals).unwrap_or_default().remove(0);
-        let v = ops.next().map(Ev::vals).unwrap_or_default();
+        let idx = ops
+            .next()
+            .map(ExprValue::vals)
+            .unwrap_or_default()
+            .remove(0);
+        let v = ops.next().map(ExprValue::vals).unwrap_or_default();
         let s = scalar_of(self.ty(value));
         self.check_align(index, &idx, s, align, span);
         // Component j at scalar index i + j.
@@ -793,7 +797,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         span: Span,
     ) -> Result<(), Error> {
         let frag = match self.expr(value)? {
-            Ev::Mat(p) => p,
+            ExprValue::Mat(p) => p,
             _ => return Err(self.internal("matrix_store of a non-fragment")),
         };
         let t = self.ty(value);

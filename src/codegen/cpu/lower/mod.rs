@@ -105,7 +105,7 @@ enum Known {
 
 /// An expression's value.
 #[derive(Clone, Debug)]
-enum Ev {
+enum ExprValue {
     /// Scalar or vector components (a tag is one `u32` component).
     Vals(Vec<Val>),
     /// A cooperative-matrix fragment: the address of its slots (per wave, in the state).
@@ -113,10 +113,10 @@ enum Ev {
     Void,
 }
 
-impl Ev {
+impl ExprValue {
     fn vals(self) -> Vec<Val> {
         match self {
-            Ev::Vals(v) => v,
+            ExprValue::Vals(v) => v,
             _ => Vec::new(),
         }
     }
@@ -161,7 +161,7 @@ struct LoopFrame {
     exit_mask: Vec<Variable>,
 }
 
-enum KParam {
+enum KernelParam {
     /// A buffer: its `BufRef` is at `off` in the context's table. The pointer and length are
     /// loaded where they are used rather than kept in registers across the wave loop (a load
     /// folds into its user; a register held for the whole loop is spilled anyway).
@@ -182,7 +182,7 @@ pub struct Lower<'a, 'm> {
     n: u32,
     // entry values
     ctx: Value,
-    kparams: Vec<KParam>,
+    kparams: Vec<KernelParam>,
     /// The context's table of `BufRef`s.
     bufs: Value,
     group: [Value; 3],
@@ -567,7 +567,7 @@ impl<'a, 'm> Lower<'a, 'm> {
     fn fast_lens(&mut self) -> Option<Value> {
         let mut least: Option<Value> = None;
         for p in self.fast_bufs.clone() {
-            let KParam::Buf { off, .. } = self.kparams[p as usize] else {
+            let KernelParam::Buf { off, .. } = self.kparams[p as usize] else {
                 continue;
             };
             let ptr = self.b.ins().load(types::I64, notrap(), self.bufs, off);
@@ -592,7 +592,7 @@ impl<'a, 'm> Lower<'a, 'm> {
         let args = self.ptr_load(ctx_off::ARGS);
         for (i, p) in f.params.iter().enumerate() {
             let kp = match p.ty {
-                Type::Buffer { elem, .. } => KParam::Buf {
+                Type::Buffer { elem, .. } => KernelParam::Buf {
                     off: (i * 16) as i32,
                     elem,
                 },
@@ -611,7 +611,7 @@ impl<'a, 'm> Lower<'a, 'm> {
                         };
                         vals.push(Val::U(self.load_scalar(s, args, off + low)));
                     }
-                    KParam::Val(vals)
+                    KernelParam::Val(vals)
                 }
             };
             self.kparams.push(kp);

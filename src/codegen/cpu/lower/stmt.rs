@@ -79,15 +79,19 @@ impl<'a, 'm> Lower<'a, 'm> {
         }
     }
 
-    pub(super) fn read_slot(&mut self, slot: &Slot, ty: Type) -> Ev {
+    pub(super) fn read_slot(&mut self, slot: &Slot, ty: Type) -> ExprValue {
         match slot {
-            Slot::Uni(vs) => Ev::Vals(vs.iter().map(|&v| Val::U(self.b.use_var(v))).collect()),
-            Slot::Aff(v, k) => Ev::Vals(vec![Val::A(self.b.use_var(*v), *k)]),
-            Slot::Var(cs) => Ev::Vals(cs.iter().map(|c| Val::V(self.use_vars(c))).collect()),
-            Slot::Mat { off, .. } => Ev::Mat(self.b.ins().iadd_imm_s(self.state, *off as i64)),
+            Slot::Uni(vs) => {
+                ExprValue::Vals(vs.iter().map(|&v| Val::U(self.b.use_var(v))).collect())
+            }
+            Slot::Aff(v, k) => ExprValue::Vals(vec![Val::A(self.b.use_var(*v), *k)]),
+            Slot::Var(cs) => ExprValue::Vals(cs.iter().map(|c| Val::V(self.use_vars(c))).collect()),
+            Slot::Mat { off, .. } => {
+                ExprValue::Mat(self.b.ins().iadd_imm_s(self.state, *off as i64))
+            }
             Slot::Arr { .. } => {
                 let _ = ty;
-                Ev::Void
+                ExprValue::Void
             }
         }
     }
@@ -145,9 +149,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 if let Some(e) = init {
                     let ty = self.frame().f.locals[*local].ty;
                     match self.expr(*e)? {
-                        Ev::Mat(p) => self.copy_mat(&slot, p),
-                        Ev::Vals(v) => self.write_slot(&slot, scalar_of(ty), &v, false)?,
-                        Ev::Void => {}
+                        ExprValue::Mat(p) => self.copy_mat(&slot, p),
+                        ExprValue::Vals(v) => self.write_slot(&slot, scalar_of(ty), &v, false)?,
+                        ExprValue::Void => {}
                     }
                 }
             }
@@ -215,9 +219,9 @@ impl<'a, 'm> Lower<'a, 'm> {
                 let ty = self.frame().f.locals[l].ty;
                 let blend = self.needs_blend(l);
                 match self.expr(value)? {
-                    Ev::Mat(p) => self.copy_mat(&slot, p),
-                    Ev::Vals(v) => self.write_slot(&slot, scalar_of(ty), &v, blend)?,
-                    Ev::Void => {}
+                    ExprValue::Mat(p) => self.copy_mat(&slot, p),
+                    ExprValue::Vals(v) => self.write_slot(&slot, scalar_of(ty), &v, blend)?,
+                    ExprValue::Void => {}
                 }
             }
             Place::Lane { local, lane } => {
@@ -239,8 +243,8 @@ impl<'a, 'm> Lower<'a, 'm> {
             }
             Place::Element { base, index } => {
                 let mut ops = self.eval_ops(&[index, value])?.into_iter();
-                let idx = ops.next().map(Ev::vals).unwrap_or_default();
-                let v = ops.next().map(Ev::vals).unwrap_or_default();
+                let idx = ops.next().map(ExprValue::vals).unwrap_or_default();
+                let v = ops.next().map(ExprValue::vals).unwrap_or_default();
                 let idx = idx
                     .into_iter()
                     .next()
@@ -326,8 +330,16 @@ impl<'a, 'm> Lower<'a, 'm> {
             return Ok(None);
         }
         let mut ops = self.eval_ops(&[lhs, rhs])?.into_iter();
-        let a = ops.next().map(Ev::vals).unwrap_or_default().remove(0);
-        let b = ops.next().map(Ev::vals).unwrap_or_default().remove(0);
+        let a = ops
+            .next()
+            .map(ExprValue::vals)
+            .unwrap_or_default()
+            .remove(0);
+        let b = ops
+            .next()
+            .map(ExprValue::vals)
+            .unwrap_or_default()
+            .remove(0);
         // Lane l of the affine side is `base + l × k`; `op` as `affine op uniform`.
         let (base, k, u, op) = match (&a, &b) {
             (Val::A(base, k), Val::U(u)) => (*base, *k, *u, op),
@@ -934,12 +946,12 @@ impl<'a, 'm> Lower<'a, 'm> {
         // A helper: the result, blended under the mask when it goes through a variable.
         let ret = self.frame().ret.clone();
         let ret_ty = self.frame().f.ret;
-        if let (Some(slot), Some(Ev::Vals(vals))) = (&ret, &val) {
+        if let (Some(slot), Some(ExprValue::Vals(vals))) = (&ret, &val) {
             let s = ret_ty.map(scalar_of).unwrap_or(Scalar::U32);
             let blend = matches!(slot, Slot::Var(_));
             self.write_slot(slot, s, vals, blend)?;
         }
-        if let (Some(slot @ Slot::Mat { .. }), Some(Ev::Mat(p))) = (&ret, &val) {
+        if let (Some(slot @ Slot::Mat { .. }), Some(ExprValue::Mat(p))) = (&ret, &val) {
             self.copy_mat(slot, *p);
         }
         let e = self.exec();

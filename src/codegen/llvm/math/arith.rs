@@ -1,7 +1,7 @@
 //! [`Ir`]: the scalar `f64` arithmetic of `codegen::f64math` as LLVM IR appended to the
 //! function being lowered (NVPTX and AMDGPU have a fused `fma`).
 
-use super::super::{Error, FnCx, LResult};
+use super::super::{Error, FunctionContext, LowerResult};
 use crate::codegen::f64math::trig::{table_entry, TABLE_LEN};
 use crate::codegen::f64math::{Arith, Cmp};
 use inkwell::values::{BasicValueEnum, InstructionOpcode as O};
@@ -11,10 +11,10 @@ use inkwell::FloatPredicate;
 const TABLE_NAME: &str = "xpu_two_over_pi";
 
 /// The device side: LLVM IR appended to the function being lowered.
-pub(super) struct Ir<'f, 'a, 'ctx>(pub(super) &'f FnCx<'a, 'ctx>);
+pub(super) struct Ir<'f, 'a, 'ctx>(pub(super) &'f FunctionContext<'a, 'ctx>);
 
 impl<'ctx> Ir<'_, '_, 'ctx> {
-    fn call(&self, name: &str, args: &[BasicValueEnum<'ctx>]) -> LResult<BasicValueEnum<'ctx>> {
+    fn call(&self, name: &str, args: &[BasicValueEnum<'ctx>]) -> LowerResult<BasicValueEnum<'ctx>> {
         let t = self.0.cx.context.f64_type().into();
         self.0.cx.call_value(name, &[t], args)
     }
@@ -50,34 +50,34 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
     fn c(&mut self, v: f64) -> Self::V {
         self.0.cx.context.f64_type().const_float(v).into()
     }
-    fn add(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
+    fn add(&mut self, a: Self::V, b: Self::V) -> LowerResult<Self::V> {
         self.0.binop(O::FAdd, a, b)
     }
-    fn sub(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
+    fn sub(&mut self, a: Self::V, b: Self::V) -> LowerResult<Self::V> {
         self.0.binop(O::FSub, a, b)
     }
-    fn mul(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
+    fn mul(&mut self, a: Self::V, b: Self::V) -> LowerResult<Self::V> {
         self.0.binop(O::FMul, a, b)
     }
-    fn div(&mut self, a: Self::V, b: Self::V) -> LResult<Self::V> {
+    fn div(&mut self, a: Self::V, b: Self::V) -> LowerResult<Self::V> {
         self.0.binop(O::FDiv, a, b)
     }
-    fn mul_add(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LResult<Self::V> {
+    fn mul_add(&mut self, a: Self::V, b: Self::V, c: Self::V) -> LowerResult<Self::V> {
         self.call("llvm.fma", &[a, b, c])
     }
-    fn neg(&mut self, a: Self::V) -> LResult<Self::V> {
+    fn neg(&mut self, a: Self::V) -> LowerResult<Self::V> {
         Ok(self.0.b().build_float_neg(a.into_float_value(), "")?.into())
     }
-    fn abs(&mut self, a: Self::V) -> LResult<Self::V> {
+    fn abs(&mut self, a: Self::V) -> LowerResult<Self::V> {
         self.call("llvm.fabs", &[a])
     }
-    fn floor(&mut self, a: Self::V) -> LResult<Self::V> {
+    fn floor(&mut self, a: Self::V) -> LowerResult<Self::V> {
         self.call("llvm.floor", &[a])
     }
-    fn rint(&mut self, a: Self::V) -> LResult<Self::V> {
+    fn rint(&mut self, a: Self::V) -> LowerResult<Self::V> {
         self.call("llvm.rint", &[a])
     }
-    fn cmp(&mut self, p: Cmp, a: Self::V, b: Self::V) -> LResult<Self::B> {
+    fn cmp(&mut self, p: Cmp, a: Self::V, b: Self::V) -> LowerResult<Self::B> {
         let p = match p {
             Cmp::Lt => FloatPredicate::OLT,
             Cmp::Gt => FloatPredicate::OGT,
@@ -87,21 +87,21 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
         };
         self.0.fcmp(p, a, b)
     }
-    fn clamp(&mut self, a: Self::V, lo: f64, hi: f64) -> LResult<Self::V> {
+    fn clamp(&mut self, a: Self::V, lo: f64, hi: f64) -> LowerResult<Self::V> {
         let (lo, hi) = (self.c(lo), self.c(hi));
         let m = self.call("llvm.maxnum", &[a, lo])?;
         self.call("llvm.minnum", &[m, hi])
     }
-    fn and(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B> {
+    fn and(&mut self, a: Self::B, b: Self::B) -> LowerResult<Self::B> {
         self.0.binop(O::And, a, b)
     }
-    fn or(&mut self, a: Self::B, b: Self::B) -> LResult<Self::B> {
+    fn or(&mut self, a: Self::B, b: Self::B) -> LowerResult<Self::B> {
         self.0.binop(O::Or, a, b)
     }
-    fn sel(&mut self, c: Self::B, a: Self::V, b: Self::V) -> LResult<Self::V> {
+    fn sel(&mut self, c: Self::B, a: Self::V, b: Self::V) -> LowerResult<Self::V> {
         self.0.select(c, a, b)
     }
-    fn frexp(&mut self, a: Self::V) -> LResult<(Self::V, Self::V)> {
+    fn frexp(&mut self, a: Self::V) -> LowerResult<(Self::V, Self::V)> {
         let ctx = self.0.cx.context;
         let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
         let b = self.0.b();
@@ -115,7 +115,7 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
         let m = b.build_bit_cast(mb, f64t, "")?;
         Ok((m, e))
     }
-    fn pow2(&mut self, k: Self::V) -> LResult<Self::V> {
+    fn pow2(&mut self, k: Self::V) -> LowerResult<Self::V> {
         let ctx = self.0.cx.context;
         let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
         let b = self.0.b();
@@ -124,7 +124,7 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
         let bits = b.build_left_shift(biased, i64t.const_int(52, false), "")?;
         Ok(b.build_bit_cast(bits, f64t, "")?)
     }
-    fn table(&mut self, i: Self::V) -> LResult<Self::V> {
+    fn table(&mut self, i: Self::V) -> LowerResult<Self::V> {
         let g = self.table_global();
         let ctx = self.0.cx.context;
         let (i64t, f64t) = (ctx.i64_type(), ctx.f64_type());
@@ -145,8 +145,8 @@ impl<'ctx> Arith for Ir<'_, '_, 'ctx> {
         &mut self,
         cond: Self::B,
         otherwise: [Self::V; N],
-        then: impl FnOnce(&mut Self) -> LResult<[Self::V; N]>,
-    ) -> LResult<[Self::V; N]> {
+        then: impl FnOnce(&mut Self) -> LowerResult<[Self::V; N]>,
+    ) -> LowerResult<[Self::V; N]> {
         let ctx = self.0.cx.context;
         let b = self.0.b();
         let from = b.get_insert_block().expect("positioned");
