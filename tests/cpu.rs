@@ -431,6 +431,13 @@ fn fuzz_batch_agrees_on_vulkan() {
 /// was seen (the closing notes track them): a new one fails the test.
 const KNOWN_VULKAN_DISAGREEMENTS: &[(&str, &str)] = &[
     (
+        "case_00211",
+        "lavapipe: `floor(sin(a as f32))` at a = -125585592 is 1.0 where the interpreter gives \
+         0.0: f32 sin of a 1.3e8 argument (GLSL.std.450 Sin has no precision bound outside \
+         [-pi, pi], and the SPIR-V lowering's f32 sin falls back to it outside the range its f64 \
+         path reduces)",
+    ),
+    (
         "case_01171",
         "lavapipe: a wave sum over `pow(f, f)` of special inputs (inf, 1e-40, -x) is 0.0 where \
          the interpreter's IEEE pow gives inf",

@@ -117,10 +117,11 @@ fn cpu(module: &Arc<VerifiedModule>, h: Handle<Function>, opts: &Options) -> Low
             }
         }
         Ok(Err(e)) => {
+            let reason = e.reason_in(&f.name);
             let e = crate::hal::launch::LaunchError::lowering(&f.name, Backend::Cpu, e, false);
             Lowered::Refused {
                 code: e.code().into(),
-                reason: e.to_string(),
+                reason,
             }
         }
         Err(_) => Lowered::Hung {
@@ -155,7 +156,10 @@ fn vulkan(module: &Arc<VerifiedModule>, h: Handle<Function>, tools: &mut Tools) 
         }
         Err(u) => Lowered::Refused {
             code: crate::hal::launch::codes::NO_CODE.into(),
-            reason: u.to_string(),
+            reason: format!(
+                "unsupported on this Vulkan device: {}",
+                u.reason_in(&f.name)
+            ),
         },
     }
 }

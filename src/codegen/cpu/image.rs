@@ -84,7 +84,7 @@ pub struct CodeImage {
     pub debug_sites: Vec<DebugSite>,
 }
 
-/// The index of `kind` in [`KINDS`], `None` for a kind images do not carry.
+/// The index of `kind` in `KINDS`, `None` for a kind images do not carry.
 pub fn kind_index(kind: Reloc) -> Option<u8> {
     KINDS.iter().position(|k| *k == kind).map(|i| i as u8)
 }

@@ -27,7 +27,7 @@
 //!   half away from zero, integer division with the divisor 0 and the `MIN / -1` case made
 //!   harmless (no hang, wrap to `MIN`), `NoContraction` on every float arithmetic result.
 //! - **Capabilities** are declared only for the types and verbs the kernel uses, and a kernel
-//!   needing one the device does not offer is refused by name ([`Unsupported`]).
+//!   needing one the device does not offer is refused by name (a [`crate::codegen::Error`], `XPU-L01`).
 //!
 //! - **Wide vectors.** 8- and 16-lane vectors (SPIR-V shader vectors have at most 4 lanes)
 //!   are arrays of their lanes; lane-wise operations on them are emitted once per lane
