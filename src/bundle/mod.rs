@@ -65,6 +65,8 @@ pub mod codes {
     pub const WRITE: &str = "XPU-B011";
     /// The device refused the bundle's code at load (its launch metadata included).
     pub const DEVICE: &str = "XPU-B012";
+    /// `xpu run --bundle`: a kernel file whose module is not the bundle's canonical IR.
+    pub const OTHER_MODULE: &str = "XPU-B013";
 }
 
 /// A bundle that cannot be written, read or loaded.

@@ -23,6 +23,10 @@
 //! `--checked` loads programs in checked mode (GPU bounds checks, `XPU-L013`); see
 //! docs/checked-mode.md. A case of `expect ub` on a GPU backend always runs checked.
 //!
+//! `--bundle BUNDLE` loads each file's module from a bundle (`xpu build FILE -o BUNDLE`)
+//! instead of lowering it, and prints a line per file and device: the kernels with code for
+//! that device in the bundle, and how many the run lowered after all (docs/bundle.md).
+//!
 //! A CUDA or HIP device whose driver does not let the process recover from a fault (`XPU-D016`)
 //! runs nothing more in that process: `xpu run` goes on in a new process of itself from the
 //! next case (a note on stderr), and the last closing line counts every case.
@@ -54,6 +58,12 @@ pub struct RunArgs {
     /// Test every `align = N` statement the proof does not confirm (XPU-L010). Default on.
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub ub_traps: Option<String>,
+    /// Load each file's module from this bundle (`xpu build FILE -o BUNDLE`) instead of
+    /// lowering it: the bundle's code for the device runs, and a line per file says how many
+    /// kernels had to be lowered after all. A file that is not the bundle's module fails with
+    /// XPU-B013.
+    #[arg(long, value_name = "BUNDLE")]
+    pub bundle: Option<PathBuf>,
     /// Internal: the cases an earlier process ran before its device was lost (it runs this
     /// executable again to go on).
     #[arg(long, hide = true, default_value = "0")]
@@ -100,13 +110,19 @@ pub fn run(args: &RunArgs) -> ExitCode {
         checked: args.checked.then_some(true),
         ub_traps: args.ub_traps.as_deref().map(|v| v == "on"),
     };
-    let runner = match select_devices(&args.backend).and_then(Runner::new) {
+    let mut runner = match select_devices(&args.backend).and_then(Runner::new) {
         Ok(r) => r
             .with_deadline(deadline)
             .with_run_options(options)
             .with_resume(args.resume_after),
         Err(e) => return fail(&mut out, e.to_string()),
     };
+    if let Some(path) = &args.bundle {
+        match crate::bundle::Bundle::open(path) {
+            Ok(b) => runner = runner.with_bundle(b),
+            Err(e) => return fail(&mut out, e.to_string()),
+        }
+    }
     let files = match crate::filetest::kernel_files(&args.paths) {
         Ok(f) if f.is_empty() => {
             return fail(&mut out, "no .xk files under the given paths".into())
@@ -163,6 +179,16 @@ pub fn run(args: &RunArgs) -> ExitCode {
         });
         if let Some(bar) = &bar {
             bar.inc(1);
+        }
+        for line in runner.take_bundle_lines() {
+            if args.json {
+                let j = serde_json::json!({"type": "bundle", "line": line});
+                let _ = writeln!(out, "{j}");
+            } else if let Some(bar) = &bar {
+                bar.println(line);
+            } else {
+                let _ = writeln!(out, "{line}");
+            }
         }
         if let Err(e) = result {
             if let Some(bar) = &bar {

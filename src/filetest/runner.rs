@@ -35,7 +35,7 @@ use crate::hal::kernel_function;
 use crate::hal::launch::{format_scalar, type_name, ArgValue, HostValue, Launch, LaunchError};
 use crate::hal::{Backend, DeviceError, Init, ProgramOptions};
 use crate::ir::text::run::{ArgInit, Expect, RunSpec, Value};
-use crate::ir::{Access, Diagnostics, ElemType, Function, Scalar, Type};
+use crate::ir::{Access, Diagnostics, ElemType, Function, Scalar, Type, VerifiedModule};
 use crate::runtime::buffer::RawBuffer;
 use crate::runtime::device::{Device, Program};
 use crate::runtime::stream::KernelStream;
@@ -180,6 +180,10 @@ pub struct Runner {
     /// The number of cases met when a CUDA/HIP device could not be recovered after a fault
     /// (`XPU-D016`): the run stops there.
     lost_at: std::cell::Cell<Option<usize>>,
+    /// `xpu run --bundle`: programs are loaded from this bundle ([`Runner::with_bundle`]).
+    bundle: Option<Arc<crate::bundle::Bundle>>,
+    /// One line per (file, device) loaded from the bundle: how many kernels were lowered.
+    bundle_lines: std::cell::RefCell<Vec<String>>,
 }
 
 impl Runner {
@@ -198,7 +202,76 @@ impl Runner {
             skip: 0,
             seen: std::cell::Cell::new(0),
             lost_at: std::cell::Cell::new(None),
+            bundle: None,
+            bundle_lines: std::cell::RefCell::new(Vec::new()),
         })
+    }
+
+    /// Loads every file's module from `bundle` ([`Device::load_from_bundle`]) instead of
+    /// lowering it: the bundle's code for each device is used, and kernels it has none for
+    /// are lowered from its IR. A file whose module is not the bundle's canonical IR fails
+    /// its cases with `XPU-B013`. [`Runner::take_bundle_lines`] says, per file and device,
+    /// how many kernels were lowered after all.
+    pub fn with_bundle(mut self, bundle: crate::bundle::Bundle) -> Runner {
+        self.bundle = Some(Arc::new(bundle));
+        self
+    }
+
+    /// The lines about bundle loads since the last call (`xpu run --bundle`): per file and
+    /// device, the kernels the bundle had code for and the lowerings the run needed.
+    pub fn take_bundle_lines(&self) -> Vec<String> {
+        std::mem::take(&mut *self.bundle_lines.borrow_mut())
+    }
+
+    /// The program of `verified` on `device`: from the bundle where one is set (`printed`,
+    /// the file's module in canonical form, must be its IR), else lowered with the runner's
+    /// options.
+    fn program(
+        &self,
+        file: &str,
+        printed: Option<&str>,
+        verified: &Arc<VerifiedModule>,
+        device: &Device,
+    ) -> Result<Program, String> {
+        let Some(bundle) = &self.bundle else {
+            return device
+                .load_with(verified, self.options)
+                .map_err(|e| e.to_string());
+        };
+        if printed != Some(bundle.ir()) {
+            return Err(format!(
+                "error[{}]: {file} is not the module of bundle {} (it was built from another \
+                 file or version of it)",
+                crate::bundle::codes::OTHER_MODULE,
+                bundle.path()
+            ));
+        }
+        device.load_from_bundle(bundle).map_err(|e| e.to_string())
+    }
+
+    /// Records how the bundle served `program` on `device` (after its cases ran).
+    fn note_bundle_use(&self, file: &str, device: &Device, program: &Program) {
+        let Some(bundle) = &self.bundle else {
+            return;
+        };
+        let backend = device.backend();
+        let target = device.implementation().code_target();
+        let with_code = bundle
+            .entries()
+            .filter(|e| e.backend == backend && e.code.is_some())
+            .filter(|e| target.as_deref() == Some(e.target))
+            .count();
+        let lowered = program
+            .lowerings()
+            .map_or("not counted by this backend".to_string(), |n| {
+                format!("{n} lowered here")
+            });
+        self.bundle_lines.borrow_mut().push(format!(
+            "bundle  {file}  {}  {with_code} kernels with code for this device ({}) in the \
+             bundle, {lowered}",
+            backend.name(),
+            target.as_deref().unwrap_or("the IR is the code"),
+        ));
     }
 
     /// Passes over the first `skip` cases without running or reporting them: the cases an
@@ -278,6 +351,9 @@ impl Runner {
                 }
                 writeln!(out, "{case}")
             })?;
+            for line in self.take_bundle_lines() {
+                writeln!(out, "{line}")?;
+            }
             if self.lost_at.get().is_some() {
                 return Ok(summary);
             }
@@ -334,6 +410,8 @@ impl Runner {
                 return report(&case(line, "-", "-", Outcome::Fail(diags.render(file))));
             }
         };
+        // The canonical text of the module, which a bundle's IR must be (`--bundle`).
+        let printed = self.bundle.as_ref().map(|_| crate::ir::print(&module));
         let verified = match module.verify() {
             Ok(v) => Arc::new(v),
             Err(diags) => {
@@ -364,7 +442,7 @@ impl Runner {
         };
         let interp = self.interp.load(&verified);
         for device in &self.devices {
-            let program = device.load_with(&verified, self.options);
+            let program = self.program(file, printed.as_deref(), &verified, device);
             for spec in &specs {
                 if !self.next_case() {
                     continue;
@@ -379,7 +457,8 @@ impl Runner {
                 };
                 let outcome = match (&program, &interp) {
                     (Ok(program), Ok(interp)) => run_case(spec, program, interp),
-                    (Err(e), _) | (_, Err(e)) => Outcome::Fail(e.to_string()),
+                    (Err(e), _) => Outcome::Fail(e.clone()),
+                    (_, Err(e)) => Outcome::Fail(e.to_string()),
                 };
                 report(&case(
                     spec.span.line,
@@ -393,6 +472,9 @@ impl Runner {
                     self.lost_at.set(Some(self.seen.get()));
                     return Ok(());
                 }
+            }
+            if let Ok(program) = &program {
+                self.note_bundle_use(file, device, program);
             }
         }
         Ok(())
