@@ -324,6 +324,54 @@ fn xpu_build_o_then_a_second_process_launches_without_lowering() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `xpu run FILE --bundle B`: the file's cases run with the bundle's code (on lavapipe the
+/// SPIR-V is the bundle's: nothing lowered), and a file that is not the bundle's module fails
+/// with XPU-B013.
+#[test]
+fn xpu_run_with_a_bundle_uses_its_code_and_refuses_another_module() {
+    let dir = scratch("run-bundle");
+    let out = dir.join("matmul.xpub");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/matmul.xk");
+    let backend = if vulkan().is_some() { "vulkan" } else { "cpu" };
+    let r = xpu_bin()
+        .args(["build", src, "--backend", &format!("cpu,{backend}"), "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let run = |file: &str| {
+        let r = xpu_bin()
+            .args(["run", file, "--backend", backend, "--bundle"])
+            .arg(&out)
+            .env("XPU_CACHE_DIR", "off")
+            .output()
+            .unwrap();
+        (
+            r.status.code(),
+            String::from_utf8_lossy(&r.stdout).into_owned(),
+        )
+    };
+    let (code, text) = run(src);
+    assert_eq!(code, Some(0), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("bundle  "))
+        .unwrap_or_else(|| panic!("no bundle line:\n{text}"));
+    if backend == "vulkan" {
+        assert!(
+            line.contains("1 kernels with code for this device") && line.contains("0 lowered here"),
+            "{line}"
+        );
+    } else {
+        assert!(line.contains("the IR is the code"), "{line}");
+    }
+    let other = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/saxpy.xk");
+    let (code, text) = run(other);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("error[XPU-B013]"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 #[ignore = "the child of xpu_build_o_then_a_second_process_launches_without_lowering"]
 fn child_loads_bundle() {
