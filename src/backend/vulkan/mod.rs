@@ -150,6 +150,8 @@ struct QuerySlot {
     inner: Arc<Inner>,
     pool: vk::QueryPool,
     index: u32,
+    /// The tick, once read (events sharing the slot read it once).
+    tick: std::sync::OnceLock<u64>,
 }
 
 impl Drop for QuerySlot {
@@ -386,6 +388,7 @@ impl Inner {
             inner: self.clone(),
             pool,
             index,
+            tick: std::sync::OnceLock::new(),
         })
     }
 
@@ -581,6 +584,9 @@ struct InFlight {
 struct Recording {
     cb: vk::CommandBuffer,
     ops: u32,
+    /// The timestamp recorded last, while no operation has been recorded after it: the next
+    /// event shares it (a profiled launch's "after" is the next one's "before").
+    mark: Option<Arc<QuerySlot>>,
 }
 
 struct StreamState {
@@ -655,7 +661,11 @@ impl StreamCore {
             st.spare.push(cb);
             return Err(e);
         }
-        st.recording = Some(Recording { cb, ops: 0 });
+        st.recording = Some(Recording {
+            cb,
+            ops: 0,
+            mark: None,
+        });
         Ok(cb)
     }
 
@@ -673,7 +683,12 @@ impl StreamCore {
         st.keep.extend(keep);
         let r = st.recording.as_mut().expect("opened above");
         r.ops += 1;
-        if r.ops >= OPS_PER_SUBMISSION {
+        let (ops, mark) = (r.ops, r.mark.take());
+        if let Some(mark) = mark {
+            // Its write is pending until this submission completes.
+            st.keep.push(Box::new(mark));
+        }
+        if ops >= OPS_PER_SUBMISSION {
             self.submit(&mut st)?;
         }
         Ok(())
@@ -681,9 +696,12 @@ impl StreamCore {
 
     /// Submits the recording command buffer, if any, and retires what has completed.
     fn submit(&self, st: &mut StreamState) -> Result<(), DeviceError> {
-        let Some(Recording { cb, ops }) = st.recording.take() else {
+        let Some(Recording { cb, ops, mark }) = st.recording.take() else {
             return Ok(());
         };
+        if let Some(mark) = mark {
+            st.keep.push(Box::new(mark));
+        }
         let mut steps = Steps::start(self.inner.trace);
         let keep = std::mem::take(&mut st.keep);
         let (fence, reused) = match self.inner.submit(cb) {
@@ -891,14 +909,18 @@ impl StreamImpl for VkStream {
     fn record(&self) -> Result<Arc<dyn EventImpl>, DeviceError> {
         // An event is "everything so far": the submission that holds (or held) the stream's
         // last operation. Its timestamp, where the queue writes them, goes into the recording
-        // command buffer after a full barrier, so work recorded between two events lands in
+        // command buffer (written once everything before it has finished), so work recorded
+        // between two events lands in
         // one submission with both timestamps and their interval is device time only. Nothing
         // is submitted here: waiting on, polling or being waited for by another stream
         // submits the event's work.
         let core = &self.core;
         let mut steps = Steps::start(core.inner.trace);
         let mut st = core.state.lock();
+        let shared = st.recording.as_ref().and_then(|r| r.mark.clone());
         let query = match core.inner.timestamps {
+            // Nothing recorded since the last timestamp: the same tick.
+            Some(_) if shared.is_some() => shared,
             Some(_) => {
                 let slot = core.inner.query_slot()?;
                 let cb = core.open(&mut st)?;
@@ -906,8 +928,11 @@ impl StreamImpl for VkStream {
                 // SAFETY: `cb` is recording; the slot is free (its last write completed), and
                 // commands on one query run in submission order, reset before write.
                 unsafe { dev.cmd_reset_query_pool(cb, slot.pool, slot.index, 1) };
-                core.inner.barrier(cb);
-                // After the full barrier: the tick at which every earlier command has finished.
+                // No barrier of its own: a timestamp at BOTTOM_OF_PIPE is written once every
+                // earlier command has finished (its first synchronisation scope is all of
+                // them), and every operation after it waits behind a full barrier
+                // (`StreamCore::record`). A barrier here doubled the device's work per
+                // profiled launch.
                 // SAFETY: as above.
                 unsafe {
                     dev.cmd_write_timestamp(
@@ -917,6 +942,10 @@ impl StreamImpl for VkStream {
                         slot.index,
                     )
                 };
+                let slot = Arc::new(slot);
+                if let Some(r) = st.recording.as_mut() {
+                    r.mark = Some(slot.clone());
+                }
                 Some(slot)
             }
             None => None,
@@ -963,14 +992,18 @@ impl StreamImpl for VkStream {
 struct VkEvent {
     core: Arc<StreamCore>,
     seq: u64,
-    /// The timestamp written after everything before the event.
-    query: Option<QuerySlot>,
+    /// The timestamp written after everything before the event (shared with the events
+    /// recorded next to it, with nothing between).
+    query: Option<Arc<QuerySlot>>,
 }
 
 impl VkEvent {
     /// The event's device tick, once its submission has completed.
     fn tick(&self) -> Option<u64> {
         let slot = self.query.as_ref()?;
+        if let Some(&t) = slot.tick.get() {
+            return Some(t);
+        }
         self.core.wait(self.seq).ok()?;
         let mut v = [0u64; 1];
         // SAFETY: the query was written by a completed submission.
@@ -983,7 +1016,7 @@ impl VkEvent {
             )
         }
         .ok()?;
-        Some(v[0])
+        Some(*slot.tick.get_or_init(|| v[0]))
     }
 }
 
