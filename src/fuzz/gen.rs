@@ -45,6 +45,11 @@ const TYPES: [&str; 10] = [
 
 struct Gen {
     rng: Rng,
+    /// The draws of the constructs of issue 23 items 4, 5 and 8 (memory helpers, structs,
+    /// constant buffers, shared layouts): a stream of their own, so that `rng` draws the
+    /// same kernel for a seed as before they were added (the known disagreements stay
+    /// named by the seeds they were found at).
+    extra: Rng,
     out: String,
     /// Variables in scope: name, type, assignable.
     vars: Vec<(String, &'static str, bool)>,
@@ -456,6 +461,9 @@ impl Gen {
                 self.line(&format!("let {name}: {ty} = {e};"));
                 self.fold(&name, ty);
                 self.vars.push((name, ty, true));
+                if !self.helper && self.extra.chance(20) {
+                    self.struct_stmt();
+                }
             }
             4..=6 => {
                 let assignable: Vec<(String, &'static str)> = self
@@ -705,6 +713,44 @@ impl Gen {
         self.line(&format!("acc = (acc * 1099511628211u64) ^ {bits};"));
     }
 
+    /// A struct built from values in scope and a buffer read through a helper, copied whole,
+    /// a field assigned, and every field folded (issue 23 items 4, 5).
+    fn struct_stmt(&mut self) {
+        let pick = |g: &mut Self, ty: &'static str, default: &str| -> String {
+            let c: Vec<String> = g
+                .vars
+                .iter()
+                .filter(|v| v.1 == ty)
+                .map(|v| v.0.clone())
+                .collect();
+            if c.is_empty() || g.extra.chance(30) {
+                default.to_string()
+            } else {
+                g.extra.pick(&c).clone()
+            }
+        };
+        let k = pick(self, "i32", "a");
+        let m = pick(self, "u32", "gid");
+        let at = pick(self, "u32", "lid");
+        let bump = self.extra.below(100);
+        let s = self.fresh("st");
+        self.line(&format!(
+            "let {s}: Pt = Pt {{ k: {k} ^ {bump}i32, w: ld_f(in_f, {at} + {bump}u32), m: {m} }};"
+        ));
+        let t = if self.extra.chance(50) {
+            let t = self.fresh("st");
+            self.line(&format!("let {t}: Pt = {s};"));
+            self.line(&format!("{t}.k = {t}.k + {s}.k;"));
+            self.line(&format!("{t}.m = rotate_left({t}.m, {bump}u32);"));
+            t
+        } else {
+            s
+        };
+        for (f, ty) in [("k", "i32"), ("w", "f32"), ("m", "u32")] {
+            self.fold(&format!("{t}.{f}"), ty);
+        }
+    }
+
     fn nested(&mut self, f: impl FnOnce(&mut Self)) {
         let uniform = self.uniform;
         self.uniform = false;
@@ -783,6 +829,20 @@ impl Gen {
     }
 }
 
+/// The helpers and the struct every generated file declares: a read through a read-only
+/// buffer parameter (any index, taken modulo the length), a store through a read-write one.
+const HELPERS: &str = "struct Pt { k: i32, w: f32, m: u32 }
+
+device fn ld_f(b: buf<f32>, i: u32) -> f32 {
+    return b[i % len(b)];
+}
+
+device fn put_l(b: buf<u64, rw>, i: u32, v: u64) {
+    b[i] = v;
+}
+
+";
+
 /// One generated kernel and the launch it is generated for: kernel `k` of `src`, over `grid`
 /// workgroups of `block` x `by` work-items.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -838,6 +898,7 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
     };
     let mut g = Gen {
         rng,
+        extra: Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03),
         out: String::new(),
         vars: Vec::new(),
         next: 0,
@@ -883,6 +944,9 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
         g.helpers.push((name, a, r));
     }
     g.out.push_str("tagset Pick = [pa, pb];\n\ndevice fn pa(x: i32) -> i32 {\n    return x * 3i32 + 1i32;\n}\n\ndevice fn pb(x: i32) -> i32 {\n    if x < 0i32 {\n        return -x;\n    }\n    return x ^ 85i32;\n}\n\n");
+    // Helpers that take buffers (issue 23 item 4) and a struct (item 5), used by
+    // `Gen::struct_stmt` and the final store.
+    g.out.push_str(HELPERS);
     g.total = grid * block * by;
     g.block = block * by;
     g.waves = true;
@@ -897,8 +961,27 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
     g.uniform = true;
     g.shared_atomics = g.rng.chance(40);
     g.oob = out_of_bounds || (for_cpu && g.rng.chance(6));
-    g.out.push_str("kernel k(out_i: buf<i32, rw>, out_f: buf<f32, rw>, out_l: buf<u64, rw>, cnt: buf<u32, rw>, in_i: buf<i32>, in_f: buf<f32>, n: u32) {\n");
-    let _ = writeln!(g.out, "    shared sh: [i32; {}];", block * by);
+    // The integer input in constant memory now and then (issue 23 item 8).
+    let in_i = if g.extra.chance(30) {
+        "buf<i32, const>"
+    } else {
+        "buf<i32>"
+    };
+    let _ = writeln!(
+        g.out,
+        "kernel k(out_i: buf<i32, rw>, out_f: buf<f32, rw>, out_l: buf<u64, rw>, cnt: buf<u32, rw>, in_i: {in_i}, in_f: buf<f32>, n: u32) {{"
+    );
+    // The exchange array laid out with padding now and then (issue 23 item 8): indexing
+    // is unchanged, the placement is the backend's.
+    let sh = format!("[i32; {}]", block * by);
+    let sh = if g.extra.chance(25) {
+        let b = *g.extra.pick(&[1u32, 2, 4, 8]);
+        let pad = 1 + g.extra.below(3);
+        format!("block_padded<{sh}, {b}, {pad}>")
+    } else {
+        sh
+    };
+    let _ = writeln!(g.out, "    shared sh: {sh};");
     if g.shared_atomics {
         // Initialised before anything can return (every work-item reaches the barrier).
         g.out.push_str("    shared shc: [u32; 4];\n    if local_id.x + local_id.y < 1u32 {\n        shc[0u32] = 0u32;\n        shc[1u32] = 0u32;\n        shc[2u32] = 4294967295u32;\n        shc[3u32] = 0u32;\n    }\n    barrier();\n");
@@ -933,7 +1016,11 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
     let el = g.expr("u64", 2);
     g.line(&format!("out_i[oi] = {ei};"));
     g.line(&format!("out_f[gid] = {ef};"));
-    g.line(&format!("out_l[gid] = ({el}) ^ acc;"));
+    if g.extra.chance(50) {
+        g.line(&format!("put_l(out_l, gid, ({el}) ^ acc);"));
+    } else {
+        g.line(&format!("out_l[gid] = ({el}) ^ acc;"));
+    }
     g.out.push_str("}\n");
     Case {
         ulps: if g.transcendental && !for_cpu { 4 } else { 0 },
