@@ -7,7 +7,8 @@
 #     bash scripts/h200.sh check     # correctness: file tests, hostile corpus, UB, faults, tests
 #     bash scripts/h200.sh bench     # the ratio tables against the peers measured in the run
 #
-# Sections: check, bench, tune, faults, bundles, tests, record, launch, plot (any order).
+# Sections: check, bench, tune, faults, bundles, tests, record, launch, plot, fuzz, vkfuzz, vk_f32 (any
+# order).
 #
 # Every step runs under `timeout` with its log in $OUT/<step>.log; $OUT/summary.txt gets one
 # line per step (exit status, seconds, the log's last line) and is printed last.
@@ -85,6 +86,23 @@ record() {
   fi
 }
 
+# The differential fuzzer's corpus (dumped here: `XPU_FUZZ_DUMP=.device/fuzz XPU_FUZZ_CASES=N
+# cargo test --release --test cpu -- --ignored dump_fuzz_corpus`), each case against the
+# interpreter, on CUDA and the NVIDIA Vulkan driver.
+fuzz() {
+  [ -d .device/fuzz5 ] && step fuzz5_vulkan 60 "$X" run .device/fuzz5 --backend vulkan
+  [ -d .device/fuzz ] || return 0
+  step fuzz_cuda 300 "$X" run .device/fuzz --backend cuda
+  step fuzz_vulkan 300 "$X" run .device/fuzz --backend vulkan
+}
+
+# The GEMM family on Vulkan with f32 arithmetic in f32 (the NVIDIA driver's default computes
+# f32 + - * in f64, to keep subnormals the driver flushes), against the default.
+vk_f32() {
+  step tune_vulkan_f32 200 env CAJETA_XPU_VK_F32_IN_F64=0 "$X" tune examples/gemm_family.xk \
+    --family gemm --problem 2048x2048x2048 --store "$OUT/store-f32" --backend vulkan --exhaustive 5
+}
+
 tests() {
   [ -x .device/test-gpu ] && step test_gpu 240 .device/test-gpu --test-threads 2
   [ -x .device/test-vulkan ] && step test_vulkan 240 .device/test-vulkan --test-threads 2
@@ -126,9 +144,16 @@ for what in "${@:-check}"; do
     bundles) bundles ;;
     tests) tests ;;
     record) record ;;
+    fuzz) fuzz ;;
+    vkfuzz)
+      [ -d .device/fuzz5 ] && step fuzz5_vulkan 60 "$X" run .device/fuzz5 --backend vulkan
+      step ft_vulkan 240 "$X" run tests/filetests --backend vulkan
+      step fuzz_vulkan 300 "$X" run .device/fuzz --backend vulkan
+      ;;
+    vk_f32) vk_f32 ;;
     launch) step bench_launch 120 "$X" bench cuda --launch-only ;;
     plot) step bench_plot 300 "$X" bench all --plot "$OUT/roofline-h200.svg" ;;
-    *) echo "unknown section $what (check, bench, tune, faults, bundles, tests, record, launch, plot)" >&2 ;;
+    *) echo "unknown section $what (check, bench, tune, faults, bundles, tests, record, launch, plot, fuzz, vkfuzz, vk_f32)" >&2 ;;
   esac
 done
 # Few files come back from a device call: the logs travel as one archive beside the summary.

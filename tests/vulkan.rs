@@ -600,11 +600,11 @@ fn signed_zeros_and_nans_agree_with_the_interpreter() {
 }
 
 /// f32 subnormal operands and results through `+ - *`, `min`/`max`, `/`, `%`, `fma`,
-/// negation, f32 ↔ f64 casts and vectors, with the f64 path that devices flushing f32
+/// negation, f32 ↔ f64 casts, vectors, comparisons and `as bool`, with the f64 path that devices flushing f32
 /// subnormals use (`Caps::flushes_f32_subnormals`, forced by `CAJETA_XPU_VK_F32_IN_F64`):
 /// NVIDIA's driver gave 1e-38 · 1e10 = 0 under `DenormPreserve`.
 const SUBNORMALS: &str = r#"
-kernel subn(o: buf<f32, rw>, w: buf<f64, rw>, xs: buf<f32>, ys: buf<f32>) {
+kernel subn(o: buf<f32, rw>, w: buf<f64, rw>, c: buf<u32, rw>, xs: buf<f32>, ys: buf<f32>) {
     let g: u32 = global_id.x;
     let x: f32 = xs[g / 12];
     let y: f32 = ys[g % 12];
@@ -619,16 +619,22 @@ kernel subn(o: buf<f32, rw>, w: buf<f64, rw>, xs: buf<f32>, ys: buf<f32>) {
     o[10 * g + 8] = (vec2<f32>(x, y) * vec2<f32>(y, 0.5)).y - x;
     o[10 * g + 9] = ((x as f64) * 0.25) as f32;
     w[g] = (x as f64) + (y as f64);
+    let lt: vec2<bool> = vec2<f32>(x, y) < vec2<f32>(y, 0.0);
+    c[g] = select(x < y, 1u32, 0u32) | select(x == y, 2u32, 0u32) | select(x >= y, 4u32, 0u32)
+        | select(x != 0.0, 8u32, 0u32) | select(x as bool, 16u32, 0u32)
+        | select(lt.x, 32u32, 0u32) | select(lt.y, 64u32, 0u32);
 }
 run subn {
     grid = [12];
     block = [12];
     arg o = fill(1440, 7.0);
     arg w = fill(144, 7.0);
+    arg c = fill(144, 7);
     arg xs = [1.0e-38, -1.0e-40, 1.4e-45, 1.1754942e-38, 0.0, -0.0, 1.0, -3.5, 1.0e10, inf, nan, 3.0e38];
     arg ys = [1.0e10, 1.0e-40, -1.4e-45, 0.5, 0.0, -0.0, 1.0e-38, -2.0e-39, 1.0e-30, inf, nan, 2.0];
     expect o = interp;
     expect w = interp;
+    expect c = interp;
 }
 "#;
 

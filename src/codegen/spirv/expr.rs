@@ -718,6 +718,13 @@ impl Emitter<'_> {
                 if s == Scalar::Bool && !matches!(op, BinaryOp::Eq | BinaryOp::Ne) {
                     return refuse("ordering comparison of bool");
                 }
+                if s == Scalar::F32 && self.f32_in_f64() && n <= 4 {
+                    // A flushing f32 comparison finds a subnormal equal to 0 (the NVIDIA
+                    // driver: `1e-40 != 0.0` was false): compared in f64, widened from the
+                    // bits, where every f32 is normal.
+                    let (wa, wb) = (self.widen_f32(a, n)?, self.widen_f32(b, n)?);
+                    return Ok(self.opi(o, bty, &[wa, wb]));
+                }
                 self.opi(o, bty, &[a, b])
             }
             BinaryOp::LogicalAnd | BinaryOp::LogicalOr => unreachable!("handled above"),
@@ -845,6 +852,15 @@ impl Emitter<'_> {
         }
         let ft = self.vec_ty(from, n)?;
         if to == Scalar::Bool {
+            if from == Scalar::F32 && self.caps.flushes_f32_subnormals {
+                // On the bits (NaN and subnormals are true, both zeros false): a flushing
+                // `FUnordNotEqual` finds a subnormal equal to 0.
+                let ut = self.vec_ty(Scalar::U32, n)?;
+                let (mag, uz) = (self.konst(ut, 0x7fff_ffff), self.konst(ut, 0));
+                let bits = self.opi(Op::Bitcast, ut, &[v]);
+                let m = self.opi(Op::BitwiseAnd, ut, &[bits, mag]);
+                return Ok(self.opi(Op::INotEqual, bty, &[m, uz]));
+            }
             let zero = self.konst(ft, 0);
             let o = if from.is_float() {
                 Op::FUnordNotEqual
