@@ -93,6 +93,10 @@ struct Gen {
     /// One out-of-bounds access is still to be generated in this kernel (buffer, shared or
     /// private): the interpreter reports it and the backend must refuse the launch.
     oob: bool,
+    /// `shc[0]` is counted by `atomic_inc(_, bound)` rather than summed by `atomic_add` in
+    /// this kernel (issue 23 item 2): every update of the slot is the same wrapping
+    /// increment, so its final value does not depend on their order.
+    inc_bound: Option<u32>,
 }
 
 impl Gen {
@@ -464,6 +468,9 @@ impl Gen {
                 if !self.helper && self.extra.chance(20) {
                     self.struct_stmt();
                 }
+                if !self.helper && self.extra.chance(10) {
+                    self.array_stmt();
+                }
             }
             4..=6 => {
                 let assignable: Vec<(String, &'static str)> = self
@@ -751,6 +758,36 @@ impl Gen {
         }
     }
 
+    /// A two-dimensional private array (issue 23 item 7) filled row-major from a value in
+    /// scope and read back at indices from others.
+    fn array_stmt(&mut self) {
+        let u32s: Vec<String> = self
+            .vars
+            .iter()
+            .filter(|v| v.1 == "u32")
+            .map(|v| v.0.clone())
+            .collect();
+        let pick = |g: &mut Self, default: &str| {
+            if u32s.is_empty() || g.extra.chance(30) {
+                default.to_string()
+            } else {
+                g.extra.pick(&u32s).clone()
+            }
+        };
+        let (m, x, y) = (pick(self, "gid"), pick(self, "lid"), pick(self, "n"));
+        let (rows, cols) = (2 + self.extra.below(3), 2 + self.extra.below(4));
+        let (p, r, c) = (self.fresh("pa"), self.fresh("r"), self.fresh("c"));
+        self.line(&format!("let {p}: [[u32; {cols}]; {rows}];"));
+        self.line(&format!("for {r}: u32 in 0u32..{rows}u32 {{"));
+        self.line(&format!("    for {c}: u32 in 0u32..{cols}u32 {{"));
+        self.line(&format!(
+            "        {p}[{r}][{c}] = ({m} ^ ({r} * {cols}u32 + {c})) * 2654435761u32;"
+        ));
+        self.line("    }");
+        self.line("}");
+        self.fold(&format!("{p}[{x} % {rows}u32][{y} % {cols}u32]"), "u32");
+    }
+
     fn nested(&mut self, f: impl FnOnce(&mut Self)) {
         let uniform = self.uniform;
         self.uniform = false;
@@ -810,7 +847,15 @@ impl Gen {
         if atomic {
             let op = ["atomic_add", "atomic_max", "atomic_min", "atomic_xor"][slot as usize];
             let x = self.expr("u32", 2);
-            self.line(&format!("{op}(shc[{slot}u32], {x});"));
+            match self.inc_bound {
+                Some(b) if slot == 0 => self.line(&format!("atomic_inc(shc[0u32], {b}u32);")),
+                _ => self.line(&format!("{op}(shc[{slot}u32], {x});")),
+            }
+        }
+        // A wave-level sync before the group's now and then (issue 23 item 3): every lane
+        // of the wave reaches it here.
+        if self.extra.chance(20) {
+            self.line("wave_barrier();");
         }
         self.line("barrier();");
         self.line(&format!(
@@ -821,7 +866,14 @@ impl Gen {
         self.vars.push((v, "i32", true));
         if atomic {
             let c = self.fresh("c");
-            self.line(&format!("let {c}: u32 = shc[{slot}u32];"));
+            if self.extra.chance(40) {
+                // Issue 23 item 2.
+                self.line(&format!(
+                    "let {c}: u32 = atomic_load(shc[{slot}u32], acquire);"
+                ));
+            } else {
+                self.line(&format!("let {c}: u32 = shc[{slot}u32];"));
+            }
             self.fold(&c, "u32");
             self.vars.push((c, "u32", true));
         }
@@ -920,6 +972,7 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
         uniform: false,
         shared_atomics: false,
         oob: false,
+        inc_bound: None,
     };
     // Device helpers (wave verbs inside see the lanes of the call site's mask).
     let nh = g.rng.below(3);
@@ -960,6 +1013,10 @@ pub fn generate_with(seed: u64, for_cpu: bool, out_of_bounds: bool) -> Case {
     g.full_waves = wave_attr.is_some_and(|w| (block * by) % w == 0);
     g.uniform = true;
     g.shared_atomics = g.rng.chance(40);
+    g.inc_bound = g
+        .extra
+        .chance(40)
+        .then(|| *g.extra.pick(&[0u32, 1, 5, 37, 4_294_967_295]));
     g.oob = out_of_bounds || (for_cpu && g.rng.chance(6));
     // The integer input in constant memory now and then (issue 23 item 8).
     let in_i = if g.extra.chance(30) {
