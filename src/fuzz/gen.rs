@@ -151,16 +151,27 @@ impl Gen {
     }
 
     fn var_of(&mut self, ty: &str) -> Option<String> {
-        let c: Vec<String> = self
-            .vars
+        let c = self.names_of(ty);
+        (!c.is_empty()).then(|| self.rng.pick(&c).clone())
+    }
+
+    /// The variables in scope of type `ty`.
+    fn names_of(&self, ty: &str) -> Vec<String> {
+        self.vars
             .iter()
             .filter(|v| v.1 == ty)
             .map(|v| v.0.clone())
-            .collect();
-        if c.is_empty() {
-            None
+            .collect()
+    }
+
+    /// A variable in scope of type `ty` drawn from the extra stream, or `default` (now and
+    /// then, and where there is none).
+    fn extra_var(&mut self, ty: &str, default: &str) -> String {
+        let c = self.names_of(ty);
+        if c.is_empty() || self.extra.chance(30) {
+            default.to_string()
         } else {
-            Some(self.rng.pick(&c).clone())
+            self.extra.pick(&c).clone()
         }
     }
 
@@ -723,22 +734,9 @@ impl Gen {
     /// A struct built from values in scope and a buffer read through a helper, copied whole,
     /// a field assigned, and every field folded (issue 23 items 4, 5).
     fn struct_stmt(&mut self) {
-        let pick = |g: &mut Self, ty: &'static str, default: &str| -> String {
-            let c: Vec<String> = g
-                .vars
-                .iter()
-                .filter(|v| v.1 == ty)
-                .map(|v| v.0.clone())
-                .collect();
-            if c.is_empty() || g.extra.chance(30) {
-                default.to_string()
-            } else {
-                g.extra.pick(&c).clone()
-            }
-        };
-        let k = pick(self, "i32", "a");
-        let m = pick(self, "u32", "gid");
-        let at = pick(self, "u32", "lid");
+        let k = self.extra_var("i32", "a");
+        let m = self.extra_var("u32", "gid");
+        let at = self.extra_var("u32", "lid");
         let bump = self.extra.below(100);
         let s = self.fresh("st");
         self.line(&format!(
@@ -761,20 +759,11 @@ impl Gen {
     /// A two-dimensional private array (issue 23 item 7) filled row-major from a value in
     /// scope and read back at indices from others.
     fn array_stmt(&mut self) {
-        let u32s: Vec<String> = self
-            .vars
-            .iter()
-            .filter(|v| v.1 == "u32")
-            .map(|v| v.0.clone())
-            .collect();
-        let pick = |g: &mut Self, default: &str| {
-            if u32s.is_empty() || g.extra.chance(30) {
-                default.to_string()
-            } else {
-                g.extra.pick(&u32s).clone()
-            }
-        };
-        let (m, x, y) = (pick(self, "gid"), pick(self, "lid"), pick(self, "n"));
+        let (m, x, y) = (
+            self.extra_var("u32", "gid"),
+            self.extra_var("u32", "lid"),
+            self.extra_var("u32", "n"),
+        );
         let (rows, cols) = (2 + self.extra.below(3), 2 + self.extra.below(4));
         let (p, r, c) = (self.fresh("pa"), self.fresh("r"), self.fresh("c"));
         self.line(&format!("let {p}: [[u32; {cols}]; {rows}];"));
