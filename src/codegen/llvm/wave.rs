@@ -342,6 +342,54 @@ impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
         }
     }
 
+    /// The reduction or scan of `x` over groups of `width` lanes when every lane is active: a
+    /// butterfly (reductions) or a Kogge–Stone tree (scans), `lane` being each lane's place in
+    /// its group and `ident` the operation's identity (an exclusive scan's first lane). Whole
+    /// waves ([`wave_collective`](Self::wave_collective)) and tiles
+    /// ([`tile_collective`](Self::tile_collective)) share it.
+    #[allow(clippy::too_many_arguments)]
+    fn full_tree(
+        &mut self,
+        r: ReduceOp,
+        s: Scalar,
+        scan: Option<bool>,
+        mask: IntValue<'ctx>,
+        x: BasicValueEnum<'ctx>,
+        width: u64,
+        lane: IntValue<'ctx>,
+        ident: BasicValueEnum<'ctx>,
+    ) -> LowerResult<BasicValueEnum<'ctx>> {
+        let Some(inclusive) = scan else {
+            let mut v = x;
+            let mut off = width / 2;
+            while off >= 1 {
+                let o = self.exchange_value(Exchange::Xor, mask, v, self.cx.i32(off))?;
+                v = self.combine(r, s, v, o)?;
+                off /= 2;
+            }
+            return Ok(v);
+        };
+        let mut v = x;
+        let mut off = 1;
+        while off < width {
+            let o = self.exchange_value(Exchange::Up, mask, v, self.cx.i32(off))?;
+            let c = self.combine(r, s, v, o)?;
+            let has = self
+                .b()
+                .build_int_compare(IntPredicate::UGE, lane, self.cx.i32(off), "")?;
+            v = self.select(has.into(), c, v)?;
+            off *= 2;
+        }
+        if inclusive {
+            return Ok(v);
+        }
+        let prev = self.exchange_value(Exchange::Up, mask, v, self.cx.i32(1))?;
+        let first = self
+            .b()
+            .build_int_compare(IntPredicate::EQ, lane, self.cx.i32(0), "")?;
+        self.select(first.into(), ident, prev)
+    }
+
     /// [`wave_collective`](Self::wave_collective) within tiles of `t` lanes: `inner` is the
     /// lane's place in its tile and `tb` the tile's first lane.
     #[allow(clippy::too_many_arguments)]
@@ -370,43 +418,7 @@ impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
         // Whole wave active: a butterfly or Kogge–Stone tree inside each tile.
         self.b().position_at_end(full_bb);
         let t = u64::from(t);
-        let full_v = match scan {
-            None => {
-                let mut v = x;
-                let mut off = t / 2;
-                while off >= 1 {
-                    let o = self.exchange_value(Exchange::Xor, mask, v, self.cx.i32(off))?;
-                    v = self.combine(r, s, v, o)?;
-                    off /= 2;
-                }
-                v
-            }
-            Some(inclusive) => {
-                let mut v = x;
-                let mut off = 1;
-                while off < t {
-                    let o = self.exchange_value(Exchange::Up, mask, v, self.cx.i32(off))?;
-                    let c = self.combine(r, s, v, o)?;
-                    let has = self.b().build_int_compare(
-                        IntPredicate::UGE,
-                        inner,
-                        self.cx.i32(off),
-                        "",
-                    )?;
-                    v = self.select(has.into(), c, v)?;
-                    off *= 2;
-                }
-                if inclusive {
-                    v
-                } else {
-                    let prev = self.exchange_value(Exchange::Up, mask, v, self.cx.i32(1))?;
-                    let first =
-                        self.b()
-                            .build_int_compare(IntPredicate::EQ, inner, self.cx.i32(0), "")?;
-                    self.select(first.into(), ident, prev)?
-                }
-            }
-        };
+        let full_v = self.full_tree(r, s, scan, mask, x, t, inner, ident)?;
         let full_end = self.b().get_insert_block().expect("positioned");
         self.b().build_unconditional_branch(end_bb)?;
 
@@ -499,43 +511,7 @@ impl<'a, 'ctx> FunctionContext<'a, 'ctx> {
 
         // Whole wave.
         self.b().position_at_end(full_bb);
-        let full_v = match scan {
-            None => {
-                let mut v = x;
-                let mut off = w / 2;
-                while off >= 1 {
-                    let o = self.exchange_value(Exchange::Xor, mask, v, self.cx.i32(off))?;
-                    v = self.combine(r, s, v, o)?;
-                    off /= 2;
-                }
-                v
-            }
-            Some(inclusive) => {
-                let mut v = x;
-                let mut off = 1;
-                while off < w {
-                    let o = self.exchange_value(Exchange::Up, mask, v, self.cx.i32(off))?;
-                    let c = self.combine(r, s, v, o)?;
-                    let has = self.b().build_int_compare(
-                        IntPredicate::UGE,
-                        lane,
-                        self.cx.i32(off),
-                        "",
-                    )?;
-                    v = self.select(has.into(), c, v)?;
-                    off *= 2;
-                }
-                if inclusive {
-                    v
-                } else {
-                    let prev = self.exchange_value(Exchange::Up, mask, v, self.cx.i32(1))?;
-                    let first =
-                        self.b()
-                            .build_int_compare(IntPredicate::EQ, lane, self.cx.i32(0), "")?;
-                    self.select(first.into(), ident, prev)?
-                }
-            }
-        };
+        let full_v = self.full_tree(r, s, scan, mask, x, w, lane, ident)?;
         let full_end = self.b().get_insert_block().expect("positioned");
         self.b().build_unconditional_branch(end_bb)?;
 
